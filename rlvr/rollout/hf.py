@@ -1,0 +1,111 @@
+"""Rollouts with a transformers model in the trainer's process.
+
+The policy object is shared with the trainer, so there is no weight sync (sync.py is for engines that hold
+their own copy, such as vLLM). We run our own sampling loop instead of `generate(num_return_sequences=G)`:
+`generate` prefills each prompt G times, while here a prompt is prefilled once and its KV cache is
+copied to its G rows (the prompt is most of the tokens on short-answer tasks). The loop also yields the
+exact log-prob of each sampled token under the distribution it was drawn from.
+"""
+from __future__ import annotations
+
+import torch
+
+from rlvr.logprobs import position_ids_from_mask
+from rlvr.rollout.base import SamplingParams
+from rlvr.types import Prompt, RolloutBatch
+
+
+def render_prompts(tokenizer, prompts: list[Prompt]) -> list[str]:
+    """Apply the model's chat template, ending with the assistant header the model continues from."""
+    return [tokenizer.apply_chat_template(list(p.messages), tokenize=False, add_generation_prompt=True)
+            for p in prompts]
+
+
+def stop_token_ids(model, tokenizer) -> list[int]:
+    ids = model.generation_config.eos_token_id
+    ids = [ids] if isinstance(ids, int) else list(ids or [])
+    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
+        ids.append(tokenizer.eos_token_id)
+    return ids
+
+
+def completion_mask(completion_ids: torch.Tensor, stop_ids: list[int]) -> torch.Tensor:
+    """[B, C] 1 up to and including the first stop token. Derived from the stop token, never from pad ids,
+    so the EOS is kept even when pad == EOS (the simple_GRPO pitfall, design.md principle 6)."""
+    is_stop = torch.isin(completion_ids, torch.tensor(stop_ids, device=completion_ids.device)).long()
+    stops_before = is_stop.cumsum(dim=-1) - is_stop  # stop tokens strictly before position t
+    return (stops_before == 0).long()
+
+
+def top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Nucleus sampling (Holtzman et al. 2020): keep the smallest set of tokens whose mass reaches top_p."""
+    if top_p >= 1.0:
+        return logits
+    sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+    mass_before = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1) - torch.softmax(sorted_logits, dim=-1)
+    sorted_logits = sorted_logits.masked_fill(mass_before >= top_p, float("-inf"))  # top token always kept
+    return torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
+
+
+def pick_tokens(logits: torch.Tensor, sampling: SamplingParams) -> tuple[torch.Tensor, torch.Tensor]:
+    """[B, V] next-token logits -> (token [B], its log-prob under the distribution it was drawn from [B])."""
+    logits = logits.float()
+    if sampling.temperature == 0:
+        token = logits.argmax(dim=-1)
+        return token, torch.log_softmax(logits, dim=-1).gather(-1, token[:, None])[:, 0]
+    logprobs = torch.log_softmax(top_p_filter(logits / sampling.temperature, sampling.top_p), dim=-1)
+    token = torch.multinomial(logprobs.exp(), 1)[:, 0]
+    return token, logprobs.gather(-1, token[:, None])[:, 0]
+
+
+class HFRolloutEngine:
+    def __init__(self, model, tokenizer):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.stop_ids = stop_token_ids(model, tokenizer)
+
+    def encode(self, prompts: list[Prompt]) -> tuple[torch.Tensor, torch.Tensor]:
+        device = next(self.model.parameters()).device
+        encoded = self.tokenizer(render_prompts(self.tokenizer, prompts), return_tensors="pt", padding=True,
+                                 add_special_tokens=False).to(device)
+        return encoded["input_ids"], encoded["attention_mask"]
+
+    @torch.no_grad()
+    def sample(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, group_size: int,
+               sampling: SamplingParams) -> tuple[torch.Tensor, torch.Tensor]:
+        """-> (completion ids [N*G, C], sampling log-probs [N*G, C]); rows past a stop token hold pad ids."""
+        out = self.model(input_ids=prompt_ids, attention_mask=prompt_mask,
+                         position_ids=position_ids_from_mask(prompt_mask), use_cache=True, logits_to_keep=1)
+        cache = out.past_key_values
+        cache.batch_repeat_interleave(group_size)
+        logits = out.logits[:, -1].repeat_interleave(group_size, dim=0)
+        mask = prompt_mask.repeat_interleave(group_size, dim=0)
+        position = mask.sum(dim=1, keepdim=True)
+        stops = torch.tensor(self.stop_ids, device=prompt_ids.device)
+        finished = torch.zeros(mask.shape[0], dtype=torch.bool, device=mask.device)
+        tokens, logprobs = [], []
+        for _ in range(sampling.max_new_tokens):
+            token, logprob = pick_tokens(logits, sampling)
+            token = token.masked_fill(finished, self.tokenizer.pad_token_id)
+            tokens.append(token)
+            logprobs.append(logprob.masked_fill(finished, 0.0))
+            finished |= torch.isin(token, stops)
+            if finished.all() or len(tokens) == sampling.max_new_tokens:
+                break
+            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+            out = self.model(input_ids=token[:, None], attention_mask=mask, position_ids=position,
+                             past_key_values=cache, use_cache=True)
+            logits, position = out.logits[:, -1], position + 1
+        return torch.stack(tokens, dim=1), torch.stack(logprobs, dim=1)
+
+    def generate(self, prompts: list[Prompt], group_size: int, sampling: SamplingParams) -> RolloutBatch:
+        prompt_ids, prompt_mask = self.encode(prompts)
+        completion_ids, logprobs = self.sample(prompt_ids, prompt_mask, group_size, sampling)
+        mask = completion_mask(completion_ids, self.stop_ids)
+        stopped = (torch.isin(completion_ids, torch.tensor(self.stop_ids, device=mask.device)) & (mask > 0)).any(-1)
+        shown = completion_ids.masked_fill(mask == 0, self.tokenizer.pad_token_id)
+        texts = self.tokenizer.batch_decode(shown, skip_special_tokens=True)
+        return RolloutBatch(
+            prompts=list(prompts), group_size=group_size, prompt_ids=prompt_ids, prompt_mask=prompt_mask,
+            completion_ids=completion_ids, completion_mask=mask, sampling_logprobs=logprobs * mask,
+            completions=texts, truncated=~stopped)

@@ -1,0 +1,108 @@
+"""Synthetic arithmetic: every level is a finite, enumerable problem space with a fixed train/held-out split.
+
+Levels (a, b, c are integers; `*` binds tighter than `+`):
+  1  times tables: a + b and a * b, a, b in 0..12 (338 problems)
+  2  a + b and a - b with a, b in 0..99 (a >= b for -, so results stay natural), a * b with a, b in 2..12
+  3  two-digit * one-digit (10..99 * 2..9) and a + b * c with a, b, c in 0..12
+  4  two-digit * two-digit (10..99 * 10..99)
+
+Split: a problem's identity is its canonical text ("7 * 8"). Ranking every problem of a level by the
+sha256 of that text gives an order that depends on nothing else (not the seed, not Python's hash salt,
+not the enumeration order); the first max(200, n // 5) are held out, the rest train. So the two splits
+never share a problem, and an evaluation is comparable across runs and seeds. The one-shot example
+(chat.EXAMPLE_CANONICAL, "3 + 4") is removed first, so it is in neither split.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Iterator
+
+from rlvr.config import ConfigError, TaskConfig
+from rlvr.tasks import first, sample_forever
+from rlvr.tasks.chat import EXAMPLE_CANONICAL, build_messages
+from rlvr.types import Prompt
+
+MIN_HELD_OUT = 200  # enough problems for a pass@1 estimate with a usable confidence interval
+LEVELS = (1, 2, 3, 4)
+
+
+@dataclass(frozen=True)
+class Problem:
+    canonical: str  # "7 * 8", "3 + 4 * 5": the identity used for hashing and in Prompt.id
+    value: int
+
+
+def _binary(op: str, left: range, right: range) -> Iterator[Problem]:
+    for a in left:
+        for b in right:
+            if op == "+":
+                yield Problem(f"{a} + {b}", a + b)
+            elif op == "*":
+                yield Problem(f"{a} * {b}", a * b)
+            elif a >= b:  # "-": keep results non-negative
+                yield Problem(f"{a} - {b}", a - b)
+
+
+def _enumerate(level: int) -> Iterator[Problem]:
+    small, two_digit = range(0, 13), range(10, 100)
+    if level == 1:
+        yield from _binary("+", small, small)
+        yield from _binary("*", small, small)
+    elif level == 2:
+        yield from _binary("+", range(100), range(100))
+        yield from _binary("-", range(100), range(100))
+        yield from _binary("*", range(2, 13), range(2, 13))
+    elif level == 3:
+        yield from _binary("*", two_digit, range(2, 10))
+        for a in small:
+            for b in small:
+                for c in small:
+                    yield Problem(f"{a} + {b} * {c}", a + b * c)
+    elif level == 4:
+        yield from _binary("*", two_digit, two_digit)
+    else:
+        raise ConfigError(f"task.level: arithmetic has levels {', '.join(map(str, LEVELS))}, got {level}")
+
+
+def _rank(problem: Problem) -> str:
+    return hashlib.sha256(problem.canonical.encode()).hexdigest()
+
+
+@lru_cache(maxsize=None)
+def splits(level: int) -> tuple[tuple[Problem, ...], tuple[Problem, ...]]:
+    """(train, held_out) for a level; held_out is in its fixed evaluation order."""
+    problems = [p for p in _enumerate(level) if p.canonical != EXAMPLE_CANONICAL]
+    problems.sort(key=_rank)
+    held = max(MIN_HELD_OUT, len(problems) // 5)
+    return tuple(problems[held:]), tuple(problems[:held])
+
+
+def question_text(problem: Problem) -> str:
+    return f"What is {problem.canonical}?"
+
+
+class ArithmeticTask:
+    """Arithmetic problems of one level; see the module docstring for the spaces and the split."""
+
+    def __init__(self, config: TaskConfig) -> None:
+        self.config = config
+        self.level = config.level
+        self.name = f"arithmetic-l{self.level}"
+        self.train, self.held_out = splits(self.level)
+
+    def prompt(self, problem: Problem, split: str) -> Prompt:
+        return Prompt(
+            id=f"arithmetic-l{self.level}/{split}/{problem.canonical}",
+            messages=build_messages(question_text(problem), self.config),
+            reference=str(problem.value),
+            columns={"level": self.level},
+        )
+
+    def train_prompts(self, seed: int) -> Iterator[Prompt]:
+        for problem in sample_forever(self.train, seed):
+            yield self.prompt(problem, "train")
+
+    def eval_prompts(self, size: int) -> list[Prompt]:
+        return [self.prompt(p, "eval") for p in first(self.held_out, size)]

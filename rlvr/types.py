@@ -1,0 +1,103 @@
+"""Records passed between the stages of the loop (design.md: typed records, masks from the source).
+
+prompts -> RolloutBatch -> verdicts -> rewards -> advantages -> TrainBatch -> loss
+Shapes: B = completions in the batch (prompts x G), P = prompt length, C = completion length.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # verifiers import this module in torch-free worker processes
+    import torch
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One verifiable problem: chat messages plus the reference answer the verifiers check against."""
+
+    id: str  # stable identifier, e.g. "arithmetic/train/3 + 4"
+    messages: tuple[dict[str, str], ...]  # chat turns (role, content); the chat template is applied later
+    reference: str  # gold answer as text ("7", "\\frac{1}{2}", ...)
+    columns: dict[str, Any] = field(default_factory=dict)  # extra dataset columns, passed to TRL-style reward funcs
+
+
+class Outcome(str, enum.Enum):
+    """What a verifier concluded. Only CORRECT may earn a full score (never a silent 1)."""
+
+    CORRECT = "correct"
+    WRONG = "wrong"
+    UNPARSEABLE = "unparseable"  # no final answer could be extracted from the completion
+    TIMEOUT = "timeout"  # the check ran past its time budget
+    ERROR = "error"  # the verifier itself failed; counted, scored 0
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: Outcome
+    score: float  # in [0, 1]
+    detail: str = ""  # human-readable reason, e.g. "extracted 12, expected 13"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"outcome": self.outcome.value, "score": self.score, "detail": self.detail}
+
+
+@dataclass
+class RolloutBatch:
+    """G sampled completions per prompt, grouped contiguously: rows [g*G, (g+1)*G) share prompts[g].
+
+    Prompts are stored once per prompt, not once per completion: the G completions share the prompt's
+    KV cache when sampling and when scoring (logprobs.py), so the prompt is never recomputed G times.
+    """
+
+    prompts: list[Prompt]  # len N = B / G
+    group_size: int  # G
+    prompt_ids: torch.Tensor  # [N, P] left-padded
+    prompt_mask: torch.Tensor  # [N, P] 1 = real token
+    completion_ids: torch.Tensor  # [B, C] right-padded
+    completion_mask: torch.Tensor  # [B, C] 1 = generated token, EOS included, padding excluded
+    sampling_logprobs: torch.Tensor  # [B, C] log-prob of each sampled token under the sampling distribution
+    completions: list[str]  # len B, decoded text without special tokens
+    truncated: torch.Tensor  # [B] bool, True when max_new_tokens was hit before EOS
+
+    @property
+    def size(self) -> int:
+        return self.completion_ids.shape[0]
+
+    def prompt_of(self, row: int) -> Prompt:
+        return self.prompts[row // self.group_size]
+
+
+@dataclass
+class ScoredBatch:
+    """Rewards for a RolloutBatch: one weighted reward per completion plus each verifier's verdicts."""
+
+    rewards: torch.Tensor  # [B] float
+    verdicts: dict[str, list[Verdict]]  # verifier name -> len-B verdicts (custom reward funcs get outcome from value)
+    scores: dict[str, torch.Tensor]  # verifier name -> [B] score
+
+
+@dataclass
+class TrainBatch:
+    """Everything the update needs; the trainer is algorithm-blind (design.md principle 3)."""
+
+    prompt_ids: torch.Tensor  # [N, P] left-padded, one row per distinct prompt
+    prompt_mask: torch.Tensor  # [N, P]
+    prompt_index: torch.Tensor  # [B] long: row -> its prompt's row in prompt_ids
+    completion_ids: torch.Tensor  # [B, C]
+    completion_mask: torch.Tensor  # [B, C] float
+    advantages: torch.Tensor  # [B] one per completion (GRPO outcome supervision)
+    old_logprobs: torch.Tensor | None  # [B, C] or None when mu == 1 (ratio taken against detached current)
+    ref_logprobs: torch.Tensor | None  # [B, C] or None when beta == 0
+
+    @property
+    def size(self) -> int:
+        return self.completion_ids.shape[0]
+
+    def rows(self, index: slice) -> "TrainBatch":
+        """A micro-batch: completions are sliced, prompts stay whole (prompt_index still points into them)."""
+        pick = lambda t: None if t is None else t[index]  # noqa: E731
+        return TrainBatch(self.prompt_ids, self.prompt_mask, self.prompt_index[index], self.completion_ids[index],
+                          self.completion_mask[index], self.advantages[index], pick(self.old_logprobs),
+                          pick(self.ref_logprobs))

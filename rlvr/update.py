@@ -1,0 +1,68 @@
+"""One optimizer step on a TrainBatch. Algorithm-blind (design.md principle 3): it receives advantages,
+masks and log-probs, and minimises the objective it is handed; it knows no reward or group."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from rlvr.logprobs import completion_logprobs
+from rlvr.loss import grpo_loss
+from rlvr.types import TrainBatch
+
+
+@dataclass(frozen=True)
+class UpdateSettings:
+    clip_epsilon: float
+    beta: float
+    aggregation: str
+    kl_estimator: str
+    temperature: float  # rollout temperature: log-probs are taken under the sampling distribution
+    micro_batch_size: int
+    max_grad_norm: float
+
+
+@dataclass
+class UpdateStats:
+    loss: float
+    policy_loss: float
+    kl: float
+    clip_fraction: float
+    entropy: float  # mean per-token entropy of the policy on the sampled completions
+    grad_norm: float
+
+
+def train_step(policy, batch: TrainBatch, optimizer: torch.optim.Optimizer, settings: UpdateSettings,
+               scheduler=None) -> UpdateStats:
+    """Gradient accumulation over micro-batches with a global normaliser, then one clipped optimizer step.
+
+    The loss of each micro-batch is divided by the full batch's sequence count (not its own), so the
+    accumulated gradient equals the full-batch gradient whatever the micro-batch size.
+    """
+    totals = dict(loss=0.0, policy_loss=0.0, kl=0.0, clip_fraction=0.0, entropy=0.0)
+    mask_total = batch.completion_mask.sum().clamp(min=1).item()
+    n_micro = 0
+    for start in range(0, batch.size, settings.micro_batch_size):
+        micro = batch.rows(slice(start, start + settings.micro_batch_size))
+        logprobs, entropy = completion_logprobs(
+            policy, micro.prompt_ids, micro.prompt_mask, micro.prompt_index, micro.completion_ids,
+            micro.completion_mask, settings.temperature, with_entropy=True)
+        # mu = 1: pi_old is the current policy, so the ratio is exp(0) = 1 but its gradient is still grad log pi.
+        old = micro.old_logprobs if micro.old_logprobs is not None else logprobs.detach()
+        terms = grpo_loss(logprobs, old, micro.ref_logprobs, micro.advantages, micro.completion_mask,
+                          clip_epsilon=settings.clip_epsilon, beta=settings.beta, aggregation=settings.aggregation,
+                          kl_estimator=settings.kl_estimator, num_sequences=batch.size)
+        terms.loss.backward()
+        totals["loss"] += terms.loss.item()
+        totals["policy_loss"] += terms.policy_loss.item()
+        totals["kl"] += terms.kl.item()
+        totals["clip_fraction"] += terms.clip_fraction.item()
+        totals["entropy"] += (entropy * micro.completion_mask).sum().item() / mask_total
+        n_micro += 1
+    grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), settings.max_grad_norm)
+    optimizer.step()
+    if scheduler is not None:
+        scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    totals["clip_fraction"] /= n_micro
+    return UpdateStats(grad_norm=float(grad_norm), **totals)

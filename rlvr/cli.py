@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from rlvr.config import ConfigError, RunConfig, TaskConfig, load_config
+from rlvr.config import ConfigError, RunConfig, TaskConfig, load_config, validate_config
 
 
 class UsageError(Exception):
@@ -17,6 +17,8 @@ class UsageError(Exception):
 def _new_run_dir(config: RunConfig) -> Path:
     """Never write into an existing run: no data or checkpoint is ever lost (README, contracts)."""
     path = Path(config.output_dir) if config.output_dir else Path("runs") / time.strftime("%Y%m%d-%H%M%S")
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"output_dir {str(path)!r} is a file; choose a new output_dir=PATH")
     if path.exists() and any(path.iterdir()):
         raise UsageError(f"output_dir {str(path)!r} already holds files; choose a new output_dir=PATH")
     path.mkdir(parents=True, exist_ok=True)
@@ -24,15 +26,24 @@ def _new_run_dir(config: RunConfig) -> Path:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    config_file = args.config if args.config and "=" not in args.config else None
+    config_file = args.config if args.config and not _is_override(args.config) else None
     overrides = ([args.config] if args.config and config_file is None else []) + args.overrides
     config = load_config(config_file, overrides)
     run_dir = _new_run_dir(config)
     print(f"run directory: {run_dir}", flush=True)
     from rlvr.recipes.grpo import train
 
-    train(config, run_dir)
+    try:
+        train(config, run_dir)
+    except BaseException:
+        if not any(run_dir.iterdir()):  # failed before writing anything: leave no empty run behind
+            run_dir.rmdir()
+        raise
     return 0
+
+
+def _is_override(arg: str) -> bool:
+    return "=" in arg and not Path(arg).is_file()
 
 
 def _eval_target(target: str, task_name: str | None) -> tuple[str, RunConfig]:
@@ -56,7 +67,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     model_path, config = _eval_target(args.model, args.task)
     overrides = {k: v for k, v in {"samples": args.n, "size": args.size, "temperature": args.temperature}.items()
                  if v is not None}
-    config = RunConfig.model_validate({**config.model_dump(), "eval": {**config.eval.model_dump(), **overrides}})
+    config = validate_config({**config.model_dump(), "eval": {**config.eval.model_dump(), **overrides}})
+    if not 1 <= args.k <= config.eval.samples:
+        raise UsageError(f"--k {args.k}: pass@k needs 1 <= k <= n (--n {config.eval.samples})")
     from rlvr.evaluate import evaluate
     from rlvr.models import load_model, load_tokenizer
     from rlvr.recipes.grpo import build_rewarder
@@ -119,6 +132,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rlvr: error: {err}", file=sys.stderr)
         return 2
     except Exception as err:  # known user-facing errors from other modules
+        from rlvr.verify_file import VerifyInputError  # torch-free; checked before rlvr.models imports torch
+
+        if isinstance(err, VerifyInputError):
+            print(f"rlvr: error: {err}", file=sys.stderr)
+            return 2
         from rlvr.models import ModelError
 
         if isinstance(err, ModelError) or type(err).__name__ in {"DatasetError"}:

@@ -109,6 +109,8 @@ class RunConfig(_Section):
             raise ValueError(
                 f"optimizer.micro_batch_size={self.optimizer.micro_batch_size} must divide the batch "
                 f"rollout.prompts_per_step x rollout.group_size = {batch}")
+        if self.task.name not in _known_tasks():
+            raise ValueError(f"task.name: unknown task {self.task.name!r}; allowed: {', '.join(_known_tasks())}")
         unknown = set(self.task.verifiers) - set(_known_verifiers())
         if unknown:
             raise ValueError(f"task.verifiers: unknown verifier(s) {sorted(unknown)}; "
@@ -126,6 +128,12 @@ class RunConfig(_Section):
     @property
     def micro_batch_size(self) -> int:
         return min(self.optimizer.micro_batch_size, self.batch_size)
+
+
+def _known_tasks() -> list[str]:
+    from rlvr.tasks import TASKS  # late import, as for verifiers
+
+    return list(TASKS)
 
 
 def _known_verifiers() -> list[str]:
@@ -147,8 +155,18 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 raise ConfigError(f"override {item!r}: {part!r} is set both as a value and as a section")
-        node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else ""
+        node[parts[-1]] = _override_value(item, raw)
     return tree
+
+
+def _override_value(item: str, raw: str) -> Any:
+    """Lists, mappings and null are parsed as YAML; scalars stay text and the typed field converts them, so
+    `output_dir=2024` stays a path while `max_steps=20` still becomes an int (pydantic's lax parsing)."""
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as err:
+        raise ConfigError(f"override {item!r}: value is not valid YAML ({str(err).splitlines()[0]})") from None
+    return value if isinstance(value, (list, dict)) or value is None else raw.strip()
 
 
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -161,24 +179,28 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def validate_config(data: dict[str, Any]) -> RunConfig:
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(describe_validation_error(err)) from None
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
     """Build the run config from defaults, an optional YAML file and dotted overrides."""
     data: dict[str, Any] = {}
     if path is not None:
         path = Path(path)
         if not path.is_file():
-            raise ConfigError(f"config file {str(path)!r} does not exist")
+            what = "is a directory, not a YAML file" if path.is_dir() else "does not exist"
+            raise ConfigError(f"config file {str(path)!r} {what}")
         try:
-            data = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as err:
-            raise ConfigError(f"config file {str(path)!r} is not valid YAML: {err}") from None
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except (yaml.YAMLError, UnicodeDecodeError) as err:
+            raise ConfigError(f"config file {str(path)!r} is not valid YAML (UTF-8): {err}") from None
         if not isinstance(data, dict):
             raise ConfigError(f"config file {str(path)!r} must hold a mapping of sections, not {type(data).__name__}")
-    data = _merge(data, parse_overrides(overrides or []))
-    try:
-        return RunConfig.model_validate(data)
-    except ValidationError as err:
-        raise ConfigError(describe_validation_error(err)) from None
+    return validate_config(_merge(data, parse_overrides(overrides or [])))
 
 
 def describe_validation_error(err: ValidationError) -> str:

@@ -1,0 +1,319 @@
+"""CLI: every expected failure is one `rlvr: error: ...` line on stderr with exit code 2, never a traceback.
+
+All commands run in-process through `rlvr.cli.main` except one subprocess test of the real entry point.
+Nothing here loads a model: `train` and `eval` are only driven into failures that happen before loading.
+"""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from rlvr.cli import main
+from rlvr.config import TaskConfig
+from rlvr.verify_file import VerifyInputError, verify_file
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path, monkeypatch):
+    """Relative paths (eval.json, runs/...) can never land in the repository."""
+    monkeypatch.chdir(tmp_path)
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_error(err: str, *fragments: str) -> None:
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("rlvr: error: "), err
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, err)
+
+
+# ---------------------------------------------------------------- train
+def test_train_unknown_key_exits_2_and_creates_no_run_dir(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    code, out, err = run(capsys, "train", "max_step=3", f"output_dir={run_dir}")
+    assert code == 2
+    assert_one_line_error(err, "'max_step'", "max_steps")
+    assert not run_dir.exists()
+    assert out == ""
+
+
+def test_train_unknown_key_from_yaml_file(tmp_path, capsys):
+    config = tmp_path / "c.yaml"
+    config.write_text("rollout:\n  group_sise: 4\n")
+    run_dir = tmp_path / "run"
+    code, _, err = run(capsys, "train", str(config), f"output_dir={run_dir}")
+    assert code == 2
+    assert_one_line_error(err, "'rollout.group_sise'", "group_size")
+    assert not run_dir.exists()
+
+
+def test_train_missing_config_file(tmp_path, capsys):
+    code, _, err = run(capsys, "train", str(tmp_path / "nope.yaml"), f"output_dir={tmp_path / 'run'}")
+    assert code == 2
+    assert_one_line_error(err, "nope.yaml", "does not exist")
+    assert not (tmp_path / "run").exists()
+
+
+def test_train_malformed_override(tmp_path, capsys):
+    code, _, err = run(capsys, "train", f"output_dir={tmp_path / 'run'}", "foo")
+    assert code == 2
+    assert_one_line_error(err, "'foo'", "dotted.key=value")
+    assert not (tmp_path / "run").exists()
+
+
+def test_train_refuses_a_non_empty_output_dir(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "metrics.jsonl").write_text('{"step": 1}\n')
+    (run_dir / "final").mkdir()
+    (run_dir / "final" / "model.safetensors").write_bytes(b"weights")
+    before = sorted((p.relative_to(run_dir), p.read_bytes() if p.is_file() else None) for p in run_dir.rglob("*"))
+    code, out, err = run(capsys, "train", "max_steps=1", f"output_dir={run_dir}")
+    assert code == 2
+    assert_one_line_error(err, str(run_dir), "already holds files")
+    after = sorted((p.relative_to(run_dir), p.read_bytes() if p.is_file() else None) for p in run_dir.rglob("*"))
+    assert after == before
+    assert "run directory" not in out
+
+
+def test_train_missing_model_fails_before_writing_anything(tmp_path, capsys):
+    run_dir, missing = tmp_path / "run", tmp_path / "no-such-model"
+    code, _, err = run(capsys, "train", f"model.name_or_path={missing}", f"output_dir={run_dir}")
+    assert code == 2
+    assert_one_line_error(err, str(missing), "does not exist")
+    assert not run_dir.exists() or not any(run_dir.iterdir())  # no config.yaml, metrics or checkpoint
+
+
+# ---------------------------------------------------------------- eval
+def test_eval_missing_model_path(tmp_path, capsys):
+    missing = tmp_path / "no-such-model"
+    code, out, err = run(capsys, "eval", str(missing))
+    assert code == 2
+    assert_one_line_error(err, str(missing), "does not exist")
+    assert out == ""
+    assert not (tmp_path / "eval.json").exists()
+
+
+def test_eval_directory_without_model(tmp_path, capsys):
+    empty = tmp_path / "not-a-model"
+    empty.mkdir()
+    code, _, err = run(capsys, "eval", str(empty))
+    assert code == 2
+    assert_one_line_error(err, "config.json")
+
+
+def test_eval_run_without_final_checkpoint(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "config.yaml").write_text("max_steps: 1\n")
+    code, _, err = run(capsys, "eval", str(run_dir))
+    assert code == 2
+    assert_one_line_error(err, "no final checkpoint")
+
+
+def test_eval_unknown_task(tmp_path, capsys):
+    code, _, err = run(capsys, "eval", str(tmp_path / "no-such-model"), "--task", "nosuchtask")
+    assert code == 2
+    assert_one_line_error(err, "nosuchtask", "arithmetic")
+
+
+# ---------------------------------------------------------------- verify
+LINES = [
+    {"completion": "3 + 4 = 7\nAnswer: 7", "reference": "7"},  # 1 correct
+    {"completion": "Answer: 8", "reference": "7"},  # 2 wrong
+    {"completion": "I am not sure.", "reference": "7"},  # 3 unparseable (strict mode)
+    "this is {not json",  # 4 bad line
+    {"completion": "48 + 24 = 72 clips.\nAnswer: 72", "answer": "Natalia sold 48/2 = 24 clips.\n#### 72"},  # 5
+    {"reference": "7"},  # 6 no completion
+]
+
+
+def write_jsonl(path, rows) -> str:
+    path.write_text("".join((row if isinstance(row, str) else json.dumps(row)) + "\n" for row in rows))
+    return str(path)
+
+
+def summary_counts(err: str) -> dict[str, int]:
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^\s+(correct|wrong|unparseable|timeout|error)"
+                                                            r"\s+(\d+)\s+[\d.]+%$", err, re.MULTILINE)}
+
+
+def mean_score(err: str) -> float:
+    return float(re.search(r"mean score\s+([\d.]+)", err).group(1))
+
+
+def test_verify_writes_one_verdict_per_line_and_a_summary(tmp_path, capsys):
+    path = write_jsonl(tmp_path / "in.jsonl", LINES)
+    code, out, err = run(capsys, "verify", "--verifier", "math", "--input", path)
+    assert code == 0
+    verdicts = [json.loads(line) for line in out.splitlines()]
+    assert [v["line"] for v in verdicts] == [1, 2, 3, 4, 5, 6]  # aligned with the input
+    assert [v["outcome"] for v in verdicts] == ["correct", "wrong", "unparseable", "error", "correct", "error"]
+    assert [v["score"] for v in verdicts] == [1.0, 0.0, 0.0, 0.0, 1.0, 0.0]
+    assert all(set(v) == {"line", "outcome", "score", "detail"} for v in verdicts)
+    assert "expected 7" in verdicts[1]["detail"]
+    assert "not valid JSON" in verdicts[3]["detail"]
+    assert "'completion'" in verdicts[5]["detail"]
+    assert "Traceback" not in err
+    assert summary_counts(err) == {"correct": 2, "wrong": 1, "unparseable": 1, "timeout": 0, "error": 2}
+    assert mean_score(err) == pytest.approx(2 / 6, abs=1e-3)
+    assert "33.3%" in err  # share of correct
+    assert "2 bad input lines" in err
+
+
+def test_verify_answer_mode_last_number(tmp_path, capsys):
+    path = write_jsonl(tmp_path / "in.jsonl", [{"completion": "so it is 7", "reference": "7"}])
+    _, out, _ = run(capsys, "verify", "--verifier", "math", "--input", path)
+    assert json.loads(out)["outcome"] == "unparseable"
+    code, out, _ = run(capsys, "verify", "--verifier", "math", "--input", path, "--answer-mode", "last_number")
+    assert code == 0 and json.loads(out)["outcome"] == "correct"
+
+
+@pytest.mark.parametrize("raw, problem", [
+    ("", "blank line"),
+    ("[1, 2]", "JSON object"),
+    ('{"completion": 5, "reference": "5"}', "'completion' must be a string"),
+    ('{"completion": "Answer: 5"}', "'reference'"),
+    ('{"completion": "Answer: 5", "reference": null}', "'reference'"),
+])
+def test_verify_bad_lines_become_error_verdicts(tmp_path, capsys, raw, problem):
+    path = tmp_path / "in.jsonl"
+    path.write_text(raw + "\n" + json.dumps({"completion": "Answer: 5", "reference": "5"}) + "\n")
+    code, out, err = run(capsys, "verify", "--verifier", "math", "--input", str(path))
+    assert code == 0
+    first, second = (json.loads(line) for line in out.splitlines())
+    assert first["line"] == 1 and first["outcome"] == "error" and first["score"] == 0.0
+    assert problem in first["detail"]
+    assert second["line"] == 2 and second["outcome"] == "correct"
+    assert summary_counts(err)["error"] == 1
+
+
+def test_verify_non_utf8_line_is_an_error_verdict(tmp_path, capsys):
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b'{"completion": "\xff", "reference": "1"}\n{"completion": "Answer: 1", "reference": 1}\n')
+    code, out, _ = run(capsys, "verify", "--verifier", "math", "--input", str(path))
+    assert code == 0
+    assert [json.loads(line)["outcome"] for line in out.splitlines()] == ["error", "correct"]  # numeric ref ok
+
+
+def test_verify_format_verifier_needs_no_reference(tmp_path, capsys):
+    path = write_jsonl(tmp_path / "in.jsonl", [{"completion": "<think>hm</think><answer>4</answer>"},
+                                                {"completion": "4"}])
+    code, out, _ = run(capsys, "verify", "--verifier", "format", "--input", path)
+    assert code == 0
+    assert [json.loads(line)["outcome"] for line in out.splitlines()] == ["correct", "wrong"]
+
+
+def test_verify_output_file(tmp_path, capsys):
+    path = write_jsonl(tmp_path / "in.jsonl", LINES[:2])
+    output = tmp_path / "verdicts.jsonl"
+    code, out, err = run(capsys, "verify", "--verifier", "math", "--input", path, "--output", str(output))
+    assert code == 0 and out == ""
+    assert [json.loads(line)["outcome"] for line in output.read_text().splitlines()] == ["correct", "wrong"]
+    assert summary_counts(err)["correct"] == 1 and str(output) in err
+
+
+def test_verify_empty_file(tmp_path, capsys):
+    path = tmp_path / "empty.jsonl"
+    path.write_text("")
+    code, out, err = run(capsys, "verify", "--verifier", "math", "--input", str(path))
+    assert code == 0 and out == ""
+    assert "0 lines" in err and "Traceback" not in err
+
+
+def test_verify_unknown_verifier(tmp_path, capsys):
+    path = write_jsonl(tmp_path / "in.jsonl", LINES[:1])
+    code, out, err = run(capsys, "verify", "--verifier", "maths", "--input", path)
+    assert code == 2 and out == ""
+    assert_one_line_error(err, "'maths'", "math", "format", "answer_format")
+
+
+def test_verify_missing_input(tmp_path, capsys):
+    code, out, err = run(capsys, "verify", "--verifier", "math", "--input", str(tmp_path / "nope.jsonl"))
+    assert code == 2 and out == ""
+    assert_one_line_error(err, "nope.jsonl", "does not exist")
+
+
+def test_verify_input_is_a_directory(tmp_path, capsys):
+    code, _, err = run(capsys, "verify", "--verifier", "math", "--input", str(tmp_path))
+    assert code == 2
+    assert_one_line_error(err, "not a file")
+
+
+def test_verify_output_in_missing_directory(tmp_path, capsys):
+    path = write_jsonl(tmp_path / "in.jsonl", LINES[:1])
+    code, _, err = run(capsys, "verify", "--verifier", "math", "--input", path,
+                       "--output", str(tmp_path / "no" / "out.jsonl"))
+    assert code == 2
+    assert_one_line_error(err, "does not exist")
+
+
+def test_verify_refuses_to_overwrite_its_input(tmp_path, capsys):
+    path = write_jsonl(tmp_path / "in.jsonl", LINES[:2])
+    before = (tmp_path / "in.jsonl").read_text()
+    code, _, err = run(capsys, "verify", "--verifier", "math", "--input", path, "--output", path)
+    assert code == 2
+    assert_one_line_error(err, "is the input file")
+    assert (tmp_path / "in.jsonl").read_text() == before
+
+
+def test_verify_file_api(tmp_path, capsys):
+    path = tmp_path / "in.jsonl"
+    write_jsonl(path, LINES[:3])
+    output = tmp_path / "out.jsonl"
+    assert verify_file("math", path, TaskConfig(), output) == 0
+    assert [json.loads(line)["line"] for line in output.read_text().splitlines()] == [1, 2, 3]
+    with pytest.raises(VerifyInputError, match="valid verifiers"):
+        verify_file("nope", path, TaskConfig(), None)
+    assert issubclass(VerifyInputError, ValueError)
+
+
+def test_real_entry_point_prints_no_traceback(tmp_path):
+    data = write_jsonl(tmp_path / "in.jsonl", LINES)
+    command = [sys.executable, "-m", "rlvr.cli", "verify", "--verifier", "math"]
+    bad = subprocess.run(command + ["--input", str(tmp_path / "missing.jsonl")],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert bad.returncode == 2
+    assert "Traceback" not in bad.stderr
+    assert bad.stderr.strip().startswith("rlvr: error: ") and len(bad.stderr.strip().splitlines()) == 1
+    unknown = subprocess.run([sys.executable, "-m", "rlvr.cli", "verify", "--verifier", "nope", "--input", data],
+                             capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert unknown.returncode == 2 and "Traceback" not in unknown.stderr and "valid verifiers" in unknown.stderr
+    good = subprocess.run(command + ["--input", data], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert good.returncode == 0 and "Traceback" not in good.stderr
+    assert len(good.stdout.splitlines()) == len(LINES)
+    assert summary_counts(good.stderr)["error"] == 2
+
+
+# ---------------------------------------------------------------- known bugs (do not fix here: report)
+def test_train_output_dir_that_is_a_file(tmp_path, capsys):
+    target = tmp_path / "notes.txt"
+    target.write_text("keep me")
+    code, _, err = run(capsys, "train", f"output_dir={target}")
+    assert code == 2
+    assert_one_line_error(err, str(target))
+    assert target.read_text() == "keep me"
+
+
+@pytest.mark.parametrize("extra", [["--n", "0"], ["--size", "0"], ["--temperature", "0"], ["--task", "qa"]])
+def test_eval_invalid_settings_are_one_line_errors(tmp_path, capsys, extra):
+    code, _, err = run(capsys, "eval", str(tmp_path / "no-such-model"), *extra)
+    assert code == 2
+    assert_one_line_error(err)
+
+
+def test_eval_invalid_k_is_rejected_before_loading(tmp_path, capsys):
+    code, _, err = run(capsys, "eval", str(tmp_path / "no-such-model"), "--k", "0")
+    assert code == 2
+    assert_one_line_error(err, "--k")

@@ -72,11 +72,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise UsageError(f"--k {args.k}: pass@k needs 1 <= k <= n (--n {config.eval.samples})")
     from rlvr.evaluate import evaluate
     from rlvr.models import load_model, load_tokenizer
-    from rlvr.recipes.grpo import build_rewarder
+    from rlvr.rewards import Rewarder
     from rlvr.rollout.hf import HFRolloutEngine
     from rlvr.tasks import build_task
 
-    task, rewarder = build_task(config.task), build_rewarder(config)
+    task, rewarder = build_task(config.task), Rewarder.from_task(config.task)
     model, tokenizer = load_model(config.model, trainable=False), load_tokenizer(config.model)
     prompts = task.eval_prompts(config.eval.size)
     ks = tuple(sorted({1, args.k}))

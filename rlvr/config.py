@@ -36,6 +36,7 @@ class TaskConfig(_Section):
     name: str = Field("arithmetic", description="a registered task (see `rlvr.tasks.TASKS`) or 'qa' for a dataset")
     level: int = Field(1, ge=1, le=4, description="arithmetic difficulty level (1 = single-digit + and x)")
     path: str | None = Field(None, description="qa: local .jsonl/.json/.parquet file or HF hub dataset id")
+    subset: str | None = Field(None, description="qa: hub dataset configuration name, e.g. 'main' for openai/gsm8k")
     split: str = Field("train", description="qa: dataset split used for training")
     eval_split: str | None = Field(None, description="qa: held-out split; None = hold out a hashed 10% of rows")
     question_field: str = Field("question", description="qa: column holding the problem text")

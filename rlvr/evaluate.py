@@ -50,9 +50,7 @@ def _scored_chunks(engine: RolloutEngine, rewarder: Rewarder, prompts: list[Prom
                    sampling: SamplingParams, batch_size: int):
     for start in range(0, len(prompts), batch_size):
         chunk = prompts[start:start + batch_size]
-        rollouts = engine.generate(chunk, n, sampling)
-        per_row = [rollouts.prompt_of(i) for i in range(rollouts.size)]
-        yield rewarder.score(per_row, rollouts.completions)
+        yield rewarder.score_rollout(engine.generate(chunk, n, sampling))
 
 
 def evaluate(engine: RolloutEngine, rewarder: Rewarder, prompts: list[Prompt], config: EvalConfig,

@@ -56,7 +56,7 @@ class LossTerms:
     loss: torch.Tensor  # scalar, the value to minimise
     policy_loss: torch.Tensor  # scalar, aggregated clipped surrogate
     kl: torch.Tensor  # scalar, aggregated KL estimate (0 when no reference)
-    clip_fraction: torch.Tensor  # scalar, share of masked tokens where the clip was binding
+    clipped_tokens: torch.Tensor  # scalar, count of real tokens where the clip was binding
 
 
 def grpo_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, ref_logprobs: torch.Tensor | None,
@@ -71,6 +71,6 @@ def grpo_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, ref_logprobs: 
         kl = aggregate(KL_ESTIMATORS[kl_estimator](logprobs, ref_logprobs), mask, num_sequences)
     else:
         kl = torch.zeros((), dtype=logprobs.dtype)
-    maskf = mask.to(logprobs.dtype)
-    clip_fraction = (clipped.to(logprobs.dtype) * maskf).sum() / maskf.sum().clamp(min=1.0)
-    return LossTerms(policy_loss + beta * kl, policy_loss.detach(), kl.detach(), clip_fraction.detach())
+    # A count, not a share: shares of micro-batches with different token counts do not average correctly.
+    clipped_tokens = (clipped & (mask > 0)).sum()
+    return LossTerms(policy_loss + beta * kl, policy_loss.detach(), kl.detach(), clipped_tokens)

@@ -110,7 +110,9 @@ def load_tokenizer(config: ModelConfig):
 def load_model(config: ModelConfig, *, trainable: bool = True):
     """Policy (trainable) or frozen reference, in eval mode (no dropout, as GRPO implementations do)."""
     from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # a bar per load clutters the run log; loading takes < 1 s here
     path = resolve_model_path(config.name_or_path)
     try:
         model = AutoModelForCausalLM.from_pretrained(

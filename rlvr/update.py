@@ -41,7 +41,6 @@ def train_step(policy, batch: TrainBatch, optimizer: torch.optim.Optimizer, sett
     """
     totals = dict(loss=0.0, policy_loss=0.0, kl=0.0, clip_fraction=0.0, entropy=0.0)
     mask_total = batch.completion_mask.sum().clamp(min=1).item()
-    n_micro = 0
     for start in range(0, batch.size, settings.micro_batch_size):
         micro = batch.rows(slice(start, start + settings.micro_batch_size))
         logprobs, entropy = completion_logprobs(
@@ -56,13 +55,11 @@ def train_step(policy, batch: TrainBatch, optimizer: torch.optim.Optimizer, sett
         totals["loss"] += terms.loss.item()
         totals["policy_loss"] += terms.policy_loss.item()
         totals["kl"] += terms.kl.item()
-        totals["clip_fraction"] += terms.clip_fraction.item()
+        totals["clip_fraction"] += terms.clipped_tokens.item() / mask_total
         totals["entropy"] += (entropy * micro.completion_mask).sum().item() / mask_total
-        n_micro += 1
     grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), settings.max_grad_norm)
     optimizer.step()
     if scheduler is not None:
         scheduler.step()
     optimizer.zero_grad(set_to_none=True)
-    totals["clip_fraction"] /= n_micro
     return UpdateStats(grad_norm=float(grad_norm), **totals)

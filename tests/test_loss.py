@@ -147,11 +147,11 @@ def test_grpo_loss_by_hand() -> None:
     # kl, row 0: [0.1931472 (d = log .5), 0] -> mean 0.0965736 ; row 1: d = 0 on its real token -> 0
     #         kl = (0.0965736 + 0)/2 = 0.0482868
     # loss = -0.8 + 0.1*0.0482868 = -0.7951713
-    # clip fraction: binding on row 1's two tokens, but only 1 is real -> 1 of 3 real tokens = 0.3333333
+    # clipped tokens: binding on row 1's two tokens, but only 1 is real -> 1 (of 3 real tokens)
     torch.testing.assert_close(terms.policy_loss, torch.tensor(-0.8), **TOL)
     torch.testing.assert_close(terms.kl, torch.tensor(0.0482868), **TOL)
     torch.testing.assert_close(terms.loss, torch.tensor(-0.7951713), **TOL)
-    torch.testing.assert_close(terms.clip_fraction, torch.tensor(1 / 3), **TOL)
+    assert terms.clipped_tokens.item() == 1
     assert not terms.policy_loss.requires_grad and not terms.kl.requires_grad
     terms.loss.backward()
     # d loss / d logp = 1/B * 1/|o_i| * [d policy_t + beta * d kl_t]
@@ -188,7 +188,7 @@ def test_grpo_loss_mu_greater_than_one() -> None:
     old = torch.tensor([[L(0.5), L(0.5)]])
     terms = grpo_loss(logp, old, None, torch.tensor([1.0]), torch.ones(1, 2), clip_epsilon=0.2, beta=0.0)
     torch.testing.assert_close(terms.loss, torch.tensor(-0.85), **TOL)
-    assert terms.clip_fraction.item() == 0.0
+    assert terms.clipped_tokens.item() == 0
     terms.loss.backward()
     # d/dlogp_t of -rho_t*A/2 = -rho_t/2 = [-0.55, -0.3]
     torch.testing.assert_close(logp.grad, torch.tensor([[-0.55, -0.3]]), **TOL)

@@ -28,7 +28,6 @@ from rlvr.rollout.hf import HFRolloutEngine
 from rlvr.tasks import Task, build_task
 from rlvr.types import RolloutBatch, ScoredBatch, TrainBatch
 from rlvr.update import UpdateSettings, UpdateStats, train_step
-from rlvr.verifiers import build_verifiers
 
 
 @dataclass
@@ -48,17 +47,13 @@ class Run:
     logger: RunLogger
 
 
-def build_rewarder(config: RunConfig) -> Rewarder:
-    verifiers = build_verifiers(config.task)
-    return Rewarder({name: (verifiers[name], weight) for name, weight in config.task.verifiers.items()})
-
-
 def setup(config: RunConfig, run_dir: Path) -> Run:
     random.seed(config.seed)
     torch.manual_seed(config.seed)
     if config.threads:
         torch.set_num_threads(config.threads)
-    task, rewarder = build_task(config.task), build_rewarder(config)  # bad task/dataset fails before models load
+    # Task and verifiers first: a bad dataset or verifier fails before any model loads.
+    task, rewarder = build_task(config.task), Rewarder.from_task(config.task)
     tokenizer = load_tokenizer(config.model)
     policy = load_model(config.model, trainable=True)
     reference = load_model(config.model, trainable=False) if config.algorithm.beta > 0 else None
@@ -111,7 +106,8 @@ def step_record(step: int, rollouts: RolloutBatch, scored: ScoredBatch, stats: U
 
 def sample_rows(step: int, rollouts: RolloutBatch, scored: ScoredBatch, limit: int) -> list[dict]:
     rows = []
-    for i in range(min(limit, rollouts.size)):
+    stride = max(1, rollouts.size // max(limit, 1))  # spread over groups, not the first group's samples
+    for i in list(range(0, rollouts.size, stride))[:limit]:
         prompt = rollouts.prompt_of(i)
         rows.append({"step": step, "prompt_id": prompt.id, "question": prompt.messages[-1]["content"],
                      "reference": prompt.reference, "completion": rollouts.completions[i],
@@ -144,7 +140,7 @@ def train(config: RunConfig, run_dir: Path) -> Path:
         prompts = list(itertools.islice(prompt_stream, c.prompts_per_step))
         rollouts = run.engine.generate(prompts, c.group_size, sampling)
         t1 = time.monotonic()
-        scored = run.rewarder.score([rollouts.prompt_of(i) for i in range(rollouts.size)], rollouts.completions)
+        scored = run.rewarder.score_rollout(rollouts)
         advantages = ADVANTAGES[config.algorithm.advantage](scored.rewards, c.group_size, config.algorithm.std_epsilon)
         t2 = time.monotonic()
         batch = make_train_batch(run, rollouts, advantages)

@@ -28,6 +28,7 @@ from rlvr.config import ConfigError, TaskConfig
 from rlvr.tasks import first, sample_forever
 from rlvr.tasks.chat import build_messages
 from rlvr.types import Prompt
+from rlvr.verifiers.math import last_boxed
 
 HELD_OUT_FRACTION = 0.1
 FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
@@ -56,32 +57,10 @@ def extract_reference(answer: str) -> str:
         reference = answer.rsplit("####", 1)[1].strip()
         # GSM8K writes a few finals as "1,000"; dropping separators keeps the number a number.
         return reference.replace(",", "") if _PLAIN_NUMBER.fullmatch(reference) else reference
-    boxed = last_boxed(answer)
+    boxed = last_boxed(answer)  # the verifier's extractor: the reference is read as completions are
+    if boxed is None and ("\\boxed" in answer or "\\fbox" in answer):
+        raise ValueError("has a \\boxed{ whose braces never close")
     return answer.strip() if boxed is None else boxed.strip()
-
-
-def last_boxed(text: str) -> str | None:
-    """Content of the last \\boxed{...} (or \\fbox{...}) with balanced braces; None when there is none."""
-    start = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
-    if start < 0:
-        return None
-    command = "\\boxed" if text.startswith("\\boxed", start) else "\\fbox"
-    rest = text[start + len(command):]
-    if not rest.startswith("{"):
-        # MATH also has the brace-less form "\\boxed 5": the argument is the next token.
-        token = rest.split(maxsplit=1)
-        return token[0].rstrip("$.") if rest[:1].isspace() and token else None
-    depth, i = 0, 0
-    while i < len(rest):
-        char = rest[i]
-        if char == "\\":
-            i += 2  # an escaped character such as \{ does not open or close a group
-            continue
-        depth += {"{": 1, "}": -1}.get(char, 0)
-        if depth == 0:
-            return rest[1:i]
-        i += 1
-    raise ValueError("has a \\boxed{ whose braces never close")
 
 
 def _text(value: Any) -> str | None:
@@ -101,7 +80,7 @@ def _looks_local(path: str) -> bool:
     return path.startswith(("/", ".", "~")) or Path(path).suffix.lower() in FILE_BUILDERS
 
 
-def load_split(path: str, split: str) -> Any:
+def load_split(path: str, split: str, subset: str | None = None) -> Any:
     """One split as a `datasets.Dataset`; every failure becomes a DatasetError naming the source."""
     import datasets  # imported here: it is slow to import and only the qa task needs it
 
@@ -120,7 +99,7 @@ def load_split(path: str, split: str) -> Any:
     if _looks_local(path):
         raise DatasetError(f"dataset file {path!r} does not exist (task.path)")
     try:
-        return datasets.load_dataset(path, split=split)
+        return datasets.load_dataset(path, subset, split=split)  # subset: e.g. "main" for openai/gsm8k
     except Exception as err:  # offline, unknown id, missing config name, unknown split ...
         raise DatasetError(f"could not load {path!r} split {split!r} from the Hugging Face hub: {err}") from err
 
@@ -142,7 +121,7 @@ def _load_directory(local: Path, path: str, split: str) -> Any:
 
 def _rows(path: str, split: str, config: TaskConfig) -> list[Row]:
     """Load one source and validate every row; the first problem raises one DatasetError."""
-    dataset = load_split(path, split)
+    dataset = load_split(path, split, config.subset)
     single_file = Path(path).expanduser().is_file()
     source = path if single_file else f"{path} [{split}]"  # how messages name it
     origin = path if single_file else f"{path}/{split}"

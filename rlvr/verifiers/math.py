@@ -38,6 +38,7 @@ NO_ANSWER = "no final answer found (expected \\boxed{}, 'Answer:' or '####')"
 NO_ANSWER_OR_NUMBER = "no final answer found (no \\boxed{}, 'Answer:', '####' or number)"
 
 _BOXED_START = re.compile(r"\\(?:boxed|fbox)[ \t]*\{")
+_BOXED_BARE = re.compile(r"\\(?:boxed|fbox) +([^\s{}$]+)")  # MATH also writes "\boxed 5"
 _ANSWER_MARK = re.compile(r"\banswer(?:[ \t]*:|[ \t]+is\b[ \t]*:?)", re.IGNORECASE)
 _NEXT_LINE = re.compile(r"\s*([^\n]*)")  # first non-blank line from a position, without copying the text
 _HASHES = re.compile(r"####[ \t]*([^\n]*)")
@@ -50,8 +51,11 @@ _PLAIN_NUMBER = re.compile(r"[-+]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|\.\d+)
 
 # ---------------------------------------------------------------- extraction
 def last_boxed(text: str) -> str | None:
-    """Content of the last complete \\boxed{...} or \\fbox{...}; None if there is none."""
+    """Content of the last complete \\boxed{...} or \\fbox{...} (or brace-less \\boxed 5); None if none."""
     starts = [m.end() for m in _BOXED_START.finditer(text)]
+    bare = list(_BOXED_BARE.finditer(text))
+    if bare and (not starts or bare[-1].start() > starts[-1]):
+        return bare[-1].group(1).rstrip(".")
     limit = len(text)
     for start in reversed(starts):
         # A box left open after a later box start cannot close after it (the later one would close it

@@ -30,6 +30,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     overrides = ([args.config] if args.config and config_file is None else []) + args.overrides
     config = load_config(config_file, overrides)
     run_dir = _new_run_dir(config)
+    config.output_dir = str(run_dir)  # the resolved config names the directory it lives in
     print(f"run directory: {run_dir}", flush=True)
     from rlvr.recipes.grpo import train
 

@@ -98,7 +98,7 @@ class RunConfig(_Section):
     eval: EvalConfig = Field(default_factory=EvalConfig)
     max_steps: int = Field(60, ge=1, description="optimizer steps (one rollout batch each when mu = 1)")
     seed: int = Field(0, description="seeds torch, Python and the task generators")
-    output_dir: str = Field("runs/latest", description="run directory: config, metrics, samples, checkpoints")
+    output_dir: str | None = Field(None, description="run directory (must be new or empty); None = runs/<date-time>")
     save_every: int = Field(0, ge=0, description="checkpoint every N steps (0 = only the final one)")
     samples_per_step: int = Field(4, ge=0, description="completions per step written to samples.jsonl")
     threads: int = Field(0, ge=0, description="torch CPU threads (0 = all cores)")

@@ -71,10 +71,17 @@ def completion_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tens
 def batched_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, rows: torch.Tensor,
                      completion_ids: torch.Tensor, completion_mask: torch.Tensor, temperature: float,
                      micro_batch_size: int) -> torch.Tensor:
-    """Log-probs without gradients (old policy, reference), in micro-batches to bound memory."""
-    parts = []
+    """Log-probs without gradients (old policy, reference), in micro-batches to bound memory.
+
+    Rows are taken longest first and each micro-batch is cut to its longest completion (padding costs as
+    much as real tokens); the result is [B, C] in the original order, 0 past each row's end.
+    """
+    out = torch.zeros(completion_ids.shape, dtype=torch.float32, device=completion_ids.device)
+    order = completion_mask.sum(dim=1).argsort(descending=True, stable=True)
     for i in range(0, completion_ids.shape[0], micro_batch_size):
-        part = slice(i, i + micro_batch_size)
-        parts.append(completion_logprobs(model, prompt_ids, prompt_mask, rows[part], completion_ids[part],
-                                         completion_mask[part], temperature)[0])
-    return torch.cat(parts)
+        part = order[i:i + micro_batch_size]
+        width = max(int(completion_mask[part].sum(dim=1).max()), 1)
+        out[part, :width] = completion_logprobs(model, prompt_ids, prompt_mask, rows[part],
+                                                completion_ids[part, :width], completion_mask[part, :width],
+                                                temperature)[0]
+    return out * completion_mask

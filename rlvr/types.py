@@ -95,9 +95,18 @@ class TrainBatch:
     def size(self) -> int:
         return self.completion_ids.shape[0]
 
-    def rows(self, index: slice) -> "TrainBatch":
-        """A micro-batch: completions are sliced, prompts stay whole (prompt_index still points into them)."""
-        pick = lambda t: None if t is None else t[index]  # noqa: E731
-        return TrainBatch(self.prompt_ids, self.prompt_mask, self.prompt_index[index], self.completion_ids[index],
-                          self.completion_mask[index], self.advantages[index], pick(self.old_logprobs),
+    def rows(self, index: "slice | torch.Tensor") -> "TrainBatch":
+        """A micro-batch: completions are selected, prompts stay whole (prompt_index still points into them).
+
+        Completion columns past the longest selected completion are dropped: they are padding, and a batch
+        padded to one rambling sample's length would otherwise cost every row that length.
+        """
+        width = max(int(self.completion_mask[index].sum(dim=1).max()), 1) if self.size else 0
+        pick = lambda t: None if t is None else t[index][:, :width]  # noqa: E731
+        return TrainBatch(self.prompt_ids, self.prompt_mask, self.prompt_index[index], pick(self.completion_ids),
+                          pick(self.completion_mask), self.advantages[index], pick(self.old_logprobs),
                           pick(self.ref_logprobs))
+
+    def by_length(self) -> "torch.Tensor":
+        """Row order, longest completion first: micro-batches of similar length waste the least padding."""
+        return self.completion_mask.sum(dim=1).argsort(descending=True, stable=True)

@@ -41,8 +41,9 @@ def train_step(policy, batch: TrainBatch, optimizer: torch.optim.Optimizer, sett
     """
     totals = dict(loss=0.0, policy_loss=0.0, kl=0.0, clip_fraction=0.0, entropy=0.0)
     mask_total = batch.completion_mask.sum().clamp(min=1).item()
+    order = batch.by_length()  # the gradient does not depend on row order; padding does
     for start in range(0, batch.size, settings.micro_batch_size):
-        micro = batch.rows(slice(start, start + settings.micro_batch_size))
+        micro = batch.rows(order[start:start + settings.micro_batch_size])
         logprobs, entropy = completion_logprobs(
             policy, micro.prompt_ids, micro.prompt_mask, micro.prompt_index, micro.completion_ids,
             micro.completion_mask, settings.temperature, with_entropy=True)

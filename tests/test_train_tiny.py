@@ -62,3 +62,12 @@ def test_refuses_existing_run_directory(tiny_model_dir, tmp_path, capsys):
     assert "already holds files" in capsys.readouterr().err
     assert (out / "keep.txt").read_text() == "precious"
     assert not (out / "metrics.jsonl").exists()
+
+
+def test_default_output_dir_is_a_new_dated_run(tiny_model_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = [a for a in tiny_overrides(tiny_model_dir, "unused", steps=1) if not a.startswith("output_dir=")]
+    assert main(["train", *args, "eval.at_end=false"]) == 0
+    (run,) = (tmp_path / "runs").iterdir()
+    assert (run / "final" / "config.json").is_file()
+    assert load_config(run / "config.yaml").output_dir == str(run.relative_to(tmp_path))

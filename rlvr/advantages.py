@@ -23,21 +23,27 @@ def tied_groups(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
     return grouped.amax(dim=1) == grouped.amin(dim=1)
 
 
-def grpo_advantages(rewards: torch.Tensor, group_size: int, eps: float = 1e-4) -> torch.Tensor:
+def grpo_advantages(rewards: torch.Tensor, group_size: int, eps: float = 1e-4,
+                    valid: torch.Tensor | None = None) -> torch.Tensor:
     """rewards [B] -> advantages [B] = (r - group mean) / (group std + eps).
 
-    std is the sample std (Bessel-corrected), as TRL computes it. A group whose rewards all tie (including a
-    one-element group) gets exactly 0: (r - mean) would otherwise be float noise divided by eps.
+    std is the sample std (Bessel-corrected), as TRL computes it. `valid` [B] bool marks scorable rows:
+    unscorable ones (their reference could not be read, issue #3) are left out of the group's mean and
+    std and get advantage 0. A group whose valid rewards all tie (one valid row included) gets exactly
+    0: (r - mean) would otherwise be float noise divided by eps.
     """
     grouped = _grouped(rewards.float(), group_size)
-    mean = grouped.mean(dim=1, keepdim=True)
-    std = grouped.std(dim=1, keepdim=True) if group_size > 1 else torch.zeros_like(mean)
-    advantages = (grouped - mean) / (std + eps)
-    tied = (grouped.amax(dim=1) == grouped.amin(dim=1)).unsqueeze(1)
-    return torch.where(tied, torch.zeros_like(advantages), advantages).view(-1)
+    ok = torch.ones_like(grouped, dtype=torch.bool) if valid is None else _grouped(valid, group_size).bool()
+    count = ok.sum(dim=1, keepdim=True)
+    mean = torch.where(ok, grouped, 0.0).sum(dim=1, keepdim=True) / count.clamp(min=1)
+    var = torch.where(ok, (grouped - mean) ** 2, 0.0).sum(dim=1, keepdim=True) / (count - 1).clamp(min=1)
+    advantages = (grouped - mean) / (var.sqrt() + eps)
+    spread = grouped.masked_fill(~ok, float("-inf")).amax(dim=1) > grouped.masked_fill(~ok, float("inf")).amin(dim=1)
+    keep = ok & spread.unsqueeze(1) & (count > 1)
+    return torch.where(keep, advantages, torch.zeros_like(advantages)).view(-1)
 
 
-AdvantageFn = Callable[[torch.Tensor, int, float], torch.Tensor]
+AdvantageFn = Callable[..., torch.Tensor]  # (rewards [B], group_size, eps, valid=[B] bool | None) -> [B]
 
 # The one place an estimator is chosen (design.md principle 5); the GRPO-family issue adds the variants.
 ADVANTAGES: dict[str, AdvantageFn] = {"grpo": grpo_advantages}

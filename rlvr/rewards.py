@@ -119,7 +119,9 @@ class Rewarder:
         rewards = torch.zeros(len(completions), dtype=torch.float32)
         for name, (_, weight) in self.components.items():
             rewards += weight * scores[name]
-        return ScoredBatch(rewards=rewards, verdicts=verdicts, scores=scores)
+        scorable = torch.tensor([all(v.scorable for v in row) for row in zip(*verdicts.values())], dtype=torch.bool)
+        rewards = rewards.masked_fill(~scorable, 0.0)  # never rewarded, whatever another component said
+        return ScoredBatch(rewards=rewards, scorable=scorable, verdicts=verdicts, scores=scores)
 
     def score_rollout(self, batch: RolloutBatch) -> ScoredBatch:
         """Score a grouped RolloutBatch: row i is checked against batch.prompt_of(i)."""

@@ -38,9 +38,13 @@ class Verdict:
     outcome: Outcome
     score: float  # in [0, 1]
     detail: str = ""  # human-readable reason, e.g. "extracted 12, expected 13"
+    # False when the *reference* is at fault (gold answer unparseable): the sample is then excluded from
+    # its group's baseline and never rewarded (open-r1 PR#566 scored such samples 1.0).
+    scorable: bool = True
 
     def as_json(self) -> dict[str, Any]:
-        return {"outcome": self.outcome.value, "score": self.score, "detail": self.detail}
+        data = {"outcome": self.outcome.value, "score": self.score, "detail": self.detail}
+        return data if self.scorable else {**data, "scorable": False}
 
 
 @dataclass
@@ -74,6 +78,7 @@ class ScoredBatch:
     """Rewards for a RolloutBatch: one weighted reward per completion plus each verifier's verdicts."""
 
     rewards: torch.Tensor  # [B] float
+    scorable: torch.Tensor  # [B] bool: False where any verifier could not read the reference
     verdicts: dict[str, list[Verdict]]  # verifier name -> len-B verdicts (custom reward funcs get outcome from value)
     scores: dict[str, torch.Tensor]  # verifier name -> [B] score
 

@@ -93,3 +93,19 @@ def test_registry_holds_grpo() -> None:
     assert ADVANTAGES["grpo"] is grpo_advantages
     assert math.isclose(float(ADVANTAGES["grpo"](torch.tensor([1.0, 0.0]), 2, 0.0)[0]), 0.5 / math.sqrt(0.5),
                         rel_tol=1e-6)  # [1,0]: mean .5, sample std sqrt(0.5) -> 0.5/0.7071068 = 0.7071068
+
+
+def test_unscorable_rows_are_left_out_of_the_baseline_and_get_zero():
+    # group [1, 0, X, 0] where X (reward 1.0 from a broken reference) is unscorable:
+    # valid rewards [1, 0, 0]: mean 1/3, sample var ((2/3)^2 + 2*(1/3)^2)/2 = (4/9 + 2/9)/2 = 1/3,
+    # std 0.5773503 -> A = (1 - 1/3)/(0.5773503 + 1e-4) = 1.1545, (0 - 1/3)/0.5774503 = -0.57725, X -> 0
+    rewards = torch.tensor([1.0, 0.0, 1.0, 0.0])
+    valid = torch.tensor([True, True, False, True])
+    adv = grpo_advantages(rewards, 4, eps=1e-4, valid=valid)
+    torch.testing.assert_close(adv, torch.tensor([1.1545008, -0.5772504, 0.0, -0.5772504]), rtol=0, atol=1e-5)
+
+
+def test_group_with_one_scorable_row_gets_zero():
+    # one valid row: no baseline to compare it with -> 0, not NaN
+    adv = grpo_advantages(torch.tensor([1.0, 0.0]), 2, valid=torch.tensor([True, False]))
+    assert adv.tolist() == [0.0, 0.0]

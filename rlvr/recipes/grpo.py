@@ -141,7 +141,8 @@ def train(config: RunConfig, run_dir: Path) -> Path:
         rollouts = run.engine.generate(prompts, c.group_size, sampling)
         t1 = time.monotonic()
         scored = run.rewarder.score_rollout(rollouts)
-        advantages = ADVANTAGES[config.algorithm.advantage](scored.rewards, c.group_size, config.algorithm.std_epsilon)
+        advantages = ADVANTAGES[config.algorithm.advantage](scored.rewards, c.group_size,
+                                                            config.algorithm.std_epsilon, valid=scored.scorable)
         t2 = time.monotonic()
         batch = make_train_batch(run, rollouts, advantages)
         lr = run.scheduler.get_last_lr()[0]

@@ -27,12 +27,12 @@ class Verifier(Protocol):
         ...
 
 
-def error_verdict(what: str, err: BaseException | None = None) -> Verdict:
-    """An ERROR verdict (score 0) whose detail names the failure."""
+def error_verdict(what: str, err: BaseException | None = None, *, scorable: bool = True) -> Verdict:
+    """An ERROR verdict (score 0) whose detail names the failure; scorable=False blames the reference."""
     from rlvr.types import Outcome, Verdict
 
     detail = what if err is None else f"{what}: {type(err).__name__}: {err}"
-    return Verdict(Outcome.ERROR, 0.0, detail[:500])
+    return Verdict(Outcome.ERROR, 0.0, detail[:500], scorable=scorable)
 
 
 def safe_verify(verifier: Verifier, completion: str, reference: str) -> Verdict:

@@ -312,7 +312,7 @@ class MathVerifier:
                                  f"{type(reference).__name__}")
         gold = extract_reference(reference)
         if gold is None or len(gold) > MAX_ANSWER_CHARS:
-            return error_verdict(f"reference answer unparseable: {_short(repr(reference))}")
+            return error_verdict(f"reference answer unparseable: {_short(repr(reference))}", scorable=False)
         pred = extract_answer(completion, self.mode)
         if pred is None:
             return Verdict(Outcome.UNPARSEABLE, 0.0, NO_ANSWER if self.mode == "strict" else NO_ANSWER_OR_NUMBER)
@@ -345,7 +345,8 @@ class MathVerifier:
                            f"math-verify exceeded the {self.timeout_s:g}s budget comparing "
                            f"{_short(pred)} with {_short(gold)}")
         if status == "gold_unparseable":
-            return error_verdict(f"reference answer unparseable: math-verify cannot read {_short(gold)!r}")
+            return error_verdict(f"reference answer unparseable: math-verify cannot read {_short(gold)!r}",
+                                 scorable=False)
         if status == "pred_unparseable":
             return Verdict(Outcome.UNPARSEABLE, 0.0, f"math-verify cannot read extracted {_short(pred)!r}")
         return error_verdict(f"math-verify failed: {reply.get('detail', reply)}")

@@ -96,7 +96,7 @@ class RunConfig(_Section):
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
-    max_steps: int = Field(60, ge=1, description="optimizer steps (one rollout batch each when mu = 1)")
+    max_steps: int = Field(40, ge=1, description="optimizer steps (one rollout batch each when mu = 1)")
     seed: int = Field(0, description="seeds torch, Python and the task generators")
     output_dir: str | None = Field(None, description="run directory (must be new or empty); None = runs/<date-time>")
     save_every: int = Field(0, ge=0, description="checkpoint every N steps (0 = only the final one)")

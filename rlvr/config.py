@@ -51,6 +51,12 @@ class TaskConfig(_Section):
     verifier_timeout_s: float = Field(5.0, gt=0, description="per-completion verification time budget")
 
 
+class RewardConfig(_Section):
+    workers: int = Field(2, ge=0, description="verifier worker processes (0 = verify inside the trainer process)")
+    deadline_s: float = Field(30.0, gt=0, description="per-sample deadline in a worker; past it: timeout verdict")
+    retries: int = Field(1, ge=0, description="re-runs of a sample whose worker crashed, then an error verdict")
+
+
 class RolloutConfig(_Section):
     group_size: int = Field(8, ge=2, description="G: completions sampled per prompt (GRPO needs >= 2)")
     prompts_per_step: int = Field(4, ge=1, description="prompts per optimizer step; batch = prompts x G")
@@ -93,6 +99,7 @@ class RunConfig(_Section):
     model: ModelConfig = Field(default_factory=ModelConfig)
     task: TaskConfig = Field(default_factory=TaskConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    reward: RewardConfig = Field(default_factory=RewardConfig)
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
@@ -118,6 +125,9 @@ class RunConfig(_Section):
                              f"allowed: {sorted(_known_verifiers())}")
         if any(w < 0 for w in self.task.verifiers.values()) or not any(self.task.verifiers.values()):
             raise ValueError("task.verifiers: weights must be >= 0 and at least one must be > 0")
+        if self.reward.workers and self.reward.deadline_s <= self.task.verifier_timeout_s:
+            raise ValueError(f"reward.deadline_s={self.reward.deadline_s:g} must exceed task.verifier_timeout_s="
+                             f"{self.task.verifier_timeout_s:g} (a worker's first symbolic check also imports sympy)")
         if self.task.name == "qa" and not self.task.path:
             raise ValueError("task.path is required when task.name=qa (a .jsonl/.parquet file or a hub id)")
         return self

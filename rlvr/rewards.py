@@ -115,19 +115,28 @@ class Rewarder:
                 verdicts[name] = verify_many(component, completions, references)
             else:
                 verdicts[name] = call_reward_function(component, prompts, completions)
-        scores = {name: torch.tensor([v.score for v in vs], dtype=torch.float32) for name, vs in verdicts.items()}
-        rewards = torch.zeros(len(completions), dtype=torch.float32)
-        for name, (_, weight) in self.components.items():
-            rewards += weight * scores[name]
-        scorable = torch.tensor([all(v.scorable for v in row) for row in zip(*verdicts.values())], dtype=torch.bool)
-        rewards = rewards.masked_fill(~scorable, 0.0)  # never rewarded, whatever another component said
-        return ScoredBatch(rewards=rewards, scorable=scorable, verdicts=verdicts, scores=scores)
+        return weigh(verdicts, {name: weight for name, (_, weight) in self.components.items()})
 
     def score_rollout(self, batch: RolloutBatch) -> ScoredBatch:
         """Score a grouped RolloutBatch: row i is checked against batch.prompt_of(i)."""
         return self.score([batch.prompt_of(row) for row in range(batch.size)], batch.completions)
 
     __call__ = score
+
+
+def weigh(verdicts: Mapping[str, Sequence[Verdict]], weights: Mapping[str, float]) -> ScoredBatch:
+    """Per-component verdicts -> ScoredBatch: reward = sum_k weight_k * score_k, 0 where unscorable.
+
+    The one place the weighting happens, whether verdicts were computed here or in the reward service.
+    """
+    n = len(next(iter(verdicts.values()))) if verdicts else 0
+    scores = {name: torch.tensor([v.score for v in vs], dtype=torch.float32) for name, vs in verdicts.items()}
+    rewards = torch.zeros(n, dtype=torch.float32)
+    for name, weight in weights.items():
+        rewards += weight * scores[name]
+    scorable = torch.tensor([all(v.scorable for v in row) for row in zip(*verdicts.values())], dtype=torch.bool)
+    rewards = rewards.masked_fill(~scorable, 0.0)  # never rewarded, whatever another component said
+    return ScoredBatch(rewards=rewards, scorable=scorable, verdicts=dict(verdicts), scores=scores)
 
 
 def outcome_counts(scored: ScoredBatch) -> dict[str, int]:

@@ -22,6 +22,7 @@ from rlvr.evaluate import EvalResult, evaluate
 from rlvr.logprobs import batched_logprobs
 from rlvr.metrics import RunLogger, batch_accounting
 from rlvr.models import load_model, load_tokenizer, save_model
+from rlvr.reward_service import RewardService
 from rlvr.rewards import Rewarder, mean_scores, outcome_counts
 from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.hf import HFRolloutEngine
@@ -41,7 +42,8 @@ class Run:
     tokenizer: object
     engine: HFRolloutEngine
     task: Task
-    rewarder: Rewarder
+    rewarder: Rewarder  # in-process, for evaluation
+    service: RewardService  # worker pool for training rewards, overlapped with the log-prob forwards
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
     logger: RunLogger
@@ -61,19 +63,28 @@ def setup(config: RunConfig, run_dir: Path) -> Run:
     optimizer = torch.optim.AdamW(policy.parameters(), lr=o.lr, betas=o.betas, weight_decay=o.weight_decay)
     warmup = max(o.warmup_steps, 1)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
+    r = config.reward
+    service = RewardService(config.task, workers=r.workers, deadline_s=r.deadline_s, retries=r.retries)
     return Run(config, run_dir, policy, reference, tokenizer, HFRolloutEngine(policy, tokenizer), task, rewarder,
-               optimizer, scheduler, RunLogger(run_dir, config.max_steps))
+               service, optimizer, scheduler, RunLogger(run_dir, config.max_steps))
 
 
-def make_train_batch(run: Run, rollouts: RolloutBatch, advantages: torch.Tensor) -> TrainBatch:
+def scoring_logprobs(run: Run, rollouts: RolloutBatch) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """(pi_old, reference) log-probs [B, C] of the sampled tokens; None where not needed."""
     c = run.config
-    rows = torch.arange(rollouts.size, device=advantages.device) // rollouts.group_size
+    rows = torch.arange(rollouts.size) // rollouts.group_size
     inputs = (rollouts.prompt_ids, rollouts.prompt_mask, rows, rollouts.completion_ids, rollouts.completion_mask)
     scored_logprobs = lambda model: batched_logprobs(  # noqa: E731
         model, *inputs, c.rollout.temperature, c.micro_batch_size)
     # mu = 1 needs no pi_old forward: the ratio is taken against the detached current log-probs.
     old = scored_logprobs(run.policy) if c.algorithm.updates_per_batch > 1 else None
     ref = scored_logprobs(run.reference) if run.reference is not None else None
+    return old, ref
+
+
+def make_train_batch(rollouts: RolloutBatch, advantages: torch.Tensor, old: torch.Tensor | None,
+                     ref: torch.Tensor | None) -> TrainBatch:
+    rows = torch.arange(rollouts.size) // rollouts.group_size
     return TrainBatch(rollouts.prompt_ids, rollouts.prompt_mask, rows, rollouts.completion_ids,
                       rollouts.completion_mask.float(), advantages, old, ref)
 
@@ -89,7 +100,7 @@ def update(run: Run, batch: TrainBatch) -> UpdateStats:
 
 
 def step_record(step: int, rollouts: RolloutBatch, scored: ScoredBatch, stats: UpdateStats,
-                timings: dict[str, float], lr: float) -> dict:
+                timings: dict[str, float], lr: float, service_stats: dict[str, int]) -> dict:
     lengths = rollouts.completion_mask.sum(dim=1).float()
     return {
         "step": step, "reward_mean": scored.rewards.mean().item(), "reward_std": scored.rewards.std().item(),
@@ -100,7 +111,9 @@ def step_record(step: int, rollouts: RolloutBatch, scored: ScoredBatch, stats: U
         "zero_std_fraction": tied_groups(scored.rewards, rollouts.group_size).float().mean().item(),
         **{f"reward/{k}": v for k, v in mean_scores(scored).items()},
         **{f"outcomes/{k}": v for k, v in outcome_counts(scored).items()},
+        "unscorable": int((~scored.scorable).sum()),
         **{f"time/{k}_s": round(v, 3) for k, v in timings.items()},
+        **{f"reward_service/{k}": v for k, v in service_stats.items()},
     }
 
 
@@ -126,37 +139,48 @@ def run_eval(run: Run, step: int) -> EvalResult:
     return result
 
 
+def grpo_step(run: Run, step: int, prompts: list, sampling: SamplingParams) -> tuple[dict, list[dict]]:
+    """One GRPO step, each stage one call: rollouts -> rewards -> advantages -> update. Returns the logs."""
+    c = run.config
+    t0 = time.monotonic()
+    rollouts = run.engine.generate(prompts, c.rollout.group_size, sampling)
+    t1 = time.monotonic()
+    pending = run.service.submit_rollout(rollouts)  # verification runs while the forwards below do
+    old, ref = scoring_logprobs(run, rollouts)
+    t2 = time.monotonic()
+    scored = pending.result()
+    advantages = ADVANTAGES[c.algorithm.advantage](scored.rewards, c.rollout.group_size, c.algorithm.std_epsilon,
+                                                   valid=scored.scorable)
+    t3 = time.monotonic()
+    lr = run.scheduler.get_last_lr()[0]
+    stats = update(run, make_train_batch(rollouts, advantages, old, ref))
+    t4 = time.monotonic()
+    timings = {"rollout": t1 - t0, "logprobs": t2 - t1, "verify_wait": t3 - t2, "train": t4 - t3}
+    record = step_record(step, rollouts, scored, stats, timings, lr, run.service.stats())
+    return record, sample_rows(step, rollouts, scored, c.samples_per_step)
+
+
 def train(config: RunConfig, run_dir: Path) -> Path:
     """Run GRPO for config.max_steps steps; returns the final checkpoint directory."""
     run = setup(config, run_dir)
-    dump_config(config, run_dir / "config.yaml")
-    log = run.logger
-    log.message(batch_accounting(config))
-    c = config.rollout
-    sampling = SamplingParams(c.temperature, c.top_p, c.max_new_tokens)
-    prompt_stream = run.task.train_prompts(config.seed)
-    for step in range(1, config.max_steps + 1):
-        t0 = time.monotonic()
-        prompts = list(itertools.islice(prompt_stream, c.prompts_per_step))
-        rollouts = run.engine.generate(prompts, c.group_size, sampling)
-        t1 = time.monotonic()
-        scored = run.rewarder.score_rollout(rollouts)
-        advantages = ADVANTAGES[config.algorithm.advantage](scored.rewards, c.group_size,
-                                                            config.algorithm.std_epsilon, valid=scored.scorable)
-        t2 = time.monotonic()
-        batch = make_train_batch(run, rollouts, advantages)
-        lr = run.scheduler.get_last_lr()[0]
-        stats = update(run, batch)
-        t3 = time.monotonic()
-        timings = {"rollout": t1 - t0, "verify": t2 - t1, "train": t3 - t2}
-        log.log_step(step_record(step, rollouts, scored, stats, timings, lr))
-        log.log_samples(sample_rows(step, rollouts, scored, config.samples_per_step))
-        if config.save_every and step % config.save_every == 0 and step < config.max_steps:
-            save_model(run.policy, run.tokenizer, run_dir / "checkpoints" / f"step-{step:06d}")
-        if config.eval.every and step % config.eval.every == 0 and step < config.max_steps:
-            run_eval(run, step)
-    final = save_model(run.policy, run.tokenizer, run_dir / "final")
-    log.message(f"saved final checkpoint to {final}")
-    if config.eval.at_end:
-        run_eval(run, config.max_steps)
-    return final
+    try:
+        dump_config(config, run_dir / "config.yaml")
+        run.logger.message(batch_accounting(config))
+        r = config.rollout
+        sampling = SamplingParams(r.temperature, r.top_p, r.max_new_tokens)
+        prompt_stream = run.task.train_prompts(config.seed)
+        for step in range(1, config.max_steps + 1):
+            record, samples = grpo_step(run, step, list(itertools.islice(prompt_stream, r.prompts_per_step)), sampling)
+            run.logger.log_step(record)
+            run.logger.log_samples(samples)
+            if config.save_every and step % config.save_every == 0 and step < config.max_steps:
+                save_model(run.policy, run.tokenizer, run_dir / "checkpoints" / f"step-{step:06d}")
+            if config.eval.every and step % config.eval.every == 0 and step < config.max_steps:
+                run_eval(run, step)
+        final = save_model(run.policy, run.tokenizer, run_dir / "final")
+        run.logger.message(f"saved final checkpoint to {final}")
+        if config.eval.at_end:
+            run_eval(run, config.max_steps)
+        return final
+    finally:
+        run.service.close()

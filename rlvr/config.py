@@ -49,6 +49,15 @@ class TaskConfig(_Section):
     answer_mode: Literal["strict", "last_number"] = Field(
         "strict", description="math answer extraction: strict = \\boxed/Answer:/####; last_number adds a fallback")
     verifier_timeout_s: float = Field(5.0, gt=0, description="per-completion verification time budget")
+    think_prefilled: bool = Field(False, description="format: the chat template already opens <think> (trl#6966)")
+    language_script: str | None = Field(None, description="language: expected script (latin, cyrillic, ...); "
+                                                           "None = the reference text's script")
+    code_reward_mode: Literal["fraction", "all"] = Field(
+        "fraction", description="code: reward = share of unit tests passed, or 1 only when all pass")
+    code_time_limit_s: float = Field(5.0, gt=0, description="code: wall-clock limit per sandboxed run")
+    code_memory_mb: int = Field(512, ge=64, description="code: address-space limit and memory cgroup per run")
+    code_unsandboxed: bool = Field(False, description="code: run model-written code WITHOUT bubblewrap when the "
+                                                      "sandbox probe fails (logged loudly); never for untrusted models")
 
 
 class RewardConfig(_Section):

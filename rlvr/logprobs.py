@@ -17,6 +17,19 @@ def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.long().cumsum(dim=-1) - 1).clamp(min=0)
 
 
+def length_order(completion_mask: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """Row order for micro-batching: groups (rows sharing a prompt) stay together, longest group first.
+
+    Micro-batches of similar length waste the least padding, and keeping each group whole keeps one
+    prompt prefill per group (sorting single rows would split groups and prefill their prompt twice).
+    """
+    lengths = completion_mask.sum(dim=1)
+    group_max = torch.zeros(int(rows.max()) + 1, dtype=lengths.dtype).scatter_reduce(
+        0, rows, lengths, reduce="amax", include_self=False)
+    key = group_max[rows] * (rows.numel() + 1) - rows  # descending length, then ascending prompt index
+    return key.argsort(descending=True, stable=True)
+
+
 def prefill(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, rows: torch.Tensor):
     """Run distinct prompts once; return (last prompt hidden state [B, 1, H], KV cache gathered to B rows).
 
@@ -73,11 +86,12 @@ def batched_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
                      micro_batch_size: int) -> torch.Tensor:
     """Log-probs without gradients (old policy, reference), in micro-batches to bound memory.
 
-    Rows are taken longest first and each micro-batch is cut to its longest completion (padding costs as
-    much as real tokens); the result is [B, C] in the original order, 0 past each row's end.
+    Rows are taken longest group first (`length_order`) and each micro-batch is cut to its longest
+    completion (padding costs as much as real tokens); the result is [B, C] in the original order, 0 past
+    each row's end.
     """
     out = torch.zeros(completion_ids.shape, dtype=torch.float32, device=completion_ids.device)
-    order = completion_mask.sum(dim=1).argsort(descending=True, stable=True)
+    order = length_order(completion_mask, rows)
     for i in range(0, completion_ids.shape[0], micro_batch_size):
         part = order[i:i + micro_batch_size]
         width = max(int(completion_mask[part].sum(dim=1).max()), 1)

@@ -113,5 +113,7 @@ class TrainBatch:
                           pick(self.ref_logprobs))
 
     def by_length(self) -> "torch.Tensor":
-        """Row order, longest completion first: micro-batches of similar length waste the least padding."""
-        return self.completion_mask.sum(dim=1).argsort(descending=True, stable=True)
+        """Row order for micro-batches: longest group first, groups kept whole (logprobs.length_order)."""
+        from rlvr.logprobs import length_order
+
+        return length_order(self.completion_mask, self.prompt_index)

@@ -159,3 +159,15 @@ def test_batched_logprobs_micro_batch_invariant() -> None:
     # batched_logprobs runs each micro-batch only up to its longest completion and returns 0 past each
     # row's end; on the real tokens it must equal the plain full forward.
     torch.testing.assert_close(three, slow * completion_mask, rtol=0, atol=1e-5)
+
+
+def test_length_order_keeps_groups_whole_longest_first() -> None:
+    from rlvr.logprobs import length_order
+
+    # rows -> prompt [0,0,1,1,2,2], lengths [1,2, 5,1, 3,3]: group maxima 2, 5, 3
+    # -> group 1 first (rows 2,3), then group 2 (rows 4,5), then group 0 (rows 0,1)
+    mask = torch.zeros(6, 5)
+    for row, length in enumerate([1, 2, 5, 1, 3, 3]):
+        mask[row, :length] = 1
+    order = length_order(mask, torch.tensor([0, 0, 1, 1, 2, 2]))
+    assert order.tolist() == [2, 3, 4, 5, 0, 1]

@@ -145,7 +145,8 @@ def test_pathological_input_stays_within_budget_and_verifier_recovers():
         start = time.monotonic()
         verdict = verifier.verify(completion, reference)
         assert time.monotonic() - start < 3.0
-        assert verdict.outcome in (Outcome.TIMEOUT, Outcome.WRONG) and verdict.score == 0.0
+        # UNPARSEABLE: rlvr.verifiers.math.shape_problem now refuses these huge exponents before sympy
+        assert verdict.outcome in (Outcome.TIMEOUT, Outcome.WRONG, Outcome.UNPARSEABLE) and verdict.score == 0.0
     assert verifier.verify("\\boxed{\\frac{3}{4}}", "0.75").outcome is Outcome.CORRECT
 
 
@@ -156,7 +157,7 @@ def test_timeout_kills_and_replaces_the_worker(hanging_worker):
     verdict = verifier.verify("Answer: hang", "y")
     assert time.monotonic() - start < 2.0
     assert verdict.outcome is Outcome.TIMEOUT and verdict.score == 0.0 and "0.5s budget" in verdict.detail
-    assert verifier.verify("Answer: x z", "x  z").outcome is Outcome.CORRECT  # string match, no worker
+    assert verifier.verify("Answer: x z", "x  z").outcome is Outcome.CORRECT  # same text once spaces collapse
     assert verifier.verify("Answer: y", "x").outcome is Outcome.WRONG  # the new worker answers
     start = time.monotonic()  # a repeated pathological answer (common within a group) is not re-run
     assert verifier.verify("\\boxed{hang}", "y").outcome is Outcome.TIMEOUT
@@ -236,7 +237,8 @@ def test_registry_builds_configured_verifiers():
     task = TaskConfig(verifiers={"math": 1.0, "format": 0.2, "answer_format": 0.1}, answer_mode="last_number",
                       verifier_timeout_s=2.0)
     verifiers = build_verifiers(task)
-    assert set(verifiers) == set(VERIFIERS) == {"math", "format", "answer_format"}
+    assert set(verifiers) == {"math", "format", "answer_format"}
+    assert {"math", "format", "answer_format", "think_format", "tag_count", "language", "tool_call"} <= set(VERIFIERS)
     assert all(isinstance(v, Verifier) and v.name == name for name, v in verifiers.items())
     assert verifiers["math"].mode == "last_number" and verifiers["math"].timeout_s == 2.0
     with pytest.raises(ValueError, match="unknown verifier"):

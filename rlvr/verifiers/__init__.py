@@ -23,7 +23,32 @@ def _math(task: TaskConfig) -> Verifier:
 def _format(task: TaskConfig) -> Verifier:
     from rlvr.verifiers.format import FormatVerifier
 
-    return FormatVerifier()
+    # think_prefilled: chat templates that open <think> in the prompt (trl#6966)
+    return FormatVerifier(think_prefilled=task.think_prefilled)
+
+
+def _think_format(task: TaskConfig) -> Verifier:
+    from rlvr.verifiers.format import ThinkFormatVerifier
+
+    return ThinkFormatVerifier(think_prefilled=task.think_prefilled)
+
+
+def _tag_count(task: TaskConfig) -> Verifier:
+    from rlvr.verifiers.format import TagCountVerifier
+
+    return TagCountVerifier(think_prefilled=task.think_prefilled)
+
+
+def _language(task: TaskConfig) -> Verifier:
+    from rlvr.verifiers.format import LanguageVerifier
+
+    return LanguageVerifier(script=task.language_script)
+
+
+def _tool_call(task: TaskConfig) -> Verifier:
+    from rlvr.verifiers.tools import ToolCallVerifier
+
+    return ToolCallVerifier()
 
 
 def _answer_format(task: TaskConfig) -> Verifier:
@@ -32,10 +57,24 @@ def _answer_format(task: TaskConfig) -> Verifier:
     return AnswerLineVerifier()
 
 
+def _code(task: TaskConfig) -> Verifier:
+    from rlvr.verifiers.code import CodeVerifier
+    from rlvr.verifiers.sandbox import SandboxConfig
+
+    sandbox = SandboxConfig(time_limit_s=task.code_time_limit_s, memory_mb=task.code_memory_mb,
+                            allow_unsandboxed=task.code_unsandboxed)
+    return CodeVerifier(mode=task.code_reward_mode, sandbox=sandbox)
+
+
 VERIFIERS: dict[str, Callable[[TaskConfig], Verifier]] = {
     "math": _math,  # final answer vs reference: exact numbers, else math-verify with a time budget
     "format": _format,  # R1 layout: <think>...</think><answer>...</answer>
     "answer_format": _answer_format,  # last line is 'Answer: <number>'
+    "think_format": _think_format,  # one non-empty <think>...</think> block, then an answer
+    "tag_count": _tag_count,  # 0.25 per think/answer tag present exactly once (open-r1's tag_count_reward)
+    "language": _language,  # share of the completion's letters in the expected script; correct >= 0.95
+    "tool_call": _tool_call,  # JSON matching the reference's JSON Schema or function signature
+    "code": _code,  # unit tests (asserts / stdin-stdout) run in the bubblewrap sandbox; fraction passed
 }
 
 

@@ -1,23 +1,27 @@
-"""Math answer verifier: extract a final answer, compare it with the reference.
+"""Math answer verifier: extract one final answer, compare it with the reference.
 
-Pipeline per completion:
-  1. extract the final answer: last \\boxed{...} / \\fbox{...} (balanced braces), else the last
-     'Answer: X' / 'answer is X' line, else the last '#### X'; in `last_number` mode, else the last number.
-  2. extract the reference the same way (GSM8K '#### 42', MATH '\\boxed{..}' or plain '42'). A reference
-     that cannot be read is an ERROR, never a reward: open-r1 PR#566 found unparseable gold answers
-     scored 1.0, silently rewarding whatever the model wrote.
-  3. plain numbers on both sides -> exact Fraction comparison ("7" == "7.0" == "7.00", "0.5" == "1/2").
-     This is the training hot path: microseconds, no sympy, no process hop.
-  4. otherwise math-verify (sympy) in a worker process with a deadline. math-verify's own timeouts use
-     signal.alarm, which only works in the main thread (verl PR#5635: signal timeouts fail off the main
-     thread), and sympy can hang for minutes on inputs like 9^{9^{9^{9^9}}}. So we disable its timeouts
-     and run it in a child process that we kill and replace when the budget runs out.
+Pipeline per completion (decisions in rlvr.verifiers.math_extract and rlvr.verifiers.math_worker):
+  1. the reference is read like a completion (GSM8K '#### 42', MATH '\\boxed{..}' or plain '42'). A reference
+     that cannot be read is an ERROR with scorable=False, never a reward: open-r1 PR#566 found unparseable
+     gold answers scored 1.0, silently rewarding whatever the model wrote.
+  2. the final answer of the completion outside <think>...</think> (math_extract.final_answer); none ->
+     UNPARSEABLE. Too long, or braces that do not balance -> UNPARSEABLE. Hedged or several different
+     final answers -> WRONG ("hedged: several answers").
+  3. plain numbers on both sides -> exact Fraction comparison ("7" == "7.0", "0.5" == "1/2" == "50%",
+     "1e-10" != "0"). This is the training hot path: microseconds, no sympy, no process hop.
+  4. otherwise, after cheap shape checks (nesting depth, huge exponents), math-verify (sympy) in a worker
+     process with a deadline, plus guards against its false positives (math_worker).
+     math-verify's own timeouts use signal.alarm, which only works in the main thread (verl PR#5635:
+     signal timeouts fail off the main thread), and sympy can hang for minutes on inputs like
+     9^{9^{9^{9^9}}}. So we disable its timeouts and run it in a child process that we kill and replace
+     when the budget runs out.
 """
 from __future__ import annotations
 
 import atexit
 import importlib.util
 import json
+import math
 import os
 import re
 import select
@@ -25,175 +29,90 @@ import subprocess
 import sys
 import threading
 import time
-from fractions import Fraction
+from pathlib import Path
 from typing import Literal
 
 from rlvr.types import Outcome, Verdict
 from rlvr.verifiers.base import error_verdict
+from rlvr.verifiers.math_extract import (  # noqa: F401  (re-exported: tests and rlvr.tasks.qa use them)
+    MAX_ANSWER_CHARS, NO_ANSWER, NO_ANSWER_OR_NUMBER, ONLY_IN_THINK, as_number, canonical, extract_answer,
+    extract_reference, final_answer, hedge_problem, last_boxed, number_readings)
 
 _HAVE_MATH_VERIFY = importlib.util.find_spec("math_verify") is not None
-MAX_ANSWER_CHARS = 2000  # longer extracted answers are not sent to sympy (parse time grows with length)
+MAX_NESTING = 10  # bracket depth; antlr parse time grows steeply with it (12 nested braces: ~2 s)
+MAX_EXPONENT = 10_000  # 10^{10^{10}} makes sympy build a 10-billion-digit integer
 _CACHE_SIZE = 4096  # math-verify replies remembered per MathVerifier (cleared when full)
-NO_ANSWER = "no final answer found (expected \\boxed{}, 'Answer:' or '####')"
-NO_ANSWER_OR_NUMBER = "no final answer found (no \\boxed{}, 'Answer:', '####' or number)"
-
-_BOXED_START = re.compile(r"\\(?:boxed|fbox)[ \t]*\{")
-_BOXED_BARE = re.compile(r"\\(?:boxed|fbox) +([^\s{}$]+)")  # MATH also writes "\boxed 5"
-_ANSWER_MARK = re.compile(r"\banswer(?:[ \t]*:|[ \t]+is\b[ \t]*:?)", re.IGNORECASE)
-_NEXT_LINE = re.compile(r"\s*([^\n]*)")  # first non-blank line from a position, without copying the text
-_HASHES = re.compile(r"####[ \t]*([^\n]*)")
-# A number in running text: thousands commas, decimals, simple fractions; '-' is a sign only when it
-# does not follow a word character (so '3-5' yields 5, not -5). Every branch is linear-time.
-_NUMBER_IN_TEXT = re.compile(
-    r"(?<![\w.])(?:(?<![\w)])-)?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?:/\d+)?|(?<![\w.])-?\.\d+")
-_PLAIN_NUMBER = re.compile(r"[-+]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|\.\d+)(?:/\d+)?")
+# The worker program is math_worker.py itself, run as `python -c <its text>`: it needs neither rlvr on the
+# child's sys.path nor an import of this package in the child.
+_WORKER_SOURCE = (Path(__file__).parent / "math_worker.py").read_text(encoding="utf-8")
 
 
-# ---------------------------------------------------------------- extraction
-def last_boxed(text: str) -> str | None:
-    """Content of the last complete \\boxed{...} or \\fbox{...} (or brace-less \\boxed 5); None if none."""
-    starts = [m.end() for m in _BOXED_START.finditer(text)]
-    bare = list(_BOXED_BARE.finditer(text))
-    if bare and (not starts or bare[-1].start() > starts[-1]):
-        return bare[-1].group(1).rstrip(".")
-    limit = len(text)
-    for start in reversed(starts):
-        # A box left open after a later box start cannot close after it (the later one would close it
-        # first), so each scan stops at the next start: the whole search stays linear.
-        depth = 1
-        for i in range(start, limit):
-            ch = text[i]
-            if ch == "{":
-                depth += 1
-            elif ch == "}":
-                depth -= 1
-                if depth == 0:
-                    return text[start:i]
-        limit = start
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# ---------------------------------------------------------------- size and shape budget, before any parsing
+def brace_problem(answer: str) -> str | None:
+    """'unbalanced braces' when `{` and `}` do not pair up (malformed LaTeX), else None. Escaped braces
+    (`\\{`, `\\}`) are set delimiters, not groups: `\\left\\{ x \\right.` is balanced."""
+    depth = 0
+    for ch in re.sub(r"\\[{}]", "", answer):
+        depth += (ch == "{") - (ch == "}")
+        if depth < 0:
+            break
+    return None if depth == 0 else f"malformed LaTeX: unbalanced braces in {_short(answer)!r}"
+
+
+def shape_problem(answer: str) -> str | None:
+    """Why parsing `answer` could take unbounded time (deep nesting, a huge power); None if it is safe."""
+    depth = deepest = 0
+    for ch in answer:
+        depth += (ch in "([{") - (ch in ")]}")
+        deepest = max(deepest, depth)
+    if deepest > MAX_NESTING:
+        return f"brackets nested {deepest} deep (limit {MAX_NESTING})"
+    for match in re.finditer(r"\^", answer):
+        exponent = _group(answer, match.end())
+        size = _magnitude(exponent)
+        if size is not None and size > MAX_EXPONENT:
+            return f"exponent {_short(exponent, 30)!r} too large (limit {MAX_EXPONENT})"
+    if re.search(r"\d{5,}\s*!|\d[eE][-+]?\d{4,}", answer):
+        return "number too large (factorial or exponent)"
     return None
 
 
-def _clean(answer: str) -> str:
-    """Strip the wrapping models put around a final answer: spaces, **bold**, $..$, \\(..\\), final '.'."""
-    previous = None
-    answer = answer.strip()
-    while answer != previous:
-        previous = answer
-        for wrapper in ("**", "$", "\\(", "\\)", "\\[", "\\]"):
-            answer = answer.removeprefix(wrapper).removesuffix(wrapper).strip()
-        answer = answer.removesuffix(".").strip()
-    return answer
+def _group(text: str, i: int) -> str:
+    """The LaTeX group at `i`: a balanced {...} (without braces), a digit run, or one character."""
+    while i < len(text) and text[i] == " ":
+        i += 1
+    if i < len(text) and text[i] == "{":
+        depth = 0
+        for j in range(i, len(text)):
+            depth += (text[j] == "{") - (text[j] == "}")
+            if depth == 0:
+                return text[i + 1:j]
+        return text[i + 1:]
+    run = re.match(r"\d+", text[i:i + 40])
+    return run.group() if run else text[i:i + 1]
 
 
-def last_answer_line(text: str) -> str | None:
-    """Rest of the line after the last 'Answer:' / 'answer is' (next non-empty line if that is empty)."""
-    for match in reversed(list(_ANSWER_MARK.finditer(text))):
-        line_end = text.find("\n", match.end())
-        rest = _clean(text[match.end():] if line_end < 0 else text[match.end():line_end])
-        if rest:
-            return rest
-        following = _clean(_NEXT_LINE.match(text, line_end).group(1)) if line_end >= 0 else ""
-        if following:
-            return following
-    return None
-
-
-def last_hashes(text: str) -> str | None:
-    """GSM8K style: the rest of the line after the last '####'."""
-    matches = list(_HASHES.finditer(text))
-    if not matches:
+def _magnitude(exponent: str) -> float | None:
+    """Value of a numeric exponent, towers included ('10^{10}' -> 1e10); None when it is not numeric."""
+    exponent = exponent.strip().lstrip("-+").strip()
+    if re.fullmatch(r"\d+(?:\.\d+)?", exponent):
+        return float(exponent) if len(exponent) < 300 else math.inf
+    tower = re.match(r"(\d+(?:\.\d+)?)\s*\^", exponent)
+    if tower is None:
         return None
-    return _clean(matches[-1].group(1)) or None
-
-
-def last_number(text: str) -> str | None:
-    """The last number in the text (ints, decimals, negatives, 3/4, 1,234), or None."""
-    last = None
-    for last in _NUMBER_IN_TEXT.finditer(text):
-        pass
-    return last.group(0) if last else None
-
-
-def extract_answer(text: str, mode: Literal["strict", "last_number"] = "strict") -> str | None:
-    """The final answer of a completion, by precedence: \\boxed > 'Answer:' > '####' > (last number)."""
-    for extract in (last_boxed, last_answer_line, last_hashes):
-        found = extract(text)
-        if found is not None and found.strip():
-            return _clean(found) or found.strip()
-    return last_number(text) if mode == "last_number" else None
-
-
-def extract_reference(reference: str) -> str | None:
-    """The gold answer: marked the same way as completions, else the whole (plain) reference text."""
-    found = extract_answer(reference, "strict")
-    found = found if found is not None else _clean(reference)
-    return found or None
-
-
-def as_number(answer: str) -> Fraction | None:
-    """Exact value of a plain number ('1,234', '-7.0', '.5', '3/4', '\\$5'), or None for anything else."""
-    text = answer.strip().replace("\u2212", "-").replace("{,}", ",").removeprefix("\\$").removeprefix("$")
-    text = text.removesuffix(".") if not text.endswith("..") else text
-    if not _PLAIN_NUMBER.fullmatch(text):
+    inner = _magnitude(_group(exponent, tower.end()))
+    if inner is None:
         return None
-    try:
-        return Fraction(text.replace(",", ""))
-    except (ValueError, ZeroDivisionError):
-        return None
+    base = float(tower.group(1))
+    return math.inf if base > 1 and inner * math.log10(base) > 300 else base ** min(inner, 300.0)
+
 
 
 # ---------------------------------------------------------------- math-verify worker process
-# Runs in a fresh `python -c` interpreter: it imports only math_verify (no torch, no user __main__,
-# which 'spawn' would re-import) and answers one JSON request per line. Library output is sent to
-# stderr so stray prints cannot corrupt the protocol on stdout.
-_WORKER_SOURCE = r"""
-import json, logging, signal, sys, time
-logging.disable(logging.WARNING)  # math-verify warns that its signal timeout is off; the parent enforces one
-out, sys.stdout = sys.stdout, sys.stderr
-signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it kills us at exit
-try:
-    import resource
-except ImportError:
-    resource = None
-
-def cap_resources(cpu_s):
-    # Kernel-enforced backstops for when the parent cannot kill us (it died): a CPU-time limit per
-    # request (SIGXCPU terminates even while sympy holds the GIL in C code) and an address-space cap
-    # so a runaway expansion raises MemoryError instead of taking the host's memory.
-    if resource is None:
-        return
-    try:
-        hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
-        soft = int(time.process_time() + cpu_s) + 1
-        resource.setrlimit(resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
-        hard = resource.getrlimit(resource.RLIMIT_AS)[1]
-        resource.setrlimit(resource.RLIMIT_AS, (4 << 30 if hard == resource.RLIM_INFINITY else min(4 << 30, hard), hard))
-    except (ValueError, OSError):
-        pass
-
-from math_verify import parse, verify
-
-def check(gold, pred):
-    g = parse("\\boxed{" + gold + "}", parsing_timeout=None)
-    if not g:
-        return {"status": "gold_unparseable"}
-    p = parse("\\boxed{" + pred + "}", parsing_timeout=None)
-    if not p:
-        return {"status": "pred_unparseable"}
-    return {"status": "equal" if verify(g, p, timeout_seconds=None) else "different"}
-
-out.write("ready\n"); out.flush()
-for line in sys.stdin:
-    request = json.loads(line)
-    cap_resources(request.get("cpu_s", 60.0))
-    try:
-        reply = check(request["gold"], request["pred"])
-    except Exception as err:
-        reply = {"status": "error", "detail": f"{type(err).__name__}: {err}"}
-    out.write(json.dumps(reply) + "\n"); out.flush()
-"""
-
-
 class MathVerifyWorker:
     """One long-lived math-verify process. `check` is thread-safe (requests are serialized) and enforces
     a wall-clock budget from any thread: on a missed deadline the process is killed and a new one started
@@ -278,10 +197,6 @@ atexit.register(_WORKER.close)
 
 
 # ---------------------------------------------------------------- the verifier
-def _short(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 class MathVerifier:
     """Final-answer math checker; registered as "math" (see rlvr.verifiers.VERIFIERS)."""
 
@@ -311,35 +226,58 @@ class MathVerifier:
             return error_verdict(f"expected str inputs, got {type(completion).__name__}, "
                                  f"{type(reference).__name__}")
         gold = extract_reference(reference)
-        if gold is None or len(gold) > MAX_ANSWER_CHARS:
-            return error_verdict(f"reference answer unparseable: {_short(repr(reference))}", scorable=False)
-        pred = extract_answer(completion, self.mode)
-        if pred is None:
-            return Verdict(Outcome.UNPARSEABLE, 0.0, NO_ANSWER if self.mode == "strict" else NO_ANSWER_OR_NUMBER)
+        problem = "no answer" if gold is None else brace_problem(gold)
+        if gold is not None and len(gold) > MAX_ANSWER_CHARS:
+            problem = f"{len(gold)} chars (limit {MAX_ANSWER_CHARS})"
+        if problem:
+            return error_verdict(f"reference answer unparseable ({problem}): {_short(repr(reference))}",
+                                 scorable=False)
+        final = final_answer(completion, self.mode)
+        if final is None:
+            inside_think = final_answer(completion.replace("<think>", " ").replace("</think>", " "), "strict")
+            return Verdict(Outcome.UNPARSEABLE, 0.0, ONLY_IN_THINK if inside_think else
+                           NO_ANSWER if self.mode == "strict" else NO_ANSWER_OR_NUMBER)
+        pred = final.text
         if len(pred) > MAX_ANSWER_CHARS:
             return Verdict(Outcome.UNPARSEABLE, 0.0,
-                           f"extracted answer has {len(pred)} chars (limit {MAX_ANSWER_CHARS}); not checked")
-        gold_value, pred_value = as_number(gold), as_number(pred)
-        if gold_value is not None and pred_value is not None:
-            return self._judge(gold_value == pred_value, pred, gold)
-        if " ".join(pred.split()) == " ".join(gold.split()):
-            return self._judge(True, pred, gold)
+                           f"extracted answer too long (limit {MAX_ANSWER_CHARS} chars); not checked")
+        problem = brace_problem(pred)
+        if problem:
+            return Verdict(Outcome.UNPARSEABLE, 0.0, problem)
+        problem = hedge_problem(final, gold)
+        if problem:
+            return Verdict(Outcome.WRONG, 0.0, problem)
+        return self._compare(pred, gold)
+
+    def _compare(self, pred: str, gold: str) -> Verdict:
+        """Exact numbers, else math-verify behind the shape checks."""
+        gold_values, pred_values = number_readings(gold), number_readings(pred)
+        if gold_values and pred_values:
+            return self._judge(bool(gold_values & pred_values), pred, gold)
+        # Identical text still goes to math-verify (cached): only it can tell that a gold answer such as
+        # '\\text{}' is unreadable, and a copy of an unreadable gold must not score 1 (open-r1 PR#566).
+        problem = shape_problem(pred)
+        if problem:
+            return Verdict(Outcome.UNPARSEABLE, 0.0, f"not checked: {problem}")
         return self._math_verify(pred, gold)
 
     def _math_verify(self, pred: str, gold: str) -> Verdict:
         if not _HAVE_MATH_VERIFY:
             return error_verdict("math-verify is not installed (pip install math-verify)")
-        key = (gold, pred)
+        key = (canonical(gold), canonical(pred))
         reply = self._replies.get(key)
         if reply is None:
-            reply = self.worker.check(gold, pred, self.timeout_s)
+            reply = self.worker.check(*key, self.timeout_s)
             if len(self._replies) >= _CACHE_SIZE:
                 self._replies.clear()
             if reply.get("status") != "error":  # a crashed worker is transient; everything else repeats
                 self._replies[key] = reply
         status = reply.get("status")
         if status in ("equal", "different"):
-            return self._judge(status == "equal", pred, gold)
+            verdict = self._judge(status == "equal", pred, gold)
+            if reply.get("detail"):  # a guard overruled math-verify's 'equal' (rlvr.verifiers.math_worker)
+                verdict = Verdict(verdict.outcome, verdict.score, f"{verdict.detail} ({reply['detail']})")
+            return verdict
         if status == "timeout":
             return Verdict(Outcome.TIMEOUT, 0.0,
                            f"math-verify exceeded the {self.timeout_s:g}s budget comparing "

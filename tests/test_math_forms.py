@@ -1,0 +1,143 @@
+"""Math verifier: answer forms that must be read and judged CORRECT, and the helpers behind them.
+
+The attacks that must score 0 live in tests/test_math_attacks.py; the decisions in
+rlvr/verifiers/math_extract.py (extraction, numbers, hedging) and rlvr/verifiers/math_worker.py (guards).
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from rlvr.types import Outcome
+from rlvr.verifiers.math import MathVerifier, brace_problem, shape_problem
+from rlvr.verifiers.math_extract import (extract_answer, final_answer, hedge_problem, number_readings,
+                                         strip_thinking, top_level_items)
+
+
+@pytest.fixture(scope="module")
+def verifier():
+    return MathVerifier(timeout_s=10)
+
+
+EQUIVALENT = [
+    # percent / fraction / decimal: 50% == 0.5 == 1/2, and 50% == 50 ('%' read as a unit)
+    ("\\boxed{50\\%}", "0.5"), ("\\boxed{50\\%}", "\\frac{1}{2}"), ("Answer: 0.5", "50\\%"), ("Answer: 50", "50\\%"),
+    ("\\boxed{12.5\\%}", "\\frac{1}{8}"), ("Answer: 1/2", "0.5"), ("Answer: 1e-3", "0.001"),
+    ("\\boxed{2 \\times 10^{-3}}", "0.002"), ("Answer: 7.50", "7.5"), ("Answer: -0", "0"),
+    # LaTeX spellings
+    ("\\boxed{\\dfrac{1}{2}}", "0.5"), ("\\boxed{\\tfrac{3}{4}}", "0.75"), ("\\boxed{\\frac12}", "\\frac{1}{2}"),
+    ("\\boxed{-\\frac{3}{4}}", "-0.75"), ("\\boxed{\\left(1, 2\\right)}", "(1,2)"), ("\\boxed{30^\\circ}", "30"),
+    ("\\boxed{30^{\\circ}}", "30"), ("\\boxed{5\\text{ cm}}", "5"), ("\\boxed{\\$5}", "5"),
+    ("\\boxed{\\frac{\\sqrt{2}}{2}}", "\\frac{1}{\\sqrt{2}}"), ("\\boxed{0.5\\pi}", "\\frac{\\pi}{2}"),
+    ("\\boxed{1-\\frac{1}{e}}", "1 - e^{-1}"), ("\\boxed{1 - \\frac{1}{\\mathrm{e}}}", "1-\\frac{1}{e}"),
+    ("Answer: $x^2+1$", "1+x^2"), ("\\boxed{\\text{(C)}}", "C"),
+    # sets and intervals
+    ("\\boxed{\\{2,1\\}}", "\\{1,2\\}"), ("\\boxed{\\left\\{1, 2\\right\\}}", "\\{2, 1\\}"), ("\\boxed{3, 4}", "4, 3"),
+    ("\\boxed{(0,1]}", "(0,1]"),
+    ("\\boxed{\\left(0, 1\\right]}", "(0,1]"), ("\\boxed{[1, 2)}", "[1,2)"), ("\\boxed{(-\\infty, 0)}", "(-\\infty,0)"),
+    # equations: an assignment matches its value both ways; a true numeric identity counts
+    ("\\boxed{x=2}", "2"), ("\\boxed{2}", "x=2"), ("\\boxed{2=x}", "x=2"), ("\\boxed{x = 3 + 4 = 7}", "7"),
+    # tiny values that are really equal
+    ("\\boxed{\\frac{1}{2^{99}}}", "2^{-99}"), ("\\boxed{10^{-20}}", "\\frac{1}{10^{20}}"),
+    # where the answer is: tags, last box, reasoning skipped, prefilled <think>
+    ("<answer>7</answer>", "7"), ("<think>maybe 5</think><answer>\\boxed{7}</answer>", "7"),
+    ("<think>...</think>\n<answer>The answer is 7</answer>", "7"),
+    ("I first got \\boxed{5}, but checking the carry again the total is \\boxed{7}", "7"),
+    ("Answer: 5. Hmm, 3 + 4 is 7, not 5, so let me fix that. Answer: 7", "7"),  # one self-correction is fine
+    ("<think>the answer is \\boxed{5}</think> \\boxed{7}", "7"), ("so \\boxed{5}? no.</think> Answer: 7", "7"),
+    ("\\boxed{7} \\boxed{7}", "7"), ("\\boxed{\\frac12} or equivalently \\boxed{0.5}", "0.5"),
+    ("\\boxed{x = 3, y = 4}", "(3, 4)"),  # named values are one answer, not alternatives
+    ("the answer is 3 \\text{ or } 4", "3 or 4"),  # a reference that itself offers alternatives
+]
+
+
+@pytest.mark.parametrize("completion, reference", EQUIVALENT)
+def test_equivalent_forms_are_correct(verifier, completion, reference):
+    verdict = verifier.verify(completion, reference)
+    assert verdict.outcome is Outcome.CORRECT and verdict.score == 1.0, verdict
+
+
+@pytest.mark.parametrize("completion, reference", [("Answer: 50", "0.5"), ("\\boxed{\\frac{1}{2}}", "50"),
+                                                   ("Answer: 3.1416", "3.14"), ("\\boxed{\\pi}", "3.14")])
+def test_documented_non_equivalences(verifier, completion, reference):
+    # 50 is not 0.5 (only a '%' sign allows both readings); a decimal reference is matched exactly, so neither
+    # a longer decimal nor the exact value it rounds counts (questions that want rounding say so).
+    assert verifier.verify(completion, reference).outcome is Outcome.WRONG
+
+
+# ---------------------------------------------------------------- helpers
+@pytest.mark.parametrize("text, expected", [
+    ("<think>a</think>b", "b"), ("a</think>b", "b"), ("x<think>a", "x"), ("<think>a</think>b<think>c", "b"),
+    ("<think>a</think>b<think>c</think>d", "d"), ("plain", "plain"),
+])
+def test_strip_thinking(text, expected):
+    assert strip_thinking(text) == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("<answer>4</answer> \\boxed{5}", "4"),  # an <answer> tag outranks boxes outside it
+    ("<answer>x \\boxed{4} y</answer>", "4"), ("<answer> </answer>\\boxed{5}", "5"),
+    ("\\boxed 5.", "5"), ("\\boxed{\\boxed{3}}", "3"), ("Answer: 3 Answer: 4", "4"),
+    ("#### 5 #### 6", "6"), ("<think>\\boxed{1}</think>", None),
+])
+def test_extraction_precedence(text, expected):
+    assert extract_answer(text) == expected
+
+
+@pytest.mark.parametrize("answer, readings", [
+    ("50\\%", {Fraction(1, 2), 50}), ("50%", {Fraction(1, 2), 50}), ("1e-10", {Fraction(1, 10**10)}),
+    ("\\dfrac{3}{4}", {Fraction(3, 4)}), ("-\\frac12", {Fraction(-1, 2)}), ("1{,}234", {1234}),
+    ("45^\\circ", {45}), ("5\\text{ cm}", {5}), ("2\\mathrm{i}", set()), ("1e9999", set()), ("x", set()),
+])
+def test_number_readings(answer, readings):
+    assert number_readings(answer) == readings
+
+
+def test_list_items_respect_brackets():
+    assert top_level_items("3, 4") == ["3", "4"] and top_level_items("(0,1]") == ["(0,1]"]
+    assert top_level_items("1,234") == ["1,234"] and top_level_items("\\{1,2\\}, 3") == ["\\{1,2\\}", "3"]
+    assert top_level_items("3 \\text{ and } 4") == ["3", "4"]
+
+
+def test_hedge_rules():
+    final = final_answer("\\boxed{3} \\boxed{4}")
+    assert final.run == ("3", "4") and hedge_problem(final, "4").startswith("hedged")
+    assert hedge_problem(final_answer("\\boxed{3}, then we add one: \\boxed{4}"), "4") is None  # prose between
+    three = "Answer: 1. no. Answer: 2. no. Answer: 3"
+    assert hedge_problem(final_answer(three), "3") is None  # 3 different answers: allowed (MAX 3)
+    assert "answer spam" in hedge_problem(final_answer(three + ". no. Answer: 4"), "4")
+
+
+def test_braces_must_balance_but_escaped_ones_are_not_groups():
+    assert brace_problem("\\frac12}") and brace_problem("\\frac{1}{2") and brace_problem("}{")
+    assert brace_problem("\\left\\{ x \\right.") is None and brace_problem("\\{1, 2\\}") is None
+    assert extract_answer("\\boxed{\\left\\{ 1 \\right.}") == "\\left\\{ 1 \\right."
+
+
+@pytest.mark.parametrize("answer, problem", [
+    ("10^{10^{10}}", "exponent"), ("x^{100000}", "exponent"), ("2^{2^{20}}", "exponent"),
+    ("(" * 11 + ")" * 11, "nested 11 deep"), ("123456!", "too large"), ("1e99999", "too large"),
+    ("2^{10}", None), ("e^{x^2}", None), ("\\frac{1}{\\sqrt{2}}", None), ("((((1))))", None),
+])
+def test_shape_problem(answer, problem):
+    found = shape_problem(answer)
+    assert (found is None) if problem is None else (problem in found), found
+
+
+# ---------------------------------------------------------------- worker guards, in-process
+def test_worker_guards_overrule_math_verify():
+    from rlvr.verifiers import math_worker
+
+    assert math_worker.check("\\frac{1}{2^{98}}", "\\frac{1}{2^{99}}")["status"] == "different"
+    assert math_worker.check("\\pi", "3.14159265358979")["status"] == "different"  # decimals are exact
+    not_a_value = "an equation is not a value (only 'x = value' is read as one)"
+    assert math_worker.check("7", "2x+3=7") == {"status": "different", "detail": not_a_value}
+    assert math_worker.check("\\frac{2}{0}", "\\frac{1}{0}")["status"] == "different"
+    assert math_worker.check("1 - \\frac{1}{\\mathrm{e}}", "1") == {"status": "gold_unparseable"}  # string-only
+    assert math_worker.check("(1, 2^{-99})", "(1, 2^{-98})")["status"] == "different"  # inside tuples,
+    assert math_worker.check("[0, 2^{-99})", "[0, 2^{-98})")["status"] == "different"  # intervals,
+    assert math_worker.check("\\{2^{-99}, 1\\}", "\\{1, 2^{-98}\\}")["status"] == "different"  # sets
+    assert math_worker.check("\\{10^{500}, 1\\}", "\\{1, 10^{500}\\}") == {"status": "equal"}
+    assert math_worker.check("\\frac{\\pi}{2}", "0.5\\pi") == {"status": "equal"}
+    assert math_worker.check("\\{1, 2\\}", "\\{2, 1\\}") == {"status": "equal"}

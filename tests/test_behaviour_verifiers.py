@@ -105,7 +105,7 @@ def test_language_threshold_script_option_and_bad_references():
 def test_language_is_fast_on_a_megabyte():
     start = time.monotonic()
     assert LanguageVerifier().verify("ab жж 中" * (MB // 8), "latin").score == pytest.approx(2 / 5)
-    assert time.monotonic() - start < 1.0
+    assert time.monotonic() - start < 5.0  # linear-time scan: a backtracking regex would take minutes
 
 
 # ---------------------------------------------------------------- tool_call
@@ -185,7 +185,7 @@ def test_tool_call_bad_reference_is_unscorable(reference, detail):
 def test_tool_call_sizes_end_quickly(completion):
     start = time.monotonic()
     verdict = ToolCallVerifier().verify(completion, SCHEMA)
-    assert time.monotonic() - start < 1.0
+    assert time.monotonic() - start < 5.0  # linear-time scan: a backtracking regex would take minutes
     assert verdict.outcome is Outcome.UNPARSEABLE and verdict.score == 0.0, verdict
 
 

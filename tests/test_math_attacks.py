@@ -132,7 +132,7 @@ def test_pathological_inputs_end_quickly_and_the_verifier_survives():
         start = time.monotonic()
         verdict = verifier.verify(completion, reference)
         elapsed = time.monotonic() - start
-        assert elapsed < 3.0, (completion[:40], elapsed)
+        assert elapsed < 5.0, (completion[:40], elapsed)  # budget 1 s + kill; a hang would be minutes
         assert verdict.score == 0.0 and verdict.outcome in (Outcome.UNPARSEABLE, Outcome.TIMEOUT), verdict
     assert verifier.verify("\\boxed{\\sqrt{9}}", "3").outcome is Outcome.CORRECT  # alive and answering
     assert len(child_pids()) <= 1  # killed workers are reaped; only the live one remains

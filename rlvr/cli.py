@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 from rlvr.config import ConfigError, RunConfig, TaskConfig, load_config, validate_config
@@ -14,32 +13,13 @@ class UsageError(Exception):
     """A problem with the command line or its inputs, phrased for the user."""
 
 
-def _new_run_dir(config: RunConfig) -> Path:
-    """Never write into an existing run: no data or checkpoint is ever lost (README, contracts)."""
-    path = Path(config.output_dir) if config.output_dir else Path("runs") / time.strftime("%Y%m%d-%H%M%S")
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"output_dir {str(path)!r} is a file; choose a new output_dir=PATH")
-    if path.exists() and any(path.iterdir()):
-        raise UsageError(f"output_dir {str(path)!r} already holds files; choose a new output_dir=PATH")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 def cmd_train(args: argparse.Namespace) -> int:
     config_file = args.config if args.config and not _is_override(args.config) else None
     overrides = ([args.config] if args.config and config_file is None else []) + args.overrides
     config = load_config(config_file, overrides)
-    run_dir = _new_run_dir(config)
-    config.output_dir = str(run_dir)  # the resolved config names the directory it lives in
-    print(f"run directory: {run_dir}", flush=True)
     from rlvr.recipes.grpo import train
 
-    try:
-        train(config, run_dir)
-    except BaseException:
-        if not any(run_dir.iterdir()):  # failed before writing anything: leave no empty run behind
-            run_dir.rmdir()
-        raise
+    train(config)
     return 0
 
 
@@ -71,6 +51,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     config = validate_config({**config.model_dump(), "eval": {**config.eval.model_dump(), **overrides}})
     if not 1 <= args.k <= config.eval.samples:
         raise UsageError(f"--k {args.k}: pass@k needs 1 <= k <= n (--n {config.eval.samples})")
+    output = Path(args.output) if args.output else (
+        Path(args.model) / "eval.json" if (Path(args.model) / "config.yaml").is_file() else Path("eval.json"))
+    if not output.parent.is_dir() or output.is_dir():
+        raise UsageError(f"--output {str(output)!r}: not a writable file path (its folder must exist)")
     from rlvr.evaluate import evaluate
     from rlvr.models import load_model, load_tokenizer
     from rlvr.rewards import Rewarder
@@ -86,8 +70,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
     data = {"model": model_path, "task": config.task.name, **result.as_json()}
     text = json.dumps(data, indent=2)
     print(text)
-    output = Path(args.output) if args.output else (
-        Path(args.model) / "eval.json" if (Path(args.model) / "config.yaml").is_file() else Path("eval.json"))
     output.write_text(text + "\n")
     print(f"wrote {output}", file=sys.stderr)
     return 0
@@ -140,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         from rlvr.models import ModelError
 
-        if isinstance(err, ModelError) or type(err).__name__ in {"DatasetError"}:
+        if isinstance(err, ModelError) or type(err).__name__ in {"DatasetError", "TrainingDiverged"}:
             print(f"rlvr: error: {err}", file=sys.stderr)
             return 2
         raise

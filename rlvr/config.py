@@ -7,8 +7,9 @@ model loads (issue #2, item 2).
 from __future__ import annotations
 
 import difflib
+import math
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -21,14 +22,16 @@ class ConfigError(ValueError):
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # inf/nan in a learning rate or temperature would train silently on garbage: refuse them here.
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class ModelConfig(_Section):
     name_or_path: str = Field(EMBEDDED_MODEL, description="HF hub id, local HF directory, or the embedded default")
     dtype: Literal["float32", "bfloat16", "float16"] = Field(
         "float32", description="weights dtype; keep float32 on CPU (bf16 matmul is ~600x slower there)")
-    device: str = Field("cpu", description="torch device for policy, reference and rollouts")
+    device: str = Field("cpu", pattern=r"^(cpu|cuda(:\d+)?|mps)$",
+                        description="torch device for policy, reference and rollouts: cpu, cuda, cuda:N, mps")
     trust_remote_code: bool = Field(False, description="allow custom modeling code from the model directory")
 
 
@@ -88,7 +91,8 @@ class AlgorithmConfig(_Section):
 class OptimizerConfig(_Section):
     lr: float = Field(1e-5, gt=0, description="AdamW learning rate")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay")
-    betas: tuple[float, float] = Field((0.9, 0.99), description="AdamW betas")
+    betas: tuple[Annotated[float, Field(ge=0, lt=1)], Annotated[float, Field(ge=0, lt=1)]] = Field(
+        (0.9, 0.99), description="AdamW betas, each in [0, 1)")
     max_grad_norm: float = Field(1.0, gt=0, description="gradient clipping by global norm")
     warmup_steps: int = Field(0, ge=0, description="linear learning-rate warm-up")
     micro_batch_size: int = Field(16, ge=1, description="completions per forward/backward pass")
@@ -132,8 +136,9 @@ class RunConfig(_Section):
         if unknown:
             raise ValueError(f"task.verifiers: unknown verifier(s) {sorted(unknown)}; "
                              f"allowed: {sorted(_known_verifiers())}")
-        if any(w < 0 for w in self.task.verifiers.values()) or not any(self.task.verifiers.values()):
-            raise ValueError("task.verifiers: weights must be >= 0 and at least one must be > 0")
+        weights = self.task.verifiers.values()
+        if not all(math.isfinite(w) and w >= 0 for w in weights) or not any(w > 0 for w in weights):
+            raise ValueError("task.verifiers: weights must be finite and >= 0, and at least one must be > 0")
         if self.reward.workers and self.reward.deadline_s <= self.task.verifier_timeout_s:
             raise ValueError(f"reward.deadline_s={self.reward.deadline_s:g} must exceed task.verifier_timeout_s="
                              f"{self.task.verifier_timeout_s:g} (a worker's first symbolic check also imports sympy)")

@@ -23,9 +23,10 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
-def correct_mask(scored: ScoredBatch) -> torch.Tensor:
-    """[B] bool: every verifier in the reward said CORRECT (format and answer alike)."""
-    rows = [all(v.outcome == Outcome.CORRECT for v in verdicts) for verdicts in zip(*scored.verdicts.values())]
+def correct_mask(scored: ScoredBatch, names: list[str] | None = None) -> torch.Tensor:
+    """[B] bool: every verifier in `names` (default: all) said CORRECT (format and answer alike)."""
+    gated = [scored.verdicts[name] for name in (names if names is not None else scored.verdicts)]
+    rows = [all(v.outcome == Outcome.CORRECT for v in verdicts) for verdicts in zip(*gated)]
     return torch.tensor(rows, dtype=torch.bool)
 
 
@@ -58,17 +59,18 @@ def evaluate(engine: RolloutEngine, rewarder: Rewarder, prompts: list[Prompt], c
     if not prompts:
         raise ValueError("evaluation needs at least one held-out problem")
     n = config.samples
+    gated = [name for name, (_, weight) in rewarder.components.items() if weight > 0]  # weight 0: logged only
     sampled = SamplingParams(config.temperature, config.top_p, max_new_tokens)
     correct_counts: list[int] = []
     outcomes: Counter[str] = Counter()
     for scored in _scored_chunks(engine, rewarder, prompts, n, sampled, config.batch_size):
-        correct_counts += correct_mask(scored).view(-1, n).sum(dim=1).tolist()
+        correct_counts += correct_mask(scored, gated).view(-1, n).sum(dim=1).tolist()
         for name, verdicts in scored.verdicts.items():
             outcomes.update(f"{name}/{v.outcome.value}" for v in verdicts)
     greedy_hits = 0
     for scored in _scored_chunks(engine, rewarder, prompts, 1, SamplingParams(0.0, 1.0, max_new_tokens),
                                  config.batch_size):
-        greedy_hits += int(correct_mask(scored).sum())
+        greedy_hits += int(correct_mask(scored, gated).sum())
     problems = len(prompts)
     return EvalResult(
         problems=problems, samples_per_problem=n, temperature=config.temperature,

@@ -58,9 +58,10 @@ class RunLogger:
     def _progress_line(self, r: dict[str, Any]) -> str:
         step, elapsed = r["step"], r["elapsed_s"]
         eta = elapsed / step * (self.max_steps - step)
-        return (f"step {step:>4}/{self.max_steps} | reward {r['reward_mean']:.3f} | loss {r['loss']:+.4f} | "
-                f"kl {r['kl']:.5f} | len {r['completion_length']:.1f} | clip {r['clip_fraction']:.3f} | "
-                f"tied {r['zero_std_fraction']:.2f} | {elapsed / step:.1f} s/step | eta {eta / 60:.1f} min")
+        f = lambda key, spec: "nan" if r.get(key) is None else format(r[key], spec)  # noqa: E731
+        return (f"step {step:>4}/{self.max_steps} | reward {f('reward_mean', '.3f')} | loss {f('loss', '+.4f')} | "
+                f"kl {f('kl', '.5f')} | len {f('completion_length', '.1f')} | clip {f('clip_fraction', '.3f')} | "
+                f"tied {f('zero_std_fraction', '.2f')} | {elapsed / step:.1f} s/step | eta {eta / 60:.1f} min")
 
     def message(self, text: str) -> None:
         self.stream.write(text + "\n")

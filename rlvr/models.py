@@ -113,6 +113,8 @@ def load_model(config: ModelConfig, *, trainable: bool = True):
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # a bar per load clutters the run log; loading takes < 1 s here
+    if config.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelError(f"model.device={config.device} but torch sees no CUDA GPU here (use model.device=cpu)")
     path = resolve_model_path(config.name_or_path)
     try:
         model = AutoModelForCausalLM.from_pretrained(
@@ -135,6 +137,7 @@ def save_model(model, tokenizer, target: Path) -> Path:
         tokenizer.save_pretrained(staging)
         if target.exists():
             backup = target.with_name(target.name + ".old")
+            shutil.rmtree(backup, ignore_errors=True)  # left over from a save interrupted after this rename
             target.rename(backup)
             staging.rename(target)
             shutil.rmtree(backup)

@@ -236,3 +236,12 @@ def test_non_utf8_yaml_is_a_config_error(tmp_path):
     path = tmp_path / "latin1.yaml"
     path.write_bytes(b"\xff\xfe: bad\n")
     config_error(path)
+
+
+@pytest.mark.parametrize("override, key", [
+    ("optimizer.lr=inf", "optimizer.lr"), ("rollout.temperature=nan", "rollout.temperature"),
+    ("task.verifiers={math: .nan}", "task.verifiers"), ("optimizer.betas=[0.9, 2]", "optimizer.betas"),
+    ("model.device=gpu", "model.device"), ("algorithm.std_epsilon=inf", "algorithm.std_epsilon")])
+def test_non_finite_and_out_of_range_values_are_refused(override, key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        load_config(None, [override])

@@ -6,9 +6,10 @@ import json
 
 import torch
 from transformers import AutoModelForCausalLM
+import pytest
 
 from rlvr.cli import main
-from rlvr.config import load_config
+from rlvr.config import ConfigError, load_config
 from rlvr.recipes.grpo import train
 
 REQUIRED_METRICS = {"step", "elapsed_s", "reward_mean", "loss", "kl", "reward/math", "completion_length",
@@ -71,3 +72,13 @@ def test_default_output_dir_is_a_new_dated_run(tiny_model_dir, tmp_path, monkeyp
     (run,) = (tmp_path / "runs").iterdir()
     assert (run / "final" / "config.json").is_file()
     assert load_config(run / "config.yaml").output_dir == str(run.relative_to(tmp_path))
+
+
+def test_python_api_never_reuses_a_run_directory(tiny_model_dir, tmp_path):
+    config = load_config(None, tiny_overrides(tiny_model_dir, tmp_path / "r", steps=1) + ["eval.at_end=false"])
+    train(config)
+    metrics = (tmp_path / "r" / "metrics.jsonl").read_text()
+    again = load_config(None, tiny_overrides(tiny_model_dir, tmp_path / "r", steps=1) + ["eval.at_end=false"])
+    with pytest.raises(ConfigError, match="already holds files"):
+        train(again)
+    assert (tmp_path / "r" / "metrics.jsonl").read_text() == metrics  # the first run is untouched

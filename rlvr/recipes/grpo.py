@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import random
 import time
 from dataclasses import dataclass
@@ -26,9 +27,14 @@ from rlvr.reward_service import RewardService
 from rlvr.rewards import Rewarder, mean_scores, outcome_counts
 from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.hf import HFRolloutEngine
+from rlvr.rundir import claim_run_dir, release_if_unused
 from rlvr.tasks import Task, build_task
 from rlvr.types import RolloutBatch, ScoredBatch, TrainBatch
 from rlvr.update import UpdateSettings, UpdateStats, train_step
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss stopped being a number; stop before writing a broken checkpoint."""
 
 
 @dataclass
@@ -160,9 +166,21 @@ def grpo_step(run: Run, step: int, prompts: list, sampling: SamplingParams) -> t
     return record, sample_rows(step, rollouts, scored, c.samples_per_step)
 
 
-def train(config: RunConfig, run_dir: Path) -> Path:
-    """Run GRPO for config.max_steps steps; returns the final checkpoint directory."""
-    run = setup(config, run_dir)
+def train(config: RunConfig, run_dir: Path | str | None = None) -> Path:
+    """Run GRPO for config.max_steps steps; returns the final checkpoint directory.
+
+    The run directory (run_dir, else config.output_dir, else a new runs/<date-time>) must be new or empty;
+    it is claimed before any model loads and removed again if the run fails before writing anything.
+    """
+    target = run_dir if run_dir is not None else config.output_dir
+    run_dir = claim_run_dir(Path(target) if target else None)
+    config.output_dir = str(run_dir)  # the resolved config names the directory it lives in
+    print(f"run directory: {run_dir}", flush=True)
+    try:
+        run = setup(config, run_dir)
+    except BaseException:
+        release_if_unused(run_dir)
+        raise
     try:
         dump_config(config, run_dir / "config.yaml")
         run.logger.message(batch_accounting(config))
@@ -173,6 +191,9 @@ def train(config: RunConfig, run_dir: Path) -> Path:
             record, samples = grpo_step(run, step, list(itertools.islice(prompt_stream, r.prompts_per_step)), sampling)
             run.logger.log_step(record)
             run.logger.log_samples(samples)
+            if not math.isfinite(record["loss"]):
+                raise TrainingDiverged(f"loss is {record['loss']} at step {step}: training diverged (try a lower "
+                                       f"optimizer.lr); metrics and earlier checkpoints in {run_dir} are kept")
             if config.save_every and step % config.save_every == 0 and step < config.max_steps:
                 save_model(run.policy, run.tokenizer, run_dir / "checkpoints" / f"step-{step:06d}")
             if config.eval.every and step % config.eval.every == 0 and step < config.max_steps:

@@ -100,9 +100,10 @@ def update(run: Run, batch: TrainBatch) -> UpdateStats:
     settings = UpdateSettings(c.algorithm.clip_epsilon, c.algorithm.beta, c.algorithm.aggregation,
                               c.algorithm.kl_estimator, c.rollout.temperature, c.micro_batch_size,
                               c.optimizer.max_grad_norm)
-    for _ in range(c.algorithm.updates_per_batch):
-        stats = train_step(run.policy, batch, run.optimizer, settings, run.scheduler)
-    return stats
+    passes = [train_step(run.policy, batch, run.optimizer, settings, run.scheduler)
+              for _ in range(c.algorithm.updates_per_batch)]
+    # mu > 1: log the mean over the passes (the first pass alone always has ratio 1 and no clipping).
+    return UpdateStats(**{k: sum(getattr(p, k) for p in passes) / len(passes) for k in vars(passes[0])})
 
 
 def step_record(step: int, rollouts: RolloutBatch, scored: ScoredBatch, stats: UpdateStats,
@@ -191,6 +192,10 @@ def train(config: RunConfig, run_dir: Path | str | None = None) -> Path:
             record, samples = grpo_step(run, step, list(itertools.islice(prompt_stream, r.prompts_per_step)), sampling)
             run.logger.log_step(record)
             run.logger.log_samples(samples)
+            if record["unscorable"] == config.batch_size:
+                run.logger.message(f"WARNING: every completion of step {step} is unscorable: the verifiers "
+                                   f"{sorted(config.task.verifiers)} cannot read this task's references "
+                                   f"(see 'detail' in samples.jsonl); nothing is learned from such steps")
             if not math.isfinite(record["loss"]):
                 raise TrainingDiverged(f"loss is {record['loss']} at step {step}: training diverged (try a lower "
                                        f"optimizer.lr); metrics and earlier checkpoints in {run_dir} are kept")

@@ -67,25 +67,93 @@ class RewardConfig(_Section):
     workers: int = Field(2, ge=0, description="verifier worker processes (0 = verify inside the trainer process)")
     deadline_s: float = Field(30.0, gt=0, description="per-sample deadline in a worker; past it: timeout verdict")
     retries: int = Field(1, ge=0, description="re-runs of a sample whose worker crashed, then an error verdict")
+    overlong_buffer: int = Field(0, ge=0, description="DAPO soft overlong punishment: the last N tokens before "
+                                                      "max_new_tokens cost up to overlong_penalty (0 = off)")
+    overlong_penalty: float = Field(1.0, ge=0, description="reward lost by a completion that reaches max_new_tokens")
+
+
+class DynamicSamplingConfig(_Section):
+    """DAPO dynamic sampling (Yu et al. 2025, sec. 3.2): keep only groups whose rewards differ."""
+
+    enabled: bool = Field(False, description="draw more prompts until the batch holds prompts_per_step "
+                                             "groups with non-zero reward spread")
+    max_extra_prompts: int = Field(12, ge=0, description="cap on extra prompts drawn per step; past it the batch is "
+                                                         "topped up with tied groups")
 
 
 class RolloutConfig(_Section):
-    group_size: int = Field(8, ge=2, description="G: completions sampled per prompt (GRPO needs >= 2)")
+    group_size: int = Field(8, ge=1, description="G: completions sampled per prompt (group baselines need >= 2)")
     prompts_per_step: int = Field(4, ge=1, description="prompts per optimizer step; batch = prompts x G")
     temperature: float = Field(1.0, gt=0, description="sampling temperature for training rollouts")
     top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling for training rollouts")
     max_new_tokens: int = Field(32, ge=1, description="completion length cap; longer ones are truncated")
+    dynamic_sampling: DynamicSamplingConfig = Field(default_factory=DynamicSamplingConfig)
+
+
+# The names below are the keys of the variant dicts (advantages.ADVANTAGES, objectives.OBJECTIVES,
+# loss.AGGREGATIONS, loss.KL_ESTIMATORS); tests/test_config.py checks that the two lists agree.
+AdvantageName = Literal["grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "grpo_batch_std", "gae"]
+ObjectiveName = Literal["ppo_clip", "dual_clip", "gspo", "cispo"]
+AggregationName = Literal["sequence_mean", "token_mean", "constant"]
+KLName = Literal["k1", "k2", "k3"]
 
 
 class AlgorithmConfig(_Section):
-    advantage: Literal["grpo"] = Field("grpo", description="advantage estimator (more in the GRPO-family issue)")
+    """The GRPO family. Defaults are GRPO as in DeepSeekMath (Shao et al. 2024); configs/ holds the presets."""
+
+    advantage: AdvantageName = Field(
+        "grpo", description="grpo (r-mean)/(std+eps) per group | dr_grpo r-mean | rloo leave-one-out mean | "
+                            "reinforce_pp batch-whitened r | reinforce_pp_baseline group mean, then batch "
+                            "whitening | grpo_batch_std group mean / batch std | gae learned critic (PPO)")
     std_epsilon: float = Field(1e-4, gt=0, description="epsilon in (r - mean) / (std + epsilon)")
-    clip_epsilon: float = Field(0.2, gt=0, lt=1, description="PPO clip range (DeepSeekMath: 0.2)")
-    beta: float = Field(0.04, ge=0, description="KL coefficient to the frozen reference (DeepSeekMath: 0.04)")
-    kl_estimator: Literal["k3"] = Field("k3", description="KL estimator (Schulman's k3, as in the GRPO paper)")
+    reward_combination: Literal["sum_then_normalize", "normalize_then_sum"] = Field(
+        "sum_then_normalize", description="several verifiers: estimate advantages of the weighted reward sum, "
+                                          "or of each verifier's score and sum them weighted (GDPO)")
+    objective: ObjectiveName = Field(
+        "ppo_clip", description="per-token objective: ppo_clip (with clip_epsilon_high = DAPO clip-higher) | "
+                                "dual_clip | gspo (sequence ratio) | cispo (clipped detached IS weight)")
+    clip_epsilon: float = Field(0.2, gt=0, lt=1, description="PPO clip range, lower side (DeepSeekMath: 0.2)")
+    clip_epsilon_high: float | None = Field(
+        None, gt=0, description="upper side of the clip (DAPO clip-higher: 0.28; CISPO: cap of the IS weight - 1); "
+                                "None = clip_epsilon")
+    dual_clip_c: float = Field(3.0, gt=1, description="dual clip: bound c on -ratio*A for negative A (Ye et al. 2020)")
+    beta: float = Field(0.04, ge=0, description="KL coefficient to the frozen reference (DeepSeekMath: 0.04); "
+                                                "0 loads no reference model")
+    kl_estimator: KLName = Field("k3", description="KL estimator: k1 log-ratio | k2 squared/2 | k3 (GRPO paper)")
+    kl_placement: Literal["loss", "reward"] = Field(
+        "loss", description="KL as a loss term (GRPO) or subtracted from the reward before advantages (PPO/RLHF)")
+    entropy_coef: float = Field(0.0, ge=0, description="entropy bonus in the loss (0 = entropy is only logged)")
     updates_per_batch: int = Field(1, ge=1, description="mu: optimizer passes over each rollout batch")
-    aggregation: Literal["sequence_mean"] = Field(
-        "sequence_mean", description="per-token loss -> scalar: mean per sequence, then over the batch (GRPO)")
+    aggregation: AggregationName = Field(
+        "sequence_mean", description="per-token loss -> scalar: sequence_mean (GRPO) | token_mean over the batch "
+                                     "(DAPO) | constant = sum / (batch x max_new_tokens) (Dr. GRPO)")
+    mask_truncated: bool = Field(False, description="DAPO overlong filtering: truncated completions get no loss")
+
+    @property
+    def clip_high(self) -> float:
+        return self.clip_epsilon if self.clip_epsilon_high is None else self.clip_epsilon_high
+
+
+class CriticConfig(_Section):
+    """The learned value function of the PPO baseline (algorithm.advantage=gae); unused otherwise."""
+
+    lr: float = Field(1e-5, gt=0, description="critic AdamW learning rate (verl's critic default: 1e-5)")
+    value_clip: float | None = Field(0.5, gt=0, description="PPO value clipping range (verl: 0.5); None = off")
+    gamma: float = Field(1.0, gt=0, le=1, description="GAE discount (1.0 for episodic LM outputs, as verl)")
+    lam: float = Field(0.95, ge=0, le=1, description="GAE lambda (Schulman et al. 2016)")
+
+
+class CurriculumConfig(_Section):
+    """Pass-rate curriculum: groups that always or never pass teach nothing (all advantages are 0)."""
+
+    enabled: bool = Field(False, description="skip prompts whose running pass rate is outside (skip_below, "
+                                             "skip_above)")
+    pass_threshold: float = Field(1.0, description="a completion passes when its total reward >= this")
+    skip_below: float = Field(0.0, ge=0, le=1, description="skip prompts with running pass rate <= this")
+    skip_above: float = Field(1.0, ge=0, le=1, description="skip prompts with running pass rate >= this")
+    decay: float = Field(0.5, ge=0, lt=1, description="running estimate = decay*old + (1-decay)*newest group's rate")
+    revisit_probability: float = Field(0.1, ge=0, le=1, description="chance a skipped prompt is drawn anyway, so "
+                                                                    "its estimate can recover")
 
 
 class OptimizerConfig(_Section):
@@ -114,6 +182,8 @@ class RunConfig(_Section):
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     reward: RewardConfig = Field(default_factory=RewardConfig)
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
+    critic: CriticConfig = Field(default_factory=CriticConfig)
+    curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig)
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     max_steps: int = Field(40, ge=1, description="optimizer steps (one rollout batch each when mu = 1)")
@@ -125,25 +195,8 @@ class RunConfig(_Section):
 
     @model_validator(mode="after")
     def _check_combinations(self) -> "RunConfig":
-        batch = self.rollout.prompts_per_step * self.rollout.group_size
-        if batch % self.optimizer.micro_batch_size and self.optimizer.micro_batch_size < batch:
-            raise ValueError(
-                f"optimizer.micro_batch_size={self.optimizer.micro_batch_size} must divide the batch "
-                f"rollout.prompts_per_step x rollout.group_size = {batch}")
-        if self.task.name not in _known_tasks():
-            raise ValueError(f"task.name: unknown task {self.task.name!r}; allowed: {', '.join(_known_tasks())}")
-        unknown = set(self.task.verifiers) - set(_known_verifiers())
-        if unknown:
-            raise ValueError(f"task.verifiers: unknown verifier(s) {sorted(unknown)}; "
-                             f"allowed: {sorted(_known_verifiers())}")
-        weights = self.task.verifiers.values()
-        if not all(math.isfinite(w) and w >= 0 for w in weights) or not any(w > 0 for w in weights):
-            raise ValueError("task.verifiers: weights must be finite and >= 0, and at least one must be > 0")
-        if self.reward.workers and self.reward.deadline_s <= self.task.verifier_timeout_s:
-            raise ValueError(f"reward.deadline_s={self.reward.deadline_s:g} must exceed task.verifier_timeout_s="
-                             f"{self.task.verifier_timeout_s:g} (a worker's first symbolic check also imports sympy)")
-        if self.task.name == "qa" and not self.task.path:
-            raise ValueError("task.path is required when task.name=qa (a .jsonl/.parquet file or a hub id)")
+        for problem in (*_batch_problems(self), *_task_problems(self), *_algorithm_problems(self)):
+            raise ValueError(problem)
         return self
 
     @property
@@ -154,6 +207,63 @@ class RunConfig(_Section):
     def micro_batch_size(self) -> int:
         return min(self.optimizer.micro_batch_size, self.batch_size)
 
+
+
+def _batch_problems(c: "RunConfig") -> list[str]:
+    batch = c.batch_size
+    if batch % c.optimizer.micro_batch_size and c.optimizer.micro_batch_size < batch:
+        return [f"optimizer.micro_batch_size={c.optimizer.micro_batch_size} must divide the batch "
+                f"rollout.prompts_per_step x rollout.group_size = {batch}"]
+    if c.reward.overlong_buffer >= c.rollout.max_new_tokens:
+        return [f"reward.overlong_buffer={c.reward.overlong_buffer} must be smaller than rollout.max_new_tokens="
+                f"{c.rollout.max_new_tokens} (DAPO: the buffer is the last part of the length budget)"]
+    return []
+
+
+def _task_problems(c: "RunConfig") -> list[str]:
+    if c.task.name not in _known_tasks():
+        return [f"task.name: unknown task {c.task.name!r}; allowed: {', '.join(_known_tasks())}"]
+    unknown = set(c.task.verifiers) - set(_known_verifiers())
+    if unknown:
+        return [f"task.verifiers: unknown verifier(s) {sorted(unknown)}; allowed: {sorted(_known_verifiers())}"]
+    weights = c.task.verifiers.values()
+    if not all(math.isfinite(w) and w >= 0 for w in weights) or not any(w > 0 for w in weights):
+        return ["task.verifiers: weights must be finite and >= 0, and at least one must be > 0"]
+    if c.reward.workers and c.reward.deadline_s <= c.task.verifier_timeout_s:
+        return [f"reward.deadline_s={c.reward.deadline_s:g} must exceed task.verifier_timeout_s="
+                f"{c.task.verifier_timeout_s:g} (a worker's first symbolic check also imports sympy)"]
+    if c.task.name == "qa" and not c.task.path:
+        return ["task.path is required when task.name=qa (a .jsonl/.parquet file or a hub id)"]
+    return []
+
+
+# Estimators whose baseline is the prompt's group: with G = 1 every advantage would be 0.
+GROUP_ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce_pp_baseline", "grpo_batch_std")
+
+
+def _algorithm_problems(c: "RunConfig") -> list[str]:
+    a, problems = c.algorithm, []
+    if a.clip_epsilon_high is not None and a.clip_epsilon_high < a.clip_epsilon:
+        problems.append(f"algorithm.clip_epsilon_high={a.clip_epsilon_high:g} is below algorithm.clip_epsilon="
+                        f"{a.clip_epsilon:g}: clip-higher (DAPO) widens only the upper side")
+    if a.objective == "gspo" and a.aggregation != "sequence_mean":
+        problems.append(f"algorithm.objective=gspo needs algorithm.aggregation=sequence_mean (got "
+                        f"{a.aggregation!r}): its ratio is one per sequence (Zheng et al. 2025), so token-weighted "
+                        f"aggregations are undefined for it; allowed aggregations with gspo: sequence_mean")
+    if a.advantage in GROUP_ESTIMATORS and c.rollout.group_size < 2:
+        problems.append(f"algorithm.advantage={a.advantage} compares the completions of a prompt and needs "
+                        f"rollout.group_size >= 2; with group_size=1 use one of: reinforce_pp, gae")
+    if a.advantage == "gae" and a.reward_combination != "sum_then_normalize":
+        problems.append("algorithm.advantage=gae learns a value of the total reward: reward_combination must be "
+                        "sum_then_normalize (normalize_then_sum is for the group estimators: "
+                        f"{', '.join(GROUP_ESTIMATORS)}, reinforce_pp)")
+    if a.kl_placement == "reward" and a.beta == 0:
+        problems.append("algorithm.kl_placement=reward with algorithm.beta=0 has no effect; set beta > 0 or "
+                        "leave kl_placement=loss")
+    if c.curriculum.enabled and c.curriculum.skip_below >= c.curriculum.skip_above:
+        problems.append(f"curriculum.skip_below={c.curriculum.skip_below:g} must be below curriculum.skip_above="
+                        f"{c.curriculum.skip_above:g}, else every prompt is skipped")
+    return problems
 
 def _known_tasks() -> list[str]:
     from rlvr.tasks import TASKS  # late import, as for verifiers

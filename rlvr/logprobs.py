@@ -55,21 +55,26 @@ def completion_hidden_states(model, prompt_ids: torch.Tensor, prompt_mask: torch
     return torch.cat([last_prompt_state, out.last_hidden_state[:, :-1]], dim=1)
 
 
-def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, with_entropy: bool
+def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, with_entropy: bool, entropy_grad: bool = False
                    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """logits [..., V], targets [...] -> (log p(target) [...], entropy [...] or None)."""
+    """logits [..., V], targets [...] -> (log p(target) [...], entropy [...] or None).
+
+    The entropy keeps its graph only when asked (an entropy bonus in the loss): as a metric, its [..., V]
+    softmax would otherwise be held for the backward pass for nothing.
+    """
     log_norm = torch.logsumexp(logits, dim=-1)
     logprobs = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - log_norm
     entropy = None
     if with_entropy:
-        with torch.no_grad():
+        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
             entropy = log_norm - (torch.softmax(logits, dim=-1) * logits).sum(dim=-1)
     return logprobs, entropy
 
 
 def completion_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, rows: torch.Tensor,
                         completion_ids: torch.Tensor, completion_mask: torch.Tensor, temperature: float = 1.0,
-                        with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+                        with_entropy: bool = False, entropy_grad: bool = False
+                        ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """-> (log pi(token) [B, C], entropy [B, C] or None) under logits / temperature.
 
     Logits are divided by the sampling temperature so that pi_theta is the distribution the rollouts were
@@ -77,7 +82,7 @@ def completion_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tens
     """
     states = completion_hidden_states(model, prompt_ids, prompt_mask, rows, completion_ids, completion_mask)
     logits = model.get_output_embeddings()(states).float() / temperature
-    return token_logprobs(logits, completion_ids, with_entropy)
+    return token_logprobs(logits, completion_ids, with_entropy, entropy_grad)
 
 
 @torch.no_grad()

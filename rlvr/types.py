@@ -91,8 +91,8 @@ class TrainBatch:
     prompt_mask: torch.Tensor  # [N, P]
     prompt_index: torch.Tensor  # [B] long: row -> its prompt's row in prompt_ids
     completion_ids: torch.Tensor  # [B, C]
-    completion_mask: torch.Tensor  # [B, C] float
-    advantages: torch.Tensor  # [B] one per completion (GRPO outcome supervision)
+    completion_mask: torch.Tensor  # [B, C] float: 1 on tokens that get a loss (0 for masked truncated rows)
+    advantages: torch.Tensor  # [B] one per completion (outcome supervision) or [B, C] per token (GAE)
     old_logprobs: torch.Tensor | None  # [B, C] or None when mu == 1 (ratio taken against detached current)
     ref_logprobs: torch.Tensor | None  # [B, C] or None when beta == 0
 
@@ -108,9 +108,9 @@ class TrainBatch:
         """
         width = max(int(self.completion_mask[index].sum(dim=1).max()), 1) if self.size else 0
         pick = lambda t: None if t is None else t[index][:, :width]  # noqa: E731
+        advantages = self.advantages[index] if self.advantages.dim() == 1 else pick(self.advantages)
         return TrainBatch(self.prompt_ids, self.prompt_mask, self.prompt_index[index], pick(self.completion_ids),
-                          pick(self.completion_mask), self.advantages[index], pick(self.old_logprobs),
-                          pick(self.ref_logprobs))
+                          pick(self.completion_mask), advantages, pick(self.old_logprobs), pick(self.ref_logprobs))
 
     def by_length(self) -> "torch.Tensor":
         """Row order for micro-batches: longest group first, groups kept whole (logprobs.length_order)."""

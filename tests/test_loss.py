@@ -1,4 +1,5 @@
-"""Per-token GRPO objective, k3 KL and sequence-mean aggregation, against numbers derived by hand."""
+"""Per-token GRPO objective (PPO clip), k3 KL, sequence-mean aggregation and the composed loss, against numbers
+derived by hand. The other objectives, estimators and aggregations are in test_family_*.py."""
 from __future__ import annotations
 
 import math
@@ -6,12 +7,24 @@ import math
 import pytest
 import torch
 
-from rlvr.loss import grpo_loss, kl_k3, ppo_clip, sequence_mean
+from rlvr.loss import LossSpec, kl_k3, policy_loss, sequence_mean
+from rlvr.objectives import ClipRange, ppo_clip as _ppo_clip
 
 torch.set_num_threads(1)
 
 L = math.log
 TOL = dict(rtol=0, atol=1e-6)
+
+
+def ppo_clip(logp, old, adv, eps):
+    out = _ppo_clip(logp, old, adv, torch.ones_like(logp), ClipRange(eps, eps))
+    return out.loss, out.clipped
+
+
+def grpo_loss(logp, old, ref, adv, mask, clip_epsilon=0.2, beta=0.04, num_sequences=None):
+    """The GRPO member of the family: PPO clip, k3 in the loss, sequence-mean over the (global) sequence count."""
+    spec = LossSpec("ppo_clip", ClipRange(clip_epsilon, clip_epsilon), "sequence_mean", "k3", beta, 0.0)
+    return policy_loss(logp, old, ref, adv, mask, spec, float(num_sequences or logp.shape[0]))
 
 
 # --- kl_k3 ----------------------------------------------------------------------------------------

@@ -11,6 +11,8 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from rlvr.logprobs import batched_logprobs
 from rlvr.types import TrainBatch
+from rlvr.loss import LossSpec
+from rlvr.objectives import ClipRange
 from rlvr.update import UpdateSettings, train_step
 
 torch.set_num_threads(1)
@@ -66,8 +68,9 @@ def make_batch(model, with_ref: bool, with_old: bool) -> TrainBatch:
 
 
 def settings(micro_batch_size: int, beta: float = 0.04, max_grad_norm: float = 1e9) -> UpdateSettings:
-    return UpdateSettings(clip_epsilon=0.2, beta=beta, aggregation="sequence_mean", kl_estimator="k3",
-                          temperature=TEMPERATURE, micro_batch_size=micro_batch_size, max_grad_norm=max_grad_norm)
+    spec = LossSpec("ppo_clip", ClipRange(0.2, 0.2), "sequence_mean", "k3", beta, 0.0)
+    return UpdateSettings(spec, temperature=TEMPERATURE, micro_batch_size=micro_batch_size,
+                          max_grad_norm=max_grad_norm, max_length=6)
 
 
 def step(model, batch: TrainBatch, s: UpdateSettings, scheduler_factory=None):

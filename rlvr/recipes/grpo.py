@@ -1,35 +1,41 @@
-"""GRPO, the whole loop on one screen (DeepSeekMath, Shao et al. 2024, Algorithm 1):
+"""GRPO and its family, the whole loop on one screen (DeepSeekMath, Shao et al. 2024, Algorithm 1):
 
   prompts -> rollouts -> rewards -> advantages -> train batch -> update -> log -> checkpoint / evaluate
 
-The helpers below each do one stage; `train` calls them in order. With the in-process transformers engine
-the rollout model *is* the policy, so the weight-sync stage is a no-op here.
+The stages live in recipes/stages.py; `grpo_step` calls them in order and `train` repeats it. Which family
+member runs (estimator, objective, aggregation, KL placement, dynamic sampling, curriculum, critic) is decided
+once in `setup`. With the in-process transformers engine the rollout model *is* the policy, so the weight-sync
+stage is a no-op here.
 """
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import torch
 
-from rlvr.advantages import ADVANTAGES, tied_groups
+from rlvr.advantages import ADVANTAGES
 from rlvr.config import RunConfig, dump_config
+from rlvr.curriculum import PassRateCurriculum
 from rlvr.evaluate import EvalResult, evaluate
-from rlvr.logprobs import batched_logprobs
+from rlvr.loss import LossSpec
 from rlvr.metrics import RunLogger, batch_accounting
 from rlvr.models import load_model, load_tokenizer, save_model
+from rlvr.objectives import ClipRange
+from rlvr.recipes import stages
+from rlvr.recipes.records import sample_rows, step_record
 from rlvr.reward_service import RewardService
-from rlvr.rewards import Rewarder, mean_scores, outcome_counts
+from rlvr.rewards import Rewarder
 from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.hf import HFRolloutEngine
 from rlvr.rundir import claim_run_dir, release_if_unused
 from rlvr.tasks import Task, build_task
-from rlvr.types import RolloutBatch, ScoredBatch, TrainBatch
+from rlvr.types import Prompt, TrainBatch
 from rlvr.update import UpdateSettings, UpdateStats, train_step
 
 
@@ -44,15 +50,45 @@ class Run:
     config: RunConfig
     run_dir: Path
     policy: object
-    reference: object | None
+    reference: object | None  # None when beta = 0: no second model is loaded
     tokenizer: object
     engine: HFRolloutEngine
     task: Task
+    prompt_stream: Iterator[Prompt]
     rewarder: Rewarder  # in-process, for evaluation
     service: RewardService  # worker pool for training rewards, overlapped with the log-prob forwards
+    estimator: stages.AdvantageEstimator
+    critic: object | None  # rlvr.critic.Critic for the PPO baseline (advantage=gae)
+    curriculum: PassRateCurriculum | None
+    update_settings: UpdateSettings
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
     logger: RunLogger
+
+
+def loss_spec(config: RunConfig) -> LossSpec:
+    a = config.algorithm
+    return LossSpec(objective=a.objective, clip=ClipRange(a.clip_epsilon, a.clip_high, a.dual_clip_c),
+                    aggregation=a.aggregation, kl_estimator=a.kl_estimator,
+                    beta=a.beta if a.kl_placement == "loss" else 0.0, entropy_coef=a.entropy_coef)
+
+
+def build_estimator(config: RunConfig, critic) -> stages.AdvantageEstimator:
+    a = config.algorithm
+    if critic is not None:
+        return stages.CriticEstimator(critic, config.critic.gamma, config.critic.lam, a.beta)
+    return stages.OutcomeEstimator(ADVANTAGES[a.advantage], a.reward_combination, a.std_epsilon, a.beta)
+
+
+def build_critic(config: RunConfig):
+    if config.algorithm.advantage != "gae":
+        return None
+    from rlvr.critic import Critic, CriticSettings
+
+    o, k = config.optimizer, config.critic
+    return Critic(config.model, CriticSettings(lr=k.lr, betas=o.betas, weight_decay=o.weight_decay,
+                                               max_grad_norm=o.max_grad_norm, value_clip=k.value_clip,
+                                               micro_batch_size=config.micro_batch_size))
 
 
 def setup(config: RunConfig, run_dir: Path) -> Run:
@@ -65,75 +101,26 @@ def setup(config: RunConfig, run_dir: Path) -> Run:
     tokenizer = load_tokenizer(config.model)
     policy = load_model(config.model, trainable=True)
     reference = load_model(config.model, trainable=False) if config.algorithm.beta > 0 else None
+    critic = build_critic(config)
     o = config.optimizer
     optimizer = torch.optim.AdamW(policy.parameters(), lr=o.lr, betas=o.betas, weight_decay=o.weight_decay)
     warmup = max(o.warmup_steps, 1)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
     r = config.reward
     service = RewardService(config.task, workers=r.workers, deadline_s=r.deadline_s, retries=r.retries)
-    return Run(config, run_dir, policy, reference, tokenizer, HFRolloutEngine(policy, tokenizer), task, rewarder,
-               service, optimizer, scheduler, RunLogger(run_dir, config.max_steps))
-
-
-def scoring_logprobs(run: Run, rollouts: RolloutBatch) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-    """(pi_old, reference) log-probs [B, C] of the sampled tokens; None where not needed."""
-    c = run.config
-    rows = torch.arange(rollouts.size) // rollouts.group_size
-    inputs = (rollouts.prompt_ids, rollouts.prompt_mask, rows, rollouts.completion_ids, rollouts.completion_mask)
-    scored_logprobs = lambda model: batched_logprobs(  # noqa: E731
-        model, *inputs, c.rollout.temperature, c.micro_batch_size)
-    # mu = 1 needs no pi_old forward: the ratio is taken against the detached current log-probs.
-    old = scored_logprobs(run.policy) if c.algorithm.updates_per_batch > 1 else None
-    ref = scored_logprobs(run.reference) if run.reference is not None else None
-    return old, ref
-
-
-def make_train_batch(rollouts: RolloutBatch, advantages: torch.Tensor, old: torch.Tensor | None,
-                     ref: torch.Tensor | None) -> TrainBatch:
-    rows = torch.arange(rollouts.size) // rollouts.group_size
-    return TrainBatch(rollouts.prompt_ids, rollouts.prompt_mask, rows, rollouts.completion_ids,
-                      rollouts.completion_mask.float(), advantages, old, ref)
+    curriculum = PassRateCurriculum(config.curriculum, config.seed) if config.curriculum.enabled else None
+    settings = UpdateSettings(loss_spec(config), config.rollout.temperature, config.micro_batch_size,
+                              o.max_grad_norm, config.rollout.max_new_tokens)
+    return Run(config, run_dir, policy, reference, tokenizer, HFRolloutEngine(policy, tokenizer), task,
+               task.train_prompts(config.seed), rewarder, service, build_estimator(config, critic), critic,
+               curriculum, settings, optimizer, scheduler, RunLogger(run_dir, config.max_steps))
 
 
 def update(run: Run, batch: TrainBatch) -> UpdateStats:
-    c = run.config
-    settings = UpdateSettings(c.algorithm.clip_epsilon, c.algorithm.beta, c.algorithm.aggregation,
-                              c.algorithm.kl_estimator, c.rollout.temperature, c.micro_batch_size,
-                              c.optimizer.max_grad_norm)
-    passes = [train_step(run.policy, batch, run.optimizer, settings, run.scheduler)
-              for _ in range(c.algorithm.updates_per_batch)]
+    passes = [train_step(run.policy, batch, run.optimizer, run.update_settings, run.scheduler)
+              for _ in range(run.config.algorithm.updates_per_batch)]
     # mu > 1: log the mean over the passes (the first pass alone always has ratio 1 and no clipping).
     return UpdateStats(**{k: sum(getattr(p, k) for p in passes) / len(passes) for k in vars(passes[0])})
-
-
-def step_record(step: int, rollouts: RolloutBatch, scored: ScoredBatch, stats: UpdateStats,
-                timings: dict[str, float], lr: float, service_stats: dict[str, int]) -> dict:
-    lengths = rollouts.completion_mask.sum(dim=1).float()
-    return {
-        "step": step, "reward_mean": scored.rewards.mean().item(), "reward_std": scored.rewards.std().item(),
-        "loss": stats.loss, "policy_loss": stats.policy_loss, "kl": stats.kl, "clip_fraction": stats.clip_fraction,
-        "entropy": stats.entropy, "grad_norm": stats.grad_norm, "lr": lr,
-        "completion_length": lengths.mean().item(), "completion_length_max": lengths.max().item(),
-        "truncated_fraction": rollouts.truncated.float().mean().item(),
-        "zero_std_fraction": tied_groups(scored.rewards, rollouts.group_size).float().mean().item(),
-        **{f"reward/{k}": v for k, v in mean_scores(scored).items()},
-        **{f"outcomes/{k}": v for k, v in outcome_counts(scored).items()},
-        "unscorable": int((~scored.scorable).sum()),
-        **{f"time/{k}_s": round(v, 3) for k, v in timings.items()},
-        **{f"reward_service/{k}": v for k, v in service_stats.items()},
-    }
-
-
-def sample_rows(step: int, rollouts: RolloutBatch, scored: ScoredBatch, limit: int) -> list[dict]:
-    rows = []
-    stride = max(1, rollouts.size // max(limit, 1))  # spread over groups, not the first group's samples
-    for i in list(range(0, rollouts.size, stride))[:limit]:
-        prompt = rollouts.prompt_of(i)
-        rows.append({"step": step, "prompt_id": prompt.id, "question": prompt.messages[-1]["content"],
-                     "reference": prompt.reference, "completion": rollouts.completions[i],
-                     "reward": scored.rewards[i].item(),
-                     "verdicts": {name: v[i].as_json() for name, v in scored.verdicts.items()}})
-    return rows
 
 
 def run_eval(run: Run, step: int) -> EvalResult:
@@ -146,25 +133,29 @@ def run_eval(run: Run, step: int) -> EvalResult:
     return result
 
 
-def grpo_step(run: Run, step: int, prompts: list, sampling: SamplingParams) -> tuple[dict, list[dict]]:
-    """One GRPO step, each stage one call: rollouts -> rewards -> advantages -> update. Returns the logs."""
-    c = run.config
-    t0 = time.monotonic()
-    rollouts = run.engine.generate(prompts, c.rollout.group_size, sampling)
-    t1 = time.monotonic()
-    pending = run.service.submit_rollout(rollouts)  # verification runs while the forwards below do
-    old, ref = scoring_logprobs(run, rollouts)
-    t2 = time.monotonic()
-    scored = pending.result()
-    advantages = ADVANTAGES[c.algorithm.advantage](scored.rewards, c.rollout.group_size, c.algorithm.std_epsilon,
-                                                   valid=scored.scorable)
-    t3 = time.monotonic()
+def grpo_step(run: Run, step: int, sampling: SamplingParams) -> tuple[dict, list[dict]]:
+    """One step, each stage one call: rollouts -> rewards -> advantages -> update. Returns the logs."""
+    clock = [time.monotonic()]
+    drawn = stages.draw_batch(run, sampling)  # prompts -> rollouts (-> rewards, with dynamic sampling)
+    rollouts = drawn.rollouts
+    clock.append(time.monotonic())
+    old, ref = stages.scoring_logprobs(run, rollouts)  # the verifiers work meanwhile
+    clock.append(time.monotonic())
+    scored = stages.finish_scoring(run, drawn)
+    clock.append(time.monotonic())
+    components = stages.reward_components(run, rollouts, scored)
+    advantages = run.estimator(rollouts, components, scored.scorable, stages.kl_for_reward(run, rollouts, old, ref))
+    clock.append(time.monotonic())
     lr = run.scheduler.get_last_lr()[0]
-    stats = update(run, make_train_batch(rollouts, advantages, old, ref))
-    t4 = time.monotonic()
-    timings = {"rollout": t1 - t0, "logprobs": t2 - t1, "verify_wait": t3 - t2, "train": t4 - t3}
-    record = step_record(step, rollouts, scored, stats, timings, lr, run.service.stats())
-    return record, sample_rows(step, rollouts, scored, c.samples_per_step)
+    stats = update(run, stages.make_train_batch(run, rollouts, advantages.values, old, ref))
+    critic_stats = stages.train_critic(run, rollouts, advantages.critic_targets)
+    clock.append(time.monotonic())
+    timings = dict(zip(("rollout", "logprobs", "verify_wait", "advantages", "train"),
+                       (b - a for a, b in zip(clock, clock[1:]))))
+    extra = {"reward_shaped_mean": advantages.shaped_reward_mean, **advantages.extra, **critic_stats,
+             **stages.draw_metrics(drawn)}
+    record = step_record(step, rollouts, scored, stats, timings, lr, run.service.stats(), extra)
+    return record, sample_rows(step, rollouts, scored, run.config.samples_per_step)
 
 
 def train(config: RunConfig, run_dir: Path | str | None = None) -> Path:
@@ -187,9 +178,8 @@ def train(config: RunConfig, run_dir: Path | str | None = None) -> Path:
         run.logger.message(batch_accounting(config))
         r = config.rollout
         sampling = SamplingParams(r.temperature, r.top_p, r.max_new_tokens)
-        prompt_stream = run.task.train_prompts(config.seed)
         for step in range(1, config.max_steps + 1):
-            record, samples = grpo_step(run, step, list(itertools.islice(prompt_stream, r.prompts_per_step)), sampling)
+            record, samples = grpo_step(run, step, sampling)
             run.logger.log_step(record)
             run.logger.log_samples(samples)
             if record["unscorable"] == config.batch_size:

@@ -1,0 +1,41 @@
+"""What one step writes to metrics.jsonl and samples.jsonl."""
+from __future__ import annotations
+
+from rlvr.advantages import tied_groups
+from rlvr.rewards import mean_scores, outcome_counts
+from rlvr.types import RolloutBatch, ScoredBatch
+from rlvr.update import UpdateStats
+
+
+def step_record(step: int, rollouts: RolloutBatch, scored: ScoredBatch, stats: UpdateStats,
+                timings: dict[str, float], lr: float, service_stats: dict[str, int],
+                extra: dict[str, float | int]) -> dict:
+    """One metrics.jsonl line. `extra`: what the step's optional parts add (dynamic sampling, curriculum,
+    KL in the reward, critic), already named."""
+    lengths = rollouts.completion_mask.sum(dim=1).float()
+    return {
+        "step": step, "reward_mean": scored.rewards.mean().item(), "reward_std": scored.rewards.std().item(),
+        "loss": stats.loss, "policy_loss": stats.policy_loss, "kl": stats.kl, "clip_fraction": stats.clip_fraction,
+        "entropy": stats.entropy, "grad_norm": stats.grad_norm, "lr": lr,
+        "completion_length": lengths.mean().item(), "completion_length_max": lengths.max().item(),
+        "truncated_fraction": rollouts.truncated.float().mean().item(),
+        "zero_std_fraction": tied_groups(scored.rewards, rollouts.group_size, scored.scorable).float().mean().item(),
+        **{f"reward/{k}": v for k, v in mean_scores(scored).items()},
+        **{f"outcomes/{k}": v for k, v in outcome_counts(scored).items()},
+        "unscorable": int((~scored.scorable).sum()),
+        **{f"time/{k}_s": round(v, 3) for k, v in timings.items()},
+        **{f"reward_service/{k}": v for k, v in service_stats.items()},
+        **extra,
+    }
+
+
+def sample_rows(step: int, rollouts: RolloutBatch, scored: ScoredBatch, limit: int) -> list[dict]:
+    rows = []
+    stride = max(1, rollouts.size // max(limit, 1))  # spread over groups, not the first group's samples
+    for i in list(range(0, rollouts.size, stride))[:limit]:
+        prompt = rollouts.prompt_of(i)
+        rows.append({"step": step, "prompt_id": prompt.id, "question": prompt.messages[-1]["content"],
+                     "reference": prompt.reference, "completion": rollouts.completions[i],
+                     "reward": scored.rewards[i].item(),
+                     "verdicts": {name: v[i].as_json() for name, v in scored.verdicts.items()}})
+    return rows

@@ -1,0 +1,230 @@
+"""The stages of one step, each a function of the Run (recipes/grpo.py calls them in order).
+
+Systems code only: every formula it applies lives in advantages.py, gae.py, shaping.py, loss.py or objectives.py.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import torch
+
+from rlvr.advantages import AdvantageFn, combined_advantages
+from rlvr.curriculum import CurriculumStats, group_pass_rates
+from rlvr.dynamic_sampling import DrawStats, draw_informative_groups
+from rlvr.gae import gae_advantages, masked_whiten, outcome_token_rewards
+from rlvr.logprobs import batched_logprobs
+from rlvr.loss import KL_ESTIMATORS
+from rlvr.rollout.base import SamplingParams
+from rlvr.shaping import soft_overlong_penalty
+from rlvr.types import RolloutBatch, ScoredBatch, TrainBatch
+
+if TYPE_CHECKING:
+    from rlvr.critic import Critic
+    from rlvr.recipes.grpo import Run
+
+
+@dataclass
+class _Scored:
+    """A finished ScoredBatch behind the same .result() as the reward service's pending one."""
+
+    scored: ScoredBatch
+
+    def result(self) -> ScoredBatch:
+        return self.scored
+
+
+@dataclass
+class Drawn:
+    rollouts: RolloutBatch
+    pending: Any  # .result() -> ScoredBatch; still running in the reward workers when nothing had to wait
+    draw: DrawStats | None = None  # dynamic sampling's accounting (None when off)
+    curriculum: CurriculumStats | None = None
+
+
+def _next_prompts(run: Run, n: int, stats: list[CurriculumStats]) -> list:
+    if run.curriculum is None:
+        return list(itertools.islice(run.prompt_stream, n))
+    prompts, taken = run.curriculum.take(run.prompt_stream, n)
+    stats.append(taken)
+    return prompts
+
+
+def _merge(stats: list[CurriculumStats]) -> CurriculumStats | None:
+    if not stats:
+        return None
+    return CurriculumStats(*(sum(getattr(s, k) for s in stats) for k in ("skipped", "admitted", "forced")))
+
+
+def draw_batch(run: Run, sampling: SamplingParams) -> Drawn:
+    """prompts -> rollouts -> (pending) rewards for rollout.prompts_per_step groups.
+
+    Without dynamic sampling the verification runs in the reward workers while the caller computes the
+    log-prob forwards; with it, scores are needed first to tell which groups to keep.
+    """
+    c, curriculum_stats = run.config, []
+    wanted, G = c.rollout.prompts_per_step, c.rollout.group_size
+
+    def generate_and_score(n: int) -> tuple[RolloutBatch, ScoredBatch]:
+        rollouts = run.engine.generate(_next_prompts(run, n, curriculum_stats), G, sampling)
+        scored = run.service.submit_rollout(rollouts).result()
+        observe_pass_rates(run, rollouts, scored)
+        return rollouts, scored
+
+    if c.rollout.dynamic_sampling.enabled:
+        rollouts, scored, stats = draw_informative_groups(generate_and_score, wanted,
+                                                          c.rollout.dynamic_sampling.max_extra_prompts)
+        return Drawn(rollouts, _Scored(scored), stats, _merge(curriculum_stats))
+    rollouts = run.engine.generate(_next_prompts(run, wanted, curriculum_stats), G, sampling)
+    return Drawn(rollouts, run.service.submit_rollout(rollouts), None, _merge(curriculum_stats))
+
+
+def finish_scoring(run: Run, drawn: Drawn) -> ScoredBatch:
+    """Wait for the verifiers; feed the curriculum (dynamic sampling already fed it every draw)."""
+    scored = drawn.pending.result()
+    if drawn.draw is None:
+        observe_pass_rates(run, drawn.rollouts, scored)
+    return scored
+
+
+def draw_metrics(drawn: Drawn) -> dict[str, float | int]:
+    out: dict[str, float | int] = {}
+    if drawn.draw is not None:
+        d = drawn.draw
+        out.update({"dynamic_sampling/extra_prompts": d.extra_prompts, "dynamic_sampling/rounds": d.rounds,
+                    "dynamic_sampling/informative_groups": d.informative_groups,
+                    "dynamic_sampling/topped_up": d.topped_up})
+    if drawn.curriculum is not None:
+        k = drawn.curriculum
+        out.update({"curriculum/skipped": k.skipped, "curriculum/skipped_share": k.skipped_share,
+                    "curriculum/forced": k.forced})
+    return out
+
+
+def observe_pass_rates(run: Run, rollouts: RolloutBatch, scored: ScoredBatch) -> None:
+    if run.curriculum is not None:
+        rates = group_pass_rates(scored.rewards, scored.scorable, rollouts.group_size,
+                                 run.config.curriculum.pass_threshold)
+        run.curriculum.observe(rollouts.prompts, rates)
+
+
+def scoring_logprobs(run: Run, rollouts: RolloutBatch) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """(pi_old, reference) log-probs [B, C] of the sampled tokens; None where not needed."""
+    c = run.config
+    rows = torch.arange(rollouts.size) // rollouts.group_size
+    inputs = (rollouts.prompt_ids, rollouts.prompt_mask, rows, rollouts.completion_ids, rollouts.completion_mask)
+    scored_logprobs = lambda model: batched_logprobs(  # noqa: E731
+        model, *inputs, c.rollout.temperature, c.micro_batch_size)
+    # mu = 1 needs no pi_old forward: the ratio is taken against the detached current log-probs.
+    old = scored_logprobs(run.policy) if c.algorithm.updates_per_batch > 1 else None
+    ref = scored_logprobs(run.reference) if run.reference is not None else None
+    return old, ref
+
+
+def reward_components(run: Run, rollouts: RolloutBatch, scored: ScoredBatch) -> dict[str, tuple[torch.Tensor, float]]:
+    """name -> (values [B], weight): each verifier's score (0 where unscorable) and the length shaping."""
+    c = run.config
+    components = {name: (scored.scores[name].masked_fill(~scored.scorable, 0.0), weight)
+                  for name, weight in c.task.verifiers.items()}
+    if c.reward.overlong_buffer:
+        lengths = rollouts.completion_mask.sum(dim=1)  # a truncated one has L_max tokens: penalty -1
+        penalty = soft_overlong_penalty(lengths, c.rollout.max_new_tokens, c.reward.overlong_buffer)
+        components["overlong"] = (penalty, c.reward.overlong_penalty)
+    return components
+
+
+@dataclass
+class Advantages:
+    values: torch.Tensor  # [B] per completion, or [B, C] per token (critic)
+    shaped_reward_mean: float  # mean total reward after shaping (and KL in the reward), before normalisation
+    critic_targets: tuple[torch.Tensor, torch.Tensor] | None = None  # (returns [B, C], old values [B, C])
+    extra: dict[str, float] = field(default_factory=dict)  # metrics, e.g. the KL paid in the reward
+
+
+class AdvantageEstimator(Protocol):
+    def __call__(self, rollouts: RolloutBatch, components: dict[str, tuple[torch.Tensor, float]],
+                 valid: torch.Tensor, kl_per_token: torch.Tensor | None) -> Advantages: ...
+
+
+@dataclass
+class OutcomeEstimator:
+    """One advantage per completion from the rewards of its group or batch (advantages.ADVANTAGES)."""
+
+    estimator: AdvantageFn
+    combination: str
+    eps: float
+    beta: float
+
+    def __call__(self, rollouts, components, valid, kl_per_token) -> Advantages:
+        extra = {}
+        if kl_per_token is not None:  # KL in the reward: R = r - beta * sum_t KL_t (whole-sequence penalty)
+            kl = (kl_per_token * rollouts.completion_mask).sum(dim=1)
+            components = {**components, "kl": (kl, -self.beta)}
+            extra["kl_in_reward"] = float(kl.mean())
+        total = sum(w * v.float() for v, w in components.values())
+        advantages = combined_advantages(self.estimator, components, self.combination, rollouts.group_size,
+                                         self.eps, valid=valid)
+        return Advantages(advantages, float(total.mean()), None, extra)
+
+
+@dataclass
+class CriticEstimator:
+    """PPO's baseline: per-token advantages from a learned value function and GAE (Schulman et al. 2016)."""
+
+    critic: Critic
+    gamma: float
+    lam: float
+    beta: float
+
+    def __call__(self, rollouts, components, valid, kl_per_token) -> Advantages:
+        mask = rollouts.completion_mask.float()
+        total = sum(w * v.float() for v, w in components.values())
+        penalty = None if kl_per_token is None else self.beta * kl_per_token
+        token_rewards = outcome_token_rewards(total, mask, penalty)
+        rows = torch.arange(rollouts.size) // rollouts.group_size
+        values = self.critic.values(rollouts.prompt_ids, rollouts.prompt_mask, rows, rollouts.completion_ids, mask)
+        advantages, returns = gae_advantages(token_rewards, values, mask, self.gamma, self.lam)
+        # Unscorable rows: no reward was observed, so neither the policy nor the critic learns from them.
+        advantages = masked_whiten(advantages, mask * valid[:, None])
+        extra = {"value_mean": float((values * mask).sum() / mask.sum().clamp(min=1))}
+        if kl_per_token is not None:
+            extra["kl_in_reward"] = float((kl_per_token * mask).sum(dim=1).mean())
+        return Advantages(advantages, float(total.mean()), (returns, values), extra)
+
+
+def kl_for_reward(run: Run, rollouts: RolloutBatch, old: torch.Tensor | None,
+                  ref: torch.Tensor | None) -> torch.Tensor | None:
+    """Per-token KL estimate [B, C] for the KL-in-reward placement (None for the in-loss placement).
+
+    The policy side is pi_old: the forward pass when mu > 1, else the sampler's own log-probs (the same
+    distribution, logits / temperature, without a second forward)."""
+    a = run.config.algorithm
+    if a.kl_placement != "reward" or ref is None:
+        return None
+    policy = old if old is not None else rollouts.sampling_logprobs
+    return KL_ESTIMATORS[a.kl_estimator](policy, ref) * rollouts.completion_mask
+
+
+def train_critic(run: Run, rollouts: RolloutBatch,
+                 targets: tuple[torch.Tensor, torch.Tensor] | None) -> dict[str, float]:
+    """One critic step towards the GAE returns (PPO baseline only); its metrics, prefixed critic/."""
+    if run.critic is None or targets is None:
+        return {}
+    returns, old_values = targets
+    rows = torch.arange(rollouts.size) // rollouts.group_size
+    stats = run.critic.train_step(rollouts.prompt_ids, rollouts.prompt_mask, rows, rollouts.completion_ids,
+                                  rollouts.completion_mask.float(), returns, old_values)
+    return {f"critic/{k}": float(v) for k, v in vars(stats).items()}
+
+
+def make_train_batch(run: Run, rollouts: RolloutBatch, advantages: torch.Tensor, old: torch.Tensor | None,
+                     ref: torch.Tensor | None) -> TrainBatch:
+    mask = rollouts.completion_mask.float()
+    if run.config.algorithm.mask_truncated:  # DAPO overlong filtering: no gradient from cut-off completions
+        mask = mask * (~rollouts.truncated)[:, None]
+    rows = torch.arange(rollouts.size) // rollouts.group_size
+    ref_in_loss = ref if run.config.algorithm.kl_placement == "loss" else None
+    return TrainBatch(rollouts.prompt_ids, rollouts.prompt_mask, rows, rollouts.completion_ids, mask,
+                      advantages, old, ref_in_loss)
+

@@ -1,0 +1,101 @@
+"""DAPO dynamic sampling: keep drawing until the batch holds the requested number of groups with reward
+spread, within a cap on extra prompts; group selection and concatenation keep every row's data together."""
+from __future__ import annotations
+
+import torch
+
+from rlvr.dynamic_sampling import concat_groups, draw_informative_groups, select_groups
+from rlvr.types import Outcome, Prompt, RolloutBatch, ScoredBatch, Verdict
+
+G = 2
+
+
+def fake_draw(reward_plan: list[list[float]], prompt_len: int = 3, completion_len: int = 4):
+    """draw(n) returns the next n groups; group k has rewards reward_plan[k] and distinct token ids (= k)."""
+    state = {"next": 0, "calls": []}
+
+    def draw(n: int) -> tuple[RolloutBatch, ScoredBatch]:
+        first = state["next"]
+        state["next"] += n
+        state["calls"].append(n)
+        groups = list(range(first, first + n))
+        # widths vary between calls so that concatenation has to re-pad
+        P, C = prompt_len + len(state["calls"]), completion_len + len(state["calls"])
+        rewards = torch.tensor([r for k in groups for r in reward_plan[k]])
+        rollouts = RolloutBatch(
+            prompts=[Prompt(f"p{k}", ({"role": "user", "content": str(k)},), str(k)) for k in groups],
+            group_size=G, prompt_ids=torch.tensor([[k + 100] * P for k in groups]),
+            prompt_mask=torch.ones(n, P, dtype=torch.long),
+            completion_ids=torch.tensor([[k] * C for k in groups for _ in range(G)]),
+            completion_mask=torch.ones(n * G, C, dtype=torch.long),
+            sampling_logprobs=torch.full((n * G, C), -1.0), completions=[f"c{k}" for k in groups for _ in range(G)],
+            truncated=torch.zeros(n * G, dtype=torch.bool))
+        verdicts = [Verdict(Outcome.CORRECT if r > 0 else Outcome.WRONG, float(r)) for r in rewards.tolist()]
+        scored = ScoredBatch(rewards, torch.ones(n * G, dtype=torch.bool), {"math": verdicts}, {"math": rewards})
+        return rollouts, scored
+
+    return draw, state
+
+
+def spread(scored: ScoredBatch) -> list[bool]:
+    pairs = scored.rewards.view(-1, G)
+    return (pairs[:, 0] != pairs[:, 1]).tolist()
+
+
+def test_draws_until_enough_informative_groups() -> None:
+    # groups 0,1: tied (both wrong / both right); 2: spread; 3: tied; 4, 5: spread
+    plan = [[0, 0], [1, 1], [1, 0], [0, 0], [0, 1], [1, 0], [1, 0]]
+    draw, state = fake_draw(plan)
+    rollouts, scored, stats = draw_informative_groups(draw, wanted=2, max_extra_prompts=10)
+    # call 1: groups 0,1 (no spread) -> missing 2 -> call 2: groups 2,3 (one) -> missing 1 -> call 3: group 4
+    assert state["calls"] == [2, 2, 1]
+    assert stats.extra_prompts == 3 and stats.rounds == 3
+    assert stats.informative_groups == 2 and stats.topped_up == 0
+    assert [p.id for p in rollouts.prompts] == ["p2", "p4"]
+    assert spread(scored) == [True, True]  # never an all-tied batch when the cap allows
+
+
+def test_cap_reached_tops_up_with_tied_groups_and_counts_them() -> None:
+    plan = [[0, 0], [1, 1], [0, 0], [1, 0], [1, 0], [1, 0]]
+    draw, state = fake_draw(plan)
+    rollouts, scored, stats = draw_informative_groups(draw, wanted=2, max_extra_prompts=2)
+    # call 1: groups 0,1 tied -> extra 2 (cap) -> call 2: groups 2 (tied), 3 (spread) -> cap reached
+    assert state["calls"] == [2, 2]
+    assert stats.extra_prompts == 2 and stats.informative_groups == 1 and stats.topped_up == 1
+    assert [p.id for p in rollouts.prompts] == ["p3", "p0"]  # informative first, then the first tied group
+    assert rollouts.size == 4 and scored.rewards.tolist() == [1.0, 0.0, 0.0, 0.0]
+
+
+def test_no_extra_draw_when_first_batch_is_informative_or_cap_is_zero() -> None:
+    draw, state = fake_draw([[1, 0], [0, 1], [1, 1]])
+    _, _, stats = draw_informative_groups(draw, wanted=2, max_extra_prompts=5)
+    assert state["calls"] == [2] and stats.extra_prompts == 0
+    draw, state = fake_draw([[1, 1], [0, 0], [1, 0]])
+    _, scored, stats = draw_informative_groups(draw, wanted=2, max_extra_prompts=0)
+    assert state["calls"] == [2] and stats.topped_up == 2 and spread(scored) == [False, False]
+
+
+def test_concatenated_rows_keep_their_tokens_and_padding_is_masked() -> None:
+    plan = [[0, 0], [1, 0], [0, 1]]
+    draw, _ = fake_draw(plan)
+    first, second = draw(1), draw(2)  # widths P 4 / 5, C 5 / 6
+    rollouts, scored = concat_groups([first, second])
+    assert rollouts.prompt_ids.shape == (3, 5) and rollouts.completion_ids.shape == (6, 6)
+    # the first group's prompt is left-padded by one column, its completions right-padded by one
+    assert rollouts.prompt_mask[0].tolist() == [0, 1, 1, 1, 1]
+    assert rollouts.prompt_ids[0, 1:].tolist() == [100] * 4
+    assert rollouts.completion_mask[0].tolist() == [1, 1, 1, 1, 1, 0]
+    assert rollouts.completion_ids[2].tolist() == [1] * 6  # group 1's completions keep their own tokens
+    assert rollouts.sampling_logprobs[0, -1] == 0 and rollouts.sampling_logprobs[0, 0] == -1
+    assert scored.rewards.tolist() == [0.0, 0.0, 1.0, 0.0, 0.0, 1.0]
+    assert [v.score for v in scored.verdicts["math"]] == scored.rewards.tolist()
+    assert rollouts.completions == ["c0", "c0", "c1", "c1", "c2", "c2"]
+
+
+def test_select_groups_picks_rows_of_each_group() -> None:
+    draw, _ = fake_draw([[0, 0], [1, 0], [0, 1]])
+    rollouts, scored = select_groups(*draw(3), [2, 0])
+    assert [p.id for p in rollouts.prompts] == ["p2", "p0"]
+    assert rollouts.completion_ids[:, 0].tolist() == [2, 2, 0, 0]
+    assert rollouts.prompt_ids[:, 0].tolist() == [102, 100]
+    assert scored.rewards.tolist() == [0.0, 1.0, 0.0, 0.0]

@@ -1,0 +1,81 @@
+"""The step's stages that turn scores into a train batch: reward components with DAPO's overlong shaping,
+KL in the reward, masking truncated completions, and the two advantage estimators' outputs."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from rlvr.advantages import ADVANTAGES
+from rlvr.config import load_config
+from rlvr.recipes import stages
+from rlvr.types import Outcome, Prompt, RolloutBatch, ScoredBatch, Verdict
+
+
+def rollouts(lengths: list[int], truncated: list[bool], C: int = 4, G: int = 2) -> RolloutBatch:
+    B = len(lengths)
+    mask = torch.tensor([[1] * n + [0] * (C - n) for n in lengths])
+    return RolloutBatch(
+        prompts=[Prompt(f"p{i}", ({"role": "user", "content": "q"},), "1") for i in range(B // G)], group_size=G,
+        prompt_ids=torch.ones(B // G, 3, dtype=torch.long), prompt_mask=torch.ones(B // G, 3, dtype=torch.long),
+        completion_ids=torch.ones(B, C, dtype=torch.long), completion_mask=mask,
+        sampling_logprobs=torch.full((B, C), -1.0) * mask, completions=["x"] * B,
+        truncated=torch.tensor(truncated))
+
+
+def scored(values: list[float], scorable=None) -> ScoredBatch:
+    rewards = torch.tensor(values)
+    ok = torch.ones(len(values), dtype=torch.bool) if scorable is None else torch.tensor(scorable)
+    verdicts = [Verdict(Outcome.CORRECT if v else Outcome.WRONG, v) for v in values]
+    return ScoredBatch(rewards.masked_fill(~ok, 0.0), ok, {"math": verdicts}, {"math": rewards})
+
+
+def run_with(*overrides: str) -> SimpleNamespace:
+    return SimpleNamespace(config=load_config(None, ["rollout.max_new_tokens=4", *overrides]))
+
+
+def test_reward_components_with_overlong_shaping_by_hand() -> None:
+    run = run_with("reward.overlong_buffer=2", "reward.overlong_penalty=0.5")
+    batch = rollouts([1, 2, 3, 4], [False, False, False, True])
+    comps = stages.reward_components(run, batch, scored([1.0, 0.0, 1.0, 1.0], [True, True, True, False]))
+    # math: the unscorable row's 1.0 is zeroed
+    assert comps["math"][0].tolist() == [1.0, 0.0, 1.0, 0.0] and comps["math"][1] == 1.0
+    # L_max 4, L_cache 2: lengths 1, 2 -> 0 ; 3 -> (2 - 3)/2 = -0.5 ; 4 (truncated) -> (2 - 4)/2 = -1 ; weight 0.5
+    assert comps["overlong"][0].tolist() == [0.0, 0.0, -0.5, -1.0] and comps["overlong"][1] == 0.5
+
+
+def test_kl_for_reward_uses_sampler_logprobs_when_mu_is_one() -> None:
+    batch = rollouts([2, 1, 4, 3], [False] * 4)
+    ref = torch.full((4, 4), -2.0)
+    assert stages.kl_for_reward(run_with(), batch, None, ref) is None  # KL sits in the loss by default
+    run = run_with("algorithm.kl_placement=reward", "algorithm.kl_estimator=k1")
+    kl = stages.kl_for_reward(run, batch, None, ref)
+    # k1 = logp - ref = -1 - (-2) = 1 on real tokens, 0 past each row's end
+    assert kl.tolist() == [[1, 1, 0, 0], [1, 0, 0, 0], [1, 1, 1, 1], [1, 1, 1, 0]]
+    old = torch.full((4, 4), -1.5)  # mu > 1: the pi_old forward is used instead: -1.5 + 2 = 0.5
+    assert stages.kl_for_reward(run, batch, old, ref)[2].tolist() == [0.5] * 4
+
+
+def test_outcome_estimator_puts_the_sequence_kl_in_the_reward() -> None:
+    batch = rollouts([2, 2, 1, 1], [False] * 4)
+    kl = torch.tensor([[1.0, 1.0, 0, 0], [0.0, 0.0, 0, 0], [0.5, 0, 0, 0], [0.5, 0, 0, 0]])
+    estimator = stages.OutcomeEstimator(ADVANTAGES["dr_grpo"], "sum_then_normalize", 1e-4, beta=0.1)
+    out = estimator(batch, {"math": (torch.tensor([1.0, 1.0, 0.0, 1.0]), 1.0)}, torch.ones(4, dtype=torch.bool), kl)
+    # R = r - 0.1 * sum_t KL: [1 - 0.2, 1 - 0, 0 - 0.05, 1 - 0.05] = [0.8, 1.0, -0.05, 0.95]
+    # dr_grpo, G = 2: group 0 mean 0.9 -> [-0.1, 0.1] ; group 1 mean 0.45 -> [-0.5, 0.5]
+    torch.testing.assert_close(out.values, torch.tensor([-0.1, 0.1, -0.5, 0.5]), rtol=0, atol=1e-6)
+    assert out.shaped_reward_mean == pytest.approx((0.8 + 1.0 - 0.05 + 0.95) / 4)
+    assert out.extra["kl_in_reward"] == pytest.approx((2.0 + 0.0 + 0.5 + 0.5) / 4)
+
+
+def test_make_train_batch_masks_truncated_rows_and_drops_in_loss_ref_for_reward_placement() -> None:
+    batch = rollouts([2, 4, 1, 4], [False, True, False, True])
+    ref = torch.zeros(4, 4)
+    adv = torch.tensor([1.0, -1.0, 0.5, -0.5])
+    plain = stages.make_train_batch(run_with(), batch, adv, None, ref)
+    assert plain.completion_mask.sum().item() == 11 and plain.ref_logprobs is ref
+    masked = stages.make_train_batch(run_with("algorithm.mask_truncated=true"), batch, adv, None, ref)
+    assert masked.completion_mask.sum(dim=1).tolist() == [2, 0, 1, 0]  # truncated rows get no loss
+    moved = stages.make_train_batch(run_with("algorithm.kl_placement=reward"), batch, adv, None, ref)
+    assert moved.ref_logprobs is None  # the KL was paid in the reward, not again in the loss

@@ -79,3 +79,29 @@ def test_make_train_batch_masks_truncated_rows_and_drops_in_loss_ref_for_reward_
     assert masked.completion_mask.sum(dim=1).tolist() == [2, 0, 1, 0]  # truncated rows get no loss
     moved = stages.make_train_batch(run_with("algorithm.kl_placement=reward"), batch, adv, None, ref)
     assert moved.ref_logprobs is None  # the KL was paid in the reward, not again in the loss
+
+
+class CountingModel:
+    """Stands in for a model: counts forward calls (scoring_logprobs must not make one when mu = 1)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        raise AssertionError("no forward pass expected")
+
+    base_model = property(lambda self: self)
+
+
+def test_mu_one_spends_no_forward_on_old_logprobs() -> None:
+    policy = CountingModel()
+    run = run_with()
+    run.policy, run.reference = policy, None
+    assert stages.scoring_logprobs(run, rollouts([2, 1, 3, 4], [False] * 4)) == (None, None)
+    assert policy.calls == 0
+    run = run_with("algorithm.updates_per_batch=2")
+    run.policy, run.reference = policy, None
+    with pytest.raises(AssertionError, match="no forward pass expected"):
+        stages.scoring_logprobs(run, rollouts([2, 1, 3, 4], [False] * 4))  # mu > 1: pi_old is computed once
+    assert policy.calls == 1

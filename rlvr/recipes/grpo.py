@@ -116,6 +116,21 @@ def setup(config: RunConfig, run_dir: Path) -> Run:
                curriculum, settings, optimizer, scheduler, RunLogger(run_dir, config.max_steps))
 
 
+def describe_algorithm(config: RunConfig) -> str:
+    """One log line naming the family member that runs, so a run log says what was optimised."""
+    a = config.algorithm
+    kl = f"KL {a.kl_estimator} in the {a.kl_placement}, beta {a.beta:g}" if a.beta > 0 else "no KL (no reference)"
+    parts = [f"advantage {a.advantage}", f"objective {a.objective} (clip {a.clip_epsilon:g}/{a.clip_high:g})",
+             f"aggregation {a.aggregation}", kl, f"mu {a.updates_per_batch}"]
+    if config.rollout.dynamic_sampling.enabled:
+        parts.append(f"dynamic sampling (<= {config.rollout.dynamic_sampling.max_extra_prompts} extra prompts)")
+    if config.curriculum.enabled:
+        parts.append("pass-rate curriculum")
+    if config.reward.overlong_buffer:
+        parts.append(f"overlong buffer {config.reward.overlong_buffer}")
+    return "algorithm: " + " | ".join(parts)
+
+
 def update(run: Run, batch: TrainBatch) -> UpdateStats:
     passes = [train_step(run.policy, batch, run.optimizer, run.update_settings, run.scheduler)
               for _ in range(run.config.algorithm.updates_per_batch)]
@@ -176,6 +191,7 @@ def train(config: RunConfig, run_dir: Path | str | None = None) -> Path:
     try:
         dump_config(config, run_dir / "config.yaml")
         run.logger.message(batch_accounting(config))
+        run.logger.message(describe_algorithm(config))
         r = config.rollout
         sampling = SamplingParams(r.temperature, r.top_p, r.max_new_tokens)
         for step in range(1, config.max_steps + 1):

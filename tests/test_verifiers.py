@@ -190,7 +190,9 @@ def test_one_megabyte_adversarial_inputs_are_fast(text):
     start = time.monotonic()
     verdicts = [v.verify(text, "1") for v in (MathVerifier("last_number", worker=NoWorker()), FormatVerifier(),
                                                AnswerLineVerifier())]
-    assert time.monotonic() - start < 1.0
+    # A liveness bound, not a speed target: quadratic or backtracking parsing of 1 MB takes minutes, while
+    # the linear path takes ~0.1 s; the slack absorbs a loaded 2-core CI machine (1.0 s failed under load).
+    assert time.monotonic() - start < 15.0
     assert all(v.score == 0.0 for v in verdicts[1:])  # no format reward for junk
 
 

@@ -35,7 +35,8 @@ def run_preset(preset: str, steps: int, out: Path) -> dict:
             "finite": all(math.isfinite(r["loss"]) for r in records),
             "s_per_step": statistics.median(times) if times else float("nan"),
             "extra_prompts": sum(r.get("dynamic_sampling/extra_prompts", 0) for r in records),
-            "zero_std_last3": statistics.mean(r["zero_std_fraction"] for r in records[-3:])}
+            # G = 1 (PPO) logs no zero_std_fraction: there are no groups
+            "zero_std_last3": statistics.mean(r.get("zero_std_fraction", float("nan")) for r in records[-3:])}
 
 
 def main() -> None:

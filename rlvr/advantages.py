@@ -112,7 +112,9 @@ def reinforce_pp_baseline_advantages(rewards: torch.Tensor, group_size: int, eps
     keep = _valid(centred, valid) & ~tied_groups(rewards, group_size, valid).repeat_interleave(group_size)
     if keep.sum() < 2:
         return torch.zeros_like(centred)
-    # Tied groups and unscorable rows hold exact zeros that are not samples of the spread: leave them out.
+    # Tied groups and unscorable rows hold exact zeros that are not samples of the spread: leave them out
+    # (OpenRLHF whitens over every token of the batch, tied groups included; that shrinks the scale when
+    # many groups tie, which is exactly when the remaining signal is scarce).
     mean = centred[keep].mean()
     return torch.where(keep, (centred - mean) / (_batch_std(centred, keep) + eps), 0.0)
 

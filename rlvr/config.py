@@ -208,7 +208,6 @@ class RunConfig(_Section):
         return min(self.optimizer.micro_batch_size, self.batch_size)
 
 
-
 def _batch_problems(c: "RunConfig") -> list[str]:
     batch = c.batch_size
     if batch % c.optimizer.micro_batch_size and c.optimizer.micro_batch_size < batch:
@@ -260,10 +259,34 @@ def _algorithm_problems(c: "RunConfig") -> list[str]:
     if a.kl_placement == "reward" and a.beta == 0:
         problems.append("algorithm.kl_placement=reward with algorithm.beta=0 has no effect; set beta > 0 or "
                         "leave kl_placement=loss")
+    if a.kl_placement == "loss" and a.kl_estimator == "k1" and a.beta > 0:
+        problems.append("algorithm.kl_estimator=k1 in the loss has a zero-mean gradient (grad log pi), so it only "
+                        "adds noise; in the loss use one of: k2, k3 (or put k1 in the reward: kl_placement=reward)")
+    if a.objective == "gspo" and a.advantage == "gae":
+        problems.append("algorithm.objective=gspo takes one advantage per sequence; advantage=gae gives one per "
+                        f"token; with gspo use one of: {', '.join(GROUP_ESTIMATORS)}, reinforce_pp")
+    problems += _sampling_problems(c)
+    return problems
+
+
+def _sampling_problems(c: "RunConfig") -> list[str]:
+    a, problems = c.algorithm, []
+    if c.rollout.dynamic_sampling.enabled and a.advantage not in GROUP_ESTIMATORS:
+        problems.append(f"rollout.dynamic_sampling drops groups whose rewards tie, which carry no signal only for "
+                        f"group baselines; with advantage={a.advantage} they still do. Use one of: "
+                        f"{', '.join(GROUP_ESTIMATORS)}")
+    if c.curriculum.enabled and c.rollout.group_size < 2:
+        problems.append("curriculum needs rollout.group_size >= 2: with one sample a prompt's pass rate is 0 or 1, "
+                        "so every prompt seen once would be skipped")
+    top = sum(c.task.verifiers.values())  # shaping only lowers a reward
+    if c.curriculum.enabled and c.curriculum.pass_threshold > top:
+        problems.append(f"curriculum.pass_threshold={c.curriculum.pass_threshold:g} is above the highest reward "
+                        f"{top:g} (the sum of task.verifiers weights): nothing could ever pass")
     if c.curriculum.enabled and c.curriculum.skip_below >= c.curriculum.skip_above:
         problems.append(f"curriculum.skip_below={c.curriculum.skip_below:g} must be below curriculum.skip_above="
                         f"{c.curriculum.skip_above:g}, else every prompt is skipped")
     return problems
+
 
 def _known_tasks() -> list[str]:
     from rlvr.tasks import TASKS  # late import, as for verifiers

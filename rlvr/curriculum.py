@@ -4,7 +4,8 @@ A group where every answer is right or every answer is wrong has zero advantage 
 groups teach nothing). Unlike dynamic sampling, which discards them after paying for their generation, this
 keeps a running pass-rate estimate per prompt and skips prompts predicted to be all-right or all-wrong before
 generating. A skipped prompt is still drawn with a small probability so its estimate can recover as the policy
-changes. Its state (estimates, RNG) is plain data, kept with a checkpoint for exact resume.
+changes. Its state (estimates, RNG) is plain data (state_dict), so a checkpoint can carry it once exact
+resume lands (a later issue).
 """
 from __future__ import annotations
 

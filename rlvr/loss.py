@@ -115,8 +115,10 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, ref_logprobs
     zero = torch.zeros((), dtype=logprobs.dtype, device=logprobs.device)
     kl = zero
     if ref_logprobs is not None and spec.beta > 0:
-        kl = aggregate(KL_ESTIMATORS[spec.kl_estimator](logprobs, ref_logprobs), mask, spec.aggregation,
-                       denominator)
+        # Padding holds ref 0 and an arbitrary log-prob: exp(ref - logp) could overflow there, and inf * 0 is
+        # NaN. Where the mask is 0 the estimate is taken at ref = logp, which is exactly 0 with 0 gradient.
+        ref = torch.where(mask > 0, ref_logprobs, logprobs.detach())
+        kl = aggregate(KL_ESTIMATORS[spec.kl_estimator](logprobs, ref), mask, spec.aggregation, denominator)
     mean_entropy = zero if entropy is None else aggregate(entropy, mask, spec.aggregation, denominator)
     loss = policy + spec.beta * kl - spec.entropy_coef * mean_entropy
     # A count, not a share: shares of micro-batches with different token counts do not average correctly.

@@ -1,13 +1,12 @@
 """Reward shaping on top of the verifiers' scores: pure tensor functions, each a reward component [B].
 
 The loop adds them to the reward components it hands to advantages.combined_advantages, so they are
-combined (sum-then-normalise or normalise-then-sum) like any verifier. (The KL-in-reward component is built
-from loss.KL_ESTIMATORS in recipes/stages.py.)
+combined (sum-then-normalise or normalise-then-sum) like any verifier. The KL penalty is different: it is
+per token and keeps its scale beta (see kl_penalty_to_go).
 """
 from __future__ import annotations
 
 import torch
-
 
 
 def soft_overlong_penalty(lengths: torch.Tensor, max_length: int, buffer: int) -> torch.Tensor:
@@ -27,3 +26,19 @@ def soft_overlong_penalty(lengths: torch.Tensor, max_length: int, buffer: int) -
     over = lengths.float() - (max_length - buffer)
     return torch.where(lengths > max_length, -1.0, -(over.clamp(min=0.0) / buffer))
 
+
+def weighted_total(components: dict[str, tuple[torch.Tensor, float]]) -> torch.Tensor:
+    """[B] sum_k w_k * values_k: the scalar reward of each completion."""
+    return sum(weight * values.float() for values, weight in components.values())
+
+
+def kl_penalty_to_go(kl_per_token: torch.Tensor, mask: torch.Tensor, beta: float) -> torch.Tensor:
+    """[B, C] beta * sum_{s >= t} KL_s over real tokens: the KL-in-reward term of the return from token t on.
+
+    With a per-token penalty r_t = -beta KL_t (InstructGPT-style RLHF; REINFORCE++, Hu 2025, eq. 8) and
+    gamma = 1, token t's return is the outcome reward minus this. It is subtracted *after* the outcome
+    advantage is estimated, so beta keeps its meaning: dividing a KL-shaped reward by the group's std (GRPO)
+    would blow the KL noise of a tied group up to advantages of size 1. (OpenRLHF whitens both together.)
+    """
+    penalty = kl_per_token * mask.to(kl_per_token.dtype)
+    return beta * penalty.flip(-1).cumsum(-1).flip(-1) * mask.to(kl_per_token.dtype)

@@ -88,3 +88,17 @@ def test_presets_set_what_their_papers_define() -> None:
     assert (grpo.rollout.group_size, grpo.algorithm.clip_epsilon, grpo.algorithm.beta) == (8, 0.2, 0.04)
     ppo = load_config(PRESETS[[p.stem for p in PRESETS].index("ppo")])
     assert ppo.algorithm.advantage == "gae" and ppo.batch_size == grpo.batch_size  # same batch for the comparison
+
+
+def test_combinations_that_would_train_on_noise_are_refused_with_alternatives() -> None:
+    message = config_error(["algorithm.kl_estimator=k1"])  # in the loss, beta 0.04
+    assert "zero-mean gradient" in message and "k2, k3" in message
+    assert load_config(None, ["algorithm.kl_estimator=k1", "algorithm.kl_placement=reward"]).algorithm.beta == 0.04
+    message = config_error(["algorithm.objective=gspo", "algorithm.advantage=gae", "rollout.group_size=1"])
+    assert "gspo" in message and "grpo" in message
+    message = config_error(["rollout.dynamic_sampling.enabled=true", "algorithm.advantage=reinforce_pp"])
+    assert "dynamic_sampling" in message and "grpo, dr_grpo, rloo" in message
+    message = config_error(["curriculum.enabled=true", "algorithm.advantage=reinforce_pp", "rollout.group_size=1"])
+    assert "curriculum needs rollout.group_size >= 2" in message
+    message = config_error(["curriculum.enabled=true", "curriculum.pass_threshold=1.5"])
+    assert "pass_threshold=1.5" in message and "highest reward 1" in message

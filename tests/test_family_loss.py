@@ -314,3 +314,19 @@ def test_policy_loss_without_entropy_tensor_has_no_bonus() -> None:
                         torch.tensor([[1.0, 1.0], [1.0, 0.0]]), spec, 3.0)
     torch.testing.assert_close(terms.loss, torch.tensor(-0.5), **TOL)
     assert terms.entropy.item() == 0.0 and terms.kl.item() == 0.0
+
+
+def test_kl_at_padding_cannot_overflow_into_nan() -> None:
+    # row 0 has one real token; its padding holds ref 0 (batched_logprobs zeroes it) and a log-prob of -200:
+    # k3 there would be exp(0 - (-200)) = inf, and inf * mask 0 = NaN. The loss must ignore padding entirely.
+    logp = torch.tensor([[math.log(0.5), -200.0]], requires_grad=True)
+    ref = torch.tensor([[math.log(0.25), 0.0]])
+    mask = torch.tensor([[1.0, 0.0]])
+    spec = LossSpec("ppo_clip", ClipRange(0.2, 0.2), "sequence_mean", "k3", 0.1, 0.0)
+    terms = policy_loss(logp, logp.detach(), ref, torch.tensor([1.0]), mask, spec, 1.0)
+    # real token: policy -1 ; k3 with d = log .25 - log .5 = -log 2: 0.5 + 0.6931472 - 1 = 0.1931472
+    assert torch.isfinite(terms.loss)
+    torch.testing.assert_close(terms.loss, torch.tensor(-1 + 0.1 * 0.1931472), rtol=0, atol=1e-6)
+    terms.loss.backward()
+    # d/dlogp: policy -1, kl 0.1 * (1 - exp(d)) = 0.1 * 0.5 = 0.05 -> -0.95 ; padding exactly 0
+    torch.testing.assert_close(logp.grad, torch.tensor([[-0.95, 0.0]]), rtol=0, atol=1e-6)

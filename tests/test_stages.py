@@ -57,16 +57,31 @@ def test_kl_for_reward_uses_sampler_logprobs_when_mu_is_one() -> None:
     assert stages.kl_for_reward(run, batch, old, ref)[2].tolist() == [0.5] * 4
 
 
-def test_outcome_estimator_puts_the_sequence_kl_in_the_reward() -> None:
+def test_outcome_estimator_charges_each_token_the_kl_to_go() -> None:
     batch = rollouts([2, 2, 1, 1], [False] * 4)
     kl = torch.tensor([[1.0, 1.0, 0, 0], [0.0, 0.0, 0, 0], [0.5, 0, 0, 0], [0.5, 0, 0, 0]])
     estimator = stages.OutcomeEstimator(ADVANTAGES["dr_grpo"], "sum_then_normalize", 1e-4, beta=0.1)
     out = estimator(batch, {"math": (torch.tensor([1.0, 1.0, 0.0, 1.0]), 1.0)}, torch.ones(4, dtype=torch.bool), kl)
-    # R = r - 0.1 * sum_t KL: [1 - 0.2, 1 - 0, 0 - 0.05, 1 - 0.05] = [0.8, 1.0, -0.05, 0.95]
-    # dr_grpo, G = 2: group 0 mean 0.9 -> [-0.1, 0.1] ; group 1 mean 0.45 -> [-0.5, 0.5]
-    torch.testing.assert_close(out.values, torch.tensor([-0.1, 0.1, -0.5, 0.5]), rtol=0, atol=1e-6)
-    assert out.shaped_reward_mean == pytest.approx((0.8 + 1.0 - 0.05 + 0.95) / 4)
-    assert out.extra["kl_in_reward"] == pytest.approx((2.0 + 0.0 + 0.5 + 0.5) / 4)
+    # outcome (dr_grpo, G = 2): group 0 ties at 1 -> [0, 0] ; group 1 mean 0.5 -> [-0.5, 0.5]
+    # KL to go, beta 0.1: row 0 [0.2, 0.1] ; row 1 [0, 0] ; rows 2, 3 [0.05] ; padding 0
+    expected = torch.tensor([[-0.2, -0.1, 0, 0], [0, 0, 0, 0], [-0.55, 0, 0, 0], [0.45, 0, 0, 0]])
+    torch.testing.assert_close(out.values, expected, rtol=0, atol=1e-6)
+    # shaped reward r - beta * sum_t KL = [0.8, 1.0, -0.05, 0.95] -> mean 0.675 ; KL per sequence (2+0+.5+.5)/4
+    assert out.shaped_reward_mean == pytest.approx(0.675)
+    assert out.extra["kl_in_reward"] == pytest.approx(0.75)
+
+
+def test_kl_in_the_reward_is_not_divided_by_the_group_std() -> None:
+    # all four answers right (a tied group) with KL sums 0.50, 0.52, 0.49, 0.51 on one token each, beta 0.04:
+    # the outcome advantage is 0 and each token pays only beta * KL = [0.02, 0.0208, 0.0196, 0.0204]
+    # (normalising r - beta*KL by the group std would have given advantages of size ~1 from KL noise)
+    batch = rollouts([1, 1, 1, 1], [False] * 4, G=4)
+    kl = torch.zeros(4, 4)
+    kl[:, 0] = torch.tensor([0.50, 0.52, 0.49, 0.51])
+    estimator = stages.OutcomeEstimator(ADVANTAGES["grpo"], "sum_then_normalize", 1e-4, beta=0.04)
+    out = estimator(batch, {"math": (torch.ones(4), 1.0)}, torch.ones(4, dtype=torch.bool), kl)
+    torch.testing.assert_close(out.values[:, 0], torch.tensor([-0.02, -0.0208, -0.0196, -0.0204]), rtol=0, atol=1e-7)
+    assert out.values[:, 1:].abs().max() == 0
 
 
 def test_make_train_batch_masks_truncated_rows_and_drops_in_loss_ref_for_reward_placement() -> None:

@@ -13,13 +13,16 @@ def step_record(step: int, rollouts: RolloutBatch, scored: ScoredBatch, stats: U
     """One metrics.jsonl line. `extra`: what the step's optional parts add (dynamic sampling, curriculum,
     KL in the reward, critic), already named."""
     lengths = rollouts.completion_mask.sum(dim=1).float()
+    # With G = 1 (PPO) there are no groups to tie: the metric is left out rather than always 1.
+    tied = ({"zero_std_fraction": tied_groups(scored.rewards, rollouts.group_size, scored.scorable).float().mean()
+             .item()} if rollouts.group_size > 1 else {})
     return {
         "step": step, "reward_mean": scored.rewards.mean().item(), "reward_std": scored.rewards.std().item(),
         "loss": stats.loss, "policy_loss": stats.policy_loss, "kl": stats.kl, "clip_fraction": stats.clip_fraction,
         "entropy": stats.entropy, "grad_norm": stats.grad_norm, "lr": lr,
         "completion_length": lengths.mean().item(), "completion_length_max": lengths.max().item(),
         "truncated_fraction": rollouts.truncated.float().mean().item(),
-        "zero_std_fraction": tied_groups(scored.rewards, rollouts.group_size, scored.scorable).float().mean().item(),
+        **tied,
         **{f"reward/{k}": v for k, v in mean_scores(scored).items()},
         **{f"outcomes/{k}": v for k, v in outcome_counts(scored).items()},
         "unscorable": int((~scored.scorable).sum()),

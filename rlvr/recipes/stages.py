@@ -17,7 +17,7 @@ from rlvr.gae import gae_advantages, masked_whiten, outcome_token_rewards
 from rlvr.logprobs import batched_logprobs
 from rlvr.loss import KL_ESTIMATORS
 from rlvr.rollout.base import SamplingParams
-from rlvr.shaping import soft_overlong_penalty
+from rlvr.shaping import kl_penalty_to_go, soft_overlong_penalty, weighted_total
 from rlvr.types import RolloutBatch, ScoredBatch, TrainBatch
 
 if TYPE_CHECKING:
@@ -116,8 +116,10 @@ def scoring_logprobs(run: Run, rollouts: RolloutBatch) -> tuple[torch.Tensor | N
     inputs = (rollouts.prompt_ids, rollouts.prompt_mask, rows, rollouts.completion_ids, rollouts.completion_mask)
     scored_logprobs = lambda model: batched_logprobs(  # noqa: E731
         model, *inputs, c.rollout.temperature, c.micro_batch_size)
-    # mu = 1 needs no pi_old forward: the ratio is taken against the detached current log-probs.
-    old = scored_logprobs(run.policy) if c.algorithm.updates_per_batch > 1 else None
+    # mu = 1 needs no pi_old forward: the ratio is taken against the detached current log-probs. The KL in
+    # the reward needs one only when the sampler's log-probs are of a top-p-truncated distribution.
+    kl_needs_old = c.algorithm.kl_placement == "reward" and c.algorithm.beta > 0 and c.rollout.top_p < 1
+    old = scored_logprobs(run.policy) if c.algorithm.updates_per_batch > 1 or kl_needs_old else None
     ref = scored_logprobs(run.reference) if run.reference is not None else None
     return old, ref
 
@@ -136,9 +138,9 @@ def reward_components(run: Run, rollouts: RolloutBatch, scored: ScoredBatch) -> 
 
 @dataclass
 class Advantages:
-    values: torch.Tensor  # [B] per completion, or [B, C] per token (critic)
-    shaped_reward_mean: float  # mean total reward after shaping (and KL in the reward), before normalisation
-    critic_targets: tuple[torch.Tensor, torch.Tensor] | None = None  # (returns [B, C], old values [B, C])
+    values: torch.Tensor  # [B] per completion, or [B, C] per token (KL in the reward, critic)
+    shaped_reward_mean: float  # mean total reward after shaping and the KL penalty, before normalisation
+    critic_targets: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None  # returns, old values, mask [B, C]
     extra: dict[str, float] = field(default_factory=dict)  # metrics, e.g. the KL paid in the reward
 
 
@@ -147,9 +149,14 @@ class AdvantageEstimator(Protocol):
                  valid: torch.Tensor, kl_per_token: torch.Tensor | None) -> Advantages: ...
 
 
+def _kl_metrics(kl_per_token: torch.Tensor | None, mask: torch.Tensor) -> dict[str, float]:
+    return {} if kl_per_token is None else {"kl_in_reward": float((kl_per_token * mask).sum(dim=1).mean())}
+
+
 @dataclass
 class OutcomeEstimator:
-    """One advantage per completion from the rewards of its group or batch (advantages.ADVANTAGES)."""
+    """Advantages from the rewards of a group or batch (advantages.ADVANTAGES); with the KL in the reward,
+    each token's advantage also pays the KL from that token on (shaping.kl_penalty_to_go)."""
 
     estimator: AdvantageFn
     combination: str
@@ -157,15 +164,16 @@ class OutcomeEstimator:
     beta: float
 
     def __call__(self, rollouts, components, valid, kl_per_token) -> Advantages:
-        extra = {}
-        if kl_per_token is not None:  # KL in the reward: R = r - beta * sum_t KL_t (whole-sequence penalty)
-            kl = (kl_per_token * rollouts.completion_mask).sum(dim=1)
-            components = {**components, "kl": (kl, -self.beta)}
-            extra["kl_in_reward"] = float(kl.mean())
-        total = sum(w * v.float() for v, w in components.values())
+        mask = rollouts.completion_mask.float()
+        total = weighted_total(components)
         advantages = combined_advantages(self.estimator, components, self.combination, rollouts.group_size,
                                          self.eps, valid=valid)
-        return Advantages(advantages, float(total.mean()), None, extra)
+        if kl_per_token is None:
+            return Advantages(advantages, float(total.mean()))
+        to_go = kl_penalty_to_go(kl_per_token, mask, self.beta)
+        shaped = float((total - to_go[:, 0]).mean())  # to_go at t = 0 is the whole sequence's penalty
+        per_token = (advantages[:, None] - to_go) * mask * valid[:, None]  # unscorable rows learn nothing
+        return Advantages(per_token, shaped, None, _kl_metrics(kl_per_token, mask))
 
 
 @dataclass
@@ -179,26 +187,27 @@ class CriticEstimator:
 
     def __call__(self, rollouts, components, valid, kl_per_token) -> Advantages:
         mask = rollouts.completion_mask.float()
-        total = sum(w * v.float() for v, w in components.values())
+        total = weighted_total(components)
         penalty = None if kl_per_token is None else self.beta * kl_per_token
         token_rewards = outcome_token_rewards(total, mask, penalty)
         rows = torch.arange(rollouts.size) // rollouts.group_size
         values = self.critic.values(rollouts.prompt_ids, rollouts.prompt_mask, rows, rollouts.completion_ids, mask)
         advantages, returns = gae_advantages(token_rewards, values, mask, self.gamma, self.lam)
         # Unscorable rows: no reward was observed, so neither the policy nor the critic learns from them.
-        advantages = masked_whiten(advantages, mask * valid[:, None])
-        extra = {"value_mean": float((values * mask).sum() / mask.sum().clamp(min=1))}
-        if kl_per_token is not None:
-            extra["kl_in_reward"] = float((kl_per_token * mask).sum(dim=1).mean())
-        return Advantages(advantages, float(total.mean()), (returns, values), extra)
+        learn = mask * valid[:, None]
+        extra = {"value_mean": float((values * mask).sum() / mask.sum().clamp(min=1)),
+                 **_kl_metrics(kl_per_token, mask)}
+        shaped = float(token_rewards.sum(dim=1).mean())
+        return Advantages(masked_whiten(advantages, learn), shaped, (returns, values, learn), extra)
 
 
 def kl_for_reward(run: Run, rollouts: RolloutBatch, old: torch.Tensor | None,
                   ref: torch.Tensor | None) -> torch.Tensor | None:
     """Per-token KL estimate [B, C] for the KL-in-reward placement (None for the in-loss placement).
 
-    The policy side is pi_old: the forward pass when mu > 1, else the sampler's own log-probs (the same
-    distribution, logits / temperature, without a second forward)."""
+    The policy side is pi_old: its forward pass when there is one (mu > 1, or top_p < 1), else the sampler's
+    own log-probs (the same distribution, logits / temperature, without a second forward). With top_p < 1 the
+    sampler's log-probs are of the truncated, renormalised distribution and would bias the KL upward."""
     a = run.config.algorithm
     if a.kl_placement != "reward" or ref is None:
         return None
@@ -207,15 +216,17 @@ def kl_for_reward(run: Run, rollouts: RolloutBatch, old: torch.Tensor | None,
 
 
 def train_critic(run: Run, rollouts: RolloutBatch,
-                 targets: tuple[torch.Tensor, torch.Tensor] | None) -> dict[str, float]:
-    """One critic step towards the GAE returns (PPO baseline only); its metrics, prefixed critic/."""
+                 targets: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None) -> dict[str, float]:
+    """mu critic steps towards the GAE returns (PPO baseline only), as many as the policy takes, so that the
+    value clip around the old values can bind from the second on; metrics of the mean, prefixed critic/."""
     if run.critic is None or targets is None:
         return {}
-    returns, old_values = targets
+    returns, old_values, mask = targets
     rows = torch.arange(rollouts.size) // rollouts.group_size
-    stats = run.critic.train_step(rollouts.prompt_ids, rollouts.prompt_mask, rows, rollouts.completion_ids,
-                                  rollouts.completion_mask.float(), returns, old_values)
-    return {f"critic/{k}": float(v) for k, v in vars(stats).items()}
+    passes = [vars(run.critic.train_step(rollouts.prompt_ids, rollouts.prompt_mask, rows, rollouts.completion_ids,
+                                         mask, returns, old_values))
+              for _ in range(run.config.algorithm.updates_per_batch)]
+    return {f"critic/{k}": sum(float(p[k]) for p in passes) / len(passes) for k in passes[0]}
 
 
 def make_train_batch(run: Run, rollouts: RolloutBatch, advantages: torch.Tensor, old: torch.Tensor | None,

@@ -3,6 +3,7 @@ N steps each (default 10), in one process, one after another. Prints a table: re
 reward over the last three steps, any non-finite loss, seconds per step, extra prompts drawn (DAPO).
 
     .venv/bin/python bench/family_table.py [--steps 10] [--presets grpo dapo ...] [--out runs/family]
+    .venv/bin/python bench/family_table.py --out runs/family --summarise   # the table of finished runs
 
 Rewards on a 10-step run are noisy (32 completions a step); the table shows that every variant trains without
 NaN and moves the reward, not which variant is best.
@@ -23,12 +24,13 @@ from rlvr.recipes.grpo import train
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
 
-def run_preset(preset: str, steps: int, out: Path) -> dict:
-    config = load_config(CONFIGS / f"{preset}.yaml", [f"max_steps={steps}", "eval.at_end=false",
-                                                      f"output_dir={out / preset}", "samples_per_step=0"])
-    train(config)
+def run_preset(preset: str, steps: int, out: Path, summarise_only: bool) -> dict:
+    if not summarise_only:
+        config = load_config(CONFIGS / f"{preset}.yaml", [f"max_steps={steps}", "eval.at_end=false",
+                                                          f"output_dir={out / preset}", "samples_per_step=0"])
+        train(config)
+        shutil.rmtree(out / preset / "final", ignore_errors=True)  # 0.5 GB each; the metrics are what we keep
     records = [json.loads(line) for line in (out / preset / "metrics.jsonl").read_text().splitlines()]
-    shutil.rmtree(out / preset / "final", ignore_errors=True)  # 0.5 GB each; the metrics are what we keep
     times = [b["elapsed_s"] - a["elapsed_s"] for a, b in zip(records, records[1:])]
     return {"preset": preset, "reward_first": records[0]["reward_mean"],
             "reward_last3": statistics.mean(r["reward_mean"] for r in records[-3:]),
@@ -44,9 +46,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--presets", nargs="*", default=sorted(p.stem for p in CONFIGS.glob("*.yaml")))
     parser.add_argument("--out", type=Path, default=None, help="run directories (default: a temporary one)")
+    parser.add_argument("--summarise", action="store_true", help="only print the table of the runs in --out")
     args = parser.parse_args()
+    if args.summarise and args.out is None:
+        parser.error("--summarise reads the runs of --out DIR")
     out = args.out or Path(tempfile.mkdtemp(prefix="rlvr-family-"))
-    rows = [run_preset(p, args.steps, out) for p in args.presets]
+    rows = [run_preset(p, args.steps, out, args.summarise) for p in args.presets]
     print(f"\n{args.steps} steps each, embedded SmolLM2-135M, arithmetic level 1, run dirs in {out}")
     print(f"{'preset':<14}{'reward@1':>10}{'reward last3':>14}{'no NaN':>8}{'s/step':>8}{'extra prompts':>15}"
           f"{'tied last3':>12}")

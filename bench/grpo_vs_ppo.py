@@ -1,7 +1,7 @@
 """GRPO against PPO with a learned critic (the comparison DeepSeekMath makes in sec. 4.1: GRPO drops the value
 model): peak memory and step time on the same model, task and batch (32 completions a step: GRPO 4 prompts x
-G 8, PPO 32 prompts x 1, configs/grpo.yaml and configs/ppo.yaml). Each algorithm runs in a fresh child
-process, one after the other, so each peak RSS is its own; the parent prints both and the ratios.
+G 8, PPO 32 prompts x 1; configs/grpo.yaml and configs/ppo.yaml, both with mu = 1). Each algorithm runs in a
+fresh child process, one after the other, so each peak RSS is its own; the parent prints both and the ratios.
 
     .venv/bin/python bench/grpo_vs_ppo.py [--steps 6] [--model embedded:SmolLM2-135M-Instruct]
 
@@ -48,7 +48,10 @@ def child(algorithm: str, steps: int, model: str) -> None:
     from rlvr.rollout.base import SamplingParams
 
     out = Path(tempfile.mkdtemp(prefix=f"rlvr-{algorithm}-"))
-    config = load_config(CONFIGS / f"{algorithm}.yaml", [f"model.name_or_path={model}", f"output_dir={out}"])
+    # mu = 1 for both: the same number of policy updates per batch, so the step times compare like for like
+    # (configs/ppo.yaml takes 2 passes; a second pass adds time, not peak memory).
+    config = load_config(CONFIGS / f"{algorithm}.yaml", [f"model.name_or_path={model}", f"output_dir={out}",
+                                                         "algorithm.updates_per_batch=1"])
     run = setup(config, out)
     r = config.rollout
     sampling = SamplingParams(r.temperature, r.top_p, r.max_new_tokens)

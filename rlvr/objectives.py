@@ -68,7 +68,8 @@ def gspo(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.T
 
     Written in GSPO-token form, s_i,t = sg[s_i] * pi_t / sg[pi_t]: its value is s_i on every token and its
     gradient is s_i grad log pi_t, so with one advantage per sequence and the sequence-mean aggregation the
-    result is exactly GSPO's objective and gradient (paper, sec. 4.3)."""
+    result is exactly GSPO's objective and gradient. Per-token advantages (the KL-to-go of kl_placement=reward)
+    make it GSPO-token, the paper's own token-level variant (sec. 4.3)."""
     mask = mask.to(logprobs.dtype)
     length = mask.sum(dim=-1, keepdim=True).clamp(min=1.0)
     log_s = ((logprobs - old_logprobs) * mask).sum(dim=-1, keepdim=True) / length  # [B, 1]

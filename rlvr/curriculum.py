@@ -55,8 +55,8 @@ class PassRateCurriculum:
         return rate is not None and (rate <= self.config.skip_below or rate >= self.config.skip_above)
 
     def take(self, stream: Iterator[Prompt], n: int) -> tuple[list[Prompt], CurriculumStats]:
-        """The next n admitted prompts of the stream. After 50 n skips in a row the rest are admitted anyway
-        (a task the model has fully solved must not hang the run), counted as `forced`."""
+        """The next n admitted prompts of the stream. Once this call has skipped 50 n prompts the rest are
+        admitted anyway (a task the model has fully solved must not hang the run), counted as `forced`."""
         chosen, stats = [], CurriculumStats()
         while len(chosen) < n:
             prompt = next(stream)

@@ -72,6 +72,13 @@ class RolloutBatch:
     def prompt_of(self, row: int) -> Prompt:
         return self.prompts[row // self.group_size]
 
+    @property
+    def prompt_index(self) -> torch.Tensor:
+        """[B] long: row -> its prompt's row in prompt_ids (rows are grouped contiguously)."""
+        import torch
+
+        return torch.arange(self.size, device=self.completion_ids.device) // self.group_size
+
 
 @dataclass
 class ScoredBatch:

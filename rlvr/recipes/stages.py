@@ -112,8 +112,8 @@ def observe_pass_rates(run: Run, rollouts: RolloutBatch, scored: ScoredBatch) ->
 def scoring_logprobs(run: Run, rollouts: RolloutBatch) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """(pi_old, reference) log-probs [B, C] of the sampled tokens; None where not needed."""
     c = run.config
-    rows = torch.arange(rollouts.size) // rollouts.group_size
-    inputs = (rollouts.prompt_ids, rollouts.prompt_mask, rows, rollouts.completion_ids, rollouts.completion_mask)
+    inputs = (rollouts.prompt_ids, rollouts.prompt_mask, rollouts.prompt_index, rollouts.completion_ids,
+              rollouts.completion_mask)
     scored_logprobs = lambda model: batched_logprobs(  # noqa: E731
         model, *inputs, c.rollout.temperature, c.micro_batch_size)
     # mu = 1 needs no pi_old forward: the ratio is taken against the detached current log-probs. The KL in
@@ -190,8 +190,8 @@ class CriticEstimator:
         total = weighted_total(components)
         penalty = None if kl_per_token is None else self.beta * kl_per_token
         token_rewards = outcome_token_rewards(total, mask, penalty)
-        rows = torch.arange(rollouts.size) // rollouts.group_size
-        values = self.critic.values(rollouts.prompt_ids, rollouts.prompt_mask, rows, rollouts.completion_ids, mask)
+        values = self.critic.values(rollouts.prompt_ids, rollouts.prompt_mask, rollouts.prompt_index,
+                                    rollouts.completion_ids, mask)
         advantages, returns = gae_advantages(token_rewards, values, mask, self.gamma, self.lam)
         # Unscorable rows: no reward was observed, so neither the policy nor the critic learns from them.
         learn = mask * valid[:, None]
@@ -222,9 +222,8 @@ def train_critic(run: Run, rollouts: RolloutBatch,
     if run.critic is None or targets is None:
         return {}
     returns, old_values, mask = targets
-    rows = torch.arange(rollouts.size) // rollouts.group_size
-    passes = [vars(run.critic.train_step(rollouts.prompt_ids, rollouts.prompt_mask, rows, rollouts.completion_ids,
-                                         mask, returns, old_values))
+    passes = [vars(run.critic.train_step(rollouts.prompt_ids, rollouts.prompt_mask, rollouts.prompt_index,
+                                         rollouts.completion_ids, mask, returns, old_values))
               for _ in range(run.config.algorithm.updates_per_batch)]
     return {f"critic/{k}": sum(float(p[k]) for p in passes) / len(passes) for k in passes[0]}
 
@@ -234,8 +233,7 @@ def make_train_batch(run: Run, rollouts: RolloutBatch, advantages: torch.Tensor,
     mask = rollouts.completion_mask.float()
     if run.config.algorithm.mask_truncated:  # DAPO overlong filtering: no gradient from cut-off completions
         mask = mask * (~rollouts.truncated)[:, None]
-    rows = torch.arange(rollouts.size) // rollouts.group_size
     ref_in_loss = ref if run.config.algorithm.kl_placement == "loss" else None
-    return TrainBatch(rollouts.prompt_ids, rollouts.prompt_mask, rows, rollouts.completion_ids, mask,
+    return TrainBatch(rollouts.prompt_ids, rollouts.prompt_mask, rollouts.prompt_index, rollouts.completion_ids, mask,
                       advantages, old, ref_in_loss)
 

@@ -16,7 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from rlvr.verifiers.code import CodeVerifier
-from rlvr.verifiers.code_tests import harness_files, parse_reference, read_results, score_asserts
+from rlvr.verifiers.code_tests import AssertRounds, harness_files, parse_reference, read_results
 from rlvr.verifiers.math import MathVerifier
 from rlvr.verifiers.sandbox import SYSTEM_PYTHON, SandboxConfig, probe
 
@@ -40,22 +40,23 @@ def rate(fn, n: int, threads: int = 1) -> float:
 
 def bare_verify() -> bool:
     """The assert harness as a plain subprocess in a temp dir: what the sandbox layers are compared with."""
-    tests = parse_reference(REFERENCE)
-    with tempfile.TemporaryDirectory() as work:
-        for name, content in harness_files("def add(a, b):\n    return a + b", tests).items():
-            with open(os.path.join(work, name), "wb") as f:
-                f.write(content)
-        r, w = os.pipe()
-        proc = subprocess.Popen([SYSTEM_PYTHON, "-I", "-B", "harness.py", str(w)], cwd=work, pass_fds=(w,),
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-        os.close(w)
-        chunks = []
-        while chunk := os.read(r, 1 << 16):
-            chunks.append(chunk)
-        os.close(r)
-        proc.wait()
-    values, _, _ = read_results(b"".join(chunks))
-    return all(ok for ok, _ in score_asserts(tests, values))
+    rounds = AssertRounds(parse_reference(REFERENCE))
+    while calls := rounds.calls():
+        with tempfile.TemporaryDirectory() as work:
+            for name, content in harness_files("def add(a, b):\n    return a + b", calls, None).items():
+                with open(os.path.join(work, name), "wb") as f:
+                    f.write(content)
+            r, w = os.pipe()
+            proc = subprocess.Popen([SYSTEM_PYTHON, "-I", "-B", "harness.py", str(w)], cwd=work, pass_fds=(w,),
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+            os.close(w)
+            chunks = []
+            while chunk := os.read(r, 1 << 16):
+                chunks.append(chunk)
+            os.close(r)
+            proc.wait()
+        rounds.record(calls, read_results(b"".join(chunks), calls)[0])
+    return all(ok for ok, _ in rounds.outcomes())
 
 
 def bench_code(n: int, threads: list[int]) -> None:

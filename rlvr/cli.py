@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from rlvr.config import ConfigError, RunConfig, TaskConfig, load_config, validate_config
+from rlvr.config import ConfigError, RunConfig, load_config, validate_config
 
 
 class UsageError(Exception):
@@ -14,13 +14,17 @@ class UsageError(Exception):
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    config_file = args.config if args.config and not _is_override(args.config) else None
-    overrides = ([args.config] if args.config and config_file is None else []) + args.overrides
-    config = load_config(config_file, overrides)
+    config = _config_from_args(args.config, args.overrides)
     from rlvr.recipes.grpo import train
 
     train(config)
     return 0
+
+
+def _config_from_args(first: str | None, overrides: list[str]) -> RunConfig:
+    """`[CONFIG.yaml] [dotted.key=value ...]`, the same for every command that takes a config."""
+    config_file = first if first and not _is_override(first) else None
+    return load_config(config_file, ([first] if first and config_file is None else []) + overrides)
 
 
 def _is_override(arg: str) -> bool:
@@ -78,8 +82,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from rlvr.verify_file import verify_file
 
-    return verify_file(args.verifier, Path(args.input), TaskConfig(answer_mode=args.answer_mode),
-                       Path(args.output) if args.output else None)
+    # The same config and overrides as `rlvr train` (issue #8), so rewards are debugged exactly as training
+    # computes them: `rlvr verify task.code_reward_mode=all task.code_time_limit_s=2 --verifier code ...`.
+    extra = [f"task.answer_mode={args.answer_mode}"] if args.answer_mode else []
+    config = _config_from_args(args.config, args.overrides + extra)
+    return verify_file(args.verifier, Path(args.input), config.task, Path(args.output) if args.output else None)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -99,9 +106,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--output", default=None, help="JSON output path (default RUN/eval.json or ./eval.json)")
     ev.set_defaults(func=cmd_eval)
     ve = sub.add_parser("verify", help="score a JSONL file of completions with one verifier")
+    ve.add_argument("config", nargs="?", help="YAML config file (optional; its task section is used)")
+    ve.add_argument("overrides", nargs="*", help="dotted.key=value overrides, as for train, e.g. "
+                                                  "task.code_reward_mode=all task.code_time_limit_s=2")
     ve.add_argument("--verifier", required=True, help="verifier name, e.g. math, format, answer_format")
     ve.add_argument("--input", required=True, help="JSONL with 'completion' and 'reference' (or 'answer') fields")
-    ve.add_argument("--answer-mode", default="strict", choices=["strict", "last_number"])
+    ve.add_argument("--answer-mode", default=None, help="shorthand for task.answer_mode=...")
     ve.add_argument("--output", default=None, help="write verdict lines here instead of stdout")
     ve.set_defaults(func=cmd_verify)
     return parser

@@ -2,6 +2,7 @@
 Hugging Face layout, so the whole pipeline runs in seconds without the real model."""
 from __future__ import annotations
 
+import os
 import string
 from pathlib import Path
 
@@ -39,3 +40,19 @@ def build_tiny_model(target: Path) -> Path:
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("tiny-llama"))
+
+
+def pytest_runtest_setup(item):
+    """Tests marked `sandbox` need bubblewrap. Off CI they skip with the probe's reason; on CI (CI=true) they
+    fail, so a machine without a sandbox cannot pass CI with the whole security suite skipped (issue #8)."""
+    if item.get_closest_marker("sandbox") is None:
+        return
+    from rlvr.verifiers.sandbox import probe
+
+    state = probe()
+    if not state.ok:
+        message = f"code sandbox unavailable: {state.reason}"
+        if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
+            pytest.fail(message + " (CI=true: the sandbox tests must run; scripts/setup.sh installs bubblewrap)",
+                        pytrace=False)
+        pytest.skip(message)

@@ -180,6 +180,36 @@ def test_verify_answer_mode_last_number(tmp_path, capsys):
     assert code == 0 and json.loads(out)["outcome"] == "correct"
 
 
+def test_verify_takes_train_overrides(tmp_path, capsys):
+    path = write_jsonl(tmp_path / "in.jsonl", [{"completion": "so it is 7", "reference": "7"}])
+    code, out, _ = run(capsys, "verify", "task.answer_mode=last_number", "--verifier", "math", "--input", path)
+    assert code == 0 and json.loads(out)["outcome"] == "correct"
+    config = tmp_path / "run.yaml"
+    config.write_text("task:\n  answer_mode: last_number\n")
+    code, out, _ = run(capsys, "verify", str(config), "--verifier", "math", "--input", path)
+    assert code == 0 and json.loads(out)["outcome"] == "correct"
+
+
+def test_verify_refuses_a_bad_override_in_one_line(tmp_path, capsys):
+    path = write_jsonl(tmp_path / "in.jsonl", [{"completion": "Answer: 7", "reference": "7"}])
+    code, out, err = run(capsys, "verify", "task.code_reward_mode=most", "--verifier", "code", "--input", path)
+    assert code == 2 and out == "" and err.startswith("rlvr: error:") and "code_reward_mode" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.sandbox
+def test_verify_code_reward_mode_override_changes_the_score(tmp_path, capsys):
+    # f right for 1 of 2 asserts (f(2) = 2, expected 4): fraction 0.5, all 0.0 (hand count)
+    row = {"completion": "def f(x):\n    return x if x < 2 else x", "reference": json.dumps(
+        {"asserts": ["assert f(1) == 1", "assert f(2) == 4"]})}
+    path = write_jsonl(tmp_path / "in.jsonl", [row])
+    _, out, _ = run(capsys, "verify", "--verifier", "code", "--input", path)
+    assert json.loads(out)["score"] == 0.5
+    code, out, _ = run(capsys, "verify", "task.code_reward_mode=all", "task.code_time_limit_s=2", "--verifier", "code",
+                       "--input", path)
+    assert code == 0 and json.loads(out)["score"] == 0.0
+
+
 @pytest.mark.parametrize("raw, problem", [
     ("", "blank line"),
     ("[1, 2]", "JSON object"),

@@ -11,8 +11,8 @@ import pytest
 from rlvr.types import Outcome
 from rlvr.verifiers.sandbox import SandboxConfig, probe
 
-_PROBE = probe()
-pytestmark = pytest.mark.skipif(not _PROBE.ok, reason=f"code sandbox unavailable: {_PROBE.reason}")
+_PROBE = probe()  # cached; the `sandbox` mark decides skip or fail
+pytestmark = pytest.mark.sandbox  # skips without bubblewrap, fails under CI=true (conftest.py)
 
 
 def asserts(*tests: str, **extra) -> str:
@@ -98,6 +98,29 @@ HONEST = {
                          asserts("assert add(1, 1) == 2 and add(2, 2) == 4", "assert not add(1, 1) == 3",
                                  "assert add(0, 0) == 0 or undefined_name()", "assert 2 < add(0, 3) <= 3",
                                  "assert add(1, 2) in (3, 4) and add('a', 'b') is not None")),
+    "humaneval_style": ("def truncate_number(x):\n    return x % 1.0",
+                        asserts("assert candidate(3.5) == 0.5", "assert abs(candidate(1.33) - 0.33) < 1e-6",
+                                "assert candidate(123.456) - 0.456 < 1e-6", entry="truncate_number")),
+    "mbpp_style": ("import math\ndef volume_sphere(r):\n    return 4 / 3 * math.pi * r ** 3\n"
+                   "def similar_elements(a, b):\n    return tuple(set(a) & set(b))",
+                   asserts("import math\nassert math.isclose(volume_sphere(10), 4188.790204786391, rel_tol=0.001)",
+                           "assert set(similar_elements((3, 4, 5, 6), (5, 7, 4, 10))) == set((4, 5))")),
+    "leetcode_class": ("class Solution:\n    def twoSum(self, nums, target):\n        seen = {}\n"
+                       "        for i, x in enumerate(nums):\n            if target - x in seen:\n"
+                       "                return [seen[target - x], i]\n            seen[x] = i",
+                       asserts("assert Solution().twoSum([2, 7, 11, 15], 9) == [0, 1]",
+                               "assert sorted(Solution().twoSum([3, 2, 4], 6)) == [1, 2]")),
+    "nested_and_related_calls": ("def inc(x):\n    return x + 1\ndef sq(x):\n    return x * x",
+                                 asserts("assert sq(inc(3)) == 16", "assert inc(inc(inc(0))) == 3",
+                                         "assert sq(4) == sq(3) + 7", "assert all(sq(i) == i * i for i in range(6))")),
+    "subclass_results": ("from collections import Counter, defaultdict, OrderedDict\ndef freq(s):\n"
+                         "    d = defaultdict(int)\n    for ch in s:\n        d[ch] += 1\n    return d\n"
+                         "def count(s):\n    return Counter(s)\ndef ordered(xs):\n    return OrderedDict((x, 1) for x in xs)",
+                         asserts("assert freq('aab') == {'a': 2, 'b': 1}", "assert count('abb')['b'] == 2",
+                                 "assert ordered([2, 1]) == {2: 1, 1: 1}", "assert count('aab').most_common(1) == [('a', 2)]")),
+    "string_methods_on_result": ("def greet(n):\n    return 'Hello ' + n",
+                                 asserts("assert greet('bo').lower() == 'hello bo'", "assert greet('x').split() == ['Hello', 'x']",
+                                         "assert ''.join(reversed(greet('a'))) == 'a olleH'")),
     "stdin_sum": ("import sys\nnums = list(map(int, sys.stdin.read().split()))\nprint(sum(nums))",
                   io(("1 2 3\n", "6\n"), ("10\n-4\n", "6"))),
     "stdin_lines_print": ("n = int(input())\nfor i in range(1, n + 1):\n    print(i, i * i)",
@@ -181,15 +204,3 @@ def test_syntax_error_is_wrong_with_reason(verifier):
     verdict = verifier.verify(fenced("def f(:\n    pass"), asserts("assert f() == 1"))
     assert (verdict.outcome, verdict.score) == (Outcome.WRONG, 0.0)
     assert "SyntaxError" in verdict.detail
-
-
-def test_comparison_helpers_on_plain_data():
-    from rlvr.verifiers.code_tests import decode, judge, same
-
-    assert same([1, (2, 3)], ((1, [2, 3])))  # tuples and lists are the same on the wire
-    assert same(1, 1.0) and same(True, 1) and not same("1", 1) and not same(None, 0)
-    assert same(0.1 + 0.2, 0.3) and not same(1.0, 1.0001)
-    assert decode({"i": hex(10 ** 30)}) == 10 ** 30 and decode({"s": [[1, 2]]}) == {(1, 2)}
-    assert decode({"d": [[[1, 2], "x"]]}) == {(1, 2): "x"} and decode({"b": "6869"}) == b"hi"
-    assert judge("in", 2, [1, 2]) and judge("not in", "z", "abc") and judge("<", [1, 2], (1, 3))
-    assert judge("falsy", []) and not judge("truthy", 0) and judge("is", None, None)

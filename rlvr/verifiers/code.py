@@ -5,8 +5,8 @@ Reference (a JSON string): {"asserts": ["assert add(1, 2) == 3", ...]} and/or
 bound as `candidate`, HumanEval style) and "time_limit_s" (per sandbox run, capped at 60 s).
 
   * Code: the last ```python / ```py / bare ``` block of the completion, else the whole completion.
-  * Asserts: one sandboxed run of a harness that loads the code and evaluates each test expression; the
-    expected values stay in this process and the comparison happens here (code_tests.py says why).
+  * Asserts: judged in this process on plain data; the sandbox only runs the candidate's own calls, on
+    arguments computed here, one sandboxed run per round of nested calls (code_tests.py says why).
   * stdin/stdout: one sandboxed run per case; a case passes when stdout equals the expected output
     (trailing whitespace per line and trailing blank lines ignored), the program exited 0, within time.
     The exit status alone never passes anything.
@@ -23,8 +23,8 @@ from typing import Literal
 
 from rlvr.types import Outcome, Verdict
 from rlvr.verifiers.base import error_verdict
-from rlvr.verifiers.code_tests import (BadReference, CodeTests, harness_files, parse_reference, read_results,
-                                       score_asserts, short)
+from rlvr.verifiers.code_tests import (AssertRounds, BadReference, CodeTests, harness_files, parse_reference,
+                                       read_results, short)
 from rlvr.verifiers.sandbox import (CHANNEL_FD, PYTHON, SandboxConfig, SandboxUnavailable, probe, run_sandboxed,
                                     warn_unsandboxed)
 
@@ -111,17 +111,25 @@ class CodeVerifier:
     @staticmethod
     def _run_asserts(code: str, tests: CodeTests, config: SandboxConfig,
                      problems: list[str]) -> list[tuple[bool, str]]:
-        run = run_sandboxed([PYTHON, "-I", "-B", "harness.py", CHANNEL_FD], b"", config,
-                            files=harness_files(code, tests), channel=True)
-        values, ready, load_error = read_results(run.channel)
-        if not ready and not run.timed_out:  # the harness never started: the sandbox itself failed
-            problems.append(f"sandbox failed (exit {run.exit_code}, signal {run.signal}): "
-                            f"{run.stderr.decode(errors='replace').strip()[-300:]}")
-        elif load_error:
-            problems.append(load_error)
-        elif run.timed_out:
-            problems.append("timeout after some tests" if values else "timeout")
-        return score_asserts(tests, values)
+        """One sandboxed run per round of candidate calls (code_tests.AssertRounds): one run unless calls
+        are nested in other calls' arguments."""
+        rounds = AssertRounds(tests)
+        while calls := rounds.calls():
+            run = run_sandboxed([PYTHON, "-I", "-B", "harness.py", CHANNEL_FD], b"", config,
+                                files=harness_files(code, calls, tests.entry), channel=True)
+            results, ready, load_error = read_results(run.channel, calls)
+            rounds.record(calls, results)
+            if not ready and not run.timed_out:  # the harness never started: the sandbox itself failed
+                problems.append(f"sandbox failed (exit {run.exit_code}, signal {run.signal}): "
+                                f"{run.stderr.decode(errors='replace').strip()[-300:]}")
+            elif load_error:
+                problems.append(load_error)
+            elif run.timed_out:
+                problems.append("timeout after some tests" if results else "timeout")
+            if problems:  # the code does not load, the sandbox fails or time ran out: stop here
+                rounds.stopped = problems[-1]
+                break
+        return rounds.outcomes()
 
     @staticmethod
     def _run_io(code: str, index: int, stdin: str, expected: str, config: SandboxConfig,

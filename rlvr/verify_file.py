@@ -145,7 +145,9 @@ def verify_file(verifier_name: str, input_path: Path, task: TaskConfig, output: 
                     verdict = safe_verify(verifier, *parsed)
                 counts[verdict.outcome] += 1
                 total_score += verdict.score
-                sink.write(json.dumps({"line": number, **verdict.as_json()}, ensure_ascii=False) + "\n")
+                line = json.dumps({"line": number, **verdict.as_json()}, ensure_ascii=False)
+                # a lone surrogate in a detail (model-written error text) cannot be encoded: escape, never crash
+                sink.write(line.encode("utf-8", "backslashreplace").decode("utf-8") + "\n")
             sink.flush()
         except BrokenPipeError:  # `rlvr verify ... | head`: the reader left; stop quietly
             # Python's documented recipe: point stdout at devnull so the exit-time flush cannot fail again.

@@ -347,3 +347,14 @@ def test_eval_invalid_k_is_rejected_before_loading(tmp_path, capsys):
     code, _, err = run(capsys, "eval", str(tmp_path / "no-such-model"), "--k", "0")
     assert code == 2
     assert_one_line_error(err, "--k")
+
+
+@pytest.mark.sandbox
+def test_verify_survives_lone_surrogates_in_error_text(tmp_path, capsys):
+    # review P3: a model-written `raise ValueError('\ud800')` ends up in the detail; the output stays writable
+    row = {"completion": "def f(x):\n    raise ValueError('\\ud800')", "reference": json.dumps({"asserts": ["assert f(1) == 1"]})}
+    path = write_jsonl(tmp_path / "in.jsonl", [row])
+    output = tmp_path / "out.jsonl"
+    code, _, _ = run(capsys, "verify", "--verifier", "code", "--input", path, "--output", str(output))
+    verdict = json.loads(output.read_text(encoding="utf-8"))
+    assert code == 0 and verdict["outcome"] == "wrong" and "ValueError" in verdict["detail"]

@@ -121,6 +121,21 @@ HONEST = {
     "string_methods_on_result": ("def greet(n):\n    return 'Hello ' + n",
                                  asserts("assert greet('bo').lower() == 'hello bo'", "assert greet('x').split() == ['Hello', 'x']",
                                          "assert ''.join(reversed(greet('a'))) == 'a olleH'")),
+    "objects_between_calls": ("class Node:\n    def __init__(self, v, nxt=None):\n        self.v, self.nxt = v, nxt\n"
+                              "def from_list(xs):\n    head = None\n    for x in reversed(xs):\n        head = Node(x, head)\n"
+                              "    return head\ndef reverse(h):\n    prev = None\n    while h:\n"
+                              "        h.nxt, prev, h = prev, h, h.nxt\n    return prev\ndef to_list(h):\n    out = []\n"
+                              "    while h:\n        out.append(h.v)\n        h = h.nxt\n    return out",
+                              asserts("assert to_list(reverse(from_list([1, 2, 3]))) == [3, 2, 1]")),
+    "state_between_calls": ("_store = {}\ndef encode(url):\n    key = str(len(_store))\n    _store[key] = url\n"
+                            "    return key\ndef decode(key):\n    return _store[key]",
+                            asserts("assert decode(encode('https://a.b/c')) == 'https://a.b/c'")),
+    "random_calls_are_separate": ("import random\ndef token(n):\n    return random.getrandbits(8 * n)",
+                                  asserts("assert token(12) != token(12)")),
+    "complex_values": ("import cmath\ndef angle_complex(a, b):\n    return cmath.phase(a + b)\n"
+                       "def polar_rect(x, y):\n    return (abs(complex(x, y)), cmath.rect(2, cmath.pi))",
+                       asserts("assert angle_complex(0, 1j) == 1.5707963267948966",
+                               "assert polar_rect(3, 4) == (5.0, (-2+2.4492935982947064e-16j))")),
     "stdin_sum": ("import sys\nnums = list(map(int, sys.stdin.read().split()))\nprint(sum(nums))",
                   io(("1 2 3\n", "6\n"), ("10\n-4\n", "6"))),
     "stdin_lines_print": ("n = int(input())\nfor i in range(1, n + 1):\n    print(i, i * i)",
@@ -204,3 +219,14 @@ def test_syntax_error_is_wrong_with_reason(verifier):
     verdict = verifier.verify(fenced("def f(:\n    pass"), asserts("assert f() == 1"))
     assert (verdict.outcome, verdict.score) == (Outcome.WRONG, 0.0)
     assert "SyntaxError" in verdict.detail
+
+
+def test_speculative_call_that_hangs_costs_no_needed_call():
+    # `not valid(-1)` is True, so Python never calls isqrt(-1) (which hangs here); the collect walk still sends
+    # it, but after the calls Python needs, so isqrt(16) has its result before the time limit (review)
+    from rlvr.verifiers.code import CodeVerifier
+
+    code = "def valid(x):\n    return x >= 0\ndef isqrt(x):\n    while x < 0:\n        pass\n    return int(x ** 0.5)"
+    reference = asserts("assert not valid(-1) or isqrt(-1) == 0", "assert isqrt(16) == 4")
+    verdict = CodeVerifier(sandbox=SandboxConfig(time_limit_s=2.0)).verify(fenced(code), reference)
+    assert (verdict.outcome, verdict.score) == (Outcome.CORRECT, 1.0), verdict.detail

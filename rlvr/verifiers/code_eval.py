@@ -7,8 +7,8 @@ library), everything else is the parent's (code_values). A candidate *call chain
 back as a plain value; `abs`, `-`, `<` and `1e-9` are then evaluated here, where the candidate's namespace,
 builtins and modules do not exist. Nested calls (`f(g(3))`, `f(3) == f(2) + 1`) take rounds: each round
 collects every call whose arguments are known, the sandbox runs them in one batch, and the asserts are
-evaluated again. Forms the parent cannot evaluate are refused when the reference is read (`check_supported`,
-naming the form): the sample is unscorable, never a pass decided in the sandbox.
+evaluated again. Forms the parent cannot evaluate are refused when the reference is read
+(code_forms.check_supported, naming the form): the sample is unscorable, never a pass decided in the sandbox.
 """
 from __future__ import annotations
 
@@ -17,15 +17,12 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from rlvr.verifiers.code_values import (BINARY, LIBRARIES, METHOD_NAMES, MODULES, NAMES, UNARY, UNSUPPORTED_BUILTINS,
-                                        Failed, attribute, binary, call_allowed, check_size, compare, encode, fresh)
+from rlvr.verifiers.code_values import (LIBRARIES, MODULES, NAMES, UNARY, UNSUPPORTED_BUILTINS, Failed, attribute,
+                                        binary, call_allowed, check_size, compare, encode, fresh, hash_bound)
 
 MAX_STEPS = 500_000  # expression nodes evaluated per assert (comprehensions over big ranges)
 MAX_ROUNDS = 4  # depth of candidate calls nested in candidate calls' arguments
 MISSING = "no result (the program exited, hung or was killed before this call)"
-_COMPARE_OPS = {"Eq", "NotEq", "Lt", "LtE", "Gt", "GtE", "Is", "IsNot", "In", "NotIn"}
-RUNTIME_ERRORS = (TypeError, ValueError, ArithmeticError, LookupError, AttributeError, RecursionError, MemoryError,
-                   StopIteration, UnicodeError)
 
 
 class BadReference(ValueError):
@@ -70,111 +67,6 @@ def candidate_chain(node: ast.expr, bound: frozenset[str] | set[str], entry: str
     return None
 
 
-# ---------------------------------------------------------------- static check, when the reference is read
-def check_supported(test: ast.expr, source: str, entry: str | None) -> None:
-    """Raise BadReference naming the first form of `test` the parent cannot evaluate, or when it never calls
-    the candidate (a test of constants)."""
-    checker = _Checker(entry)
-    try:
-        checker.visit(test, frozenset())
-    except _Unsupported as err:
-        raise BadReference(f"{source[:80]!r} uses {err}, which rlvr does not evaluate (README: supported assert "
-                           "forms); the sample is unscorable") from None
-    if not checker.uses_candidate:
-        raise BadReference(f"{source[:80]!r} tests only constants")
-
-
-class _Unsupported(Exception):
-    pass
-
-
-_SIMPLE = (ast.Constant, ast.Tuple, ast.List, ast.Set, ast.Dict, ast.BoolOp, ast.IfExp, ast.Subscript, ast.Slice,
-           ast.Starred)
-_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
-
-
-class _Checker:
-    def __init__(self, entry: str | None):
-        self.entry, self.uses_candidate = entry, False
-
-    def visit(self, node: ast.AST | None, bound: frozenset[str]) -> None:
-        if node is None:
-            return
-        chain = candidate_chain(node, bound, self.entry) if isinstance(node, (ast.expr,)) else None
-        if chain is not None:
-            self.uses_candidate = True
-            for kind, call in chain[1]:
-                if kind == "call":
-                    self._children([*call.args, *call.keywords], bound)
-        elif isinstance(node, ast.Name):
-            self._name(node.id, bound)
-        elif isinstance(node, ast.Attribute):
-            self._attribute(node, bound)
-        elif isinstance(node, ast.Call):
-            self._children([node.func, *node.args, *node.keywords], bound)
-        elif isinstance(node, ast.BinOp) and type(node.op).__name__ in BINARY:
-            self._children([node.left, node.right], bound)
-        elif isinstance(node, ast.UnaryOp) and type(node.op).__name__ in UNARY:
-            self.visit(node.operand, bound)
-        elif isinstance(node, ast.Compare) and all(type(op).__name__ in _COMPARE_OPS for op in node.ops):
-            self._children([node.left, *node.comparators], bound)
-        elif isinstance(node, ast.keyword):
-            self.visit(node.value, bound)
-        elif isinstance(node, _COMPREHENSIONS):
-            self._comprehension(node, bound)
-        elif isinstance(node, _SIMPLE):
-            self._children([c for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr)], bound)
-        else:
-            raise _Unsupported(_FORM_NAMES.get(type(node).__name__, f"the form {type(node).__name__}"))
-
-    def _children(self, nodes: list, bound: frozenset[str]) -> None:
-        for child in nodes:
-            self.visit(child, bound)
-
-    def _name(self, name: str, bound: frozenset[str]) -> None:
-        if name in bound or name in NAMES:
-            return
-        if name in MODULES:
-            raise _Unsupported(f"the module {name!r} as a value (use its functions: {name}.sqrt(...))")
-        if name in UNSUPPORTED_BUILTINS:
-            raise _Unsupported(f"the builtin {name!r}")
-        raise _Unsupported(f"the library {name!r}")  # LIBRARIES; candidate names were chains
-
-    def _attribute(self, node: ast.Attribute, bound: frozenset[str]) -> None:
-        value = node.value
-        if isinstance(value, ast.Name) and value.id in MODULES and value.id not in bound:
-            if node.attr not in MODULES[value.id]:
-                raise _Unsupported(f"{value.id}.{node.attr} (not in rlvr's {value.id} allow-list)")
-            return
-        if isinstance(value, ast.Name) and value.id in LIBRARIES and value.id not in bound:
-            raise _Unsupported(f"the library call {value.id}.{node.attr}")
-        if node.attr not in METHOD_NAMES:
-            raise _Unsupported(f"the method or attribute .{node.attr} on a value")
-        self.visit(value, bound)
-
-    def _comprehension(self, node: ast.expr, bound: frozenset[str]) -> None:
-        for comp in node.generators:
-            if comp.is_async:
-                raise _Unsupported("an async comprehension")
-            self.visit(comp.iter, bound)
-            bound = bound | _target_names(comp.target)
-            self._children(comp.ifs, bound)
-        parts = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
-        self._children(parts, bound)
-
-
-_FORM_NAMES = {"Lambda": "a lambda", "NamedExpr": "the walrus operator", "JoinedStr": "an f-string",
-               "Await": "await", "Yield": "yield", "YieldFrom": "yield from", "MatMult": "the @ operator"}
-
-
-def _target_names(target: ast.expr) -> frozenset[str]:
-    if isinstance(target, ast.Name):
-        return frozenset([target.id])
-    if isinstance(target, (ast.Tuple, ast.List)):
-        return frozenset().union(*(_target_names(t) for t in target.elts))
-    raise _Unsupported("a comprehension target other than names")
-
-
 # ---------------------------------------------------------------- evaluation, each round
 class Evaluator:
     """Evaluates one assert's expression on plain data. `collect=False`: Python's semantics, raising Pending at
@@ -182,9 +74,10 @@ class Evaluator:
     a generator) to gather all calls whose arguments are known, so one sandbox run answers them together."""
 
     def __init__(self, known: dict[str, CallResult], requests: dict[str, CandidateCall], entry: str | None,
-                 collect: bool = False):
+                 collect: bool = False, site: int = 0):
         self.known, self.requests, self.entry, self.collect = known, requests, entry, collect
-        self.steps, self.first_value = 0, None
+        self.steps, self.first_value, self.site = 0, None, site
+        self.occurrences: dict[str, int] = {}  # each evaluation of a call site is its own call (no dedup)
 
     def eval(self, node: ast.expr, scope: dict[str, Any]) -> Any:
         self.steps += 1
@@ -192,7 +85,7 @@ class Evaluator:
             raise Failed(f"the assert took more than {MAX_STEPS} evaluation steps")
         chain = candidate_chain(node, scope.keys(), self.entry)
         if chain is not None:
-            return self._candidate(*chain, scope)
+            return self._candidate(*chain, scope, node)
         return getattr(self, "_" + type(node).__name__)(node, scope)
 
     def _all(self, nodes: list[ast.expr], scope: dict[str, Any]) -> list[Any]:
@@ -209,17 +102,13 @@ class Evaluator:
             raise Pending
         return values
 
-    def _candidate(self, root: str, ops: list, scope: dict[str, Any]) -> Any:
-        evaluated, wire = [], []  # per op: (kind, name or (args, kwargs)); its wire form
-        for kind, item in ops:
-            if kind == "attr":
-                evaluated.append((kind, item))
-                wire.append(["attr", item])
-                continue
-            args, kwargs = self._arguments(item, scope)
-            evaluated.append((kind, (args, kwargs)))
-            wire.append(["call", [encode(a) for a in args], [[k, encode(v)] for k, v in kwargs.items()]])
-        key = json.dumps([root, wire])
+    def _candidate(self, root: str, ops: list, scope: dict[str, Any], node: ast.expr | None = None) -> Any:
+        evaluated, wire = self._chain(root, ops, scope)
+        where = [self.site, getattr(node, "lineno", 0), getattr(node, "col_offset", 0),
+                 getattr(node, "end_col_offset", 0)]
+        site = json.dumps([where, root, wire])
+        occurrence = self.occurrences[site] = self.occurrences.get(site, -1) + 1
+        key = json.dumps([where, occurrence, root, wire])
         result = self.known.get(key)
         if result is None:
             self.requests.setdefault(key, CandidateCall(root, wire, key))
@@ -230,8 +119,54 @@ class Evaluator:
         if self.first_value is None:
             self.first_value = (value,)
         for kind, item in evaluated[result.done:]:  # the rest of the chain acts on plain data, here
-            value = attribute(value, item) if kind == "attr" else self._apply(value, *item)
+            value = attribute(value, item) if kind == "attr" else self._apply(value, *self._resolve(item, scope))
         return value
+
+    def _chain(self, root: str, ops: list, scope: dict[str, Any]) -> tuple[list, list]:
+        """(per op: ("attr", name) | ("call", (args, kwargs)); the wire form). An argument that is itself a
+        candidate chain (`f(g(3))`, `to_list(reverse(xs))`) travels whole, so the sandbox passes the inner
+        value on as it is (objects and state included); here it stays a _Deferred node."""
+        evaluated, wire = [], []
+        for kind, item in ops:
+            if kind == "attr":
+                evaluated.append((kind, item))
+                wire.append(["attr", item])
+                continue
+            nodes = [*item.args, *(k.value for k in item.keywords)]
+            spread = [isinstance(n, ast.Starred) for n in item.args] + [k.arg is None for k in item.keywords]
+            direct = [None if s else candidate_chain(n, scope.keys(), self.entry) for n, s in zip(nodes, spread)]
+            values = self._all([n for n, d in zip(nodes, direct) if d is None], scope)
+            values_iter, py, sent = iter(values), [], []
+            for n, d in zip(nodes, direct):
+                if d is None:
+                    value = next(values_iter)
+                    py.append(value)
+                    sent.append([encode(v) for v in value] if isinstance(n, ast.Starred) else encode(value))
+                else:
+                    py.append(_Deferred(n))
+                    sent.append({"call": {"root": d[0], "ops": self._chain(*d, scope)[1]}})
+            positional, keywords = len(item.args), item.keywords
+            args, kwargs, wire_args = [], {}, []
+            for n, value, w in zip(item.args, py, sent):
+                args.extend(value) if isinstance(n, ast.Starred) else args.append(value)
+                wire_args.extend(w) if isinstance(n, ast.Starred) else wire_args.append(w)
+            wire_kwargs = []
+            for kw, value, w in zip(keywords, py[positional:], sent[positional:]):
+                if kw.arg is None:
+                    kwargs.update(value)
+                    wire_kwargs.extend([k, encode(v)] for k, v in value.items())
+                else:
+                    kwargs[kw.arg] = value
+                    wire_kwargs.append([kw.arg, w])
+            evaluated.append((kind, (args, kwargs)))
+            wire.append(["call", wire_args, wire_kwargs])
+        return evaluated, wire
+
+    def _resolve(self, item: tuple[list, dict], scope: dict[str, Any]) -> tuple[list, dict]:
+        """A call's arguments for the parent: deferred candidate chains evaluated now (another request)."""
+        args, kwargs = item
+        value = lambda v: self.eval(v.node, scope) if isinstance(v, _Deferred) else v  # noqa: E731
+        return [value(a) for a in args], {k: value(v) for k, v in kwargs.items()}
 
     def _arguments(self, call: ast.Call, scope: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
         values = self._all([*call.args, *(k.value for k in call.keywords)], scope)
@@ -319,13 +254,14 @@ class Evaluator:
         return self._elements(node.elts, scope)
 
     def _Set(self, node: ast.Set, scope: dict) -> set:
-        return set(self._elements(node.elts, scope))
+        return set(hash_bound(self._elements(node.elts, scope)))
 
     def _Dict(self, node: ast.Dict, scope: dict) -> dict:
         keys = self._all([k for k in node.keys if k is not None], scope)
         values, out, key_iter = self._all(node.values, scope), {}, iter(keys)
         for key, value in zip(node.keys, values):
             out.update(value) if key is None else out.__setitem__(next(key_iter), value)
+        hash_bound(out)  # built already, but small: a display has few keys unless `**` brought them
         return check_size(out)
 
     def _elements(self, elts: list[ast.expr], scope: dict) -> list:
@@ -338,10 +274,12 @@ class Evaluator:
         return check_size(list(self._generate(lambda s: self.eval(node.elt, s), node.generators, scope)))
 
     def _SetComp(self, node: ast.SetComp, scope: dict) -> set:
-        return check_size(set(self._generate(lambda s: self.eval(node.elt, s), node.generators, scope)))
+        return check_size(set(hash_bound(self._generate(lambda s: self.eval(node.elt, s), node.generators, scope))))
 
     def _DictComp(self, node: ast.DictComp, scope: dict) -> dict:
-        pairs = self._generate(lambda s: (self.eval(node.key, s), self.eval(node.value, s)), node.generators, scope)
+        pairs = list(self._generate(lambda s: (self.eval(node.key, s), self.eval(node.value, s)), node.generators,
+                                    scope))
+        hash_bound(key for key, _ in pairs)
         return check_size(dict(pairs))
 
     def _GeneratorExp(self, node: ast.GeneratorExp, scope: dict) -> Iterator:
@@ -385,6 +323,14 @@ class Evaluator:
         if unknown:
             raise Pending
         return out
+
+
+class _Deferred:
+    """An argument that is a candidate chain sent whole inside another call; evaluated here only if the parent
+    itself needs it (a method applied to a plain result: `f(x).count(g(y))`)."""
+
+    def __init__(self, node: ast.expr):
+        self.node = node
 
 
 def _bind(target: ast.expr, value: Any, scope: dict[str, Any]) -> None:

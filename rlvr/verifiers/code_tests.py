@@ -26,8 +26,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from rlvr.verifiers.code_eval import (MAX_ROUNDS, MISSING, BadReference, CallResult, CandidateCall, Evaluator,
-                                      Pending, RUNTIME_ERRORS, check_supported)
+from rlvr.verifiers.code_eval import MAX_ROUNDS, MISSING, BadReference, CallResult, CandidateCall, Evaluator, Pending
+from rlvr.verifiers.code_forms import check_supported
 from rlvr.verifiers.code_values import Failed, decode
 
 __all__ = ["BadReference", "CodeTests", "AssertRounds", "parse_reference", "harness_files", "read_results", "short"]
@@ -38,6 +38,7 @@ MAX_TIME_LIMIT_S = 60.0  # cap on a reference's own time_limit_s
 # candidate can still tamper with all of it, but can only ever report values its functions could have returned.
 HARNESS = r'''
 import json, os, sys
+from fractions import Fraction
 
 def main(type=type, hex=hex, dumps=json.dumps, write=os.write, BaseException=BaseException, issubclass=issubclass,
          getattr=getattr, len=len, slice=slice, dict=dict, list=list, tuple=tuple, set=set, frozenset=frozenset,
@@ -56,13 +57,35 @@ def main(type=type, hex=hex, dumps=json.dumps, write=os.write, BaseException=Bas
         if type(x) is not dict:
             return x
         (tag, v), = x.items()
+        if tag == "call":  # a candidate chain nested in another call's arguments: its value, whatever it is
+            return run(v["root"], v["ops"], False)[0]
         if tag == "i":
             return int(v, 16)
         if tag == "b":
             return bytes.fromhex(v)
         if tag == "d":
             return {decode(k): decode(val) for k, val in v}
+        if tag == "c":
+            return complex(*v)
+        if tag == "q":
+            return Fraction(decode(v[0]), decode(v[1]))
         return {"t": tuple, "s": set, "f": frozenset, "it": iter}[tag]([decode(e) for e in v])
+
+    def run(root, ops, stop_at_plain):
+        """Walk a chain from the candidate's name; the outermost chain stops at plain data (the parent applies
+        the rest), a nested one hands its value on as it is."""
+        if root not in ns:
+            raise NameError("name %r is not defined by the code" % root)
+        value, done = ns[root], 0
+        for op in ops:
+            if stop_at_plain and type(value) in PLAIN:
+                break
+            if op[0] == "attr":
+                value = getattr(value, op[1])
+            else:
+                value = value(*[decode(a) for a in op[1]], **{k: decode(w) for k, w in op[2]})
+            done += 1
+        return value, done
 
     def base_content(x, t):
         """A subclass of a plain type as its base type, read with the base type's own C methods."""
@@ -96,6 +119,10 @@ def main(type=type, hex=hex, dumps=json.dumps, write=os.write, BaseException=Bas
             return {"s" if t is set else "f": [encode(v, depth + 1) for v in x]}
         if t is bytes:
             return {"b": x.hex()}
+        if t is complex:
+            return {"c": [x.real, x.imag]}
+        if t is Fraction:
+            return {"q": [encode(x.numerator, depth + 1), encode(x.denominator, depth + 1)]}
         if issubclass(t, PLAIN):
             return encode(base_content(x, t), depth + 1)
         if getattr(t, "__next__", None) is not None:  # a generator or other iterator: drain it, bounded
@@ -115,13 +142,11 @@ def main(type=type, hex=hex, dumps=json.dumps, write=os.write, BaseException=Bas
 
     with open("payload.json", encoding="utf-8") as f:
         payload = json.load(f)
-    calls = [(c["root"], [(op[0], op[1] if op[0] == "attr" else ([decode(a) for a in op[1]],
-                                                                  {k: decode(v) for k, v in op[2]}))
-                          for op in c["ops"]]) for c in payload["calls"]]
+    calls = payload["calls"]
     send({"ready": True})
     module = type(sys)("solution")  # a real module, so pickle (multiprocessing) can find its functions
     sys.modules["solution"] = module
-    ns = module.__dict__
+    ns = module.__dict__  # run() reads it through its closure
     try:
         exec(compile(payload["code"], "solution.py", "exec"), ns)
     except BaseException as err:
@@ -129,17 +154,9 @@ def main(type=type, hex=hex, dumps=json.dumps, write=os.write, BaseException=Bas
         os._exit(0)
     if payload.get("entry") in ns:
         ns["candidate"] = ns[payload["entry"]]
-    for i, (root, ops) in enumerate(calls):
-        done = 0
+    for i, call in enumerate(calls):
         try:
-            if root not in ns:
-                raise NameError("name %r is not defined by the code" % root)
-            value = ns[root]
-            for kind, arg in ops:
-                if type(value) in PLAIN:  # plain data goes back: the parent applies the rest itself
-                    break
-                value = getattr(value, arg) if kind == "attr" else value(*arg[0], **arg[1])
-                done += 1
+            value, done = run(call["root"], call["ops"], True)
         except BaseException as err:
             send({"i": i, "ok": False, "error": "raised " + describe(err)})
             continue
@@ -158,7 +175,7 @@ main()
 @dataclass(frozen=True)
 class AssertTest:
     source: str  # the assert as written, for details
-    test: ast.expr  # its condition, checked by code_eval.check_supported
+    test: ast.expr  # its condition, checked by code_forms.check_supported
 
 
 @dataclass(frozen=True)
@@ -203,8 +220,8 @@ def parse_reference(reference: str) -> CodeTests:
 
 
 def _assert_statements(source: str) -> list[ast.Assert]:
-    """The asserts of one entry. `import math` / `from math import isclose` lines (MBPP's test_imports) are
-    accepted and ignored: the parent always has `math`; other imports are refused with the module named."""
+    """The asserts of one entry. `import math` lines (MBPP's test_imports) are accepted and ignored: the parent
+    always has `math`. Any other statement (`from math import isclose` included) refuses the reference."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, MemoryError, RecursionError) as err:
@@ -242,13 +259,13 @@ def read_results(channel: bytes, calls: list[CandidateCall]) -> tuple[dict[int, 
             if line.get("ready") is True:
                 ready = True
             elif "load" in line:
-                load_error = f"code failed to load: {str(line['load'])[:200]}"
+                load_error = f"code failed to load: {_printable(str(line['load']))[:200]}"
             elif type(line.get("i")) is int and 0 <= line["i"] < len(calls):
                 i, done = line["i"], line.get("done", 0)
                 if line.get("ok") is True and type(done) is int and 0 <= done <= len(calls[i].ops):
                     result = CallResult(True, decode(line["value"]), done)
                 else:
-                    result = CallResult(False, str(line.get("error"))[:200])
+                    result = CallResult(False, _printable(str(line.get("error")))[:200])
                 results[i] = CallResult(False, "duplicated result line") if i in results else result
         except (ValueError, TypeError, AttributeError, KeyError, RecursionError):
             continue
@@ -268,22 +285,26 @@ class AssertRounds:
         self.stopped = ""  # why no further round was run, when it was cut short
 
     def calls(self) -> list[CandidateCall]:
-        """Every not-yet-run call that an undecided assert needs and whose arguments are known."""
+        """Every not-yet-run call that an undecided assert needs and whose arguments are known. Calls that
+        Python's order certainly makes come first; those gathered by walking untaken branches come last, so
+        one of them hanging cannot cost a needed call its result."""
         if self.rounds >= MAX_ROUNDS:
             return []
-        requests: dict[str, CandidateCall] = {}
+        needed: dict[str, CandidateCall] = {}
+        speculative: dict[str, CandidateCall] = {}
         for index, test in enumerate(self.tests.asserts):
             if index in self.decided:
                 continue
-            verdict = self._judge(test, requests)
+            verdict = self._judge(index, needed)
             if verdict is not None:
                 self.decided[index] = verdict
             else:  # walk every branch, so the next run answers all of this assert's known calls at once
                 try:
-                    Evaluator(self.known, requests, self.tests.entry, collect=True).eval(test.test, {})
+                    Evaluator(self.known, speculative, self.tests.entry, collect=True, site=index).eval(test.test, {})
                 except Exception:
                     pass
-        return [call for key, call in requests.items() if key not in self.known]
+        ordered = {**needed, **{k: c for k, c in speculative.items() if k not in needed}}
+        return [call for key, call in ordered.items() if key not in self.known]
 
     def record(self, calls: list[CandidateCall], results: dict[int, CallResult]) -> None:
         self.rounds += 1
@@ -294,23 +315,29 @@ class AssertRounds:
         """(passed, why not) per assert, in order."""
         out = []
         for index, test in enumerate(self.tests.asserts):
-            verdict = self.decided.get(index) or self._judge(test, {})
+            verdict = self.decided.get(index) or self._judge(index, {})
             why = self.stopped or f"candidate calls nested more than {MAX_ROUNDS} deep"
             out.append(verdict or (False, f"{test.source[:80]}: not evaluated ({why})"))
         return out
 
-    def _judge(self, test: AssertTest, requests: dict[str, CandidateCall]) -> tuple[bool, str] | None:
-        evaluator = Evaluator(self.known, requests, self.tests.entry)
+    def _judge(self, index: int, requests: dict[str, CandidateCall]) -> tuple[bool, str] | None:
+        test = self.tests.asserts[index]
+        evaluator = Evaluator(self.known, requests, self.tests.entry, site=index)
         try:
             passed = bool(evaluator.eval(test.test, {}))
         except Pending:
             return None
         except Failed as err:
             return False, f"{test.source[:80]}: {err}"
-        except RUNTIME_ERRORS as err:
-            return False, f"{test.source[:80]}: raised {type(err).__name__}: {str(err)[:120]}"
+        except Exception as err:  # any error on candidate values fails the test, as the assert would in Python
+            return False, f"{test.source[:80]}: raised {type(err).__name__}: {_printable(str(err))[:120]}"
         got = f"got {short(evaluator.first_value[0])}" if evaluator.first_value else "false"
         return passed, "" if passed else f"{test.source[:80]}: {got}"
+
+
+def _printable(text: str) -> str:
+    """Lone surrogates (a candidate's `raise ValueError('\\ud800')`) cannot be written as UTF-8: escape them."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def short(value: Any, limit: int = 80) -> str:

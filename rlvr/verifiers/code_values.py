@@ -14,18 +14,39 @@ import builtins
 import math
 import operator
 from collections import Counter, OrderedDict
-from typing import Any, Callable
+from fractions import Fraction
+from typing import Any, Callable, Iterable
 
 MAX_ITEMS = 1_000_000  # longest str/list/range the parent builds from a reference expression
-MAX_INT_BITS = 1 << 20  # ~315,000 decimal digits
+MAX_INT_BITS = 1 << 18  # ~79,000 decimal digits: 1000! has 2,568; a gcd of two such ints takes milliseconds
+MAX_HASH_COLLISIONS = 32  # distinct values sharing one hash, in a set or dict built from candidate data
 MAX_FACTORIAL_ARG = 20_000
 MAX_COMB_ARG = 100_000
 MAX_ROUND_DIGITS = 10_000
 FLOAT_REL_TOL = 1e-9
 
 
-class Failed(Exception):
-    """The test fails; the message says why (a candidate value the parent cannot use, or a bound hit)."""
+class Failed(ValueError):
+    """The test fails; the message says why (a candidate value the parent cannot use, or a bound hit). A
+    ValueError, so a result line whose decoding trips a bound is dropped like any unreadable line."""
+
+
+NUMBERS = (bool, int, float, complex, Fraction)
+
+
+def hash_bound(items: Iterable[Any]) -> list[Any]:
+    """The items as a list, refused when many *different* values share one hash: ints k * (2**61 - 1) all hash
+    to 0 and make building a set or dict of them quadratic (a 43,000-item set took 21 s in review). Equal
+    values sharing a hash are fine: Python finds them at the first probe."""
+    items = list(items)
+    groups: dict[int, list[Any]] = {}  # keyed by the hash value itself: an int, which hashes to itself
+    for item in items:
+        group = groups.setdefault(hash(item), [])
+        if len(group) <= MAX_HASH_COLLISIONS and not any(item == seen for seen in group):
+            group.append(item)
+            if len(group) > MAX_HASH_COLLISIONS:
+                raise Failed(f"more than {MAX_HASH_COLLISIONS} different values share one hash")
+    return items
 
 
 class Materialized(list):
@@ -47,17 +68,32 @@ def decode(x: Any) -> Any:
         raise ValueError("bad tagged value")
     (tag, v), = x.items()
     if tag == "i" and type(v) is str:
-        return int(v, 16)
+        return _bounded_int(int(v, 16))
     if tag == "b" and type(v) is str:
         return bytes.fromhex(v)
     if type(v) is not list:
         raise ValueError(f"bad tagged value {tag!r}")
     if tag == "d" and all(type(p) is list and len(p) == 2 for p in v):
-        return {decode(k): decode(val) for k, val in v}
+        keys = hash_bound(decode(k) for k, _ in v)
+        return dict(zip(keys, (decode(val) for _, val in v)))
+    if tag in ("c", "q") and len(v) == 2:
+        parts = [decode(p) for p in v]
+        if tag == "c" and all(type(p) is float for p in parts):
+            return complex(*parts)
+        if tag == "q" and all(type(p) is int for p in parts) and parts[1] > 0:
+            return Fraction(*parts)
+        raise ValueError(f"bad tagged value {tag!r}")
     decoders = {"t": tuple, "s": set, "f": frozenset, "it": Materialized}
     if tag not in decoders:
         raise ValueError(f"bad tagged value {tag!r}")
-    return decoders[tag](decode(e) for e in v)
+    items = [decode(e) for e in v]
+    return decoders[tag](hash_bound(items) if tag in ("s", "f") else items)
+
+
+def _bounded_int(x: int) -> int:
+    if x.bit_length() > MAX_INT_BITS:
+        raise ValueError(f"integer of {x.bit_length()} bits is over the {MAX_INT_BITS}-bit bound")
+    return x
 
 
 def encode(x: Any, depth: int = 0) -> Any:
@@ -79,6 +115,10 @@ def encode(x: Any, depth: int = 0) -> Any:
         return {"s" if t is set else "f": [encode(v, depth + 1) for v in x]}
     if t is bytes:
         return {"b": x.hex()}
+    if t is complex:
+        return {"c": [x.real, x.imag]}
+    if t is Fraction:
+        return {"q": [encode(x.numerator), encode(x.denominator)]}
     if t is range or t is Materialized or hasattr(x, "__next__"):  # ranges and iterators travel as their items
         items = list(x)
         return {"it": [encode(v, depth + 1) for v in items]} if t is not range else [encode(v) for v in items]
@@ -93,14 +133,12 @@ def fresh(x: Any) -> Any:
 # ---------------------------------------------------------------- equality and comparisons
 def same(got: Any, want: Any) -> bool:
     """`==` of the asserts: Python's, except that tuples equal lists (references written for JSON-minded
-    harnesses mix them) and floats compare within FLOAT_REL_TOL, so 0.1 + 0.2 == 0.3 passes."""
-    numbers = (bool, int, float)
-    if isinstance(got, numbers) and isinstance(want, numbers):
-        if isinstance(got, float) or isinstance(want, float):
-            try:
-                return got == want or math.isclose(got, want, rel_tol=FLOAT_REL_TOL)
-            except OverflowError:  # an int too large for a float: unequal to any finite float
-                return False
+    harnesses mix them) and two floats compare within FLOAT_REL_TOL, so 0.1 + 0.2 == 0.3 passes. An int or
+    bool against a float is Python's exact `==`: a tolerance there would let `return 1e12` pass
+    `f(3) == 1000000000999` (issue #8 review)."""
+    if type(got) is float and type(want) is float:
+        return got == want or math.isclose(got, want, rel_tol=FLOAT_REL_TOL)
+    if isinstance(got, NUMBERS) and isinstance(want, NUMBERS):
         return got == want
     if isinstance(got, (list, tuple)) and isinstance(want, (list, tuple)):
         return len(got) == len(want) and all(same(g, w) for g, w in zip(got, want))
@@ -211,6 +249,13 @@ def _round_bound(x: Any, ndigits: Any = None) -> None:
         raise Failed(f"round to {ndigits} digits is over the bound {MAX_ROUND_DIGITS}")
 
 
+def _total_bits_bound(*args: Any, **kwargs: Any) -> None:
+    """lcm/prod grow with their inputs: their inputs' bits together stay under the int bound."""
+    values = list(args[0]) if len(args) == 1 and isinstance(args[0], (list, tuple, set, frozenset)) else args
+    if sum(v.bit_length() for v in values if type(v) is int) > MAX_INT_BITS:
+        raise Failed(f"arguments of more than {MAX_INT_BITS} bits together")
+
+
 def _bytes_bound(*args: Any, **kwargs: Any) -> None:
     if args and type(args[0]) is int and args[0] > MAX_ITEMS:
         raise Failed(f"bytes({args[0]}) is over the {MAX_ITEMS} bound")
@@ -229,7 +274,9 @@ NAMES: dict[str, Any] = {**BUILTINS, "Counter": Counter, "OrderedDict": OrderedD
 # Called through a substitute (same result, bounded) or after a bound check.
 _SUBSTITUTES = {range: _bounded_range, pow: _bounded_pow}
 _BOUNDS = {round: _round_bound, bytes: _bytes_bound, math.factorial: _arg_bound(MAX_FACTORIAL_ARG, "factorial"),
-           math.comb: _arg_bound(MAX_COMB_ARG, "comb"), math.perm: _arg_bound(MAX_COMB_ARG, "perm")}
+           math.comb: _arg_bound(MAX_COMB_ARG, "comb"), math.perm: _arg_bound(MAX_COMB_ARG, "perm"),
+           math.lcm: _total_bits_bound, math.prod: _total_bits_bound}
+_HASHED = (set, frozenset, dict, Counter, OrderedDict)  # built from candidate data: hash_bound first
 _ALLOWED_IDS = {id(f) for f in (*NAMES.values(), *(v for m in MODULES.values() for v in m.values())) if callable(f)}
 # Names a reference may use that are Python builtins we do not evaluate: refused up front, never sent to the
 # sandbox (where the candidate could have replaced them).
@@ -288,6 +335,13 @@ def call_allowed(func: Any, args: list[Any], kwargs: dict[str, Any], wrap: Calla
         args = [wrap(args[0]), *args[1:]]
     if "key" in kwargs and callable(kwargs["key"]):
         kwargs = {**kwargs, "key": wrap(kwargs["key"])}
+    if func is math.prod and args:
+        args = [list(args[0]), *args[1:]]  # materialised once, for the bound and the call
+    if func in _HASHED and args and not isinstance(args[0], dict):
+        items = hash_bound(args[0])
+        if func not in (set, frozenset, Counter):
+            hash_bound(pair[0] for pair in items if isinstance(pair, (list, tuple)) and len(pair) == 2)
+        args = [items, *args[1:]]
     bound = _BOUNDS.get(func)
     if bound is not None:
         bound(*args, **kwargs)

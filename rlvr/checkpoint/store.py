@@ -1,0 +1,152 @@
+"""Checkpoint directories that are either complete and verified, or ignored (issue #9).
+
+A checkpoint is written into a hidden staging directory next to its final place, every file fsynced, a
+manifest with each file's size and sha256 written last, the directory renamed into place (atomic on POSIX),
+the parent directory fsynced, and only then a COMPLETE marker created. Resume takes the newest directory
+that has the marker and whose files match the manifest; a torn or corrupted one is skipped with a message
+naming the file (transformers#35782: half-written checkpoints were picked on resume). Retention deletes old
+checkpoints only after a newer one is complete, and never the newest good one.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+MANIFEST = "manifest.json"
+COMPLETE = "COMPLETE"
+FORMAT_VERSION = 1
+_NAME = re.compile(r"^step-(\d{6,})$")
+_STAGING_PREFIX = ".staging-"
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint cannot be written or used; the message names the file and what is wrong."""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    path: Path
+    step: int
+
+
+def checkpoint_name(step: int) -> str:
+    return f"step-{step:06d}"
+
+
+def _fsync_path(path: Path, directory: bool = False) -> None:
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file())
+
+
+def write_checkpoint(root: Path, step: int, fill: Callable[[Path], None]) -> Checkpoint:
+    """Create `root/step-NNNNNN` atomically: `fill(staging_dir)` writes the files, then fsync, manifest,
+    rename, marker. On any error (disk full included) the staging directory is removed, the previous
+    checkpoints are untouched, and CheckpointError says what happened."""
+    root.mkdir(parents=True, exist_ok=True)
+    target = root / checkpoint_name(step)
+    staging = root / f"{_STAGING_PREFIX}{checkpoint_name(step)}-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        staging.mkdir()
+        fill(staging)
+        entries = {}
+        for path in _files(staging):
+            _fsync_path(path)
+            entries[str(path.relative_to(staging))] = {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+        manifest = staging / MANIFEST
+        manifest.write_text(json.dumps({"format": FORMAT_VERSION, "step": step, "files": entries}, indent=1))
+        _fsync_path(manifest)
+        for directory in sorted({p.parent for p in _files(staging)}, key=lambda p: -len(p.parts)):
+            _fsync_path(directory, directory=True)
+        if target.exists():  # a same-step leftover without a marker (a save killed after its rename)
+            shutil.rmtree(target)
+        staging.rename(target)
+        _fsync_path(root, directory=True)
+        (target / COMPLETE).write_text(f"{step}\n")
+        _fsync_path(target / COMPLETE)
+        _fsync_path(target, directory=True)
+    except OSError as err:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise CheckpointError(f"could not write checkpoint {target}: {err.strerror or err} (the previous "
+                              "checkpoints are intact)") from err
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return Checkpoint(target, step)
+
+
+def verify_checkpoint(path: Path) -> None:
+    """Raise CheckpointError naming the first file that is missing, of the wrong size or checksum."""
+    if not (path / COMPLETE).is_file():
+        raise CheckpointError(f"{path} is incomplete (no {COMPLETE} marker: the save was interrupted)")
+    try:
+        manifest = json.loads((path / MANIFEST).read_text())
+        entries = manifest["files"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise CheckpointError(f"{path / MANIFEST} is unreadable ({err})") from None
+    for name, entry in entries.items():
+        file = path / name
+        if not file.is_file():
+            raise CheckpointError(f"{file} is missing")
+        if file.stat().st_size != entry["bytes"]:
+            raise CheckpointError(f"{file} has {file.stat().st_size} bytes, the manifest says {entry['bytes']} "
+                                  "(truncated or overwritten)")
+        if _sha256(file) != entry["sha256"]:
+            raise CheckpointError(f"{file} does not match its checksum in {MANIFEST} (corrupted)")
+
+
+def list_checkpoints(root: Path) -> list[Checkpoint]:
+    """Every step-NNNNNN directory under root, complete or not, oldest first."""
+    if not root.is_dir():
+        return []
+    found = [Checkpoint(p, int(m.group(1))) for p in root.iterdir() if p.is_dir() and (m := _NAME.match(p.name))]
+    return sorted(found, key=lambda c: c.step)
+
+
+def latest_good(root: Path, log: Callable[[str], None] = print) -> Checkpoint | None:
+    """The newest checkpoint that verifies; each one skipped on the way is reported through `log`."""
+    for checkpoint in reversed(list_checkpoints(root)):
+        try:
+            verify_checkpoint(checkpoint.path)
+        except CheckpointError as err:
+            log(f"skipping checkpoint {checkpoint.path.name}: {err}")
+            continue
+        return checkpoint
+    return None
+
+
+def prune(root: Path, keep: int, newest: Checkpoint) -> list[Path]:
+    """Delete all but the `keep` newest complete checkpoints (and leftovers of interrupted saves older than
+    `newest`); `newest`, which was just verified complete, is never deleted. Returns what was removed."""
+    removed = []
+    for leftover in root.glob(f"{_STAGING_PREFIX}*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+        removed.append(leftover)
+    complete = [c for c in list_checkpoints(root) if (c.path / COMPLETE).is_file()]
+    torn = [c for c in list_checkpoints(root) if not (c.path / COMPLETE).is_file() and c.step < newest.step]
+    old = [c for c in complete if c.path != newest.path][: max(0, len(complete) - max(keep, 1))]
+    for checkpoint in torn + old:
+        shutil.rmtree(checkpoint.path, ignore_errors=True)
+        removed.append(checkpoint.path)
+    return removed

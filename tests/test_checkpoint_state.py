@@ -1,0 +1,81 @@
+"""Pieces of exact resume (issue #9): the prompt stream's cursor, RNG capture, config differences, signals."""
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+
+import torch
+
+from rlvr.checkpoint.state import CountingStream, config_differences, restore_rng, rng_state
+
+
+def test_counting_stream_resumes_at_the_same_item():
+    def stream():
+        rng = random.Random(7)
+        while True:
+            yield rng.randrange(1000)
+
+    first = CountingStream(stream())
+    for _ in range(25):
+        next(first)
+    resumed = CountingStream(stream(), skip=first.drawn)
+    assert first.drawn == 25 and resumed.drawn == 25
+    assert [next(resumed) for _ in range(10)] == [next(first) for _ in range(10)]
+
+
+def test_rng_state_round_trip_replays_draws():
+    state = rng_state()
+    draws = (random.random(), torch.rand(3))
+    restore_rng(state)
+    assert random.random() == draws[0] and torch.equal(torch.rand(3), draws[1])
+
+
+def test_config_differences_name_keys_and_ignore_free_ones():
+    saved = {"seed": 1, "max_steps": 10, "rollout": {"group_size": 8, "top_p": 1.0}, "eval": {"every": 0}}
+    asked = {"seed": 1, "max_steps": 40, "rollout": {"group_size": 4, "top_p": 1.0}, "eval": {"every": 5}}
+    assert config_differences(saved, asked) == ["rollout.group_size: 8 -> 4"]
+    assert config_differences(saved, saved) == []
+
+
+_STOPPER = textwrap.dedent("""
+    import sys, time
+    from rlvr.checkpoint.signals import GracefulStop
+    with GracefulStop() as stop:
+        print("ready", flush=True)
+        for step in range(100):
+            time.sleep(0.05)  # a step in flight: the signal must not interrupt it
+            if stop.requested:
+                print(f"stopped after step {step} on {stop.signal_name}", flush=True)
+                sys.exit(0)
+    sys.exit(3)
+""")
+
+
+def _stopper():
+    proc = subprocess.Popen([sys.executable, "-c", _STOPPER], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def test_first_signal_finishes_the_step_and_exits_zero():
+    proc = _stopper()
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "stopped after step" in out and "SIGTERM" in out
+    assert "finishing this step" in err
+
+
+def test_second_signal_exits_at_once():
+    proc = subprocess.Popen([sys.executable, "-c", _STOPPER.replace("time.sleep(0.05)", "time.sleep(5)")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGINT)
+    proc.stderr.readline()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signal.SIGINT and "stopped" not in out and "exiting now" in err

@@ -1,0 +1,144 @@
+"""Atomic checkpoint directories (issue #9), each fault a real injection: a writer SIGKILLed mid-save, a shard
+truncated or flipped on disk, a disk that fills up, retention that must never delete the only good one."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from rlvr.checkpoint.store import (COMPLETE, MANIFEST, CheckpointError, latest_good, list_checkpoints, prune,
+                                   verify_checkpoint, write_checkpoint)
+
+
+def fill_with(files: dict[str, bytes]):
+    def fill(directory: Path) -> None:
+        for name, data in files.items():
+            (directory / name).parent.mkdir(parents=True, exist_ok=True)
+            (directory / name).write_bytes(data)
+    return fill
+
+
+def test_write_then_verify_and_find(tmp_path):
+    for step in (10, 20):
+        write_checkpoint(tmp_path, step, fill_with({"model/weights.bin": bytes([step]) * 1000, "state.pt": b"x"}))
+    found = latest_good(tmp_path, log=lambda _: None)
+    assert found.step == 20 and (found.path / COMPLETE).is_file() and (found.path / MANIFEST).is_file()
+    assert (found.path / "model/weights.bin").read_bytes() == bytes([20]) * 1000
+    assert not list(tmp_path.glob(".staging-*"))
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "delete", "no_marker"])
+def test_damaged_newest_is_refused_by_name_and_previous_used(tmp_path, damage):
+    write_checkpoint(tmp_path, 1, fill_with({"shard.bin": b"a" * 4096}))
+    newest = write_checkpoint(tmp_path, 2, fill_with({"shard.bin": b"b" * 4096}))
+    shard = newest.path / "shard.bin"
+    if damage == "truncate":
+        with shard.open("r+b") as f:
+            f.truncate(100)
+    elif damage == "flip":
+        data = bytearray(shard.read_bytes())
+        data[2000] ^= 0xFF
+        shard.write_bytes(bytes(data))
+    elif damage == "delete":
+        shard.unlink()
+    else:
+        (newest.path / COMPLETE).unlink()
+    with pytest.raises(CheckpointError) as err:
+        verify_checkpoint(newest.path)
+    assert ("shard.bin" in str(err.value)) or damage == "no_marker"
+    messages = []
+    assert latest_good(tmp_path, log=messages.append).step == 1
+    assert len(messages) == 1 and "step-000002" in messages[0]
+
+
+_KILLED_WRITER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from rlvr.checkpoint.store import write_checkpoint
+    def fill(d):
+        for i in range(200):
+            (d / f"shard-{i}.bin").write_bytes(b"z" * 65536)
+            if i == 20:
+                print("writing", flush=True)
+                time.sleep(30)  # SIGKILLed here, mid-save
+    write_checkpoint(Path(sys.argv[1]), 2, fill)
+""")
+
+
+def test_sigkill_while_writing_leaves_previous_checkpoint_in_use(tmp_path):
+    write_checkpoint(tmp_path, 1, fill_with({"shard.bin": b"good"}))
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "writing"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert list(tmp_path.glob(".staging-*")), "the torn save is left in its staging directory"
+    found = latest_good(tmp_path, log=lambda _: None)
+    assert found.step == 1 and (found.path / "shard.bin").read_bytes() == b"good"
+    newest = write_checkpoint(tmp_path, 3, fill_with({"shard.bin": b"next"}))
+    prune(tmp_path, keep=5, newest=newest)
+    assert not list(tmp_path.glob(".staging-*"))  # the next save's retention sweeps the leftover
+
+
+def _full_disk(tmp_path: Path) -> Path | None:
+    """A 1 MiB tmpfs when we may mount one (root, Linux), else None."""
+    target = tmp_path / "small"
+    target.mkdir()
+    if os.geteuid() != 0:
+        return None
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(target)], capture_output=True)
+    return target if done.returncode == 0 else None
+
+
+def test_disk_full_while_saving_is_a_clear_error_and_previous_intact(tmp_path):
+    disk = _full_disk(tmp_path)
+    if disk is None:
+        pytest.skip("cannot mount a size-limited tmpfs here (needs root)")
+    try:
+        write_checkpoint(disk, 1, fill_with({"shard.bin": b"k" * 300_000}))
+        with pytest.raises(CheckpointError, match="No space left on device") as err:
+            write_checkpoint(disk, 2, fill_with({"shard.bin": b"k" * 900_000}))
+        assert "previous checkpoints are intact" in str(err.value)
+        assert not list(disk.glob(".staging-*"))  # the partial write was removed: the space is back
+        assert latest_good(disk, log=lambda _: None).step == 1
+        verify_checkpoint(disk / "step-000001")
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)
+
+
+def test_retention_keeps_the_newest_n_and_never_the_only_good_one(tmp_path):
+    for step in range(1, 6):
+        newest = write_checkpoint(tmp_path, step, fill_with({"s": bytes([step])}))
+        prune(tmp_path, keep=2, newest=newest)
+    assert [c.step for c in list_checkpoints(tmp_path)] == [4, 5]
+    (tmp_path / "step-000004" / COMPLETE).unlink()  # torn older one is swept; the newest good one is kept
+    prune(tmp_path, keep=1, newest=list_checkpoints(tmp_path)[-1])
+    assert [c.step for c in list_checkpoints(tmp_path)] == [5]
+    prune(tmp_path, keep=0, newest=list_checkpoints(tmp_path)[-1])  # keep=0 still keeps the newest
+    assert [c.step for c in list_checkpoints(tmp_path)] == [5]
+
+
+def test_a_save_of_the_same_step_replaces_a_torn_leftover(tmp_path):
+    torn = tmp_path / "step-000007"
+    torn.mkdir()
+    (torn / "junk").write_bytes(b"half")
+    write_checkpoint(tmp_path, 7, fill_with({"s": b"ok"}))
+    verify_checkpoint(torn)
+    assert not (torn / "junk").exists()
+
+
+def test_staging_write_error_removes_staging(tmp_path):
+    def failing(directory: Path) -> None:
+        (directory / "a").write_bytes(b"1")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(CheckpointError, match="No space left"):
+        write_checkpoint(tmp_path, 1, failing)
+    assert not any(tmp_path.iterdir())
+    start = time.monotonic()
+    assert latest_good(tmp_path, log=lambda _: None) is None and time.monotonic() - start < 5

@@ -35,6 +35,9 @@ class ModelConfig(_Section):
     trust_remote_code: bool = Field(False, description="allow custom modeling code from the model directory")
 
 
+AnswerMode = Literal["strict", "last_number", "latex"]  # = rlvr.verifiers.math_extract.MODES (a test checks)
+
+
 class TaskConfig(_Section):
     name: str = Field("arithmetic", description="a registered task (see `rlvr.tasks.TASKS`) or 'qa' for a dataset")
     level: int = Field(1, ge=1, le=4, description="arithmetic difficulty level (1 = single-digit + and x)")
@@ -49,8 +52,10 @@ class TaskConfig(_Section):
     one_shot: bool = Field(True, description="prepend one solved example turn showing the answer format")
     verifiers: dict[str, float] = Field(default_factory=lambda: {"math": 1.0},
                                         description="verifier name -> weight in the total reward")
-    answer_mode: Literal["strict", "last_number"] = Field(
-        "strict", description="math answer extraction: strict = \\boxed/Answer:/####; last_number adds a fallback")
+    answer_mode: AnswerMode | None = Field(
+        None, description="math answer extraction: strict = <answer>/\\boxed/Answer:/####; last_number adds the "
+                          "last number; latex adds math-verify's reading (last LaTeX environment, fraction or "
+                          "number); unset = the task's default (rlvr.verifiers.math_answer_mode)")
     verifier_timeout_s: float = Field(5.0, gt=0, description="per-completion verification time budget")
     think_prefilled: bool = Field(False, description="format: the chat template already opens <think> (trl#6966)")
     language_script: str | None = Field(None, description="language: expected script (latin, cyrillic, ...); "

@@ -2,7 +2,8 @@
 
 Each case scores 0 (WRONG / UNPARSEABLE / TIMEOUT) or, for a bad gold answer, is an unscorable ERROR. The
 pathological ones must end within 3 s under a 1 s budget and leave the verifier (and its one worker
-process) working. Decisions behind each expectation: rlvr/verifiers/math_extract.py, math_worker.py.
+process) working. Every case holds in every answer mode (strict, last_number, latex). Decisions behind each
+expectation: rlvr/verifiers/math_extract.py, math_latex.py, math_numbers.py, math_worker.py.
 """
 from __future__ import annotations
 
@@ -15,15 +16,15 @@ import pytest
 
 from rlvr.types import Outcome
 from rlvr.verifiers.format import FormatVerifier, TagCountVerifier, ThinkFormatVerifier
-from rlvr.verifiers.math import MathVerifier
+from rlvr.verifiers.math import MODES, MathVerifier
 
 MB = 1_000_000
 HEDGED = "hedged: several answers"
 
 
-@pytest.fixture(scope="module")
-def verifier():
-    return MathVerifier(timeout_s=10)  # generous: the machine is shared; budgets are tested below
+@pytest.fixture(scope="module", params=MODES)
+def verifier(request):
+    return MathVerifier(request.param, timeout_s=10)  # generous: the machine is shared; budgets are tested below
 
 
 def spam_lines(n: int) -> str:
@@ -125,8 +126,9 @@ PATHOLOGICAL = [
 ]
 
 
-def test_pathological_inputs_end_quickly_and_the_verifier_survives():
-    verifier = MathVerifier(timeout_s=1)
+@pytest.mark.parametrize("mode", MODES)
+def test_pathological_inputs_end_quickly_and_the_verifier_survives(mode):
+    verifier = MathVerifier(mode, timeout_s=1)
     assert verifier.verify("\\boxed{\\sqrt{4}}", "2").outcome is Outcome.CORRECT  # worker start-up, unbudgeted
     for completion, reference in PATHOLOGICAL:
         start = time.monotonic()
@@ -138,14 +140,16 @@ def test_pathological_inputs_end_quickly_and_the_verifier_survives():
     assert len(child_pids()) <= 1  # killed workers are reaped; only the live one remains
 
 
-def _verify_in_child(case: tuple[str, str]) -> str:
-    return MathVerifier(timeout_s=1).verify(*case).outcome.value
+def _verify_in_child(case: tuple[str, str, str]) -> str:
+    mode, completion, reference = case
+    return MathVerifier(mode, timeout_s=1).verify(completion, reference).outcome.value
 
 
-def test_budget_holds_in_a_forked_worker_process():
+@pytest.mark.parametrize("mode", MODES)
+def test_budget_holds_in_a_forked_worker_process(mode):
     # A forked child gets its own math-verify worker (the parent's pipes are not shared) and its own budget.
     with multiprocessing.get_context("fork").Pool(1) as pool:
-        outcomes = pool.map(_verify_in_child, [("\\boxed{\\sqrt{4}}", "2"), ("\\boxed{10!!!}", "5")])
+        outcomes = pool.map(_verify_in_child, [(mode, "\\boxed{\\sqrt{4}}", "2"), (mode, "\\boxed{10!!!}", "5")])
     assert outcomes == ["correct", "timeout"]
 
 

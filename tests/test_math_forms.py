@@ -10,14 +10,14 @@ from fractions import Fraction
 import pytest
 
 from rlvr.types import Outcome
-from rlvr.verifiers.math import MathVerifier, brace_problem, shape_problem
+from rlvr.verifiers.math import MODES, MathVerifier, brace_problem, shape_problem
 from rlvr.verifiers.math_extract import (extract_answer, final_answer, hedge_problem, number_readings,
                                          strip_thinking, top_level_items)
 
 
-@pytest.fixture(scope="module")
-def verifier():
-    return MathVerifier(timeout_s=10)
+@pytest.fixture(scope="module", params=MODES)
+def verifier(request):
+    return MathVerifier(request.param, timeout_s=10)  # every form holds in every answer mode
 
 
 EQUIVALENT = [

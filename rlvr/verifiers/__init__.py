@@ -14,10 +14,19 @@ if TYPE_CHECKING:
     from rlvr.config import TaskConfig
 
 
+def math_answer_mode(task: TaskConfig) -> str:
+    """The math verifier's answer mode: task.answer_mode when set, else the task's default, decided here only.
+    Datasets (qa) write answers as models and MATH do, in LaTeX: mode latex (issue 8, section 2); the
+    arithmetic task asks for 'Answer: <number>' and keeps strict."""
+    if task.answer_mode is not None:
+        return task.answer_mode
+    return "latex" if task.name == "qa" else "strict"
+
+
 def _math(task: TaskConfig) -> Verifier:
     from rlvr.verifiers.math import MathVerifier
 
-    return MathVerifier(mode=task.answer_mode, timeout_s=task.verifier_timeout_s)
+    return MathVerifier(mode=math_answer_mode(task), timeout_s=task.verifier_timeout_s)
 
 
 def _format(task: TaskConfig) -> Verifier:
@@ -86,4 +95,4 @@ def build_verifiers(task: TaskConfig) -> dict[str, Verifier]:
     return {name: VERIFIERS[name](task) for name in task.verifiers}
 
 
-__all__ = ["VERIFIERS", "Verifier", "build_verifiers", "safe_verify", "verify_many"]
+__all__ = ["VERIFIERS", "Verifier", "build_verifiers", "math_answer_mode", "safe_verify", "verify_many"]

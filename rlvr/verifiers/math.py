@@ -4,9 +4,10 @@ Pipeline per completion (decisions in rlvr.verifiers.math_extract and rlvr.verif
   1. the reference is read like a completion (GSM8K '#### 42', MATH '\\boxed{..}' or plain '42'). A reference
      that cannot be read is an ERROR with scorable=False, never a reward: open-r1 PR#566 found unparseable
      gold answers scored 1.0, silently rewarding whatever the model wrote.
-  2. the final answer of the completion outside <think>...</think> (math_extract.final_answer); none ->
-     UNPARSEABLE. Too long, or braces that do not balance -> UNPARSEABLE. Hedged or several different
-     final answers -> WRONG ("hedged: several answers").
+  2. the final answer of the completion outside <think>...</think> (math_extract.final_answer; mode strict,
+     last_number or latex, the last one in rlvr.verifiers.math_latex); none -> UNPARSEABLE. Too long, or
+     braces that do not balance -> UNPARSEABLE. Hedged or several different final answers -> WRONG
+     ("hedged: several answers"); several boxes where the reference lists several values are one list.
   3. plain numbers on both sides -> exact Fraction comparison ("7" == "7.0", "0.5" == "1/2" == "50%",
      "1e-10" != "0"). This is the training hot path: microseconds, no sympy, no process hop.
   4. otherwise, after cheap shape checks (nesting depth, huge exponents), math-verify (sympy) in a worker
@@ -30,13 +31,14 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Literal
-
 from rlvr.types import Outcome, Verdict
 from rlvr.verifiers.base import error_verdict
 from rlvr.verifiers.math_extract import (  # noqa: F401  (re-exported: tests and rlvr.tasks.qa use them)
-    MAX_ANSWER_CHARS, NO_ANSWER, NO_ANSWER_OR_NUMBER, ONLY_IN_THINK, as_number, canonical, extract_answer,
-    extract_reference, final_answer, hedge_problem, last_boxed, number_readings)
+    MAX_ANSWER_CHARS, MODES, NO_ANSWER, NO_ANSWER_LATEX, NO_ANSWER_OR_NUMBER, ONLY_IN_THINK, Mode, answer_text,
+    as_number, canonical, extract_answer, extract_reference, final_answer, hedge_problem, last_boxed,
+    number_readings)
+
+_NO_ANSWER = {"strict": NO_ANSWER, "last_number": NO_ANSWER_OR_NUMBER, "latex": NO_ANSWER_LATEX}
 
 _HAVE_MATH_VERIFY = importlib.util.find_spec("math_verify") is not None
 MAX_NESTING = 10  # bracket depth; antlr parse time grows steeply with it (12 nested braces: ~2 s)
@@ -202,10 +204,9 @@ class MathVerifier:
 
     name = "math"
 
-    def __init__(self, mode: Literal["strict", "last_number"] = "strict", timeout_s: float = 5.0,
-                 worker: MathVerifyWorker | None = None):
-        if mode not in ("strict", "last_number"):
-            raise ValueError(f"mode must be 'strict' or 'last_number', got {mode!r}")
+    def __init__(self, mode: Mode = "strict", timeout_s: float = 5.0, worker: MathVerifyWorker | None = None):
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(map(repr, MODES))}, got {mode!r}")
         if not timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s!r}")
         self.mode = mode
@@ -234,10 +235,9 @@ class MathVerifier:
                                  scorable=False)
         final = final_answer(completion, self.mode)
         if final is None:
-            inside_think = final_answer(completion.replace("<think>", " ").replace("</think>", " "), "strict")
-            return Verdict(Outcome.UNPARSEABLE, 0.0, ONLY_IN_THINK if inside_think else
-                           NO_ANSWER if self.mode == "strict" else NO_ANSWER_OR_NUMBER)
-        pred = final.text
+            inside_think = final_answer(completion.replace("<think>", " ").replace("</think>", " "), self.mode)
+            return Verdict(Outcome.UNPARSEABLE, 0.0, ONLY_IN_THINK if inside_think else _NO_ANSWER[self.mode])
+        pred = answer_text(final, gold)  # several boxes joined when the reference lists several values
         if len(pred) > MAX_ANSWER_CHARS:
             return Verdict(Outcome.UNPARSEABLE, 0.0,
                            f"extracted answer too long (limit {MAX_ANSWER_CHARS} chars); not checked")

@@ -1,4 +1,4 @@
-"""Final-answer extraction, exact numbers and the hedging check of the math verifier: strings only, no sympy.
+"""Final-answer extraction and the hedging check of the math verifier: strings only, no sympy.
 
 Everything here runs in the trainer's process on every completion, so it is linear in the completion's
 length (1 MB adversarial inputs take milliseconds) and never parses LaTeX; rlvr.verifiers.math_worker does
@@ -9,31 +9,47 @@ Decisions (each one a line; the tests in tests/test_math_attacks.py and tests/te
   that prefill `<think>`, trl#6966), and an unclosed `<think>` makes everything after it reasoning.
 - The final answer, by precedence: the last complete `<answer>...</answer>` (inside it: its last box, else its
   'Answer:' line, else its whole text) > the last complete `\\boxed{}`/`\\fbox{}` > the last 'Answer:' /
-  'answer is' > the last '####' > (mode last_number) the last number. A box whose braces never close is not
-  an answer: `\\boxed{\\frac{1}{2}` never reads as 1/2; one still open MAX_ANSWER_CHARS into its content
-  is an over-long answer (unparseable), which keeps the brace scan bounded on 1 MB of braces.
+  'answer is' > the last '####' > (mode last_number) the last number, or (mode latex) the last LaTeX
+  environment, bare fraction or plain number (rlvr.verifiers.math_latex). In mode latex, 'Answer:' lines and
+  <answer> blocks are read as math-verify reads them (their first LaTeX environment, else their text without
+  prose words). A box whose braces never close is not an answer: `\\boxed{\\frac{1}{2}` never reads as 1/2
+  (nor does the latex fallback read its inside, or after an unclosed <answer>); one still open
+  MAX_ANSWER_CHARS into its content is an over-long answer (unparseable), which keeps the brace scan bounded
+  on 1 MB of braces.
 - One answer only ("hedged: several answers"): the final answer may not offer alternatives ('or', 'either',
   'and/or'), may not be a list of different values when the reference is one value, may not follow another
   different answer of its kind with only connectives between them (`\\boxed{3} \\boxed{4}`, 'Answer: 3' on
   one line and 'Answer: 4' on the next), and the completion may not state more than MAX_DISTINCT_ANSWERS
-  different answers of that kind in all (answer spam; one or two self-corrections stay allowed).
+  different answers of that kind in all (answer spam; one or two self-corrections stay allowed). LaTeX
+  environments and numbers (mode latex) are mostly reasoning, so only their final run counts for spam.
+- Several answers where the reference lists several (issue 8, section 2): a run of boxes (or environments,
+  'Answer:' lines) joined only by commas and 'and' is one list answer when the reference is a list or a set
+  with several items: `\\boxed{1}, \\boxed{2}` answers `\\{1, 2\\}`. Joined by 'or', it stays a hedge.
 - Malformed LaTeX (checked in rlvr.verifiers.math.brace_problem): an answer whose `{` `}` do not balance
   (`\\frac12}`, `\\frac{1}{2`) is unparseable, though math-verify reads both as 1/2: a reward for it would
   teach the model broken LaTeX. `\\frac12` itself is valid LaTeX and reads as 1/2.
-- Plain numbers are compared exactly as fractions, never with a tolerance: 0.333 != 1/3, 1e-10 != 0,
-  0.0001 != 0.0002, 3.1416 != 3.14. Scientific notation (1e-10) is a plain number here (math-verify reads
-  '1e-10' as e - 10). A percent 'X%' reads as X/100 or as X (50% == 0.5 == 1/2 and 50% == 50, but 50 != 0.5).
-  Trailing units (`\\text{ cm}`, `^\\circ`, `\\$`) are dropped from a number. A decimal reference is matched
-  exactly too: 3.1416 and \\pi are both wrong for 3.14 (a question that wants rounding states the precision,
-  and its reference is the rounded value); a decimal answer to an exact reference (3.14 for \\pi, 0.333 for
-  1/3) is wrong (tolerance bait).
+- Plain numbers (read in rlvr.verifiers.math_numbers) are compared exactly as fractions, never with a
+  tolerance: 0.333 != 1/3, 1e-10 != 0, 0.0001 != 0.0002, 3.1416 != 3.14. Scientific notation (1e-10) is a
+  plain number here (math-verify reads '1e-10' as e - 10). A percent 'X%' reads as X/100 or as X (50% ==
+  0.5 == 1/2 and 50% == 50, but 50 != 0.5). Trailing units (`\\text{ cm}`, `^\\circ`, `\\$`) are dropped
+  from a number. A decimal reference is matched exactly too: 3.1416 and \\pi are both wrong for 3.14 (a
+  question that wants rounding states the precision, and its reference is the rounded value); a decimal
+  answer to an exact reference (3.14 for \\pi, 0.333 for 1/3) is wrong (tolerance bait).
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from fractions import Fraction
-from typing import Literal
+from dataclasses import dataclass, replace
+from typing import Literal, get_args
+
+from rlvr.verifiers.math_latex import clean as _clean
+from rlvr.verifiers.math_latex import connective as _connective
+from rlvr.verifiers.math_latex import latex_level, list_gap, refine
+from rlvr.verifiers.math_numbers import (  # noqa: F401  (re-exported: rlvr.verifiers.math and the tests use them)
+    as_number, canonical, last_number, number_readings)
+
+Mode = Literal["strict", "last_number", "latex"]
+MODES: tuple[str, ...] = get_args(Mode)
 
 MAX_ANSWER_CHARS = 2000  # longer extracted answers are not sent to sympy (parse time grows with length)
 MAX_DISTINCT_ANSWERS = 3  # more different final answers of one kind than this is answer spam
@@ -41,6 +57,7 @@ _MAX_MARKS = 4096  # 'Answer:' / '####' markers examined, from the last one back
 _RECENT = 64  # candidates materialized per kind: enough to see spam, bounded work on 1 MB inputs
 NO_ANSWER = "no final answer found (expected \\boxed{}, 'Answer:' or '####')"
 NO_ANSWER_OR_NUMBER = "no final answer found (no \\boxed{}, 'Answer:', '####' or number)"
+NO_ANSWER_LATEX = "no final answer found (no \\boxed{}, 'Answer:', '####', LaTeX or readable last number)"
 ONLY_IN_THINK = "final answer only inside <think>...</think>; reasoning does not count"
 
 _BOX_START = re.compile(r"\\(?:boxed|fbox)[ \t]*\{")
@@ -48,23 +65,15 @@ _BRACES = re.compile(r"(?<!\\)[{}]")  # \{ and \} are set delimiters, not groups
 _BOXED_BARE = re.compile(r"\\(?:boxed|fbox) +([^\s{}$]+)")  # MATH also writes "\boxed 5"
 _ANSWER_MARK = re.compile(r"\banswer(?:[ \t]*:|[ \t]+is\b[ \t]*:?)", re.IGNORECASE)
 _HASH_MARK = re.compile(r"####")
+# mode latex: '####' only before an answer (GSM8K '#### 72'), not as a markdown heading ('#### Step 1: ...')
+_HASH_ANSWER = re.compile(r"####(?=[ \t]*[-+$\\\d.(\[{])")
 _MARKER = re.compile(r"####|\\boxed|\\fbox|<answer>")
+_BOX_OR_TAG = re.compile(r"\\boxed|\\fbox|<answer>")
 _MEANINGFUL = re.compile(r"[^\s*$.]")  # a segment without one of these cleans to ""
 _NEXT_LINE = re.compile(r"\s*([^\n]*)")  # first non-blank line from a position, without copying the text
-# A number in running text: thousands commas, decimals, simple fractions; '-' is a sign only when it
-# does not follow a word character (so '3-5' yields 5, not -5). Every branch is linear-time.
-_NUMBER_IN_TEXT = re.compile(
-    r"(?<![\w.])(?:(?<![\w)])-)?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?:/\d+)?|(?<![\w.])-?\.\d+")
-_PLAIN_NUMBER = re.compile(
-    r"[-+]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|\.\d+)(?:(?:/\d+)|(?:[eE][-+]?\d{1,3}))?")
-_SIMPLE_FRAC = re.compile(r"([-+]?)\\[dt]?frac(?:\{\s*(\d+)\s*\}|(\d))(?:\{\s*(\d+)\s*\}|(\d))")
-_PERCENT = re.compile(r"\s*(?:\\%|%|\\text\{\s*\\?%\s*\})$")
-# trailing units; never a lone e or i (2\mathrm{i} is a complex number, not 2 of a unit)
-_UNIT = re.compile(r"\s*(?:\\(?:text|mbox|mathrm)\{(?!\s*[eEiI]\s*\})[^{}]*\}|\^\s*\{?\s*\\circ\s*\}?|°)\s*$")
 _HEDGE_WORDS = re.compile(r"\b(?:or|either)\b", re.IGNORECASE)  # 'and/or' contains 'or'
 _AND = re.compile(r"\\text\{\s*and\s*\}|\band\b", re.IGNORECASE)
-_GAP_NOISE = re.compile(r"\\(?:quad|qquad|text|mathrm|mbox|[,;! ])|[\s$,;.:!?()\[\]{}*&/\\-]")
-_CONNECTIVES = frozenset({"or", "and", "either", "maybe", "perhaps", "possibly", "also", "alternatively"})
+_SET = re.compile(r"\\left\\\{(.*)\\right\\\}|\\\{(.*)\\\}|\{(.*)\}", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -72,14 +81,16 @@ class Candidate:
     text: str  # the answer as written, cleaned of wrappers; capped at MAX_ANSWER_CHARS + 1 characters
     start: int  # span of the whole marked answer in the searched text (marker included)
     end: int
+    raw: str = ""  # an 'Answer:' line as written when `text` was refined from it (mode latex)
 
 
 @dataclass(frozen=True)
 class FinalAnswer:
     text: str  # the final answer
-    kind: str  # "answer_tag" | "boxed" | "answer_line" | "hashes" | "last_number"
+    kind: str  # "answer_tag" | "boxed" | "answer_line" | "hashes" | "last_number" | "latex"
     recent: tuple[str, ...]  # the last answers of that kind, final one last (spam check)
     run: tuple[str, ...]  # the final answer and the ones right before it with only connectives between
+    listed: bool = False  # a run of several joined only by commas and 'and' (a list, not alternatives)
 
 
 # ---------------------------------------------------------------- thinking
@@ -93,25 +104,13 @@ def strip_thinking(text: str) -> str:
 
 
 # ---------------------------------------------------------------- candidates of each kind
-def _clean(answer: str) -> str:
-    """Strip the wrapping models put around a final answer: spaces, **bold**, $..$, \\(..\\), final '.'."""
-    previous = None
-    answer = answer.strip()
-    while answer != previous:
-        previous = answer
-        for wrapper in ("**", "$", "\\(", "\\)", "\\[", "\\]"):
-            answer = answer.removeprefix(wrapper).removesuffix(wrapper).strip()
-        if not answer.endswith("\\right."):  # '\\right.' is an invisible delimiter, not a full stop
-            answer = answer.removesuffix(".").strip()
-    return answer
-
-
-def _cut(text: str, start: int, end: int) -> str:
-    """The cleaned answer in text[start:end]; a longer span than MAX_ANSWER_CHARS comes back uncleaned and
-    cut at MAX_ANSWER_CHARS + 1, so it is reported as too long instead of read as a truncated number."""
+def _cut(text: str, start: int, end: int, refined: bool = False) -> str:
+    """The cleaned answer in text[start:end] (refined as in mode latex when asked); a longer span than
+    MAX_ANSWER_CHARS comes back uncleaned and cut at MAX_ANSWER_CHARS + 1, so it is reported as too long
+    instead of read as a truncated number."""
     if end - start > MAX_ANSWER_CHARS:
         return text[start:start + MAX_ANSWER_CHARS + 1]
-    return _clean(text[start:end])
+    return refine(text[start:end]) if refined else _clean(text[start:end])
 
 
 def _box_spans(text: str) -> list[tuple[int, int, int, int, str]]:
@@ -162,10 +161,11 @@ def _boxed(text: str) -> list[Candidate]:
     return [c for c in found if c.text]
 
 
-def _marked_lines(text: str, mark: re.Pattern) -> list[Candidate]:
+def _marked_lines(text: str, mark: re.Pattern, refined: bool = False) -> list[Candidate]:
     """Answers after a marker: the rest of the line up to the next marker (or, when that is empty, the next
-    non-empty line). Walks backwards and stops after _RECENT answers or _MAX_MARKS markers, so 1 MB of
-    markers stays cheap (no honest solution writes thousands of empty 'Answer:' markers)."""
+    non-empty line), refined as in mode latex when asked. Walks backwards and stops after _RECENT answers or
+    _MAX_MARKS markers, so 1 MB of markers stays cheap (no honest solution writes thousands of empty
+    'Answer:' markers)."""
     marks = [m.span() for m in mark.finditer(text)][-_MAX_MARKS:]
     found: list[Candidate] = []
     for i in range(len(marks) - 1, -1, -1):
@@ -176,15 +176,16 @@ def _marked_lines(text: str, mark: re.Pattern) -> list[Candidate]:
         answer = _cut(text, value, end) if _MEANINGFUL.search(text, value, end) else ""
         if not answer and end < limit:
             nxt = _NEXT_LINE.match(text, end, limit)
-            answer, end = _cut(text, nxt.start(1), nxt.end(1)), nxt.end(1)
+            value, end = nxt.start(1), nxt.end(1)
+            answer = _cut(text, value, end)
         if answer:
-            found.append(Candidate(answer, start, end))
+            found.append(Candidate((refined and _cut(text, value, end, True)) or answer, start, end, answer))
             if len(found) == _RECENT:
                 break
     return found[::-1]
 
 
-def _answer_tags(text: str) -> list[Candidate]:
+def _answer_tags(text: str, mode: Mode) -> list[Candidate]:
     found, pos = [], 0
     while (start := text.find("<answer>", pos)) >= 0:
         close = text.find("</answer>", start + len("<answer>"))
@@ -195,59 +196,63 @@ def _answer_tags(text: str) -> list[Candidate]:
     candidates = []
     for start, close in found[-_RECENT:]:
         inner = text[start + len("<answer>"):close]
-        final = _final(inner, "strict", tags=False)
-        answer = final.text if final is not None else _cut(inner, 0, len(inner))
+        final = _final(inner, mode, tags=False, fallback=False)
+        answer = final.text if final is not None else _cut(inner, 0, len(inner), mode == "latex")
         if answer:
             candidates.append(Candidate(answer, start, close + len("</answer>")))
     return candidates
 
 
-def last_number(text: str) -> str | None:
-    """The last number in the text (ints, decimals, negatives, 3/4, 1,234), or None."""
-    last = None
-    for last in _NUMBER_IN_TEXT.finditer(text):
-        pass
-    return last.group(0) if last else None
-
-
 # ---------------------------------------------------------------- the final answer
-def _connective(gap: str) -> bool:
-    """True when two answers are separated by nothing but punctuation, spacing and words like 'or'."""
-    return len(gap) <= 200 and all(w.lower() in _CONNECTIVES for w in _GAP_NOISE.sub(" ", gap).split())
-
-
 def _adjacent(text: str, first: Candidate, second: Candidate, delimited: bool) -> bool:
     """Whether `second` directly follows `first` as an alternative. An 'Answer:' value runs to the end of its
     line, so it must itself be one chunk plus connectives ('3', '3 or'), not '5. Hmm, 3 + 4 is 7'."""
     if first.end > second.start or not _connective(text[first.end:second.start]):
         return False
-    return delimited or _connective(" ".join(first.text.split()[1:]))
+    return delimited or _connective(" ".join((first.raw or first.text).split()[1:]))
 
 
-def _final(text: str, mode: str, tags: bool = True) -> FinalAnswer | None:
-    kinds = [("answer_tag", _answer_tags)] if tags else []
-    kinds += [("boxed", _boxed), ("answer_line", lambda t: _marked_lines(t, _ANSWER_MARK)),
-              ("hashes", lambda t: _marked_lines(t, _HASH_MARK))]
-    for kind, find in kinds:
+def _kinds(mode: Mode, tags: bool) -> list:
+    refined = mode == "latex"
+    kinds = [("answer_tag", lambda t: _answer_tags(t, mode))] if tags else []
+    return kinds + [("boxed", _boxed), ("answer_line", lambda t: _marked_lines(t, _ANSWER_MARK, refined)),
+                    ("hashes", lambda t: _marked_lines(t, _HASH_ANSWER if refined else _HASH_MARK, refined))]
+
+
+def _with_run(text: str, kind: str, candidates: list[Candidate]) -> FinalAnswer:
+    """The last candidate, with the run of those right before it that only connectives separate."""
+    run, listed = [candidates[-1]], True
+    for previous in reversed(candidates[:-1]):
+        if not _adjacent(text, previous, run[-1], delimited=kind in ("answer_tag", "boxed", "latex")):
+            break
+        listed = listed and list_gap(text[previous.end:run[-1].start])
+        run.append(previous)
+    return FinalAnswer(candidates[-1].text, kind, tuple(c.text for c in candidates),
+                       tuple(c.text for c in reversed(run)), listed and len(run) > 1)
+
+
+def _final(text: str, mode: Mode, tags: bool = True, fallback: bool = True) -> FinalAnswer | None:
+    for kind, find in _kinds(mode, tags):
         candidates = find(text)
         if candidates:
-            run = [candidates[-1]]
-            for previous in reversed(candidates[:-1]):
-                if not _adjacent(text, previous, run[-1], delimited=kind in ("answer_tag", "boxed")):
-                    break
-                run.append(previous)
-            return FinalAnswer(candidates[-1].text, kind, tuple(c.text for c in candidates),
-                               tuple(c.text for c in reversed(run)))
+            return _with_run(text, kind, candidates)
+    if not fallback:
+        return None
+    if mode == "latex" and not _BOX_OR_TAG.search(text):  # a box or tag that never closed is no answer
+        candidates = [Candidate(span.text, span.start, span.end) for span in latex_level(text) if span.text]
+        # Environments are mostly reasoning ('$x = 3$'): only the final run counts as answers (spam check).
+        final = _with_run(text, "latex", candidates) if candidates else None
+        return None if final is None else replace(final, recent=final.run)
     number = last_number(text) if mode == "last_number" else None
     return None if number is None else FinalAnswer(number, "last_number", (number,), (number,))
 
 
-def final_answer(completion: str, mode: Literal["strict", "last_number"] = "strict") -> FinalAnswer | None:
+def final_answer(completion: str, mode: Mode = "strict") -> FinalAnswer | None:
     """The final answer of a completion, reasoning excluded (see the module docstring for precedence)."""
     return _final(strip_thinking(completion), mode)
 
 
-def extract_answer(text: str, mode: Literal["strict", "last_number"] = "strict") -> str | None:
+def extract_answer(text: str, mode: Mode = "strict") -> str | None:
     found = final_answer(text, mode)
     return None if found is None else found.text
 
@@ -259,62 +264,6 @@ def extract_reference(reference: str) -> str | None:
         return None
     answer = found.text if found is not None else _clean(reference)
     return answer or None
-
-
-# ---------------------------------------------------------------- numbers
-def _strip_units(text: str) -> str:
-    previous = None
-    while previous != text:
-        previous, text = text, _UNIT.sub("", text)
-    return text
-
-
-def as_number(answer: str) -> Fraction | None:
-    """Exact value of a plain number ('1,234', '-7.0', '.5', '3/4', '1e-10', '\\frac{1}{2}', '\\$5', '50%'
-    as 1/2), or None for anything else. Exponents are capped at 3 digits, so '1e999999' is no number."""
-    readings = number_readings(answer)
-    return min(readings) if len(readings) == 1 else (_percent_value(answer) if readings else None)
-
-
-def _percent_value(answer: str) -> Fraction | None:
-    body = _PERCENT.sub("", answer.strip())
-    value = _plain_value(body) if body != answer.strip() else None
-    return None if value is None else value / 100
-
-
-def _plain_value(text: str) -> Fraction | None:
-    text = _strip_units(text.strip().replace("\u2212", "-").replace("{,}", ","))
-    text = text.removeprefix("\\$").removeprefix("$").strip()
-    text = text.removesuffix(".") if not text.endswith("..") else text
-    frac = _SIMPLE_FRAC.fullmatch(text)
-    if frac:
-        sign, num, den = frac.group(1), frac.group(2) or frac.group(3), frac.group(4) or frac.group(5)
-        return None if int(den) == 0 else Fraction(int(num), int(den)) * (-1 if sign == "-" else 1)
-    if not _PLAIN_NUMBER.fullmatch(text):
-        return None
-    try:
-        return Fraction(text.replace(",", ""))
-    except (ValueError, ZeroDivisionError):
-        return None
-
-
-def number_readings(answer: str) -> frozenset[Fraction]:
-    """Every value a plain number may mean: one, or two for a percent (X% is X/100, or X with '%' as a unit)."""
-    percent = _percent_value(answer)
-    if percent is not None:
-        return frozenset({percent, percent * 100})
-    value = _plain_value(answer)
-    return frozenset() if value is None else frozenset({value})
-
-
-def canonical(answer: str) -> str:
-    """What math-verify is sent: a plain number as an exact fraction (percents as X/100), else the LaTeX with
-    `\\mathrm{e}` as e and `\\mathrm{i}` as i (math-verify kept only a truncated string for
-    `1 - \\frac{1}{\\mathrm{e}}`)."""
-    value = as_number(answer)
-    if value is not None:
-        return str(value)
-    return " ".join(re.sub(r"\\(?:mathrm|operatorname|text)\{\s*([ei])\s*\}", r"\1", answer).split())
 
 
 # ---------------------------------------------------------------- checks before any parsing
@@ -346,6 +295,33 @@ def _named_values(items: list[str]) -> bool:
     return all(names) and len({name.group(1) for name in names}) == len(items)
 
 
+def gold_items(gold: str) -> list[str]:
+    """The values a reference lists: its top-level items, inside one outer set brace ('\\{1, 2\\}' -> 2)."""
+    match = _SET.fullmatch(gold.strip())
+    inner = next((g for g in match.groups() if g is not None), gold) if match else gold
+    return top_level_items(inner) if match and brace_free(inner) else top_level_items(gold)
+
+
+def brace_free(text: str) -> bool:
+    """Whether `text` opens no group it leaves (the outer braces of '{1} {2}' are two groups, not a set)."""
+    depth = 0
+    for ch in text:
+        depth += (ch == "{") - (ch == "}")
+        if depth < 0:
+            return False
+    return True
+
+
+def _joined(final: FinalAnswer, gold: str) -> bool:
+    """Whether the final run is one list answer: listed, and the reference lists several values."""
+    return final.listed and len(gold_items(gold)) > 1
+
+
+def answer_text(final: FinalAnswer, gold: str) -> str:
+    """What is compared: the final answer, or a listed run joined when the reference lists several values."""
+    return ", ".join(final.run) if _joined(final, gold) else final.text
+
+
 def hedge_problem(final: FinalAnswer, gold: str) -> str | None:
     """Why `final` offers several answers where the reference has one; None when it commits to one."""
     several = f"hedged: several answers ({_short(final.text)})"
@@ -353,13 +329,16 @@ def hedge_problem(final: FinalAnswer, gold: str) -> str | None:
         return None
     if _HEDGE_WORDS.search(final.text) and not _HEDGE_WORDS.search(gold):
         return several
-    if len(top_level_items(gold)) == 1:
+    if len(gold_items(gold)) == 1:
         items = top_level_items(final.text)
         if len({_value_key(item) for item in items}) > 1 and not _named_values(items):
             return several
         if len({_value_key(answer) for answer in final.run}) > 1:
             return f"hedged: several answers ({', '.join(_short(a, 20) for a in final.run[-3:])})"
-    distinct = len({_value_key(answer) for answer in final.recent})
+    answers = final.recent
+    if _joined(final, gold):  # a listed run is one answer
+        answers = final.recent[:len(final.recent) - len(final.run)] + (answer_text(final, gold),)
+    distinct = len({_value_key(answer) for answer in answers})
     if distinct > MAX_DISTINCT_ANSWERS:
         return f"hedged: several answers ({distinct} different final answers; answer spam)"
     return None

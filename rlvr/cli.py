@@ -14,7 +14,16 @@ class UsageError(Exception):
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    config = _config_from_args(args.config, args.overrides)
+    if args.resume:  # the run's own config, then the user's overrides (max_steps=80 to go on further)
+        saved = Path(args.resume) / "config.yaml"
+        if not saved.is_file():
+            raise UsageError(f"--resume {args.resume!r}: not an rlvr run directory (no config.yaml)")
+        extra = [a for a in (args.config, *args.overrides) if a]
+        if any(not _is_override(a) for a in extra):
+            raise UsageError("--resume takes the run's own config.yaml; give only dotted.key=value overrides")
+        config = load_config(saved, [*extra, f"checkpoint.resume={args.resume}", f"output_dir={args.resume}"])
+    else:
+        config = _config_from_args(args.config, args.overrides)
     from rlvr.recipes.grpo import train
 
     train(config)
@@ -95,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     train = sub.add_parser("train", help="train with GRPO (no arguments: embedded model, default task, CPU)")
     train.add_argument("config", nargs="?", help="YAML config file (optional)")
     train.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. max_steps=10 rollout.group_size=4")
+    train.add_argument("--resume", metavar="RUN_DIR", help="continue RUN_DIR from its newest complete checkpoint")
     train.set_defaults(func=cmd_train)
     ev = sub.add_parser("eval", help="pass@1 (n samples, T 0.6) and greedy accuracy on a task's held-out split")
     ev.add_argument("model", help="run directory, model directory, hub id, or 'embedded'")

@@ -7,7 +7,6 @@ model loads (issue #2, item 2).
 from __future__ import annotations
 
 import difflib
-import math
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -181,6 +180,19 @@ class EvalConfig(_Section):
     at_end: bool = Field(True, description="evaluate the final policy on the held-out split")
 
 
+class CheckpointConfig(_Section):
+    """Runs that survive (issue #9): atomic checkpoints under RUN/checkpoints, exact resume, step guards."""
+
+    resume: str | None = Field(None, description="'auto' = continue output_dir from its newest complete checkpoint "
+                                                 "(start fresh when it has none); a run directory = continue it")
+    resume_force: bool = Field(False, description="resume even when keys that decide exactness (model, G, batch, "
+                                                  "seed, algorithm, ...) differ from the saved config")
+    save_total_limit: int = Field(2, ge=1, description="complete checkpoints kept; older ones are deleted only "
+                                                       "after a newer one is complete")
+    max_consecutive_skips: int = Field(3, ge=1, description="steps in a row skipped for a non-finite loss or "
+                                                            "gradient before the run stops with a diagnosis")
+
+
 class RunConfig(_Section):
     model: ModelConfig = Field(default_factory=ModelConfig)
     task: TaskConfig = Field(default_factory=TaskConfig)
@@ -191,16 +203,20 @@ class RunConfig(_Section):
     curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig)
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     max_steps: int = Field(40, ge=1, description="optimizer steps (one rollout batch each when mu = 1)")
     seed: int = Field(0, description="seeds torch, Python and the task generators")
     output_dir: str | None = Field(None, description="run directory (must be new or empty); None = runs/<date-time>")
-    save_every: int = Field(0, ge=0, description="checkpoint every N steps (0 = only the final one)")
+    save_every: int = Field(0, ge=0, description="full checkpoint (weights, optimizer, RNG, data cursor) every N "
+                                                 "steps; one is also written at the end and on SIGTERM/SIGINT")
     samples_per_step: int = Field(4, ge=0, description="completions per step written to samples.jsonl")
     threads: int = Field(0, ge=0, description="torch CPU threads (0 = all cores)")
 
     @model_validator(mode="after")
     def _check_combinations(self) -> "RunConfig":
-        for problem in (*_batch_problems(self), *_task_problems(self), *_algorithm_problems(self)):
+        from rlvr.config_rules import run_config_problems  # late: the rules module reads RunConfig's fields
+
+        for problem in run_config_problems(self):
             raise ValueError(problem)
         return self
 
@@ -211,98 +227,6 @@ class RunConfig(_Section):
     @property
     def micro_batch_size(self) -> int:
         return min(self.optimizer.micro_batch_size, self.batch_size)
-
-
-def _batch_problems(c: "RunConfig") -> list[str]:
-    batch = c.batch_size
-    if batch % c.optimizer.micro_batch_size and c.optimizer.micro_batch_size < batch:
-        return [f"optimizer.micro_batch_size={c.optimizer.micro_batch_size} must divide the batch "
-                f"rollout.prompts_per_step x rollout.group_size = {batch}"]
-    if c.reward.overlong_buffer >= c.rollout.max_new_tokens:
-        return [f"reward.overlong_buffer={c.reward.overlong_buffer} must be smaller than rollout.max_new_tokens="
-                f"{c.rollout.max_new_tokens} (DAPO: the buffer is the last part of the length budget)"]
-    return []
-
-
-def _task_problems(c: "RunConfig") -> list[str]:
-    if c.task.name not in _known_tasks():
-        return [f"task.name: unknown task {c.task.name!r}; allowed: {', '.join(_known_tasks())}"]
-    unknown = set(c.task.verifiers) - set(_known_verifiers())
-    if unknown:
-        return [f"task.verifiers: unknown verifier(s) {sorted(unknown)}; allowed: {sorted(_known_verifiers())}"]
-    weights = c.task.verifiers.values()
-    if not all(math.isfinite(w) and w >= 0 for w in weights) or not any(w > 0 for w in weights):
-        return ["task.verifiers: weights must be finite and >= 0, and at least one must be > 0"]
-    if c.reward.workers and c.reward.deadline_s <= c.task.verifier_timeout_s:
-        return [f"reward.deadline_s={c.reward.deadline_s:g} must exceed task.verifier_timeout_s="
-                f"{c.task.verifier_timeout_s:g} (a worker's first symbolic check also imports sympy)"]
-    if c.task.name == "qa" and not c.task.path:
-        return ["task.path is required when task.name=qa (a .jsonl/.parquet file or a hub id)"]
-    return []
-
-
-# Estimators whose baseline is the prompt's group: with G = 1 every advantage would be 0.
-GROUP_ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce_pp_baseline", "grpo_batch_std")
-
-
-def _algorithm_problems(c: "RunConfig") -> list[str]:
-    a, problems = c.algorithm, []
-    if a.clip_epsilon_high is not None and a.clip_epsilon_high < a.clip_epsilon:
-        problems.append(f"algorithm.clip_epsilon_high={a.clip_epsilon_high:g} is below algorithm.clip_epsilon="
-                        f"{a.clip_epsilon:g}: clip-higher (DAPO) widens only the upper side")
-    if a.objective == "gspo" and a.aggregation != "sequence_mean":
-        problems.append(f"algorithm.objective=gspo needs algorithm.aggregation=sequence_mean (got "
-                        f"{a.aggregation!r}): its ratio is one per sequence (Zheng et al. 2025), so token-weighted "
-                        f"aggregations are undefined for it; allowed aggregations with gspo: sequence_mean")
-    if a.advantage in GROUP_ESTIMATORS and c.rollout.group_size < 2:
-        problems.append(f"algorithm.advantage={a.advantage} compares the completions of a prompt and needs "
-                        f"rollout.group_size >= 2; with group_size=1 use one of: reinforce_pp, gae")
-    if a.advantage == "gae" and a.reward_combination != "sum_then_normalize":
-        problems.append("algorithm.advantage=gae learns a value of the total reward: reward_combination must be "
-                        "sum_then_normalize (normalize_then_sum is for the group estimators: "
-                        f"{', '.join(GROUP_ESTIMATORS)}, reinforce_pp)")
-    if a.kl_placement == "reward" and a.beta == 0:
-        problems.append("algorithm.kl_placement=reward with algorithm.beta=0 has no effect; set beta > 0 or "
-                        "leave kl_placement=loss")
-    if a.kl_placement == "loss" and a.kl_estimator == "k1" and a.beta > 0:
-        problems.append("algorithm.kl_estimator=k1 in the loss has a zero-mean gradient (grad log pi), so it only "
-                        "adds noise; in the loss use one of: k2, k3 (or put k1 in the reward: kl_placement=reward)")
-    if a.objective == "gspo" and a.advantage == "gae":
-        problems.append("algorithm.objective=gspo takes one advantage per sequence; advantage=gae gives one per "
-                        f"token; with gspo use one of: {', '.join(GROUP_ESTIMATORS)}, reinforce_pp")
-    problems += _sampling_problems(c)
-    return problems
-
-
-def _sampling_problems(c: "RunConfig") -> list[str]:
-    a, problems = c.algorithm, []
-    if c.rollout.dynamic_sampling.enabled and a.advantage not in GROUP_ESTIMATORS:
-        problems.append(f"rollout.dynamic_sampling drops groups whose rewards tie, which carry no signal only for "
-                        f"group baselines; with advantage={a.advantage} they still do. Use one of: "
-                        f"{', '.join(GROUP_ESTIMATORS)}")
-    if c.curriculum.enabled and c.rollout.group_size < 2:
-        problems.append("curriculum needs rollout.group_size >= 2: with one sample a prompt's pass rate is 0 or 1, "
-                        "so every prompt seen once would be skipped")
-    top = sum(c.task.verifiers.values())  # shaping only lowers a reward
-    if c.curriculum.enabled and c.curriculum.pass_threshold > top:
-        problems.append(f"curriculum.pass_threshold={c.curriculum.pass_threshold:g} is above the highest reward "
-                        f"{top:g} (the sum of task.verifiers weights): nothing could ever pass")
-    if c.curriculum.enabled and c.curriculum.skip_below >= c.curriculum.skip_above:
-        problems.append(f"curriculum.skip_below={c.curriculum.skip_below:g} must be below curriculum.skip_above="
-                        f"{c.curriculum.skip_above:g}, else every prompt is skipped")
-    return problems
-
-
-def _known_tasks() -> list[str]:
-    from rlvr.tasks import TASKS  # late import, as for verifiers
-
-    return list(TASKS)
-
-
-def _known_verifiers() -> list[str]:
-    from rlvr.verifiers import VERIFIERS  # late import: config must not pull in torch-heavy modules first
-
-    return list(VERIFIERS)
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 masks and log-probs, and minimises the loss its LossSpec names; it knows no reward or group."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -28,6 +29,7 @@ class UpdateStats:
     clip_fraction: float
     entropy: float  # mean per-token entropy of the policy on the sampled completions (always logged)
     grad_norm: float
+    skipped: float = 0.0  # 1.0 when a non-finite loss or gradient made this step a no-op (issue #9)
 
 
 def train_step(policy, batch: TrainBatch, optimizer: torch.optim.Optimizer, settings: UpdateSettings,
@@ -58,8 +60,12 @@ def train_step(policy, batch: TrainBatch, optimizer: torch.optim.Optimizer, sett
         totals["clip_fraction"] += terms.clipped_tokens.item() / mask_total
         totals["entropy"] += (entropy.detach() * micro.completion_mask).sum().item() / mask_total
     grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), settings.max_grad_norm)
-    optimizer.step()
-    if scheduler is not None:
-        scheduler.step()
+    # A NaN/inf loss or gradient would poison AdamW's moments for good: skip the step, leaving weights,
+    # optimizer state (step counts included) and the schedule untouched (issue #9; the loop counts skips).
+    finite = math.isfinite(totals["loss"]) and bool(torch.isfinite(grad_norm))
+    if finite:
+        optimizer.step()
+        if scheduler is not None:
+            scheduler.step()
     optimizer.zero_grad(set_to_none=True)
-    return UpdateStats(grad_norm=float(grad_norm), **totals)
+    return UpdateStats(grad_norm=float(grad_norm), skipped=float(not finite), **totals)

@@ -100,9 +100,9 @@ def load_policy_weights(policy: torch.nn.Module, model_dir: Path) -> None:
 
 
 # Keys a resumed run may change without breaking exactness: how long to run, how often to save or evaluate,
-# where logs go, how many verifier workers (verification is deterministic).
-FREE_KEYS = ("max_steps", "save_every", "save_total_limit", "resume", "resume_force", "output_dir", "eval.",
-             "reward.workers", "reward.deadline_s", "reward.retries", "threads", "samples_per_step")
+# checkpointing itself, where logs go, how many verifier workers (verification is deterministic).
+FREE_KEYS = ("max_steps", "save_every", "checkpoint.", "output_dir", "eval.", "reward.workers", "reward.deadline_s",
+             "reward.retries", "threads", "samples_per_step")
 
 
 def config_differences(saved: dict[str, Any], requested: dict[str, Any], prefix: str = "") -> list[str]:

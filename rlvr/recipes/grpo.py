@@ -10,16 +10,19 @@ stage is a no-op here.
 from __future__ import annotations
 
 import json
-import math
+import os
 import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import torch
 
 from rlvr.advantages import ADVANTAGES
+from rlvr.checkpoint import resume
+from rlvr.checkpoint.signals import GracefulStop
+from rlvr.checkpoint.state import CountingStream
+from rlvr.checkpoint.store import Checkpoint
 from rlvr.config import RunConfig, dump_config
 from rlvr.curriculum import PassRateCurriculum
 from rlvr.evaluate import EvalResult, evaluate
@@ -33,7 +36,7 @@ from rlvr.reward_service import RewardService
 from rlvr.rewards import Rewarder
 from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.hf import HFRolloutEngine
-from rlvr.rundir import claim_run_dir, release_if_unused
+from rlvr.rundir import release_if_unused
 from rlvr.tasks import Task, build_task
 from rlvr.types import Prompt, TrainBatch
 from rlvr.update import UpdateSettings, UpdateStats, train_step
@@ -54,7 +57,7 @@ class Run:
     tokenizer: object
     engine: HFRolloutEngine
     task: Task
-    prompt_stream: Iterator[Prompt]
+    prompt_stream: CountingStream[Prompt]  # counts what it handed out: the cursor a checkpoint saves
     rewarder: Rewarder  # in-process, for evaluation
     service: RewardService  # worker pool for training rewards, overlapped with the log-prob forwards
     estimator: stages.AdvantageEstimator
@@ -112,7 +115,7 @@ def setup(config: RunConfig, run_dir: Path) -> Run:
     settings = UpdateSettings(loss_spec(config), config.rollout.temperature, config.micro_batch_size,
                               o.max_grad_norm, config.rollout.max_new_tokens)
     return Run(config, run_dir, policy, reference, tokenizer, HFRolloutEngine(policy, tokenizer), task,
-               task.train_prompts(config.seed), rewarder, service, build_estimator(config, critic), critic,
+               CountingStream(task.train_prompts(config.seed)), rewarder, service, build_estimator(config, critic), critic,
                curriculum, settings, optimizer, scheduler, RunLogger(run_dir, config.max_steps))
 
 
@@ -174,45 +177,93 @@ def grpo_step(run: Run, step: int, sampling: SamplingParams) -> tuple[dict, list
 
 
 def train(config: RunConfig, run_dir: Path | str | None = None) -> Path:
-    """Run GRPO for config.max_steps steps; returns the final checkpoint directory.
+    """Run GRPO up to config.max_steps; returns the final model directory, or the checkpoint written when a
+    SIGTERM/SIGINT stopped the run early.
 
-    The run directory (run_dir, else config.output_dir, else a new runs/<date-time>) must be new or empty;
-    it is claimed before any model loads and removed again if the run fails before writing anything.
+    A fresh run directory (run_dir, else config.output_dir, else a new runs/<date-time>) must be new or empty;
+    it is claimed before any model loads and removed again if the run fails before writing anything. With
+    checkpoint.resume the run continues from its newest complete checkpoint instead (rlvr/checkpoint/).
     """
-    target = run_dir if run_dir is not None else config.output_dir
-    run_dir = claim_run_dir(Path(target) if target else None)
+    run_dir, checkpoint = resume.open_run(config, Path(run_dir) if run_dir is not None else None)
+    lock = resume.hold_run_lock(run_dir)
     config.output_dir = str(run_dir)  # the resolved config names the directory it lives in
-    print(f"run directory: {run_dir}", flush=True)
+    print(f"run directory: {run_dir}" + (f" (resuming from {checkpoint.path.name})" if checkpoint else ""),
+          flush=True)
     try:
         run = setup(config, run_dir)
     except BaseException:
-        release_if_unused(run_dir)
+        if checkpoint is None:
+            release_if_unused(run_dir)
+        os.close(lock)
         raise
     try:
-        dump_config(config, run_dir / "config.yaml")
-        run.logger.message(batch_accounting(config))
-        run.logger.message(describe_algorithm(config))
-        r = config.rollout
-        sampling = SamplingParams(r.temperature, r.top_p, r.max_new_tokens)
-        for step in range(1, config.max_steps + 1):
+        return _train_loop(run, checkpoint)
+    finally:
+        run.service.close()
+        os.close(lock)
+
+
+def _parts(run: Run) -> resume.Parts:
+    return resume.Parts(run.policy, run.tokenizer, run.optimizer, run.scheduler, run.prompt_stream,
+                        run.curriculum, run.critic)
+
+
+def _train_loop(run: Run, checkpoint: Checkpoint | None) -> Path:
+    config, run_dir, keep = run.config, run.run_dir, run.config.checkpoint.save_total_limit
+    first, guard = 1, {"consecutive_skips": 0, "skipped_steps": 0}
+    if checkpoint is not None:
+        parts = _parts(run)
+        state = resume.restore(checkpoint, parts, lambda: run.task.train_prompts(config.seed), run_dir)
+        run.prompt_stream, run.logger.start = parts.prompt_stream, time.monotonic() - state.elapsed_s
+        first = state.step + 1
+        guard = {"consecutive_skips": state.consecutive_skips, "skipped_steps": state.skipped_steps}
+        run.logger.message(f"resumed at step {state.step} from {checkpoint.path} ({state.prompts_drawn} prompts "
+                           "drawn so far)")
+    dump_config(config, run_dir / "config.yaml")
+    run.logger.message(batch_accounting(config))
+    run.logger.message(describe_algorithm(config))
+    r = config.rollout
+    sampling, started = SamplingParams(r.temperature, r.top_p, r.max_new_tokens), time.monotonic()
+    with GracefulStop(say=run.logger.message) as stop:
+        for step in range(first, config.max_steps + 1):
             record, samples = grpo_step(run, step, sampling)
+            check_skips(record, guard, config.checkpoint.max_consecutive_skips, run_dir)
             run.logger.log_step(record)
             run.logger.log_samples(samples)
             if record["unscorable"] == config.batch_size:
                 run.logger.message(f"WARNING: every completion of step {step} is unscorable: the verifiers "
                                    f"{sorted(config.task.verifiers)} cannot read this task's references "
                                    f"(see 'detail' in samples.jsonl); nothing is learned from such steps")
-            if not math.isfinite(record["loss"]):
-                raise TrainingDiverged(f"loss is {record['loss']} at step {step}: training diverged (try a lower "
-                                       f"optimizer.lr); metrics and earlier checkpoints in {run_dir} are kept")
-            if config.save_every and step % config.save_every == 0 and step < config.max_steps:
-                save_model(run.policy, run.tokenizer, run_dir / "checkpoints" / f"step-{step:06d}")
+            last = step == config.max_steps  # a stop during the last step simply finishes the run below
+            if (stop.requested and not last) or (config.save_every and step % config.save_every == 0 and not last):
+                saved = resume.save(run_dir, step, _parts(run), run.logger.elapsed(), guard, keep)
+                if stop.requested:
+                    run.logger.message(resume.stop_message(run_dir, step, stop.signal_name, started))
+                    return saved.path
             if config.eval.every and step % config.eval.every == 0 and step < config.max_steps:
                 run_eval(run, step)
-        final = save_model(run.policy, run.tokenizer, run_dir / "final")
-        run.logger.message(f"saved final checkpoint to {final}")
-        if config.eval.at_end:
-            run_eval(run, config.max_steps)
-        return final
-    finally:
-        run.service.close()
+    if first > config.max_steps and (run_dir / "final" / "config.json").is_file():
+        run.logger.message(f"the run already reached max_steps={config.max_steps}; set a larger max_steps to go on")
+        return run_dir / "final"
+    final = save_model(run.policy, run.tokenizer, run_dir / "final")
+    resume.save(run_dir, config.max_steps, _parts(run), run.logger.elapsed(), guard, keep, model_from=final)
+    run.logger.message(f"saved final checkpoint to {final}")
+    if config.eval.at_end:
+        run_eval(run, config.max_steps)
+    return final
+
+
+def check_skips(record: dict, guard: dict[str, int], limit: int, run_dir: Path) -> None:
+    """Count steps skipped for a non-finite loss or gradient (update.train_step left them no-ops); stop with a
+    diagnosis after `limit` in a row, instead of the first NaN ending the run."""
+    if record["skipped"] > 0:
+        guard["consecutive_skips"] += 1
+        guard["skipped_steps"] += 1
+    else:
+        guard["consecutive_skips"] = 0
+    record["skipped_steps"] = guard["skipped_steps"]
+    if guard["consecutive_skips"] >= limit:
+        raise TrainingDiverged(
+            f"{limit} steps in a row had a non-finite loss or gradient (step {record['step']}: loss {record['loss']}, "
+            f"grad_norm {record['grad_norm']}); those steps changed nothing. Try a lower optimizer.lr or "
+            f"max_grad_norm and check the rewards for NaN; metrics and checkpoints in {run_dir} are kept")

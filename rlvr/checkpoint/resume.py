@@ -1,0 +1,157 @@
+"""Saving and resuming a training run (issue #9): where the run lives, what a checkpoint holds, how the logs
+continue. The loop (recipes/grpo.py) calls `open_run`, `save`, `restore`; the format is store.py's.
+
+Layout: RUN/checkpoints/step-NNNNNN/{model/ (save_pretrained: safetensors + tokenizer), trainer_state.pt,
+manifest.json, COMPLETE}. RUN/final/ stays the plain Hugging Face model of the last step (eval, vLLM).
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from rlvr.checkpoint.state import (MODEL_DIR, CountingStream, TrainerState, config_differences, load_policy_weights,
+                                   load_state, restore_rng, rng_state, save_state)
+from rlvr.checkpoint.store import Checkpoint, latest_good, prune, write_checkpoint
+from rlvr.config import ConfigError, RunConfig
+from rlvr.rundir import CLAIM, claim_run_dir
+
+CHECKPOINTS = "checkpoints"
+LOGS = ("metrics.jsonl", "samples.jsonl", "eval.jsonl")  # one JSON object per line, each with a "step"
+
+
+def open_run(config: RunConfig, run_dir: Path | None) -> tuple[Path, Checkpoint | None]:
+    """The run directory and the checkpoint to continue from (None: a fresh run, claimed as before)."""
+    resume = config.checkpoint.resume
+    target = run_dir if run_dir is not None else (Path(config.output_dir) if config.output_dir else None)
+    if resume is None:
+        return claim_run_dir(target), None
+    if resume == "auto":
+        if target is None:
+            raise ConfigError("checkpoint.resume=auto needs output_dir=PATH (the run to continue or start)")
+        if not target.exists() or not any(target.iterdir()):
+            return claim_run_dir(target), None
+        path = target
+    else:
+        path = Path(resume)
+    if not (path / "config.yaml").is_file():
+        raise ConfigError(f"checkpoint.resume: {str(path)!r} is not an rlvr run directory (no config.yaml)")
+    checkpoint = latest_good(path / CHECKPOINTS, log=lambda text: print(f"rlvr: {text}", flush=True))
+    if checkpoint is None:
+        raise ConfigError(f"{path} has no complete checkpoint to resume from (set save_every=N to write them; "
+                          "SIGTERM also writes one); start a new run with another output_dir")
+    saved = yaml.safe_load((path / "config.yaml").read_text(encoding="utf-8"))
+    differences = config_differences(saved, config.model_dump(mode="json"))
+    if differences and not config.checkpoint.resume_force:
+        raise ConfigError("resuming with a different config would not continue the run exactly: "
+                          + "; ".join(differences) + " (set checkpoint.resume_force=true to resume anyway)")
+    return path, checkpoint
+
+
+def hold_run_lock(run_dir: Path) -> int:
+    """An exclusive lock on the run's claim file for this process's lifetime: two trainers never share a run."""
+    fd = os.open(run_dir / CLAIM, os.O_CREAT | os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise ConfigError(f"{run_dir} is in use by another rlvr process") from None
+    return fd
+
+
+@dataclass
+class Parts:
+    """What a checkpoint saves and restores, taken from the loop's Run."""
+
+    policy: Any
+    tokenizer: Any
+    optimizer: Any
+    scheduler: Any
+    prompt_stream: CountingStream
+    curriculum: Any | None
+    critic: Any | None
+
+
+def save(run_dir: Path, step: int, parts: Parts, elapsed_s: float, guard: dict[str, int], keep: int,
+         model_from: Path | None = None) -> Checkpoint:
+    """Write the step's checkpoint atomically, then delete the ones past `keep`. `model_from`: a saved HF
+    model directory of this very step (final/) to hard-link instead of writing the weights again."""
+    state = TrainerState(step=step, prompts_drawn=parts.prompt_stream.drawn, rng=rng_state(),
+                         optimizer=parts.optimizer.state_dict(), scheduler=parts.scheduler.state_dict(),
+                         elapsed_s=elapsed_s, curriculum=_state_of(parts.curriculum),
+                         critic=_state_of(parts.critic), **guard)
+
+    def fill(directory: Path) -> None:
+        if model_from is not None:
+            _link_tree(model_from, directory / MODEL_DIR)
+        else:
+            parts.policy.save_pretrained(directory / MODEL_DIR)
+            parts.tokenizer.save_pretrained(directory / MODEL_DIR)
+        save_state(state, directory)
+
+    checkpoint = write_checkpoint(run_dir / CHECKPOINTS, step, fill)
+    prune(run_dir / CHECKPOINTS, keep, checkpoint)
+    return checkpoint
+
+
+def restore(checkpoint: Checkpoint, parts: Parts, make_stream: Callable[[], Any], run_dir: Path) -> TrainerState:
+    """Load everything back into the freshly built parts; rebuild the prompt stream at its cursor; cut the
+    logs back to the checkpoint's step so they continue without duplicate or missing steps."""
+    state = load_state(checkpoint.path)
+    load_policy_weights(parts.policy, checkpoint.path / MODEL_DIR)
+    parts.optimizer.load_state_dict(state.optimizer)
+    parts.scheduler.load_state_dict(state.scheduler)
+    if parts.curriculum is not None and state.curriculum is not None:
+        parts.curriculum.load_state_dict(state.curriculum)
+    if parts.critic is not None and state.critic is not None:
+        parts.critic.load_state_dict(state.critic)
+    parts.prompt_stream = CountingStream(make_stream(), skip=state.prompts_drawn)
+    truncate_logs(run_dir, state.step)
+    restore_rng(state.rng)  # last: loading models and replaying the stream must not shift it
+    return state
+
+
+def truncate_logs(run_dir: Path, step: int) -> None:
+    """Keep the lines of steps <= step (later ones belong to steps that will run again); atomic per file."""
+    for name in LOGS:
+        path = run_dir / name
+        if not path.is_file():
+            continue
+        kept = [line for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
+                if line.strip() and _step_of(line) <= step]
+        staging = path.with_name(f".{name}.{os.getpid()}")
+        staging.write_text("".join(kept), encoding="utf-8")
+        os.replace(staging, path)
+
+
+def _step_of(line: str) -> float:
+    try:
+        return float(json.loads(line).get("step", 0))
+    except (ValueError, AttributeError, TypeError):
+        return float("inf")  # a line torn by a crash mid-write: drop it
+
+
+def _state_of(component: Any | None) -> dict | None:
+    return None if component is None else component.state_dict()
+
+
+def _link_tree(source: Path, target: Path) -> None:
+    target.mkdir(parents=True)
+    for path in source.iterdir():
+        if path.is_file():
+            try:
+                os.link(path, target / path.name)  # same inode: no second copy of the weights on disk
+            except OSError:
+                shutil.copy2(path, target / path.name)
+
+
+def stop_message(run_dir: Path, step: int, signal_name: str, started: float) -> str:
+    return (f"rlvr: stopped on {signal_name} after step {step} ({time.monotonic() - started:.0f} s in this process); "
+            f"checkpoint saved. Resume with: rlvr train --resume {run_dir}")

@@ -1,0 +1,106 @@
+"""Cross-field rules of RunConfig: combinations that cannot run, each a message naming the keys (issue #2,
+item 2; the GRPO family's refusals, issue #4). Called by RunConfig's validator; kept apart so config.py stays
+the list of fields and their defaults."""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rlvr.config import RunConfig
+
+
+def run_config_problems(c: "RunConfig") -> list[str]:
+    return [*_batch_problems(c), *_task_problems(c), *_algorithm_problems(c)]
+
+
+def _batch_problems(c: "RunConfig") -> list[str]:
+    batch = c.batch_size
+    if batch % c.optimizer.micro_batch_size and c.optimizer.micro_batch_size < batch:
+        return [f"optimizer.micro_batch_size={c.optimizer.micro_batch_size} must divide the batch "
+                f"rollout.prompts_per_step x rollout.group_size = {batch}"]
+    if c.reward.overlong_buffer >= c.rollout.max_new_tokens:
+        return [f"reward.overlong_buffer={c.reward.overlong_buffer} must be smaller than rollout.max_new_tokens="
+                f"{c.rollout.max_new_tokens} (DAPO: the buffer is the last part of the length budget)"]
+    return []
+
+
+def _task_problems(c: "RunConfig") -> list[str]:
+    if c.task.name not in _known_tasks():
+        return [f"task.name: unknown task {c.task.name!r}; allowed: {', '.join(_known_tasks())}"]
+    unknown = set(c.task.verifiers) - set(_known_verifiers())
+    if unknown:
+        return [f"task.verifiers: unknown verifier(s) {sorted(unknown)}; allowed: {sorted(_known_verifiers())}"]
+    weights = c.task.verifiers.values()
+    if not all(math.isfinite(w) and w >= 0 for w in weights) or not any(w > 0 for w in weights):
+        return ["task.verifiers: weights must be finite and >= 0, and at least one must be > 0"]
+    if c.reward.workers and c.reward.deadline_s <= c.task.verifier_timeout_s:
+        return [f"reward.deadline_s={c.reward.deadline_s:g} must exceed task.verifier_timeout_s="
+                f"{c.task.verifier_timeout_s:g} (a worker's first symbolic check also imports sympy)"]
+    if c.task.name == "qa" and not c.task.path:
+        return ["task.path is required when task.name=qa (a .jsonl/.parquet file or a hub id)"]
+    return []
+
+
+# Estimators whose baseline is the prompt's group: with G = 1 every advantage would be 0.
+GROUP_ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce_pp_baseline", "grpo_batch_std")
+
+
+def _algorithm_problems(c: "RunConfig") -> list[str]:
+    a, problems = c.algorithm, []
+    if a.clip_epsilon_high is not None and a.clip_epsilon_high < a.clip_epsilon:
+        problems.append(f"algorithm.clip_epsilon_high={a.clip_epsilon_high:g} is below algorithm.clip_epsilon="
+                        f"{a.clip_epsilon:g}: clip-higher (DAPO) widens only the upper side")
+    if a.objective == "gspo" and a.aggregation != "sequence_mean":
+        problems.append(f"algorithm.objective=gspo needs algorithm.aggregation=sequence_mean (got "
+                        f"{a.aggregation!r}): its ratio is one per sequence (Zheng et al. 2025), so token-weighted "
+                        f"aggregations are undefined for it; allowed aggregations with gspo: sequence_mean")
+    if a.advantage in GROUP_ESTIMATORS and c.rollout.group_size < 2:
+        problems.append(f"algorithm.advantage={a.advantage} compares the completions of a prompt and needs "
+                        f"rollout.group_size >= 2; with group_size=1 use one of: reinforce_pp, gae")
+    if a.advantage == "gae" and a.reward_combination != "sum_then_normalize":
+        problems.append("algorithm.advantage=gae learns a value of the total reward: reward_combination must be "
+                        "sum_then_normalize (normalize_then_sum is for the group estimators: "
+                        f"{', '.join(GROUP_ESTIMATORS)}, reinforce_pp)")
+    if a.kl_placement == "reward" and a.beta == 0:
+        problems.append("algorithm.kl_placement=reward with algorithm.beta=0 has no effect; set beta > 0 or "
+                        "leave kl_placement=loss")
+    if a.kl_placement == "loss" and a.kl_estimator == "k1" and a.beta > 0:
+        problems.append("algorithm.kl_estimator=k1 in the loss has a zero-mean gradient (grad log pi), so it only "
+                        "adds noise; in the loss use one of: k2, k3 (or put k1 in the reward: kl_placement=reward)")
+    if a.objective == "gspo" and a.advantage == "gae":
+        problems.append("algorithm.objective=gspo takes one advantage per sequence; advantage=gae gives one per "
+                        f"token; with gspo use one of: {', '.join(GROUP_ESTIMATORS)}, reinforce_pp")
+    problems += _sampling_problems(c)
+    return problems
+
+
+def _sampling_problems(c: "RunConfig") -> list[str]:
+    a, problems = c.algorithm, []
+    if c.rollout.dynamic_sampling.enabled and a.advantage not in GROUP_ESTIMATORS:
+        problems.append(f"rollout.dynamic_sampling drops groups whose rewards tie, which carry no signal only for "
+                        f"group baselines; with advantage={a.advantage} they still do. Use one of: "
+                        f"{', '.join(GROUP_ESTIMATORS)}")
+    if c.curriculum.enabled and c.rollout.group_size < 2:
+        problems.append("curriculum needs rollout.group_size >= 2: with one sample a prompt's pass rate is 0 or 1, "
+                        "so every prompt seen once would be skipped")
+    top = sum(c.task.verifiers.values())  # shaping only lowers a reward
+    if c.curriculum.enabled and c.curriculum.pass_threshold > top:
+        problems.append(f"curriculum.pass_threshold={c.curriculum.pass_threshold:g} is above the highest reward "
+                        f"{top:g} (the sum of task.verifiers weights): nothing could ever pass")
+    if c.curriculum.enabled and c.curriculum.skip_below >= c.curriculum.skip_above:
+        problems.append(f"curriculum.skip_below={c.curriculum.skip_below:g} must be below curriculum.skip_above="
+                        f"{c.curriculum.skip_above:g}, else every prompt is skipped")
+    return problems
+
+
+def _known_tasks() -> list[str]:
+    from rlvr.tasks import TASKS  # late import, as for verifiers
+
+    return list(TASKS)
+
+
+def _known_verifiers() -> list[str]:
+    from rlvr.verifiers import VERIFIERS  # late import: config must not pull in torch-heavy modules first
+
+    return list(VERIFIERS)

@@ -142,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         from rlvr.models import ModelError
 
-        if isinstance(err, ModelError) or type(err).__name__ in {"DatasetError", "TrainingDiverged"}:
+        if isinstance(err, ModelError) or type(err).__name__ in {"DatasetError", "TrainingDiverged",
+                                                                    "MicroBatchOutOfMemory", "CheckpointError"}:
             print(f"rlvr: error: {err}", file=sys.stderr)
             return 2
         raise

@@ -46,6 +46,8 @@ class TaskConfig(_Section):
     eval_split: str | None = Field(None, description="qa: held-out split; None = hold out a hashed 10% of rows")
     question_field: str = Field("question", description="qa: column holding the problem text")
     answer_field: str = Field("answer", description="qa: column holding the reference (GSM8K '####' or \\boxed ok)")
+    bad_rows: Literal["skip", "error"] = Field("skip", description="qa: rows with a missing/unreadable answer, bad "
+                                               "UTF-8/JSON or a duplicate question: skip and count them, or stop")
     instruction: str = Field("End with 'Answer: <number>'.", description="appended to every question")
     system_prompt: str | None = Field(None, description="system turn; None keeps the chat template's default")
     one_shot: bool = Field(True, description="prepend one solved example turn showing the answer format")

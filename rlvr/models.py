@@ -107,6 +107,18 @@ def load_tokenizer(config: ModelConfig):
     return tokenizer
 
 
+def context_length(config: ModelConfig) -> int | None:
+    """The model's maximum sequence length from its config (no weights loaded), or None if it has none."""
+    from transformers import AutoConfig
+
+    try:
+        model_config = AutoConfig.from_pretrained(resolve_model_path(config.name_or_path),
+                                                  trust_remote_code=config.trust_remote_code)
+    except (OSError, ValueError):
+        return None  # load_model reports the problem properly
+    return getattr(model_config, "max_position_embeddings", None)
+
+
 def load_model(config: ModelConfig, *, trainable: bool = True):
     """Policy (trainable) or frozen reference, in eval mode (no dropout, as GRPO implementations do)."""
     from transformers import AutoModelForCausalLM

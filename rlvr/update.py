@@ -30,6 +30,16 @@ class UpdateStats:
     entropy: float  # mean per-token entropy of the policy on the sampled completions (always logged)
     grad_norm: float
     skipped: float = 0.0  # 1.0 when a non-finite loss or gradient made this step a no-op (issue #9)
+    micro_batch_size: float = 0.0  # rows per micro-batch actually used (smaller after an out-of-memory retry)
+
+
+class MicroBatchOutOfMemory(RuntimeError):
+    """A micro-batch does not fit in memory even after halving; the message names the setting to lower."""
+
+
+def _is_cpu_oom(err: RuntimeError) -> bool:
+    text = str(err)
+    return "DefaultCPUAllocator" in text or "can't allocate memory" in text
 
 
 def train_step(policy, batch: TrainBatch, optimizer: torch.optim.Optimizer, settings: UpdateSettings,
@@ -37,15 +47,40 @@ def train_step(policy, batch: TrainBatch, optimizer: torch.optim.Optimizer, sett
     """Gradient accumulation over micro-batches with a global normaliser, then one clipped optimizer step.
 
     The aggregation's denominator is computed once over the whole batch (sequences, tokens or the constant),
-    so the accumulated gradient equals the full-batch gradient whatever the micro-batch size.
+    so the accumulated gradient equals the full-batch gradient whatever the micro-batch size. That is what
+    makes the out-of-memory retry exact (issue #9): on torch.OutOfMemoryError (CUDA) the partial gradients
+    are dropped and the whole step runs again with half the micro-batch, down to 1 row.
     """
+    micro = settings.micro_batch_size
+    while True:
+        try:
+            return _accumulate_and_step(policy, batch, optimizer, settings, scheduler, micro)
+        except torch.OutOfMemoryError as err:
+            optimizer.zero_grad(set_to_none=True)
+            if micro == 1:
+                raise MicroBatchOutOfMemory("out of memory even with one row per micro-batch: lower "
+                                            "rollout.max_new_tokens or use a smaller model") from err
+            micro //= 2
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        except RuntimeError as err:  # the CPU allocator's failure is a plain RuntimeError; retrying rarely helps
+            if not _is_cpu_oom(err):
+                raise
+            optimizer.zero_grad(set_to_none=True)
+            raise MicroBatchOutOfMemory(f"out of memory in a micro-batch of {micro} rows: lower "
+                                        f"optimizer.micro_batch_size (now {settings.micro_batch_size}) or "
+                                        "rollout.max_new_tokens") from err
+
+
+def _accumulate_and_step(policy, batch: TrainBatch, optimizer: torch.optim.Optimizer, settings: UpdateSettings,
+                         scheduler, micro_batch_size: int) -> UpdateStats:
     spec = settings.loss
     denominator = AGGREGATIONS[spec.aggregation].denominator(batch.completion_mask, settings.max_length)
     totals = dict(loss=0.0, policy_loss=0.0, kl=0.0, clip_fraction=0.0, entropy=0.0)
     mask_total = batch.completion_mask.sum().clamp(min=1).item()
     order = batch.by_length()  # the gradient does not depend on row order; padding does
-    for start in range(0, batch.size, settings.micro_batch_size):
-        micro = batch.rows(order[start:start + settings.micro_batch_size])
+    for start in range(0, batch.size, micro_batch_size):
+        micro = batch.rows(order[start:start + micro_batch_size])
         logprobs, entropy = completion_logprobs(
             policy, micro.prompt_ids, micro.prompt_mask, micro.prompt_index, micro.completion_ids,
             micro.completion_mask, settings.temperature, with_entropy=True, entropy_grad=spec.entropy_coef > 0)
@@ -68,4 +103,5 @@ def train_step(policy, batch: TrainBatch, optimizer: torch.optim.Optimizer, sett
         if scheduler is not None:
             scheduler.step()
     optimizer.zero_grad(set_to_none=True)
-    return UpdateStats(grad_norm=float(grad_norm), skipped=float(not finite), **totals)
+    return UpdateStats(grad_norm=float(grad_norm), skipped=float(not finite), micro_batch_size=micro_batch_size,
+                       **totals)

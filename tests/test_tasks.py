@@ -179,11 +179,35 @@ def test_qa_saved_dataset_dict_splits(tmp_path: Path) -> None:
     ({"question": "Q?", "answer": "no number ####  "}, "row 3: field 'answer' gives an empty reference"),
     ({"question": "Q?", "answer": "\\boxed{1"}, "row 3: field 'answer' has a \\boxed{ whose braces never close"),
 ])
-def test_qa_bad_row_names_file_row_and_field(tmp_path: Path, row: dict, message: str) -> None:
+def test_qa_bad_row_names_file_row_and_field(tmp_path: Path, row: dict, message: str, capsys) -> None:
     path = write_jsonl(tmp_path / "data.jsonl", GSM8K[:3] + [row] + GSM8K[3:5])
     with pytest.raises(DatasetError) as err:
-        build_task(TaskConfig(name="qa", path=path))
+        build_task(TaskConfig(name="qa", path=path, bad_rows="error"))
     assert str(err.value).startswith(f"{path} {message}")
+    task = build_task(TaskConfig(name="qa", path=path))  # the default skips it and says so at start
+    assert len(task.train) + len(task.held_out) == 5
+    assert f"{path}: skipped 1 of 6 rows ({message}" in capsys.readouterr().err
+
+
+def test_qa_bad_lines_and_duplicates_are_skipped_and_counted(tmp_path: Path, capsys) -> None:
+    # invalid UTF-8, not JSON, not an object, a repeated question: 4 of 9 lines skipped (hand count)
+    path = tmp_path / "data.jsonl"
+    good = [json.dumps(r).encode() for r in GSM8K[:5]]
+    path.write_bytes(b"\n".join([good[0], b'{"question": "\xff\xfe?", "answer": "#### 1"}', good[1], b"{not json",
+                                  good[2], b"[1, 2]", good[3], json.dumps(GSM8K[0]).encode(), good[4]]) + b"\n")
+    task = build_task(TaskConfig(name="qa", path=str(path)))
+    assert len(task.train) + len(task.held_out) == 5
+    err = capsys.readouterr().err
+    assert "skipped 4 of 9 rows" in err and "row 1: not valid UTF-8" in err and "row 3: not valid JSON" in err
+    assert "row 5: a JSON list, not an object" in err and "row 7: the same question as row 0" in err
+    with pytest.raises(DatasetError, match="row 1: not valid UTF-8"):
+        build_task(TaskConfig(name="qa", path=str(path), bad_rows="error"))
+
+
+def test_qa_dataset_with_no_usable_row_fails_before_any_model(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "data.jsonl", [{"question": "Q?"}, {"question": "R?", "answer": ""}])
+    with pytest.raises(DatasetError, match=r"no usable row \(.*skipped 2 of 2 rows"):
+        build_task(TaskConfig(name="qa", path=path))
 
 
 def test_qa_missing_file_and_missing_column(tmp_path: Path) -> None:
@@ -202,3 +226,22 @@ def test_unknown_task_name() -> None:
     assert set(TASKS) >= {"arithmetic", "qa"}
     with pytest.raises(ConfigError, match=r"unknown task 'arithmetc'; valid tasks: arithmetic, qa"):
         build_task(TaskConfig(name="arithmetc"))
+
+
+def test_qa_prompt_longer_than_the_context_is_a_bad_row(tiny_model_dir, tmp_path: Path, capsys) -> None:
+    # the tiny model has 512 positions and one token per character: a 600-character question cannot fit
+    from rlvr.config import load_config
+    from rlvr.models import load_tokenizer
+    from rlvr.recipes.grpo import screen_prompt_lengths
+
+    rows = GSM8K[:6] + [{"question": "x" * 600, "answer": "#### 3"}]
+    path = write_jsonl(tmp_path / "data.jsonl", rows)
+    config = load_config(None, ["task.name=qa", f"task.path={path}", f"model.name_or_path={tiny_model_dir}",
+                                "rollout.max_new_tokens=8"])
+    task, tokenizer = build_task(config.task), load_tokenizer(config.model)
+    screen_prompt_lengths(task, tokenizer, config)
+    assert len(task.train) + len(task.held_out) == 6
+    assert "row 6: prompt of" in capsys.readouterr().err
+    config.task.bad_rows = "error"
+    with pytest.raises(DatasetError, match=r"row 6: prompt of \d+ tokens; the context leaves 504"):
+        screen_prompt_lengths(build_task(config.task), tokenizer, config)

@@ -13,7 +13,7 @@ import json
 import os
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -28,7 +28,7 @@ from rlvr.curriculum import PassRateCurriculum
 from rlvr.evaluate import EvalResult, evaluate
 from rlvr.loss import LossSpec
 from rlvr.metrics import RunLogger, batch_accounting
-from rlvr.models import load_model, load_tokenizer, save_model
+from rlvr.models import context_length, load_model, load_tokenizer, save_model
 from rlvr.objectives import ClipRange
 from rlvr.recipes import stages
 from rlvr.recipes.records import sample_rows, step_record
@@ -38,6 +38,7 @@ from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.hf import HFRolloutEngine
 from rlvr.rundir import release_if_unused
 from rlvr.tasks import Task, build_task
+from rlvr.tasks.screening import prompt_fits
 from rlvr.types import Prompt, TrainBatch
 from rlvr.update import UpdateSettings, UpdateStats, train_step
 
@@ -102,6 +103,7 @@ def setup(config: RunConfig, run_dir: Path) -> Run:
     # Task and verifiers first: a bad dataset or verifier fails before any model loads.
     task, rewarder = build_task(config.task), Rewarder.from_task(config.task)
     tokenizer = load_tokenizer(config.model)
+    screen_prompt_lengths(task, tokenizer, config)
     policy = load_model(config.model, trainable=True)
     reference = load_model(config.model, trainable=False) if config.algorithm.beta > 0 else None
     critic = build_critic(config)
@@ -117,6 +119,15 @@ def setup(config: RunConfig, run_dir: Path) -> Run:
     return Run(config, run_dir, policy, reference, tokenizer, HFRolloutEngine(policy, tokenizer), task,
                CountingStream(task.train_prompts(config.seed)), rewarder, service, build_estimator(config, critic), critic,
                curriculum, settings, optimizer, scheduler, RunLogger(run_dir, config.max_steps))
+
+
+def screen_prompt_lengths(task: Task, tokenizer, config: RunConfig) -> None:
+    """Rows whose prompt leaves less than max_new_tokens of the context are bad rows (issue #9), found before
+    any weights load. Tasks with generated prompts (arithmetic) have no such rows and no `screen_prompts`."""
+    screen = getattr(task, "screen_prompts", None)
+    limit = context_length(config.model) if screen is not None else None
+    if screen is not None and limit is not None:
+        screen(prompt_fits(tokenizer, limit - config.rollout.max_new_tokens))
 
 
 def describe_algorithm(config: RunConfig) -> str:
@@ -137,6 +148,11 @@ def describe_algorithm(config: RunConfig) -> str:
 def update(run: Run, batch: TrainBatch) -> UpdateStats:
     passes = [train_step(run.policy, batch, run.optimizer, run.update_settings, run.scheduler)
               for _ in range(run.config.algorithm.updates_per_batch)]
+    used = int(min(p.micro_batch_size for p in passes))
+    if used < run.update_settings.micro_batch_size:  # an out-of-memory retry halved it: keep the size that fit
+        run.logger.message(f"out of memory at micro-batch {run.update_settings.micro_batch_size}; continuing with "
+                           f"{used} rows per micro-batch (the step is the same: the loss's denominator is global)")
+        run.update_settings = replace(run.update_settings, micro_batch_size=used)
     # mu > 1: log the mean over the passes (the first pass alone always has ratio 1 and no clipping).
     return UpdateStats(**{k: sum(getattr(p, k) for p in passes) / len(passes) for k in vars(passes[0])})
 

@@ -8,8 +8,9 @@
 
 The reference is taken from the answer column: GSM8K's "... #### 72" gives "72", a MATH solution gives
 the content of its last \\boxed{...}, anything else is the whole answer, stripped. Every row is checked
-when the task is built (before any model loads); the first bad row stops it with one message naming the
-source, the row (0-based, as in `dataset[i]`) and the field.
+when the task is built (before any model loads): a bad row (missing or unreadable answer, invalid UTF-8 or
+JSON line, a repeated question) is skipped and counted, naming the row (0-based) and why, or with
+task.bad_rows=error stops the run with that message (tasks/screening.py).
 
 Held-out split: `task.eval_split` when given (a split name, or for a single-file source a second file);
 otherwise the rows whose question hashes (sha256) into the lowest 10% of the hash space. Hashing the
@@ -22,11 +23,12 @@ import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from rlvr.config import ConfigError, TaskConfig
 from rlvr.tasks import first, sample_forever
 from rlvr.tasks.chat import build_messages
+from rlvr.tasks.screening import Screening, scan_jsonl
 from rlvr.types import Prompt
 from rlvr.verifiers.math import last_boxed
 
@@ -120,37 +122,49 @@ def _load_directory(local: Path, path: str, split: str) -> Any:
 
 
 def _rows(path: str, split: str, config: TaskConfig) -> list[Row]:
-    """Load one source and validate every row; the first problem raises one DatasetError."""
-    dataset = load_split(path, split, config.subset)
+    """Load one source and check every row; bad rows are skipped and reported, or raise (task.bad_rows)."""
     single_file = Path(path).expanduser().is_file()
     source = path if single_file else f"{path} [{split}]"  # how messages name it
     origin = path if single_file else f"{path}/{split}"
+    screening = Screening(source, config.bad_rows, DatasetError)
+    local = Path(path).expanduser()
+    lines = scan_jsonl(local, screening) if single_file and local.suffix.lower() == ".jsonl" else None
+    dataset = lines if lines is not None else load_split(path, split, config.subset)
     columns = list(dataset.column_names)
     for field in (config.question_field, config.answer_field):
         if field not in columns:
             kind = "question" if field == config.question_field else "answer"
             raise DatasetError(f"{source}: no column {field!r} (task.{kind}_field); "
                                f"columns: {', '.join(columns)}")
-    rows = []
-    for index, record in enumerate(dataset):
-        where = f"{source} row {index}"
-        question, answer = _text(record[config.question_field]), _text(record[config.answer_field])
-        for field, value in ((config.question_field, question), (config.answer_field, answer)):
-            if value is None:
-                raise DatasetError(f"{where}: field {field!r} is missing or empty")
-        try:
-            reference = extract_reference(answer)
-        except ValueError as err:
-            raise DatasetError(f"{where}: field {config.answer_field!r} {err}") from None
-        if not reference:
-            raise DatasetError(f"{where}: field {config.answer_field!r} gives an empty reference "
-                               f"(answer {answer[-80:]!r})")
-        # Every column but the question travels along: TRL-style reward functions take them as kwargs.
-        extra = {k: v for k, v in record.items() if k != config.question_field}
-        rows.append(Row(origin, index, question, reference, extra))
-    if not rows:
-        raise DatasetError(f"{source}: no rows")
+    rows, seen = [], {}
+    for index, record in (lines.indexed() if lines is not None else enumerate(dataset)):
+        row = _row(record, index, origin, config, seen, screening)
+        if row is not None:
+            seen[row.question] = index
+            rows.append(row)
+    screening.report(len(rows))
     return rows
+
+
+def _row(record: dict[str, Any], index: int, origin: str, config: TaskConfig, seen: dict[str, int],
+         screening: Screening) -> Row | None:
+    question, answer = _text(record.get(config.question_field)), _text(record.get(config.answer_field))
+    for field, value in ((config.question_field, question), (config.answer_field, answer)):
+        if value is None:
+            return screening.reject(index, f"field {field!r} is missing or empty")
+    assert question is not None and answer is not None
+    if question in seen:  # a repeated question would be drawn twice as often
+        return screening.reject(index, f"the same question as row {seen[question]}")
+    try:
+        reference = extract_reference(answer)
+    except ValueError as err:
+        return screening.reject(index, f"field {config.answer_field!r} {err}")
+    if not reference:
+        return screening.reject(index, f"field {config.answer_field!r} gives an empty reference "
+                                       f"(answer {answer[-80:]!r})")
+    # Every column but the question travels along: TRL-style reward functions take them as kwargs.
+    extra = {k: v for k, v in record.items() if k != config.question_field}
+    return Row(origin, index, question, reference, extra)
 
 
 class QATask:
@@ -181,6 +195,20 @@ class QATask:
         # Drop training rows that repeat a held-out question, so evaluation never tests memorised items.
         held_questions = {r.question for r in held}
         return [r for r in rows if r.question not in held_questions], held
+
+    def screen_prompts(self, problem: Callable[[Prompt], str | None]) -> None:
+        """Drop rows whose prompt `problem` rejects (too long for the model's context), as bad rows are."""
+        screening = Screening(str(self.config.path), self.config.bad_rows, DatasetError)
+        for rows in (self.train, self.held_out):
+            kept = [row for row in rows if not self._rejected(row, problem, screening)]
+            rows[:] = kept
+        screening.report(len(self.train) + len(self.held_out))
+
+    def _rejected(self, row: Row, problem: Callable[[Prompt], str | None], screening: Screening) -> bool:
+        why = problem(self.prompt(row))
+        if why is not None:
+            screening.reject(row.index, why)
+        return why is not None
 
     def prompt(self, row: Row) -> Prompt:
         return Prompt(

@@ -1,0 +1,94 @@
+"""Bad dataset rows (issue #9): each row that cannot be used is skipped and counted at start, with its row
+number and why, or stops the run when `task.bad_rows=error`; a dataset with no usable row fails before any
+model loads. Local JSONL files are read line by line when a line is not valid UTF-8 or not a JSON object,
+which would otherwise make the whole file unreadable."""
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+SHOWN = 5  # rows named in the start-up summary; the count covers all
+
+
+@dataclass(frozen=True)
+class BadRow:
+    index: int  # 0-based row (line) of the source
+    why: str
+
+
+@dataclass
+class Screening:
+    """The bad rows of one source; `check` either records one or raises, as task.bad_rows says."""
+
+    source: str
+    mode: str  # "skip" | "error"
+    error: type[Exception]
+    bad: list[BadRow] = field(default_factory=list)
+
+    def reject(self, index: int, why: str) -> None:
+        if self.mode == "error":
+            raise self.error(f"{self.source} row {index}: {why} (task.bad_rows=skip skips such rows instead)")
+        self.bad.append(BadRow(index, why))
+
+    def summary(self, kept: int) -> str:
+        shown = "; ".join(f"row {b.index}: {b.why}" for b in self.bad[:SHOWN])
+        more = f"; and {len(self.bad) - SHOWN} more" if len(self.bad) > SHOWN else ""
+        return (f"{self.source}: skipped {len(self.bad)} of {kept + len(self.bad)} rows ({shown}{more}); "
+                "task.bad_rows=error stops on them instead")
+
+    def report(self, kept: int) -> None:
+        if self.bad:
+            print(f"rlvr: {self.summary(kept)}", file=sys.stderr, flush=True)
+        if kept == 0:
+            raise self.error(f"{self.source}: no usable row" + (f" ({self.summary(0)})" if self.bad else ""))
+
+
+class JsonlRecords:
+    """The JSON-object lines of a file, for when `datasets` cannot read it whole; enumerates as (line, record)."""
+
+    def __init__(self, records: list[tuple[int, dict[str, Any]]]):
+        self.records = records
+        self.column_names = list(dict.fromkeys(k for _, r in records for k in r))
+
+    def indexed(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        return iter(self.records)
+
+
+def scan_jsonl(path: Path, screening: Screening) -> JsonlRecords | None:
+    """None when every non-blank line is a JSON object (let `datasets` read the file); else the good lines,
+    with each bad one passed to `screening`."""
+    good, bad_seen = [], False
+    with path.open("rb") as f:
+        for index, raw in enumerate(f):
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as err:
+                bad_seen = True
+                screening.reject(index, f"not valid UTF-8 ({err.reason} at byte {err.start})")
+                continue
+            except json.JSONDecodeError as err:
+                bad_seen = True
+                screening.reject(index, f"not valid JSON ({err.msg})")
+                continue
+            if not isinstance(record, dict):
+                bad_seen = True
+                screening.reject(index, f"a JSON {type(record).__name__}, not an object")
+                continue
+            good.append((index, record))
+    return JsonlRecords(good) if bad_seen else None
+
+
+def prompt_fits(tokenizer: Any, budget: int) -> Callable[[Any], str | None]:
+    """A check for one Prompt: why it cannot be trained on (its chat-formatted tokens leave fewer than
+    rollout.max_new_tokens of the model's context), or None."""
+    from rlvr.rollout.hf import render_prompts  # the text the rollout engine encodes, encoded the same way
+
+    def check(prompt: Any) -> str | None:
+        tokens = len(tokenizer(render_prompts(tokenizer, [prompt])[0], add_special_tokens=False)["input_ids"])
+        return None if tokens <= budget else f"prompt of {tokens} tokens; the context leaves {budget} for it"
+    return check

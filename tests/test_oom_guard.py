@@ -1,0 +1,47 @@
+"""Out of memory in a micro-batch (issue #9): torch.OutOfMemoryError, raised for real by the embedding layer
+whenever a forward carries more than 2 rows, makes the step run again with half the micro-batch; the result
+is bit-identical to a step run at that size from the start. The CPU allocator's failure gets a clear message."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from rlvr.update import MicroBatchOutOfMemory, train_step
+from test_update import make_batch, settings, tiny_llama  # the hand-built batch of the update tests
+
+
+def _fail_above(model, rows: int, error: Exception) -> None:
+    def hook(module, args):
+        if args[0].shape[0] > rows:
+            raise error
+    model.get_input_embeddings().register_forward_pre_hook(hook)
+
+
+def test_oom_retries_with_half_the_micro_batch_and_matches_that_size():
+    model = tiny_llama()
+    batch = make_batch(model, with_ref=True, with_old=False)
+    clean = copy.deepcopy(model)
+    _fail_above(model, 2, torch.OutOfMemoryError("CUDA out of memory (injected)"))
+    stats = train_step(model, batch, torch.optim.AdamW(model.parameters(), lr=1e-2), settings(4))
+    reference = train_step(clean, batch, torch.optim.AdamW(clean.parameters(), lr=1e-2), settings(2))
+    assert stats.micro_batch_size == 2 and reference.micro_batch_size == 2 and stats.skipped == 0.0
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), clean.parameters()))
+
+
+def test_oom_at_one_row_is_a_clear_error():
+    model = tiny_llama()
+    batch = make_batch(model, with_ref=True, with_old=False)
+    _fail_above(model, 0, torch.OutOfMemoryError("CUDA out of memory (injected)"))
+    with pytest.raises(MicroBatchOutOfMemory, match="one row per micro-batch"):
+        train_step(model, batch, torch.optim.AdamW(model.parameters(), lr=1e-2), settings(4))
+
+
+def test_cpu_allocator_failure_names_the_setting():
+    model = tiny_llama()
+    batch = make_batch(model, with_ref=True, with_old=False)
+    _fail_above(model, 0, RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate "
+                                       "memory: you tried to allocate 123 bytes (injected)"))
+    with pytest.raises(MicroBatchOutOfMemory, match="optimizer.micro_batch_size"):
+        train_step(model, batch, torch.optim.AdamW(model.parameters(), lr=1e-2), settings(4))

@@ -138,3 +138,16 @@ def test_nan_loss_and_nan_gradient_leave_the_step_a_no_op():
     assert all(torch.equal(before[1][k], v) for k, v in optimizer.state_dict()["state"][0].items())
     assert scheduler.last_epoch == before[2]
     assert train_step(policy, batch, optimizer, s, scheduler).skipped == 0.0  # and training goes on
+
+
+@pytest.mark.parametrize("variant", [
+    ["curriculum.enabled=true", "curriculum.revisit_probability=0.5", "rollout.dynamic_sampling.enabled=true"],
+    ["algorithm.advantage=gae", "algorithm.aggregation=token_mean", "algorithm.updates_per_batch=2",
+     "algorithm.kl_placement=reward", "algorithm.kl_estimator=k1"],  # PPO: the critic and its AdamW resume too
+], ids=["curriculum+dynamic_sampling", "ppo_critic"])
+def test_stateful_variants_resume_bit_exact(tiny_model_dir, tmp_path, variant):
+    straight, stopped = tmp_path / "straight", tmp_path / "stopped"
+    finish(train_process([*overrides(tiny_model_dir, straight), *variant]))
+    stop_after_first_steps(train_process([*overrides(tiny_model_dir, stopped), *variant]), stopped / "metrics.jsonl", 2)
+    finish(train_process(["--resume", str(stopped)]))
+    assert_same_run(stopped, straight)

@@ -261,7 +261,6 @@ class Evaluator:
         values, out, key_iter = self._all(node.values, scope), {}, iter(keys)
         for key, value in zip(node.keys, values):
             out.update(value) if key is None else out.__setitem__(next(key_iter), value)
-        hash_bound(out)  # built already, but small: a display has few keys unless `**` brought them
         return check_size(out)
 
     def _elements(self, elts: list[ast.expr], scope: dict) -> list:

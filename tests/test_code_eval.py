@@ -180,7 +180,7 @@ def test_generator_results_behave_as_in_python():
 def test_candidate_values_cannot_blow_up_the_parent(assertion, value):
     start = time.monotonic()
     outcomes, _ = judge(refs(assertion), {"f": lambda x: value})
-    assert outcomes[0][0] is False and "bound" in outcomes[0][1] or "steps" in outcomes[0][1], outcomes
+    assert outcomes[0][0] is False and ("bound" in outcomes[0][1] or "steps" in outcomes[0][1]), outcomes
     assert time.monotonic() - start < 30  # a liveness bound with slack, not a speed test
 
 

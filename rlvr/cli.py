@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -11,6 +12,13 @@ from rlvr.config import ConfigError, RunConfig, load_config, validate_config
 
 class UsageError(Exception):
     """A problem with the command line or its inputs, phrased for the user."""
+
+    user_facing = True
+
+
+# Modules with `register(subparsers)`; their commands raise exceptions with `user_facing = True` for input
+# problems, which main() prints as one line (exit 2). Imports inside them stay lazy: `--help` loads no torch.
+EXTRA_COMMANDS = ("rlvr.sft.command", "rlvr.sampling.command", "rlvr.inference.command", "rlvr.pipeline.command")
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -124,6 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     ve.add_argument("--answer-mode", default=None, help="shorthand for task.answer_mode=...")
     ve.add_argument("--output", default=None, help="write verdict lines here instead of stdout")
     ve.set_defaults(func=cmd_verify)
+    for module in EXTRA_COMMANDS:  # each subsystem owns its command (issue #10): sft, sample, generate, recipe
+        importlib.import_module(module).register(sub)
     return parser
 
 
@@ -134,7 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, UsageError) as err:
         print(f"rlvr: error: {err}", file=sys.stderr)
         return 2
-    except Exception as err:  # known user-facing errors from other modules
+    except Exception as err:
+        if getattr(err, "user_facing", False):
+            print(f"rlvr: error: {err}", file=sys.stderr)
+            return 2  # known user-facing errors from other modules
         from rlvr.verify_file import VerifyInputError  # torch-free; checked before rlvr.models imports torch
 
         if isinstance(err, VerifyInputError):

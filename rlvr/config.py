@@ -76,6 +76,12 @@ class RewardConfig(_Section):
     overlong_buffer: int = Field(0, ge=0, description="DAPO soft overlong punishment: the last N tokens before "
                                                       "max_new_tokens cost up to overlong_penalty (0 = off)")
     overlong_penalty: float = Field(1.0, ge=0, description="reward lost by a completion that reaches max_new_tokens")
+    model_path: str | None = Field(None, description="a HF sequence-classification reward model added as one more "
+                                                     "reward component 'reward_model' (R1's last RL pass)")
+    model_weight: float = Field(1.0, ge=0, description="weight of the reward model's score in the total reward")
+    model_batch_size: int = Field(16, ge=1, description="completions per reward-model forward pass")
+    model_device: str | None = Field(None, pattern=r"^(cpu|cuda(:\d+)?|mps)$",
+                                     description="device for the reward model; None = model.device")
 
 
 class DynamicSamplingConfig(_Section):
@@ -180,6 +186,9 @@ class EvalConfig(_Section):
     top_p: float = Field(0.95, gt=0, le=1, description="nucleus sampling for pass@1 (R1 paper: 0.95)")
     batch_size: int = Field(64, ge=1, description="prompts per generation call during evaluation")
     at_end: bool = Field(True, description="evaluate the final policy on the held-out split")
+    greedy: bool = Field(True, description="also measure greedy accuracy (one more generation pass)")
+    ks: list[int] = Field(default_factory=lambda: [1, 4], description="k for pass@k and maj@k (each <= samples; "
+                                                                      "larger ones are skipped)")
 
 
 class CheckpointConfig(_Section):
@@ -195,6 +204,49 @@ class CheckpointConfig(_Section):
                                                             "gradient before the run stops with a diagnosis")
 
 
+class SFTConfig(_Section):
+    """Supervised fine-tuning (`rlvr sft`): the R1 cold start and the SFT on rejection-sampled traces (issue #10).
+    The optimizer section (lr, warm-up, clipping, micro_batch_size) is shared with RL."""
+
+    data: str | None = Field(None, description="chat data: .jsonl/.json/.parquet file, saved dataset directory or hub "
+                                               "id; 'cold_start' = worked solutions generated for task.name offline")
+    subset: str | None = Field(None, description="hub dataset configuration name")
+    split: str = Field("train", description="dataset split")
+    messages_field: str = Field("messages", description="column of chat turns [{role, content}, ...]")
+    prompt_field: str = Field("prompt", description="used when there is no messages column: prompt text or turns")
+    completion_field: str = Field("completion", description="used with prompt_field: the assistant's answer")
+    train_on: Literal["last_assistant", "assistant"] = Field(
+        "last_assistant", description="loss on the last assistant turn only (earlier ones are context, e.g. the "
+                                      "task's one-shot example) or on every assistant turn")
+    epochs: int = Field(2, ge=1, description="passes over the data")
+    batch_size: int = Field(16, ge=1, description="sequences per optimizer step")
+    max_length: int = Field(1024, ge=8, description="tokens per example; longer rows are skipped and counted")
+    batching: Literal["length_grouped", "padding_free"] = Field(
+        "length_grouped", description="length_grouped: micro-batches of similar length (little padding); "
+                                      "padding_free: rows packed into one sequence with per-row positions")
+    bad_rows: Literal["skip", "error"] = Field("skip", description="rows without a usable assistant turn: skip and "
+                                                                   "count them, or stop")
+    cold_start_size: int = Field(0, ge=0, description="cold_start rows to generate (0 = one per train problem)")
+
+
+class SampleConfig(_Section):
+    """Rejection sampling (`rlvr sample`, R1 stage 3); with a larger teacher and a `student` it is distillation."""
+
+    samples: int = Field(8, ge=1, description="N completions sampled per prompt")
+    keep: int = Field(1, ge=1, description="best k verified-correct completions kept per prompt")
+    select: Literal["shortest", "reward"] = Field("shortest", description="which correct completions are best: "
+                                                  "fewest tokens, or highest total reward (format, language, ...)")
+    prompts: int = Field(512, ge=1, description="distinct train prompts to sample (fewer if the split is smaller)")
+    temperature: float = Field(1.0, gt=0, description="sampling temperature")
+    top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling")
+    batch_size: int = Field(32, ge=1, description="prompts per generation call")
+    mix_path: str | None = Field(None, description="general chat data (JSONL with messages) mixed into the output")
+    mix_ratio: float = Field(0.0, ge=0, lt=1, description="share of output rows taken from mix_path")
+    output: str | None = Field(None, description="SFT dataset written (JSONL); None = RUN/sft_data.jsonl")
+    student: str | None = Field(None, description="distillation: the student model, whose tokenizer is checked "
+                                                  "against the teacher's traces before sampling")
+
+
 class RunConfig(_Section):
     model: ModelConfig = Field(default_factory=ModelConfig)
     task: TaskConfig = Field(default_factory=TaskConfig)
@@ -206,6 +258,8 @@ class RunConfig(_Section):
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    sft: SFTConfig = Field(default_factory=SFTConfig)
+    sample: SampleConfig = Field(default_factory=SampleConfig)
     max_steps: int = Field(40, ge=1, description="optimizer steps (one rollout batch each when mu = 1)")
     seed: int = Field(0, description="seeds torch, Python and the task generators")
     output_dir: str | None = Field(None, description="run directory (must be new or empty); None = runs/<date-time>")

@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import torch
 
 from rlvr.types import Outcome, Prompt, RolloutBatch, ScoredBatch, Verdict
 from rlvr.verifiers import Verifier, build_verifiers, verify_many
 from rlvr.verifiers.base import error_verdict
+
+if TYPE_CHECKING:
+    from rlvr.config import RunConfig
 
 RewardFunction = Callable[..., Sequence[Any]]  # f(prompts, completions, **columns) -> list[float | None]
 Component = Verifier | RewardFunction
@@ -122,6 +125,22 @@ class Rewarder:
         return self.score([batch.prompt_of(row) for row in range(batch.size)], batch.completions)
 
     __call__ = score
+
+
+def build_rewarder(config: RunConfig) -> Rewarder:
+    """The task's verifiers plus, when reward.model_path is set, the reward model as the component
+    "reward_model" with weight reward.model_weight (rlvr.reward_model; R1's last RL pass, issue #10)."""
+    from rlvr.reward_model import reward_model_components  # imports transformers only when a path is set
+
+    verifiers = Rewarder.from_task(config.task).components
+    return Rewarder({**verifiers, **reward_model_components(config)})
+
+
+def reward_functions(rewarder: Rewarder) -> dict[str, tuple[RewardFunction, float]]:
+    """The components that are not verifiers (TRL-style functions, the reward model), for RewardService's
+    `reward_functions`: it runs them in the trainer process, so a model is never sent to a worker."""
+    return {name: (component, weight) for name, (component, weight) in rewarder.components.items()
+            if not is_verifier(component)}
 
 
 def weigh(verdicts: Mapping[str, Sequence[Verdict]], weights: Mapping[str, float]) -> ScoredBatch:

@@ -33,7 +33,7 @@ from rlvr.objectives import ClipRange
 from rlvr.recipes import stages
 from rlvr.recipes.records import sample_rows, step_record
 from rlvr.reward_service import RewardService
-from rlvr.rewards import Rewarder
+from rlvr.rewards import Rewarder, build_rewarder, reward_functions
 from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.hf import HFRolloutEngine
 from rlvr.rundir import release_if_unused
@@ -101,7 +101,7 @@ def setup(config: RunConfig, run_dir: Path) -> Run:
     if config.threads:
         torch.set_num_threads(config.threads)
     # Task and verifiers first: a bad dataset or verifier fails before any model loads.
-    task, rewarder = build_task(config.task), Rewarder.from_task(config.task)
+    task, rewarder = build_task(config.task), build_rewarder(config)  # + reward.model_path when set (issue #10)
     tokenizer = load_tokenizer(config.model)
     screen_prompt_lengths(task, tokenizer, config)
     policy = load_model(config.model, trainable=True)
@@ -112,7 +112,8 @@ def setup(config: RunConfig, run_dir: Path) -> Run:
     warmup = max(o.warmup_steps, 1)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
     r = config.reward
-    service = RewardService(config.task, workers=r.workers, deadline_s=r.deadline_s, retries=r.retries)
+    service = RewardService(config.task, workers=r.workers, deadline_s=r.deadline_s, retries=r.retries,
+                            reward_functions=reward_functions(rewarder))  # the reward model runs here, not in workers
     curriculum = PassRateCurriculum(config.curriculum, config.seed) if config.curriculum.enabled else None
     settings = UpdateSettings(loss_spec(config), config.rollout.temperature, config.micro_batch_size,
                               o.max_grad_norm, config.rollout.max_new_tokens)

@@ -1,0 +1,280 @@
+"""Cold-start data without a hub (issue #10, item 2): readable worked solutions for the built-in tasks.
+
+DeepSeek-R1 (section 2.3.1) starts its RL from a few thousand readable long-CoT examples, each laid out as a
+reasoning block and then a summary answer. Here every row is
+
+    <think>
+    a short, correct derivation
+    </think>
+    Answer: 56                      (the task's verifiable format; see `answer_part`)
+
+and its prompt turns are exactly the task's own (`Task.prompt`: system turn, one-shot pair, question), so SFT
+and RL see identical prompts. Rows come only from the TRAIN split; the held-out problems never appear.
+
+  * arithmetic: derivations are generated for every problem of levels 1-4 (column-wise addition, borrowing,
+    splitting a factor into tens and ones, "multiplication first" for a + b * c), several phrasings each.
+    They are kept short on purpose (SmolLM2 spends a token per digit): a level-1 think block is at most 36
+    tokens, a whole completion of any level at most 56, so SFT and rollouts with max_new_tokens ~ 64 stay
+    cheap on a CPU and are never truncated.
+  * qa: the dataset's own worked solution is the think block when the answer column carries one (GSM8K
+    "rationale #### 72", with its <<48/2=24>> calculator notes removed; a MATH solution ending in \\boxed{});
+    rows without one are skipped and counted (task.bad_rows=error stops on them instead).
+
+Sizes: size = 0 gives one row per distinct train problem; a larger size repeats problems, each copy in the
+next phrasing (a qa row has only its own rationale, so its copies are identical); a smaller size is a
+seeded subset. Everything is a function of (task, size, seed) only.
+"""
+from __future__ import annotations
+
+import random
+import re
+from typing import Any, Callable, Sequence
+
+from rlvr.config import ConfigError, TaskConfig
+from rlvr.types import Prompt
+
+SOURCE = "cold_start"
+_CALCULATOR_NOTE = re.compile(r"<<[^<>]*>>")  # GSM8K's "48/2 = <<48/2=24>>24": tool-call notes, not prose
+_LETTER = re.compile(r"[A-Za-z]{2,}")  # a rationale has words, not only a box
+
+
+class ColdStartError(ConfigError):
+    """No usable cold-start row, or a task without a generator; printed by the CLI as one line."""
+
+    user_facing = True
+
+
+# ---------------------------------------------------------------- the completion layout
+def answer_part(reference: str, task: TaskConfig) -> str:
+    """The final answer in the form the task's verifiers read: <answer> tags when the R1 `format` verifier is
+    on (or the instruction asks for them), \\boxed{} when the instruction asks for a box, else 'Answer: X'
+    (the default instruction, read by the math verifier's strict mode and by `answer_format`)."""
+    if "format" in task.verifiers or "<answer>" in task.instruction:
+        return f"<answer>{reference}</answer>"
+    if "\\boxed" in task.instruction:
+        return f"\\boxed{{{reference}}}"
+    return f"Answer: {reference}"
+
+
+def completion_text(think: str, reference: str, task: TaskConfig) -> str:
+    """`<think>\\n...\\n</think>\\n<answer part>`; without the opening tag when the chat template already
+    opens the think block in the prompt (task.think_prefilled, trl#6966), as the model would write it."""
+    opening = "" if task.think_prefilled else "<think>\n"
+    return f"{opening}{think.strip()}\n</think>\n{answer_part(reference, task)}"
+
+
+def row(prompt: Prompt, completion: str) -> dict[str, Any]:
+    return {"id": prompt.id, "messages": [*map(dict, prompt.messages), {"role": "assistant", "content": completion}],
+            "source": SOURCE}
+
+
+# ---------------------------------------------------------------- arithmetic derivations
+def _add(a: int, b: int) -> list[str]:
+    s = a + b
+    out = [f"{a} + {b} = {s}.", f"{a} plus {b} is {s}."]
+    if a < 10 and b < 10 and s > 10 and a > 0:  # make a ten first: 8 + 5 = 8 + 2 + 3 = 10 + 3
+        need = 10 - a
+        out.insert(0, f"{a} + {b} = {a} + {need} + {b - need} = 10 + {s - 10} = {s}.")
+    tens, units = b // 10 * 10, b % 10
+    if tens and units:  # 47 + 35 = 47 + 30 + 5
+        out.insert(0, f"{a} + {b} = {a} + {tens} + {units} = {a + tens} + {units} = {s}.")
+    if a >= 10 and b >= 10 and a > 12:  # column-wise (level 2 only; level 1 sums stay one step)
+        ones = a % 10 + b % 10
+        carry = f", carry {ones // 10}. Tens: {a // 10} + {b // 10} + 1" if ones >= 10 else \
+            f". Tens: {a // 10} + {b // 10}"
+        out.insert(0, f"Ones: {a % 10} + {b % 10} = {ones}{carry} = {s // 10}. So {s}.")
+    return out
+
+
+def _subtract(a: int, b: int) -> list[str]:
+    d = a - b
+    out = [f"{a} - {b} = {d}.", f"{b} + {d} = {a}, so {a} - {b} = {d}."]
+    tens, units = b // 10 * 10, b % 10
+    if tens and units:  # 53 - 27 = 53 - 20 - 7
+        out.insert(0, f"{a} - {b} = {a} - {tens} - {units} = {a - tens} - {units} = {d}.")
+    if b >= 10:  # column-wise, borrowing a ten when the ones digit is too small
+        if a % 10 >= b % 10:
+            column = f"Ones: {a % 10} - {b % 10} = {d % 10}. Tens: {a // 10} - {b // 10} = {d // 10}."
+        else:
+            column = (f"Ones: borrow, {a % 10 + 10} - {b % 10} = {d % 10}. "
+                      f"Tens: {a // 10} - 1 - {b // 10} = {d // 10}.")
+        out.insert(0, f"{column} So {d}.")
+    return out
+
+
+def _times_small(a: int, b: int) -> list[str]:
+    """a * b with both factors <= 12: the times tables."""
+    p = a * b
+    if 0 in (a, b):
+        return [f"Anything times 0 is 0: {a} * {b} = 0."]
+    if 1 in (a, b):
+        return [f"Times 1 changes nothing: {a} * {b} = {p}."]
+    out = [f"{a} * {b} = {p}."]
+    if 6 <= b <= 9:  # 7 * 8 = 7 * 10 - 7 * 2
+        out.insert(0, f"{a} * {b} = {a} * 10 - {a} * {10 - b} = {10 * a} - {a * (10 - b)} = {p}.")
+    elif b > 10:  # 7 * 12 = 7 * 10 + 7 * 2
+        out.insert(0, f"{a} * {b} = {a} * 10 + {a} * {b - 10} = {10 * a} + {a * (b - 10)} = {p}.")
+    elif b == 10:
+        out.insert(0, f"Times 10 appends a zero: {a} * 10 = {p}.")
+    elif b <= 4:  # 7 * 3 = 7 + 7 + 7
+        out.insert(0, f"{a} * {b} = {' + '.join([str(a)] * b)} = {p}.")
+    if b % 2 == 0 and b >= 4:  # 7 * 8 = 7 * 4 * 2
+        out.append(f"{a} * {b} = {a} * {b // 2} * 2 = {a * b // 2} * 2 = {p}.")
+    return out
+
+
+def _times_by_digit(a: int, b: int) -> list[str]:
+    """Two-digit a times one-digit b (level 3)."""
+    p, tens, units = a * b, a // 10 * 10, a % 10
+    if not units:
+        return [f"{a} * {b} = {a // 10} * {b} * 10 = {a // 10 * b} * 10 = {p}.", f"{a} * {b} = {p}."]
+    low = units * b
+    carry = f", carry {low // 10}. Tens: {a // 10} * {b} + {low // 10}" if low >= 10 else f". Tens: {a // 10} * {b}"
+    out = [f"{a} * {b} = {tens} * {b} + {units} * {b} = {tens * b} + {low} = {p}.",
+           f"Ones: {units} * {b} = {low}{carry} = {p // 10}. So {p}."]
+    if units >= 7:  # 48 * 6 = 50 * 6 - 2 * 6
+        up = tens + 10
+        out.append(f"{a} * {b} = {up} * {b} - {up - a} * {b} = {up * b} - {(up - a) * b} = {p}.")
+    return out
+
+
+def _times_two_digits(a: int, b: int) -> list[str]:
+    """Two-digit a times two-digit b (level 4): split a factor into tens and ones."""
+    p = a * b
+    out = []
+    for x, y in ((a, b), (b, a)):  # 47 * 36 = 47 * 30 + 47 * 6, or = 40 * 36 + 7 * 36
+        tens, units = y // 10 * 10, y % 10
+        if units:
+            out.append(f"{a} * {b} = {x} * {tens} + {x} * {units} = {x * tens} + {x * units} = {p}.")
+        else:
+            out.append(f"{a} * {b} = {x} * {y // 10} * 10 = {x * (y // 10)} * 10 = {p}.")
+    if b % 10 >= 7:  # 47 * 38 = 47 * 40 - 47 * 2
+        up = b // 10 * 10 + 10
+        out.append(f"{a} * {b} = {a} * {up} - {a} * {up - b} = {a * up} - {a * (up - b)} = {p}.")
+    return out
+
+
+def _add_times(a: int, b: int, c: int) -> list[str]:
+    """a + b * c (level 3): multiplication binds tighter than addition."""
+    bc, s = b * c, a + b * c
+    return [f"Multiplication first: {b} * {c} = {bc}. Then {a} + {bc} = {s}.",
+            f"{a} + {b} * {c} = {a} + {bc} = {s}, since * comes before +.",
+            f"Do {b} * {c} first, which is {bc}; adding {a} gives {s}."]
+
+
+def arithmetic_derivations(canonical: str, level: int) -> list[str]:
+    """Correct, readable derivations of one problem ("7 * 8", "3 + 4 * 5"), the preferred one first."""
+    parts = canonical.split()
+    numbers = [int(x) for x in parts[::2]]
+    if len(parts) == 5:
+        return _add_times(*numbers)
+    a, b = numbers
+    op = parts[1]
+    if op == "+":
+        return _add(a, b)
+    if op == "-":
+        return _subtract(a, b)
+    if level == 3:
+        return _times_by_digit(a, b)
+    if level == 4:
+        return _times_two_digits(a, b)
+    return _times_small(a, b)
+
+
+# ---------------------------------------------------------------- sizes, seeds and the two tasks
+def selection(n: int, size: int, seed: int) -> list[tuple[int, int]]:
+    """(item, copy) pairs, shuffled by seed: size 0 -> each item once; size > n -> every item size // n times
+    plus a seeded subset for the rest; size < n -> a seeded subset."""
+    if n == 0:
+        return []
+    rng = random.Random(seed)
+    full, rest = divmod(size or n, n)
+    picks = [(item, copy) for copy in range(full) for item in range(n)]
+    picks += [(item, full) for item in sorted(rng.sample(range(n), rest))]
+    rng.shuffle(picks)
+    return picks
+
+
+def _phrasing(options: Sequence[str], key: str, copy: int, seed: int) -> str:
+    """Copy k of a problem takes the k-th phrasing after a per-problem offset seeded by (seed, problem), so
+    phrasings vary across problems and a repeated problem cycles through its phrasings."""
+    offset = random.Random(f"{seed}/{key}").randrange(len(options))
+    return options[(offset + copy) % len(options)]
+
+
+def _arithmetic_rows(task: TaskConfig, size: int, seed: int) -> list[dict[str, Any]]:
+    from rlvr.tasks.arithmetic import ArithmeticTask
+
+    source = ArithmeticTask(task)
+    rows = []
+    for item, copy in selection(len(source.train), size, seed):
+        problem = source.train[item]
+        think = _phrasing(arithmetic_derivations(problem.canonical, task.level), problem.canonical, copy, seed)
+        prompt = source.prompt(problem, "train")
+        rows.append(row(prompt, completion_text(think, prompt.reference, task)))
+    return rows
+
+
+def rationale(answer: Any) -> str | None:
+    """The worked solution in an answer cell, or None: GSM8K's text before '####' (calculator notes removed),
+    or a whole solution that ends in \\boxed{} and has words besides the box."""
+    from rlvr.verifiers.math import last_boxed
+
+    if not isinstance(answer, str):
+        return None
+    if "####" in answer:
+        text = answer.rsplit("####", 1)[0]
+    elif last_boxed(answer) is not None and _LETTER.search(answer.replace("\\boxed", "")):
+        text = answer
+    else:
+        return None
+    text = _CALCULATOR_NOTE.sub("", text).strip()
+    return text if text and "<think>" not in text and "</think>" not in text else None
+
+
+def _qa_rows(task: TaskConfig, size: int, seed: int) -> list[dict[str, Any]]:
+    from rlvr.tasks.qa import QATask
+    from rlvr.tasks.screening import Screening
+
+    source = QATask(task)
+    screening = Screening(f"{task.path} (cold start)", task.bad_rows, ColdStartError)
+    usable = []
+    for item in source.train:
+        think = rationale(item.columns.get(task.answer_field))
+        if think is None:
+            screening.reject(item.index, f"column {task.answer_field!r} holds no worked solution")
+        else:
+            usable.append((item, think))
+    if not usable:
+        raise ColdStartError(
+            f"{task.path}: none of its {len(source.train)} train rows carries a worked solution in column "
+            f"{task.answer_field!r} (GSM8K 'reasoning #### 72' or a solution ending in \\boxed{{}}), so no cold-start "
+            "data can be made from it; give SFT your own long-CoT data with sft.data=FILE.jsonl")
+    screening.report(len(usable))
+    rows = []
+    for index, _ in selection(len(usable), size, seed):
+        item, think = usable[index]
+        prompt = source.prompt(item)
+        rows.append(row(prompt, completion_text(think, prompt.reference, task)))
+    return rows
+
+
+GENERATORS: dict[str, Callable[[TaskConfig, int, int], list[dict[str, Any]]]] = {
+    "arithmetic": _arithmetic_rows,
+    "qa": _qa_rows,
+}
+
+
+def cold_start_rows(task: TaskConfig, size: int, seed: int) -> list[dict[str, Any]]:
+    """Cold-start SFT rows {"id", "messages", "source": "cold_start"} for `task` (module docstring)."""
+    if size < 0:
+        raise ColdStartError(f"sft.cold_start_size must be >= 0, got {size}")
+    generator = GENERATORS.get(task.name)
+    if generator is None:
+        raise ColdStartError(f"sft.data=cold_start: no worked-solution generator for task {task.name!r} "
+                             f"(there are for {', '.join(sorted(GENERATORS))}); use sft.data=FILE.jsonl")
+    return generator(task, size, seed)
+
+
+__all__ = ["ColdStartError", "GENERATORS", "answer_part", "arithmetic_derivations", "cold_start_rows",
+           "completion_text", "rationale", "selection"]

@@ -1,0 +1,176 @@
+"""Cold-start rows (issue #10, item 2): verified correct, train split only, the task's own prompts, seeded."""
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+
+import pytest
+
+from rlvr.config import ModelConfig, TaskConfig
+from rlvr.tasks.arithmetic import ArithmeticTask, splits
+from rlvr.tasks.cold_start import ColdStartError, arithmetic_derivations, cold_start_rows, selection
+from rlvr.verifiers import build_verifiers
+from rlvr.verifiers.format import ThinkFormatVerifier
+
+# "A = B = C" chains of integer expressions (+, -, *), e.g. "7 * 8 = 7 * 10 - 7 * 2 = 70 - 14 = 56".
+_EXPR = r"\d+(?:[ ]*[-+*][ ]*\d+)*"
+_CHAIN = re.compile(rf"(?<![\d.]){_EXPR}(?:[ ]*=[ ]*{_EXPR})+")
+
+
+def value(expression: str) -> int:
+    assert re.fullmatch(r"[\d +*-]+", expression)
+    return eval(expression)  # digits, spaces, + - * only (checked above); Python's precedence = the task's
+
+
+def false_equations(think: str) -> list[str]:
+    """Every '=' chain in a derivation whose sides differ (an empty list when the derivation is correct)."""
+    wrong = []
+    for match in _CHAIN.finditer(think):
+        sides = [value(side) for side in match.group(0).split("=")]
+        if len(set(sides)) != 1:
+            wrong.append(match.group(0))
+    return wrong
+
+
+def assistant(row: dict) -> str:
+    return row["messages"][-1]["content"]
+
+
+@pytest.mark.parametrize("level", [1, 2, 3, 4])
+def test_every_row_is_verified_correct_and_its_derivation_true(level):
+    task = TaskConfig(level=level, verifiers={"math": 1.0, "think_format": 1.0, "answer_format": 1.0})
+    verifiers = build_verifiers(task)
+    assert verifiers["math"].mode == "strict"
+    rows = cold_start_rows(task, 0, seed=0)
+    references = {p.canonical: str(p.value) for p in splits(level)[0]}
+    for row in rows:
+        completion, reference = assistant(row), references[row["id"].split("/")[-1]]
+        verdicts = {name: v.verify(completion, reference) for name, v in verifiers.items()}
+        assert all(v.outcome.value == "correct" for v in verdicts.values()), (completion, verdicts)
+        think = completion.split("</think>")[0]
+        assert false_equations(think) == [], completion
+        assert row["source"] == "cold_start" and row["messages"][-1]["role"] == "assistant"
+
+
+@pytest.mark.parametrize("level", [1, 2, 3, 4])
+def test_every_phrasing_of_every_problem_is_true(level):
+    # All phrasings, not only those the seed picked: a repeated problem cycles through them.
+    for problem in splits(level)[0]:
+        for think in arithmetic_derivations(problem.canonical, level):
+            assert false_equations(think) == [], think
+            assert str(problem.value) in think, think
+
+
+def test_only_train_problems_with_the_tasks_own_prompts():
+    config = TaskConfig(level=1)
+    task = ArithmeticTask(config)
+    rows = cold_start_rows(config, 0, seed=3)
+    train = {task.prompt(p, "train").id: task.prompt(p, "train") for p in task.train}
+    held_out = {p.canonical for p in task.held_out}
+    assert sorted(r["id"] for r in rows) == sorted(train)  # size 0: each train problem exactly once
+    assert not {r["id"].split("/")[-1] for r in rows} & held_out
+    for row in rows:
+        assert row["messages"][:-1] == list(train[row["id"]].messages)  # SFT and RL prompts are identical
+
+
+def test_deterministic_by_seed():
+    config = TaskConfig(level=2)
+    first, again, other = (cold_start_rows(config, 300, seed) for seed in (7, 7, 8))
+    assert first == again
+    assert first != other
+
+
+def test_sizes_subset_and_repeats_cycle_phrasings():
+    config = TaskConfig(level=1)
+    n = len(splits(1)[0])  # 137 train problems
+    subset = cold_start_rows(config, 50, seed=0)
+    assert len(subset) == 50 and len({r["id"] for r in subset}) == 50
+    repeated = cold_start_rows(config, 3 * n + 5, seed=0)
+    copies = Counter(r["id"] for r in repeated)
+    assert len(repeated) == 3 * n + 5 and set(copies.values()) == {3, 4}
+    assert sum(c == 4 for c in copies.values()) == 5
+    texts: dict[str, set[str]] = {}
+    for row in repeated:
+        texts.setdefault(row["id"], set()).add(assistant(row))
+    for key, seen in texts.items():  # copy k takes the k-th phrasing after an offset: no repeats before all
+        assert len(seen) == min(copies[key], len(arithmetic_derivations(key.split("/")[-1], 1)))
+    assert any(len(seen) >= 3 for seen in texts.values())
+
+
+def test_selection_counts():
+    # n = 4 items, size 10 -> two full passes (8) plus 2 seeded extras; size 0 -> each once; size 3 -> subset.
+    picks = selection(4, 10, seed=1)
+    assert len(picks) == 10 and sorted(Counter(i for i, _ in picks).values()) == [2, 2, 3, 3]
+    assert sorted(selection(4, 0, seed=1)) == [(0, 0), (1, 0), (2, 0), (3, 0)]
+    assert len({i for i, _ in selection(4, 3, seed=1)}) == 3
+
+
+def test_answer_in_the_tasks_format():
+    tagged = TaskConfig(level=1, verifiers={"math": 1.0, "format": 1.0})
+    verifiers = build_verifiers(tagged)
+    for row in cold_start_rows(tagged, 20, seed=0):
+        completion = assistant(row)
+        assert completion.endswith("</answer>")
+        reference = completion.split("<answer>")[1].removesuffix("</answer>")
+        assert all(v.verify(completion, reference).outcome.value == "correct" for v in verifiers.values())
+    prefilled = TaskConfig(level=1, think_prefilled=True)
+    for row in cold_start_rows(prefilled, 10, seed=0):
+        assert not assistant(row).startswith("<think>")  # the chat template opened it (trl#6966)
+        assert ThinkFormatVerifier(think_prefilled=True).verify(assistant(row)).outcome.value == "correct"
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_qa_rationales_become_think_blocks(tmp_path, capsys):
+    train = write_jsonl(tmp_path / "train.jsonl", [
+        {"question": "Natalia sold 48 clips in April and half as many in May. How many in all?",
+         "answer": "In May she sold 48/2 = <<48/2=24>>24 clips.\nIn all 48+24 = <<48+24=72>>72 clips.\n#### 72"},
+        {"question": "What is half of 1?", "answer": "Half of one is one divided by two: $\\boxed{\\frac{1}{2}}$."},
+        {"question": "What is 2 + 2?", "answer": "4"},  # no worked solution: skipped and counted
+        {"question": "What is 3 + 3?", "answer": "#### 6"},  # empty rationale: skipped too
+    ])
+    held = write_jsonl(tmp_path / "held.jsonl", [{"question": "What is 5 + 5?", "answer": "So 10.\n#### 10"}])
+    config = TaskConfig(name="qa", path=str(train), eval_split=str(held))
+    verifiers = build_verifiers(config.model_copy(update={"verifiers": {"math": 1.0, "think_format": 1.0}}))
+    rows = cold_start_rows(config, 0, seed=0)
+    assert "skipped 2 of 4 rows" in capsys.readouterr().err
+    by_question = {r["messages"][-2]["content"].split("?")[0]: assistant(r) for r in rows}
+    assert set(by_question) == {"Natalia sold 48 clips in April and half as many in May. How many in all",
+                                "What is half of 1"}  # the held-out question never appears
+    gsm8k = by_question["Natalia sold 48 clips in April and half as many in May. How many in all"]
+    assert "<<" not in gsm8k and gsm8k.endswith("</think>\nAnswer: 72") and "48/2 = 24 clips" in gsm8k
+    for completion, reference in ((gsm8k, "72"), (by_question["What is half of 1"], "\\frac{1}{2}")):
+        assert all(v.verify(completion, reference).outcome.value == "correct" for v in verifiers.values())
+    assert len(cold_start_rows(config, 5, seed=0)) == 5  # repeats of the two usable rows
+
+
+def test_qa_without_any_rationale_is_one_clear_error(tmp_path):
+    path = write_jsonl(tmp_path / "bare.jsonl", [{"question": f"q{i}", "answer": str(i)} for i in range(30)])
+    with pytest.raises(ColdStartError, match="no cold-start data|worked solution") as err:
+        cold_start_rows(TaskConfig(name="qa", path=str(path)), 0, seed=0)
+    assert err.value.user_facing and "'answer'" in str(err.value) and "sft.data" in str(err.value)
+
+
+def test_unknown_task_is_one_clear_error():
+    with pytest.raises(ColdStartError, match="no worked-solution generator for task 'code'"):
+        cold_start_rows(TaskConfig(name="code"), 0, seed=0)
+
+
+def test_token_lengths_fit_short_rollouts():
+    from rlvr.models import load_tokenizer
+
+    try:
+        tokenizer = load_tokenizer(ModelConfig())  # the embedded SmolLM2, when cached (no download)
+    except Exception as err:  # noqa: BLE001 - any loading problem only means this check cannot run here
+        pytest.skip(f"embedded tokenizer unavailable: {err}")
+    for level in (1, 2, 3, 4):
+        completions = [assistant(r) for r in cold_start_rows(TaskConfig(level=level), 0, seed=0)]
+        thinks = [c.split("</think>")[0].removeprefix("<think>") for c in completions]
+        think_tokens = max(map(len, tokenizer(thinks, add_special_tokens=False)["input_ids"]))
+        total_tokens = max(map(len, tokenizer(completions, add_special_tokens=False)["input_ids"]))
+        assert think_tokens <= (40 if level == 1 else 45), (level, think_tokens)
+        assert total_tokens < 64, (level, total_tokens)  # rollout.max_new_tokens ~ 64 leaves room for EOS

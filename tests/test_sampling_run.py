@@ -1,0 +1,162 @@
+"""`rlvr sample` end to end on the tiny random Llama (tests/conftest.py): the dataset and its provenance, a
+SIGTERM-stopped run resumed to the same dataset, mixing, and every input error before any sampling.
+
+The tiny model never solves arithmetic, so the math verifier is replaced by a deterministic reward function
+(correct when the completion's character codes sum to a multiple of 3) plus a constant 'reward_model'."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+
+from rlvr.cli import main
+from rlvr.config import ConfigError, load_config
+from rlvr.rewards import Rewarder
+from rlvr.rollout.hf import HFRolloutEngine
+from rlvr.sampling import SampleError
+from rlvr.sampling.records import PROGRESS, load_progress
+from rlvr.sampling.run import rejection_sample
+from rlvr.sampling.select import select_best
+
+
+def third(prompts, completions, **columns):
+    return [1.0 if sum(map(ord, c)) % 3 == 0 else 0.0 for c in completions]
+
+
+def critic(prompts, completions, **columns):
+    return [0.5] * len(completions)  # never CORRECT: must not keep anything out (select.REWARD_MODEL)
+
+
+@pytest.fixture(autouse=True)
+def fake_rewarder(monkeypatch):
+    monkeypatch.setattr("rlvr.sampling.run.make_rewarder",
+                        lambda config: Rewarder({"math": (third, config.task.verifiers["math"]),
+                                                 "reward_model": (critic, 0.5)}))
+
+
+def overrides(model_dir, out, *extra):
+    return [f"model.name_or_path={model_dir}", f"output_dir={out}", "sample.prompts=6", "sample.batch_size=4",
+            "sample.samples=4", "sample.keep=2", "rollout.max_new_tokens=8", "threads=1", *extra]
+
+
+def rows_of(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_dataset_rows_carry_messages_and_provenance(tiny_model_dir, tmp_path):
+    out = tmp_path / "run"
+    result = rejection_sample(load_config(None, overrides(tiny_model_dir, out)))
+    assert result.complete and result.path == out / "sft_data.jsonl"
+    assert (result.prompts_done, result.sampled) == (6, 24)
+    assert result.correct == result.outcomes["math/correct"] and result.acceptance_rate == result.correct / 24
+    rows = rows_of(result.path)
+    assert len(rows) == result.rows_kept > 0
+    done = load_progress(out)
+    assert len(done) == 6 and len((out / PROGRESS).read_text().splitlines()) == 6
+    for row in rows:
+        prompt_id, index = row["id"].rsplit("#", 1)
+        sample = done[prompt_id].candidates[int(index)]
+        assert row["source"] == "rejection_sampling" and row["messages"][-1] == {"role": "assistant",
+                                                                                 "content": sample.text}
+        assert row["messages"][-2]["role"] == "user"  # the prompt's own turns come first
+        assert row["provenance"] == {"model": str(tiny_model_dir), "step": None, "sampled": 4,
+                                     "correct": select_best(done[prompt_id].candidates, 2, "shortest",
+                                                            {"math": 1.0}).correct,
+                                     "reward": sample.reward, "length": sample.length,
+                                     "verdicts": {"math": "correct", "reward_model": "wrong"}}
+        assert sample.reward == 1.25  # 1 x 1.0 + 0.5 x 0.5
+    expected = sum(len(select_best(r.candidates, 2, "shortest", {"math": 1.0}).kept) for r in done.values())
+    assert result.rows_kept == expected
+    report = json.loads((out / "report.json").read_text())
+    assert report["rows_kept"] == result.rows_kept and report["complete"] and report["model"] == str(tiny_model_dir)
+    assert load_config(out / "config.yaml").output_dir == str(out)
+
+
+def test_sigterm_then_resume_writes_the_uninterrupted_dataset(tiny_model_dir, tmp_path, monkeypatch):
+    whole = rejection_sample(load_config(None, overrides(tiny_model_dir, tmp_path / "whole")))
+    generate, calls = HFRolloutEngine.generate, []
+
+    def interrupted(self, prompts, group_size, sampling):
+        calls.append(len(prompts))
+        if len(calls) == 1:  # a real SIGTERM while the first batch is being sampled
+            os.kill(os.getpid(), signal.SIGTERM)
+        return generate(self, prompts, group_size, sampling)
+
+    monkeypatch.setattr(HFRolloutEngine, "generate", interrupted)
+    out = tmp_path / "parts"
+    stopped = rejection_sample(load_config(None, overrides(tiny_model_dir, out)))
+    assert not stopped.complete and stopped.prompts_done == 4 and not stopped.path.exists()
+    assert len(load_progress(out)) == 4  # the batch in flight finished and was recorded
+    resumed = rejection_sample(load_config(None, overrides(tiny_model_dir, out, "checkpoint.resume=auto")))
+    assert calls == [4, 2]  # the resumed run sampled only the second batch
+    assert resumed.complete and resumed.rows_kept == whole.rows_kept
+    assert resumed.path.read_bytes() == whole.path.read_bytes()
+    assert sorted((out / PROGRESS).read_text().splitlines()) == sorted(
+        (tmp_path / "whole" / PROGRESS).read_text().splitlines())
+
+
+def test_resume_checks_settings_and_reselects_without_sampling(tiny_model_dir, tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    first = rejection_sample(load_config(None, overrides(tiny_model_dir, out)))
+    with pytest.raises(ConfigError, match="sample.temperature: 1.0 -> 0.5"):
+        rejection_sample(load_config(None, overrides(tiny_model_dir, out, "checkpoint.resume=auto",
+                                                     "sample.temperature=0.5")))
+    monkeypatch.setattr(HFRolloutEngine, "__init__", lambda *a: pytest.fail("a finished run loads no model"))
+    again = rejection_sample(load_config(None, overrides(tiny_model_dir, out, "checkpoint.resume=auto",
+                                                         "sample.keep=1")))
+    assert again.complete and again.rows_kept == sum(r.correct > 0 for r in [
+        select_best(rec.candidates, 1, "shortest", {"math": 1.0}) for rec in load_progress(out).values()])
+    assert again.rows_kept <= first.rows_kept and len(rows_of(again.path)) == again.rows_kept
+
+
+def test_general_rows_are_mixed_at_the_ratio(tiny_model_dir, tmp_path):
+    general = tmp_path / "general.jsonl"
+    general.write_text("".join(json.dumps({"messages": [{"role": "user", "content": f"hi {i}"},
+                                                         {"role": "assistant", "content": f"hello {i}"}]}) + "\n"
+                               for i in range(3)))
+    result = rejection_sample(load_config(None, overrides(tiny_model_dir, tmp_path / "run", f"sample.mix_path={general}",
+                                                          "sample.mix_ratio=0.5")))
+    rows = rows_of(result.path)
+    assert result.rows_general == result.rows_kept  # kept * 0.5 / (1 - 0.5)
+    assert sum(r["source"] == "general" for r in rows) == result.rows_general
+    assert len(rows) == result.rows_kept + result.rows_general
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert report["mix_with_replacement"] == (result.rows_kept > 3)
+
+
+def test_cli_prints_the_summary(tiny_model_dir, tmp_path, capsys):
+    assert main(["sample", *overrides(tiny_model_dir, tmp_path / "run", f"sample.student={tiny_model_dir}")]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("rlvr sample: 6 prompts, 24 sampled, ") and "acceptance rate" in last
+    assert last.endswith(str(tmp_path / "run" / "sft_data.jsonl"))
+
+
+def test_input_errors_come_before_any_run_directory(tiny_model_dir, tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"messages": []}\n')
+    no_template = tmp_path / "student"
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    tokenizer.chat_template = None
+    tokenizer.save_pretrained(no_template)
+    (no_template / "config.json").write_text((tiny_model_dir / "config.json").read_text())
+    cases = [([f"sample.mix_path={bad}", "sample.mix_ratio=0.2"], "sample.mix_path"),
+             (["sample.mix_ratio=0.2"], "sample.mix_ratio=0.2 needs sample.mix_path"),
+             ([f"sample.student={no_template}"], "sample.student"),
+             (["task.verifiers={math: 0.0}"], "task.verifiers")]
+    for extra, message in cases:
+        assert main(["sample", *overrides(tiny_model_dir, tmp_path / "run", *extra)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("rlvr: error: ") and message in err, err
+        assert not (tmp_path / "run").exists()
+
+
+def test_existing_output_file_is_never_overwritten(tiny_model_dir, tmp_path):
+    precious = tmp_path / "data.jsonl"
+    precious.write_text("mine\n")
+    with pytest.raises(SampleError, match="already exists"):
+        rejection_sample(load_config(None, overrides(tiny_model_dir, tmp_path / "run", f"sample.output={precious}")))
+    assert precious.read_text() == "mine\n" and not (tmp_path / "run").exists()

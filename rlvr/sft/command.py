@@ -1,5 +1,39 @@
-"""Placeholder until the sft command lands (issue #10)."""
+"""`rlvr sft [CONFIG.yaml] [dotted.key=value ...] [--resume RUN_DIR]` (issue #10, item 1).
+
+Imports stay inside the command function so that `rlvr --help` loads no torch.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def cmd_sft(args: argparse.Namespace) -> int:
+    from rlvr.cli import UsageError, _config_from_args, _is_override
+    from rlvr.config import load_config
+
+    if args.resume:  # the run's own config, then the user's overrides (save_every=N, threads=N, ...)
+        saved = Path(args.resume) / "config.yaml"
+        if not saved.is_file():
+            raise UsageError(f"--resume {args.resume!r}: not an rlvr run directory (no config.yaml)")
+        extra = [a for a in (args.config, *args.overrides) if a]
+        if any(not _is_override(a) for a in extra):
+            raise UsageError("--resume takes the run's own config.yaml; give only dotted.key=value overrides")
+        config = load_config(saved, [*extra, f"checkpoint.resume={args.resume}", f"output_dir={args.resume}"])
+    else:
+        config = _config_from_args(args.config, args.overrides)
+    from rlvr.sft.trainer import sft
+
+    sft(config)
+    return 0
 
 
 def register(sub) -> None:
-    del sub
+    p = sub.add_parser("sft", help="supervised fine-tuning on chat data (loss on assistant tokens only)",
+                       description="Supervised fine-tuning: sft.data is a .jsonl/.json/.parquet file, a saved "
+                                   "dataset directory, a hub id, or 'cold_start' (worked solutions for task.name). "
+                                   "Rows hold a messages column or prompt/completion columns.")
+    p.add_argument("config", nargs="?", help="YAML config file (optional)")
+    p.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. sft.data=chats.jsonl sft.epochs=1")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue RUN_DIR from its newest complete checkpoint")
+    p.set_defaults(func=cmd_sft)

@@ -1,0 +1,88 @@
+"""Which rows each optimizer step sees, and how they become micro-batches (issue #10, item 1).
+
+Order: every epoch is a permutation of the rows drawn from the seed and the epoch number alone (a string
+seed, so it does not depend on PYTHONHASHSEED or on global RNG state); the epochs are concatenated and each
+optimizer step takes the next sft.batch_size rows, the last one fewer. A resumed run rebuilds the stream and
+skips what was drawn (rlvr.checkpoint.state.CountingStream).
+
+Micro-batches: within a step the rows are sorted by length and cut into optimizer.micro_batch_size rows.
+The loss is normalised by the step's assistant-token count (rlvr/sft/step.py), so the step's gradient does
+not depend on the order or the cut; sorting only removes padding. Two layouts:
+  * length_grouped: one row per example, right-padded to the longest of its micro-batch;
+  * padding_free: a micro-batch's rows packed into one row whose position ids restart at 0 for every
+    example. With no attention mask given, transformers (>= 4.54, masking_utils.find_packed_sequence_indices)
+    reads the restarts as sequence boundaries and builds a block-diagonal causal mask for sdpa and eager
+    attention as well as flash-attention, so no token attends to another example (tests/test_sft.py checks
+    the loss equals the padded one). Models with their own masking code (trust_remote_code) may not do this.
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from typing import Iterator
+
+import torch
+
+from rlvr.sft.masking import Example
+
+
+def epoch_order(rows: int, seed: int, epoch: int) -> list[int]:
+    order = list(range(rows))
+    random.Random(f"rlvr-sft/{seed}/{epoch}").shuffle(order)
+    return order
+
+
+def row_stream(rows: int, epochs: int, seed: int) -> Iterator[int]:
+    """Row indices in training order: epoch 0's permutation, then epoch 1's, ..."""
+    for epoch in range(epochs):
+        yield from epoch_order(rows, seed, epoch)
+
+
+def total_steps(rows: int, epochs: int, batch_size: int) -> int:
+    """ceil(epochs x rows / batch_size): every row is seen `epochs` times, the last step may be short."""
+    return math.ceil(epochs * rows / batch_size)
+
+
+@dataclass(frozen=True)
+class MicroBatch:
+    input_ids: torch.Tensor  # [B, T] int64
+    position_ids: torch.Tensor  # [B, T] int64; restart at 0 for every packed example
+    attention_mask: torch.Tensor | None  # [B, T] 1 on real tokens; None when packed (positions mark examples)
+    target_mask: torch.Tensor  # [B, T] bool: tokens the loss is taken on
+    rows: int  # examples in this micro-batch
+
+    @property
+    def tokens(self) -> int:
+        """Real (non-padding) tokens."""
+        return self.input_ids.numel() if self.attention_mask is None else int(self.attention_mask.sum())
+
+
+def pad_rows(examples: list[Example], pad_id: int) -> MicroBatch:
+    """One row per example, padded on the right (the positions of real tokens are then 0..T-1 as usual)."""
+    width = max(e.length for e in examples)
+    ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(examples), width), dtype=torch.long)
+    target = torch.zeros((len(examples), width), dtype=torch.bool)
+    for row, e in enumerate(examples):
+        ids[row, :e.length], attention[row, :e.length], target[row, :e.length] = e.input_ids, 1, e.target_mask
+    positions = torch.arange(width).expand(len(examples), width).clone()
+    return MicroBatch(ids, positions, attention, target, len(examples))
+
+
+def pack_rows(examples: list[Example]) -> MicroBatch:
+    """All examples in one row [1, sum T]. Each example's first token is never a target (Example guarantees
+    it), so no loss term predicts one example from the end of the previous one."""
+    ids = torch.cat([e.input_ids for e in examples])[None]
+    positions = torch.cat([torch.arange(e.length) for e in examples])[None]
+    target = torch.cat([e.target_mask for e in examples])[None]
+    return MicroBatch(ids, positions, None, target, len(examples))
+
+
+def micro_batches(examples: list[Example], micro_batch_size: int, batching: str, pad_id: int) -> list[MicroBatch]:
+    """One optimizer step's examples, longest first, cut into micro-batches of `micro_batch_size` rows."""
+    ordered = sorted(examples, key=lambda e: -e.length)  # stable: ties keep the stream's order
+    chunks = [ordered[i:i + micro_batch_size] for i in range(0, len(ordered), micro_batch_size)]
+    if batching == "padding_free":
+        return [pack_rows(chunk) for chunk in chunks]
+    return [pad_rows(chunk, pad_id) for chunk in chunks]

@@ -1,0 +1,242 @@
+"""Supervised fine-tuning (issue #10, item 1): the R1 cold start and the SFT on rejection-sampled traces.
+
+  rows -> assistant-token masks -> steps of sft.batch_size rows -> micro-batches -> AdamW -> log -> checkpoint
+
+The run directory is the one `rlvr train` writes (config.yaml, metrics.jsonl, checkpoints/step-N in the
+atomic format of rlvr/checkpoint, final/ in Hugging Face format), claimed and locked the same way, and
+resumed the same way (checkpoint.resume=auto or a run directory): the trainer state saves the optimizer,
+the schedule, every RNG and how many rows the data stream has handed out, so a resumed run continues bit
+for bit. SIGTERM/SIGINT finishes the optimizer step in flight, checkpoints and returns the checkpoint.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rlvr.checkpoint import resume
+from rlvr.checkpoint.signals import GracefulStop
+from rlvr.checkpoint.state import CountingStream
+from rlvr.checkpoint.store import Checkpoint
+from rlvr.config import OptimizerConfig, RunConfig, dump_config
+from rlvr.metrics import RunLogger
+from rlvr.models import context_length, load_model, load_tokenizer, save_model
+from rlvr.rundir import release_if_unused
+from rlvr.sft.batching import row_stream, total_steps
+from rlvr.sft.data import BadRow, RowScreen, SFTDataError, data_source, load_chat_rows, source_name
+from rlvr.sft.masking import Example, encode_row
+from rlvr.sft.step import StepSettings, sft_step
+
+DATA_FILE = "sft_rows.json"  # rows and fingerprint of the tokenised data, checked on resume
+
+
+class SFTDiverged(RuntimeError):
+    """Too many steps in a row had a non-finite loss or gradient."""
+
+    user_facing = True
+
+
+class SFTLogger(RunLogger):
+    """metrics.jsonl as for GRPO; the progress line shows what SFT has (no rewards, no KL)."""
+
+    def _progress_line(self, r: dict[str, Any]) -> str:
+        step, elapsed = r["step"], r["elapsed_s"]
+        eta = elapsed / step * (self.max_steps - step)
+
+        def f(key: str, spec: str) -> str:  # None: a non-finite value the logger blanked out
+            return "nan" if r.get(key) is None else format(r[key], spec)
+        return (f"sft step {step:>4}/{self.max_steps} | loss {f('loss', '.4f')} | lr {f('lr', '.2e')} | "
+                f"grad {f('grad_norm', '.3f')} | tokens {r['tokens']} | epoch {r['epoch']:.2f} | "
+                f"{elapsed / step:.1f} s/step | eta {eta / 60:.1f} min")
+
+
+@dataclass
+class SFTRun:
+    """Everything the loop holds; built once by `setup`."""
+
+    config: RunConfig
+    run_dir: Path
+    policy: Any
+    tokenizer: Any
+    examples: list[Example]
+    stream: CountingStream[int]  # row indices in training order; counts what it handed out (the cursor)
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    settings: StepSettings
+    steps: int
+    logger: SFTLogger
+
+
+def build_optimizer(policy, o: OptimizerConfig) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    """AdamW with a linear warm-up over o.warmup_steps, then constant: the schedule GRPO's setup builds."""
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=o.lr, betas=o.betas, weight_decay=o.weight_decay)
+    warmup = max(o.warmup_steps, 1)
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
+
+
+def load_examples(config: RunConfig, tokenizer, max_length: int) -> list[Example]:
+    """Every usable row, tokenised with its mask; bad rows are counted in one line (or stop the run)."""
+    screen = RowScreen(source_name(config), config.sft.bad_rows)
+    examples = []
+    for row in load_chat_rows(config, screen):
+        try:
+            examples.append(encode_row(tokenizer, row, config.sft.train_on, max_length))
+        except BadRow as bad:
+            screen.reject(row.index, str(bad), bad.reason)
+    screen.report(len(examples))
+    return examples
+
+
+def setup(config: RunConfig, run_dir: Path) -> SFTRun:
+    random.seed(config.seed)
+    torch.manual_seed(config.seed)
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    # Data first: a bad dataset fails before any weights load.
+    tokenizer = load_tokenizer(config.model)
+    limit = min(config.sft.max_length, context_length(config.model) or config.sft.max_length)
+    examples = load_examples(config, tokenizer, limit)
+    policy = load_model(config.model, trainable=True)
+    optimizer, scheduler = build_optimizer(policy, config.optimizer)
+    s = config.sft
+    steps = total_steps(len(examples), s.epochs, s.batch_size)
+    settings = StepSettings(min(config.optimizer.micro_batch_size, s.batch_size), s.batching,
+                            config.optimizer.max_grad_norm, tokenizer.pad_token_id)
+    stream = CountingStream(row_stream(len(examples), s.epochs, config.seed))
+    return SFTRun(config, run_dir, policy, tokenizer, examples, stream, optimizer, scheduler, settings, steps,
+                  SFTLogger(run_dir, steps))
+
+
+def sft(config: RunConfig, run_dir: Path | str | None = None) -> Path:
+    """Fine-tune config.model on config.sft.data; returns RUN/final, or the checkpoint written when a
+    SIGTERM/SIGINT stopped the run early. The run directory (run_dir, else config.output_dir, else a new
+    runs/<date-time>) must be new or empty, unless checkpoint.resume continues it."""
+    data_source(config)  # sft.data unset or missing: one error before a run directory is claimed
+    run_dir, checkpoint = resume.open_run(config, Path(run_dir) if run_dir is not None else None)
+    lock = resume.hold_run_lock(run_dir)
+    config.output_dir = str(run_dir)
+    print(f"run directory: {run_dir}" + (f" (resuming from {checkpoint.path.name})" if checkpoint else ""),
+          flush=True)
+    try:
+        run = setup(config, run_dir)
+    except BaseException:
+        if checkpoint is None:
+            release_if_unused(run_dir)
+        os.close(lock)
+        raise
+    try:
+        return _loop(run, checkpoint)
+    finally:
+        os.close(lock)
+
+
+def data_fingerprint(examples: list[Example]) -> str:
+    """sha256 of every example's tokens and mask, in order: what the row cursor of a checkpoint indexes."""
+    digest = hashlib.sha256()
+    for e in examples:
+        digest.update(e.input_ids.numpy().tobytes() + e.target_mask.numpy().tobytes() + b"|")
+    return digest.hexdigest()
+
+
+def check_same_data(run: SFTRun, checkpoint: Checkpoint) -> None:
+    """A checkpoint's cursor counts rows of the data it was trained on; resuming on other rows (an edited
+    file, another tokenizer or max_length) would silently train on a different sequence."""
+    path = run.run_dir / DATA_FILE
+    saved = json.loads(path.read_text()) if path.is_file() else None
+    now = {"rows": len(run.examples), "sha256": data_fingerprint(run.examples)}
+    if saved is not None and saved != now and not run.config.checkpoint.resume_force:
+        raise SFTDataError(f"the SFT data differs from the data {checkpoint.path} was trained on ({saved['rows']} "
+                           f"usable rows then, {now['rows']} now, or their tokens changed); resuming would not "
+                           "continue the run exactly (set checkpoint.resume_force=true to resume anyway)")
+
+
+def _parts(run: SFTRun) -> resume.Parts:
+    return resume.Parts(run.policy, run.tokenizer, run.optimizer, run.scheduler, run.stream, None, None)
+
+
+def describe(run: SFTRun) -> str:
+    c, s = run.config, run.config.sft
+    return (f"sft: {len(run.examples)} rows x {s.epochs} epoch(s) / {s.batch_size} rows per step = {run.steps} "
+            f"steps; micro-batches of {run.settings.micro_batch_size} rows ({s.batching}); loss on "
+            f"{'the last assistant turn' if s.train_on == 'last_assistant' else 'every assistant turn'}; "
+            f"lr {c.optimizer.lr:g}, warm-up {c.optimizer.warmup_steps} steps")
+
+
+def _resume(run: SFTRun, checkpoint: Checkpoint) -> tuple[int, dict[str, int]]:
+    """Load the checkpoint into the run; returns (first step to run, skip guard)."""
+    check_same_data(run, checkpoint)
+    parts, s = _parts(run), run.config.sft
+    try:
+        state = resume.restore(checkpoint, parts, lambda: row_stream(len(run.examples), s.epochs, run.config.seed),
+                               run.run_dir)
+    except StopIteration:  # the cursor lies past the end of the (forced) new data's epochs
+        raise SFTDataError(f"{checkpoint.path} drew more rows than sft.epochs x {len(run.examples)} rows hold "
+                           "now; it cannot be resumed on this data") from None
+    run.stream, run.logger.start = parts.prompt_stream, time.monotonic() - state.elapsed_s
+    run.logger.message(f"resumed at step {state.step} from {checkpoint.path} ({state.prompts_drawn} rows drawn "
+                       "so far)")
+    return state.step + 1, {"consecutive_skips": state.consecutive_skips, "skipped_steps": state.skipped_steps}
+
+
+def _loop(run: SFTRun, checkpoint: Checkpoint | None) -> Path:
+    config, run_dir, keep = run.config, run.run_dir, run.config.checkpoint.save_total_limit
+    first, guard = 1, {"consecutive_skips": 0, "skipped_steps": 0}
+    if checkpoint is not None:
+        first, guard = _resume(run, checkpoint)
+    else:
+        (run_dir / DATA_FILE).write_text(json.dumps({"rows": len(run.examples),
+                                                     "sha256": data_fingerprint(run.examples)}) + "\n")
+    dump_config(config, run_dir / "config.yaml")
+    run.logger.message(describe(run))
+    with GracefulStop(say=run.logger.message) as stop:
+        for step in range(first, run.steps + 1):
+            record = train_step(run, step)
+            check_skips(record, guard, config.checkpoint.max_consecutive_skips, run_dir)
+            run.logger.log_step(record)
+            last = step == run.steps  # a stop during the last step simply finishes the run below
+            if not last and (stop.requested or (config.save_every and step % config.save_every == 0)):
+                saved = resume.save(run_dir, step, _parts(run), run.logger.elapsed(), guard, keep)
+                if stop.requested:
+                    run.logger.message(f"rlvr: stopped on {stop.signal_name} after step {step}; checkpoint saved. "
+                                       f"Resume with: rlvr sft --resume {run_dir}")
+                    return saved.path
+    if first > run.steps and (run_dir / "final" / "config.json").is_file():
+        run.logger.message(f"the run already finished its {run.steps} steps; to go on, raise sft.epochs with "
+                           "checkpoint.resume_force=true")
+        return run_dir / "final"
+    final = save_model(run.policy, run.tokenizer, run_dir / "final")
+    resume.save(run_dir, run.steps, _parts(run), run.logger.elapsed(), guard, keep, model_from=final)
+    run.logger.message(f"saved final model to {final}")
+    return final
+
+
+def train_step(run: SFTRun, step: int) -> dict[str, Any]:
+    """The next sft.batch_size rows of the stream (fewer at the very end) as one optimizer step."""
+    examples = [run.examples[i] for i in itertools.islice(run.stream, run.config.sft.batch_size)]
+    lr = run.scheduler.get_last_lr()[0]
+    stats = sft_step(run.policy, examples, run.optimizer, run.scheduler, run.settings)
+    return {"step": step, "loss": stats.loss, "lr": lr, "grad_norm": stats.grad_norm, "tokens": stats.tokens,
+            "input_tokens": stats.input_tokens, "rows": stats.rows,
+            "epoch": run.stream.drawn / len(run.examples), "skipped": stats.skipped}
+
+
+def check_skips(record: dict[str, Any], guard: dict[str, int], limit: int, run_dir: Path) -> None:
+    """Count steps skipped for a non-finite loss or gradient; stop with a diagnosis after `limit` in a row."""
+    if record["skipped"]:
+        guard["consecutive_skips"] += 1
+        guard["skipped_steps"] += 1
+    else:
+        guard["consecutive_skips"] = 0
+    record["skipped_steps"] = guard["skipped_steps"]
+    if guard["consecutive_skips"] >= limit:
+        raise SFTDiverged(f"{limit} steps in a row had a non-finite loss or gradient (step {record['step']}: loss "
+                          f"{record['loss']}, grad_norm {record['grad_norm']}); those steps changed nothing. Try "
+                          f"a lower optimizer.lr or max_grad_norm; metrics and checkpoints in {run_dir} are kept")

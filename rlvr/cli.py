@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import sys
 from pathlib import Path
 
-from rlvr.config import ConfigError, RunConfig, load_config, validate_config
+from rlvr.config import ConfigError, RunConfig, load_config
 
 
 class UsageError(Exception):
@@ -48,54 +47,6 @@ def _is_override(arg: str) -> bool:
     return "=" in arg and not Path(arg).is_file()
 
 
-def _eval_target(target: str, task_name: str | None) -> tuple[str, RunConfig]:
-    """A run directory (uses its config and final/ checkpoint) or a model (dir, hub id, 'embedded')."""
-    path = Path(target)
-    if (path / "config.yaml").is_file():
-        config = load_config(path / "config.yaml")
-        model = path / "final"
-        if not (model / "config.json").is_file():
-            raise UsageError(f"run {target!r} has no final checkpoint at {model} (did training finish?)")
-        model_path = str(model)
-    else:
-        config, model_path = RunConfig(), target
-    if task_name:
-        config.task.name = task_name
-    config.model.name_or_path = model_path
-    return model_path, config
-
-
-def cmd_eval(args: argparse.Namespace) -> int:
-    model_path, config = _eval_target(args.model, args.task)
-    overrides = {k: v for k, v in {"samples": args.n, "size": args.size, "temperature": args.temperature}.items()
-                 if v is not None}
-    config = validate_config({**config.model_dump(), "eval": {**config.eval.model_dump(), **overrides}})
-    if not 1 <= args.k <= config.eval.samples:
-        raise UsageError(f"--k {args.k}: pass@k needs 1 <= k <= n (--n {config.eval.samples})")
-    output = Path(args.output) if args.output else (
-        Path(args.model) / "eval.json" if (Path(args.model) / "config.yaml").is_file() else Path("eval.json"))
-    if not output.parent.is_dir() or output.is_dir():
-        raise UsageError(f"--output {str(output)!r}: not a writable file path (its folder must exist)")
-    from rlvr.evaluate import evaluate
-    from rlvr.models import load_model, load_tokenizer
-    from rlvr.rewards import Rewarder
-    from rlvr.rollout.hf import HFRolloutEngine
-    from rlvr.tasks import build_task
-
-    task, rewarder = build_task(config.task), Rewarder.from_task(config.task)
-    model, tokenizer = load_model(config.model, trainable=False), load_tokenizer(config.model)
-    prompts = task.eval_prompts(config.eval.size)
-    ks = tuple(sorted({1, args.k}))
-    result = evaluate(HFRolloutEngine(model, tokenizer), rewarder, prompts, config.eval,
-                      config.rollout.max_new_tokens, ks=ks)
-    data = {"model": model_path, "task": config.task.name, **result.as_json()}
-    text = json.dumps(data, indent=2)
-    print(text)
-    output.write_text(text + "\n")
-    print(f"wrote {output}", file=sys.stderr)
-    return 0
-
-
 def cmd_verify(args: argparse.Namespace) -> int:
     from rlvr.verify_file import verify_file
 
@@ -114,15 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. max_steps=10 rollout.group_size=4")
     train.add_argument("--resume", metavar="RUN_DIR", help="continue RUN_DIR from its newest complete checkpoint")
     train.set_defaults(func=cmd_train)
-    ev = sub.add_parser("eval", help="pass@1 (n samples, T 0.6) and greedy accuracy on a task's held-out split")
-    ev.add_argument("model", help="run directory, model directory, hub id, or 'embedded'")
-    ev.add_argument("--task", default=None, help="task name (default: the run's task, else arithmetic)")
-    ev.add_argument("--n", type=int, default=None, help="samples per problem (default 4)")
-    ev.add_argument("--k", type=int, default=1, help="also report unbiased pass@k (k <= n)")
-    ev.add_argument("--size", type=int, default=None, help="held-out problems (default 200)")
-    ev.add_argument("--temperature", type=float, default=None, help="sampling temperature (default 0.6)")
-    ev.add_argument("--output", default=None, help="JSON output path (default RUN/eval.json or ./eval.json)")
-    ev.set_defaults(func=cmd_eval)
+    from rlvr.inference.eval_command import register_eval  # torch-free; `eval` lives with `generate` (issue #10)
+
+    register_eval(sub)
     ve = sub.add_parser("verify", help="score a JSONL file of completions with one verifier")
     ve.add_argument("config", nargs="?", help="YAML config file (optional; its task section is used)")
     ve.add_argument("overrides", nargs="*", help="dotted.key=value overrides, as for train, e.g. "

@@ -187,8 +187,17 @@ class EvalConfig(_Section):
     batch_size: int = Field(64, ge=1, description="prompts per generation call during evaluation")
     at_end: bool = Field(True, description="evaluate the final policy on the held-out split")
     greedy: bool = Field(True, description="also measure greedy accuracy (one more generation pass)")
-    ks: list[int] = Field(default_factory=lambda: [1, 4], description="k for pass@k and maj@k (each <= samples; "
-                                                                      "larger ones are skipped)")
+    ks: list[Annotated[int, Field(ge=1)]] = Field(
+        default_factory=lambda: [1, 4], description="k for pass@k, maj@k and best-of-k (each <= samples; larger "
+                                                    "ones are skipped)")
+    answer_budget: int = Field(16, ge=1, description="thinking budget: tokens for the answer after a forced "
+                                                     "</think> (rlvr generate --think-budget, eval --scaling)")
+    scaling_n: list[Annotated[int, Field(ge=1)]] = Field(
+        default_factory=lambda: [1, 4, 16], description="eval --scaling: N for maj@N, best-of-N and pass@N "
+                                                        "(max(N) samples per problem, drawn once)")
+    scaling_budgets: list[Annotated[int, Field(ge=1)]] = Field(
+        default_factory=lambda: [8, 16, 32, 64], description="eval --scaling: thinking budgets B in tokens "
+                                                             "(pass@1 with the think section capped at B)")
 
 
 class CheckpointConfig(_Section):

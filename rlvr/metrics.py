@@ -50,6 +50,12 @@ class RunLogger:
         self.stream.write(self._progress_line(record) + "\n")
         self.stream.flush()
 
+    def log_eval(self, step: int, metrics: dict[str, Any]) -> None:
+        """A row with only held-out metrics (the end-of-run evaluation, made after the last step's row)."""
+        with self.metrics_path.open("a") as f:
+            f.write(json.dumps({"step": step, "elapsed_s": round(self.elapsed(), 3),
+                                **{k: _clean(v) for k, v in metrics.items()}}) + "\n")
+
     def log_samples(self, rows: list[dict[str, Any]]) -> None:
         with self.samples_path.open("a") as f:
             for row in rows:

@@ -349,6 +349,23 @@ def test_eval_invalid_k_is_rejected_before_loading(tmp_path, capsys):
     assert_one_line_error(err, "--k")
 
 
+@pytest.mark.parametrize("extra,fragments", [
+    (["--k", "1,8"], ["--k", "8 > n = 4"]),  # default n = eval.samples = 4
+    (["--k", "1,8", "--n", "8"], None),  # fine with n = 8: fails later, on the missing model
+    (["--k", "two"], ["--k", "comma-separated"]),
+    (["--scaling", "--k", "4"], ["--k", "--n-list"]),
+    (["--scaling", "--n-list", "0,4"], ["--n-list", ">= 1"]),
+    (["--budgets", "8,16"], ["--budgets", "--scaling"]),
+    (["--scaling", "--budgets", "8,x"], ["--budgets"]),
+    (["eval.samples=0"], ["eval.samples"]),
+])
+def test_eval_list_flags_are_checked_before_loading(tmp_path, capsys, extra, fragments):
+    code, out, err = run(capsys, "eval", str(tmp_path / "no-such-model"), *extra)
+    assert code == 2 and out == ""
+    assert_one_line_error(err, *(fragments or ["does not exist"]))
+    assert not (tmp_path / "eval.json").exists() and not (tmp_path / "scaling.json").exists()
+
+
 @pytest.mark.sandbox
 def test_verify_survives_lone_surrogates_in_error_text(tmp_path, capsys):
     # review P3: a model-written `raise ValueError('\ud800')` ends up in the detail; the output stays writable

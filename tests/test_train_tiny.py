@@ -28,8 +28,11 @@ def test_train_writes_run_directory(tiny_model_dir, tmp_path):
     assert main(["train", *tiny_overrides(tiny_model_dir, out)]) == 0
     assert (out / "config.yaml").is_file()
     assert load_config(out / "config.yaml").max_steps == 2  # the resolved config reloads as it was run
-    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    records = [r for r in rows if "loss" in r]
     assert [r["step"] for r in records] == [1, 2]
+    # the end-of-run evaluation closes the held-out curve in metrics.jsonl (issue #10): one eval-only row
+    assert [(r["step"], 0.0 <= r["eval/pass@1"] <= 1.0) for r in rows if "loss" not in r] == [(2, True)]
     for record in records:
         assert REQUIRED_METRICS <= set(record), REQUIRED_METRICS - set(record)
         assert record["outcomes/math/correct"] + record["outcomes/math/wrong"] + record[
@@ -82,3 +85,12 @@ def test_python_api_never_reuses_a_run_directory(tiny_model_dir, tmp_path):
     with pytest.raises(ConfigError, match="already holds files"):
         train(again)
     assert (tmp_path / "r" / "metrics.jsonl").read_text() == metrics  # the first run is untouched
+
+
+def test_periodic_eval_lands_in_the_step_row_for_plotting(tiny_model_dir, tmp_path):
+    """issue #10: training reward and held-out pass@1 side by side, so reward hacking is visible in one plot."""
+    out = tmp_path / "run"
+    assert main(["train", *tiny_overrides(tiny_model_dir, out, steps=3), "eval.every=2", "eval.at_end=false"]) == 0
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["step"], "eval/pass@1" in r, "reward_mean" in r) for r in rows] == [
+        (1, False, True), (2, True, True), (3, False, True)]

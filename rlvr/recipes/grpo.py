@@ -163,8 +163,7 @@ def run_eval(run: Run, step: int) -> EvalResult:
     result = evaluate(run.engine, run.rewarder, run.task.eval_prompts(c.eval.size), c.eval, c.rollout.max_new_tokens)
     with (run.run_dir / "eval.jsonl").open("a") as f:
         f.write(json.dumps({"step": step, **result.as_json()}) + "\n")
-    run.logger.message(f"eval @ step {step}: pass@1 {result.pass_at_1:.3f} (n={result.samples_per_problem}, "
-                       f"T={result.temperature}) | greedy {result.greedy:.3f} | {result.problems} problems")
+    run.logger.message(f"eval @ step {step}: {result.summary()}")
     return result
 
 
@@ -245,28 +244,30 @@ def _train_loop(run: Run, checkpoint: Checkpoint | None) -> Path:
         for step in range(first, config.max_steps + 1):
             record, samples = grpo_step(run, step, sampling)
             check_skips(record, guard, config.checkpoint.max_consecutive_skips, run_dir)
+            last = step == config.max_steps  # a stop during the last step simply finishes the run below
+            if config.eval.every and step % config.eval.every == 0 and not last:
+                # held-out accuracy next to the training reward in the same row: reward hacking shows as reward
+                # rising while eval/pass@1 does not (issue #10, item 4)
+                record.update(run_eval(run, step).metrics())
             run.logger.log_step(record)
             run.logger.log_samples(samples)
             if record["unscorable"] == config.batch_size:
                 run.logger.message(f"WARNING: every completion of step {step} is unscorable: the verifiers "
                                    f"{sorted(config.task.verifiers)} cannot read this task's references "
                                    f"(see 'detail' in samples.jsonl); nothing is learned from such steps")
-            last = step == config.max_steps  # a stop during the last step simply finishes the run below
             if (stop.requested and not last) or (config.save_every and step % config.save_every == 0 and not last):
                 saved = resume.save(run_dir, step, _parts(run), run.logger.elapsed(), guard, keep)
                 if stop.requested:
                     run.logger.message(resume.stop_message(run_dir, step, stop.signal_name, started))
                     return saved.path
-            if config.eval.every and step % config.eval.every == 0 and step < config.max_steps:
-                run_eval(run, step)
     if first > config.max_steps and (run_dir / "final" / "config.json").is_file():
         run.logger.message(f"the run already reached max_steps={config.max_steps}; set a larger max_steps to go on")
         return run_dir / "final"
     final = save_model(run.policy, run.tokenizer, run_dir / "final")
     resume.save(run_dir, config.max_steps, _parts(run), run.logger.elapsed(), guard, keep, model_from=final)
     run.logger.message(f"saved final checkpoint to {final}")
-    if config.eval.at_end:
-        run_eval(run, config.max_steps)
+    if config.eval.at_end:  # after the final model is safe on disk; an eval-only row closes the curve
+        run.logger.log_eval(config.max_steps, run_eval(run, config.max_steps).metrics())
     return final
 
 

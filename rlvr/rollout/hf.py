@@ -58,6 +58,11 @@ def pick_tokens(logits: torch.Tensor, sampling: SamplingParams) -> tuple[torch.T
     return token, logprobs.gather(-1, token[:, None])[:, 0]
 
 
+def _scatter(values: torch.Tensor, active: torch.Tensor, rows: int, fill: float) -> torch.Tensor:
+    """[A] values of the active rows -> [rows], `fill` elsewhere."""
+    return torch.full((rows,), fill, dtype=values.dtype, device=values.device).index_put((active,), values)
+
+
 class HFRolloutEngine:
     def __init__(self, model, tokenizer):
         self.model = model
@@ -82,16 +87,23 @@ class HFRolloutEngine:
         mask = prompt_mask.repeat_interleave(group_size, dim=0)
         position = mask.sum(dim=1, keepdim=True)
         stops = torch.tensor(self.stop_ids, device=prompt_ids.device)
-        finished = torch.zeros(mask.shape[0], dtype=torch.bool, device=mask.device)
+        rows = mask.shape[0]
+        active = torch.arange(rows, device=mask.device)  # rows still in the forward batch
+        finished = torch.zeros(rows, dtype=torch.bool, device=mask.device)
         tokens, logprobs = [], []
         for _ in range(sampling.max_new_tokens):
             token, logprob = pick_tokens(logits, sampling)
-            token = token.masked_fill(finished, self.tokenizer.pad_token_id)
-            tokens.append(token)
-            logprobs.append(logprob.masked_fill(finished, 0.0))
-            finished |= torch.isin(token, stops)
+            token = token.masked_fill(finished[active], self.tokenizer.pad_token_id)
+            tokens.append(_scatter(token, active, rows, self.tokenizer.pad_token_id))
+            logprobs.append(_scatter(logprob.masked_fill(finished[active], 0.0), active, rows, 0.0))
+            finished[active] |= torch.isin(token, stops)
             if finished.all() or len(tokens) == sampling.max_new_tokens:
                 break
+            live = ~finished[active]
+            if live.sum() <= 0.75 * active.numel():  # drop finished rows from the batch (and the KV cache)
+                keep = live.nonzero().squeeze(1)  # only now and then: each drop copies the cache once
+                cache.batch_select_indices(keep)
+                active, mask, position, token = active[keep], mask[keep], position[keep], token[keep]
             mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
             out = self.model(input_ids=token[:, None], attention_mask=mask, position_ids=position,
                              past_key_values=cache, use_cache=True)

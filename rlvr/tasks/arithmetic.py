@@ -79,6 +79,11 @@ def splits(level: int) -> tuple[tuple[Problem, ...], tuple[Problem, ...]]:
     return tuple(problems[held:]), tuple(problems[:held])
 
 
+def operators(problem: Problem) -> str:
+    """The problem's operators in order: "+", "-", "*", or "+*" for level 3's a + b * c."""
+    return "".join(ch for ch in problem.canonical if ch in "+-*")
+
+
 def question_text(problem: Problem) -> str:
     return f"What is {problem.canonical}?"
 
@@ -97,7 +102,7 @@ class ArithmeticTask:
             id=f"arithmetic-l{self.level}/{split}/{problem.canonical}",
             messages=build_messages(question_text(problem), self.config),
             reference=str(problem.value),
-            columns={"level": self.level},
+            columns={"level": self.level, "op": operators(problem)},  # per-level/per-op evaluation breakdown
         )
 
     def train_prompts(self, seed: int) -> Iterator[Prompt]:

@@ -1,0 +1,137 @@
+"""Evaluation (rlvr.evaluate): the estimators wired to scripted completions with hand-derived numbers, the reward
+model counting in best-of-k but never in correctness, breakdowns, the JSON keys, and evaluate_model on a tiny
+random model."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from rlvr.cli import main
+from rlvr.config import EvalConfig, load_config
+from rlvr.evaluate import EvalResult, evaluate, evaluate_model
+from rlvr.rewards import Rewarder
+from rlvr.types import Prompt, RolloutBatch
+from rlvr.verifiers.format import AnswerLineVerifier
+from rlvr.verifiers.math import MathVerifier
+
+torch.set_num_threads(1)
+
+A = Prompt("t/a", ({"role": "user", "content": "What is 7 * 8?"},), "56", {"level": 1, "op": "*"})
+B = Prompt("t/b", ({"role": "user", "content": "What is 3 + 4?"},), "7", {"level": 1, "op": "+"})
+SAMPLED = {"t/a": ["Answer: 56", "Answer: 56.0", "Answer: 54", "no answer"],
+           "t/b": ["Answer: 8", "Answer: 8", "Answer: 7", "Answer: 9"]}
+GREEDY = {"t/a": "Answer: 56", "t/b": "Answer: 9"}
+
+
+class ScriptedEngine:
+    """Returns fixed completions: one token per character, 'no answer' marked truncated."""
+
+    def __init__(self):
+        self.calls: list[float] = []
+
+    def generate(self, prompts: list[Prompt], group_size: int, sampling) -> RolloutBatch:
+        self.calls.append(sampling.temperature)
+        texts = [t for p in prompts for t in (SAMPLED[p.id][:group_size] if sampling.temperature > 0
+                                              else [GREEDY[p.id]] * group_size)]
+        width = max(map(len, texts))
+        mask = torch.tensor([[1] * len(t) + [0] * (width - len(t)) for t in texts])  # [B, C]
+        return RolloutBatch(prompts=list(prompts), group_size=group_size, prompt_ids=torch.zeros(len(prompts), 1),
+                            prompt_mask=torch.ones(len(prompts), 1), completion_ids=mask.clone(), completion_mask=mask,
+                            sampling_logprobs=torch.zeros(mask.shape), completions=texts,
+                            truncated=torch.tensor([t == "no answer" for t in texts]))
+
+
+def prefers_eight(prompts, completions, **columns):
+    """A 'reward model' that loves the wrong answer 8: its 1.0 is a CORRECT verdict, yet never correctness."""
+    return [1.0 if c == "Answer: 8" else 0.0 for c in completions]
+
+
+def rewarder() -> Rewarder:
+    return Rewarder({"math": (MathVerifier(), 1.0), "answer_format": (AnswerLineVerifier(), 0.0),
+                     "reward_model": (prefers_eight, 1.0)})
+
+
+def run_eval(**settings) -> tuple[EvalResult, ScriptedEngine]:
+    engine = ScriptedEngine()
+    config = EvalConfig(samples=4, batch_size=1, ks=[1, 2, 4, 8], **settings)
+    return evaluate(engine, rewarder(), [A, B], config, max_new_tokens=16), engine
+
+
+def test_estimators_from_scripted_samples():
+    result, engine = run_eval()
+    # A: correct T T F F, answers 56 56 54 -; B: correct F F T F, answers 8 8 7 9 (see SAMPLED)
+    # pass@1 = (2/4 + 1/4) / 2 = 0.375; pass@2: A 1 - C(2,2)/C(4,2) = 5/6, B 1 - C(3,2)/6 = 1/2 -> 2/3
+    assert result.pass_at_1 == 0.375
+    assert result.pass_at_k[2] == pytest.approx(2 / 3, abs=1e-15) and result.pass_at_k[4] == 1.0
+    # maj@2: A's pairs lose only {54, -}: 5/6; B's pairs win only {7, 9} (a 1-1 tie, 7 seen first): 1/6 -> 1/2.
+    # maj@4: A votes 56 (right), B votes 8 (wrong) -> 1/2
+    assert result.maj_at_k == {1: 0.375, 2: 0.5, 4: 0.5}
+    # best-of: total reward = math + reward model. A: [1, 1, 0, 0]; B: [1, 1, 1, 0] (the two 8s score 1 from
+    # the reward model, the 7 from math). best_of_2: A 5/6 (samples 0, 1 ranked first), B 1/6 (sample 2 wins
+    # only the pair {2, 3}); best_of_4: A sample 0 (right), B sample 0 (tie, earliest; wrong) -> 1/2
+    assert result.best_of_k[2] == pytest.approx(0.5, abs=1e-15) and result.best_of_k[4] == 0.5
+    assert 8 not in result.pass_at_k  # k > n skipped
+    assert result.greedy == 0.5  # A's greedy 56 right, B's 9 wrong
+    assert engine.calls == [0.6, 0.6, 0.0, 0.0]  # 2 sampled chunks (batch_size 1), then greedy
+
+
+def test_reward_model_never_makes_a_sample_correct():
+    result, _ = run_eval()
+    b = result.breakdown["op"]["+"]
+    assert b.pass_at[1] == 0.25  # only the 7 is correct, though the reward model's verdict on the 8s is CORRECT
+    assert result.outcomes["reward_model/correct"] == 2 and result.outcomes["math/correct"] == 3
+
+
+def test_length_truncation_breakdown_and_greedy_off():
+    result, engine = run_eval(greedy=False)
+    # one token per character: A 10 + 12 + 10 + 9, B 9 + 9 + 9 + 9 -> 77 / 8
+    assert result.mean_length == 77 / 8 and result.truncated == 1 / 8
+    assert result.greedy is None and 0.0 not in engine.calls
+    by_op = result.breakdown["op"]
+    assert set(by_op) == {"*", "+"} and by_op["*"].problems == 1 and by_op["*"].pass_at[1] == 0.5
+    assert by_op["*"].maj_at[4] == 1.0 and by_op["+"].maj_at[4] == 0.0
+    assert result.breakdown["level"]["1"].problems == 2
+
+
+def test_json_keys_are_flat_and_plot_ready():
+    result, _ = run_eval()
+    data = json.loads(json.dumps(result.as_json()))
+    for key in ("pass@1", "pass@2", "pass@4", "maj@4", "best_of_4", "mean_length", "truncated", "greedy"):
+        assert isinstance(data[key], float), key
+    assert data["breakdown"]["op"]["+"]["pass@1"] == 0.25 and data["breakdown"]["level"]["1"]["problems"] == 2
+    assert result.metrics()["eval/maj@4"] == 0.5 and "eval/breakdown" not in result.metrics()
+    assert "maj@4 0.500" in result.summary()
+
+
+def test_no_majority_vote_without_an_answer_extractor():
+    engine = ScriptedEngine()
+    only_format = Rewarder({"answer_format": (AnswerLineVerifier(), 1.0)})
+    result = evaluate(engine, only_format, [A], EvalConfig(samples=4, greedy=False), max_new_tokens=16)
+    assert result.maj_at_k == {} and "maj@4" not in result.as_json()
+    assert result.pass_at_1 == 0.75  # three of A's four completions end with an 'Answer:' line
+
+
+def test_evaluate_model_on_a_tiny_model(tiny_model_dir):
+    config = load_config(None, ["eval.size=3", "eval.samples=2", "eval.ks=[1,2,4]", "rollout.max_new_tokens=8",
+                                "eval.greedy=false"])
+    result = evaluate_model(config, str(tiny_model_dir))
+    data = result.as_json()
+    assert data["problems"] == 3 and data["samples_per_problem"] == 2 and data["greedy"] is None
+    assert {"pass@1", "pass@2", "maj@2", "best_of_2"} <= set(data) and "pass@4" not in data
+    assert 1.0 <= data["mean_length"] <= 8.0
+    assert set(data["breakdown"]) == {"level", "op"}
+    assert config.model.name_or_path != str(tiny_model_dir)  # the caller's config is not modified
+
+
+def test_eval_command_json_table_and_file(tiny_model_dir, tmp_path, capsys):
+    output = tmp_path / "e.json"
+    code = main(["eval", str(tiny_model_dir), "rollout.max_new_tokens=6", "--n", "2", "--size", "2", "--k", "1,2",
+                 "--no-greedy", "--output", str(output)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    data = json.loads(out)
+    assert data == json.loads(output.read_text()) and data["greedy"] is None and data["problems"] == 2
+    assert {"pass@2", "maj@2", "best_of_2", "mean_length", "breakdown"} <= set(data) and "pass@4" not in data
+    assert "pass@k" in err and "pass@1 by op" in err

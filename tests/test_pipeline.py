@@ -1,0 +1,190 @@
+"""The recipe pipeline (issue #10, item 7): stages resolved and checked before any runs, outputs wired into
+the next stage, a manifest that lets a re-run skip finished stages and continue the interrupted one.
+
+These tests replace the stage commands with recording fakes (the commands have their own tests); the
+SIGTERM tests in test_pipeline_signals.py run the real ones on a tiny model."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rlvr.config import ConfigError
+from rlvr.pipeline import runner
+from rlvr.pipeline.manifest import DONE, INTERRUPTED, PENDING, load_manifest
+from rlvr.pipeline.runner import StageOutput, run_recipe
+from rlvr.pipeline.spec import BUILTIN, load_recipe
+
+EVAL = {"pass@1": 0.5, "maj@4": 0.6, "mean_length": 12.0}
+
+
+def write_recipe(tmp_path: Path, model: Path, stages: list[dict], **extra) -> str:
+    data = {"base": {"model": {"name_or_path": str(model)}, "rollout": {"max_new_tokens": 8}},
+            "evaluation": {"eval": {"size": 3, "samples": 2, "ks": [1, 2]}}, "stages": stages, **extra}
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+R1_LIKE = [{"name": "cold", "kind": "sft", "config": {"sft": {"data": "cold_start"}}},
+           {"name": "rl", "kind": "grpo", "config": {"max_steps": 2}},
+           {"name": "rs", "kind": "sample", "config": {"sample": {"samples": 2}}},
+           {"name": "sft2", "kind": "sft"},
+           {"name": "rl2", "kind": "grpo", "config": {"max_steps": 2}}]
+
+
+class Fakes:
+    """Stage commands that record their config and write the output the real ones would."""
+
+    def __init__(self, monkeypatch, stop_at: str | None = None):
+        self.calls: list[tuple[str, dict]] = []
+        self.stop_at = stop_at
+        for kind in ("sft", "grpo", "sample"):
+            monkeypatch.setitem(runner.STAGE_RUNNERS, kind, self._runner(kind))
+
+    def _runner(self, kind):
+        def run(config, directory: Path) -> StageOutput:
+            self.calls.append((directory.name, config.model_dump(mode="json")))
+            directory.mkdir(parents=True, exist_ok=True)
+            if directory.name.endswith(self.stop_at or "\0"):
+                self.stop_at = None  # stops once, like one SIGTERM
+                return StageOutput(False)
+            if kind == "sample":
+                data = directory / "sft_data.jsonl"
+                data.write_text("{}\n")
+                return StageOutput(True, data=data, result={"rows_kept": 5, "prompts_done": 7})
+            (directory / "final").mkdir(exist_ok=True)
+            return StageOutput(True, model=directory / "final")
+        return run
+
+    def evaluator(self, config, model):
+        self.calls.append(("eval", {"model": model}))
+        return dict(EVAL)
+
+
+def test_builtin_recipes_resolve_with_their_stages():
+    for name in BUILTIN:
+        recipe = load_recipe(name)
+        assert recipe.stages and recipe.evaluation.task.verifiers == {"math": 1.0}
+    r1 = load_recipe("r1")
+    assert [s.kind for s in r1.stages] == ["sft", "grpo", "sample", "sft", "grpo"]  # R1 sec. 2.3, in order
+    assert r1.stages[3].data_from == "rejection_sampling" and r1.stages[3].model_from == "reasoning_rl"
+
+
+def test_overrides_reach_base_one_stage_and_evaluation():
+    recipe = load_recipe("r1", ["seed=7", "stages.final_rl.max_steps=3", "evaluation.eval.size=5"])
+    assert {s.config.seed for s in recipe.stages} == {7}
+    assert recipe.stages[4].config.max_steps == 3 and recipe.stages[1].config.max_steps != 3
+    assert recipe.evaluation.eval.size == 5
+
+
+@pytest.mark.parametrize("stages, message", [
+    ([{"name": "a", "kind": "sft", "config": {"sft": {"data": "x.jsonl", "epocs": 2}}}],
+     "stage 'a': invalid config: unknown key 'sft.epocs'"),
+    ([{"name": "a", "kind": "dpo"}], "stage 'a': kind 'dpo' is unknown"),
+    ([{"name": "a", "kind": "sft"}], "stage 'a': an sft stage needs sft.data"),
+    ([{"name": "a", "kind": "grpo", "model": "later"}], "stage 'a': model 'later' is not 'base'"),
+    ([{"name": "a", "kind": "grpo"}, {"name": "a", "kind": "grpo"}], "stage 'a': the name is used twice"),
+    ([{"name": "a", "kind": "grpo", "data": "a"}], "stage 'a': data 'a' must name an earlier sample stage"),
+    ([{"name": "a", "kind": "grpo", "config": {"rollout": {"group_size": 0}}}], "stage 'a': invalid config"),
+])
+def test_bad_stage_configs_name_the_stage_and_key(tmp_path, tiny_model_dir, stages, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        load_recipe(write_recipe(tmp_path, tiny_model_dir, stages))
+
+
+def test_unknown_override_stage_and_recipe_name_are_refused(tmp_path):
+    with pytest.raises(ConfigError, match="no stage named 'nope'"):
+        load_recipe("r1", ["stages.nope.max_steps=2"])
+    with pytest.raises(ConfigError, match="not a built-in recipe"):
+        load_recipe(str(tmp_path / "missing.yaml"))
+
+
+def test_missing_dataset_fails_before_any_stage_runs(tmp_path, tiny_model_dir, monkeypatch):
+    stages = [{"name": "rl", "kind": "grpo"},
+              {"name": "late_sft", "kind": "sft", "config": {"sft": {"data": str(tmp_path / "nope.jsonl")}}}]
+    fakes = Fakes(monkeypatch)
+    with pytest.raises(ConfigError, match=r"stage 'late_sft': sft.data: .*nope.jsonl' does not exist"):
+        run_recipe(load_recipe(write_recipe(tmp_path, tiny_model_dir, stages)), tmp_path / "run",
+                   evaluator=fakes.evaluator, say=lambda _: None)
+    assert fakes.calls == []  # not even the base evaluation
+
+
+def test_outputs_feed_the_next_stage_and_every_model_is_evaluated(tmp_path, tiny_model_dir, monkeypatch):
+    fakes, run_dir, lines = Fakes(monkeypatch), tmp_path / "run", []
+    manifest = run_recipe(load_recipe(write_recipe(tmp_path, tiny_model_dir, R1_LIKE)), run_dir,
+                          evaluator=fakes.evaluator, say=lines.append)
+    configs = {name: config for name, config in fakes.calls if name != "eval"}
+    stages = run_dir / "stages"
+    assert configs["01-cold"]["model"]["name_or_path"] == str(tiny_model_dir)
+    assert configs["02-rl"]["model"]["name_or_path"] == str(stages / "01-cold" / "final")
+    assert configs["03-rs"]["model"]["name_or_path"] == str(stages / "02-rl" / "final")
+    assert configs["04-sft2"]["sft"]["data"] == str(stages / "03-rs" / "sft_data.jsonl")
+    assert configs["04-sft2"]["model"]["name_or_path"] == str(stages / "02-rl" / "final")
+    assert configs["05-rl2"]["model"]["name_or_path"] == str(stages / "04-sft2" / "final")
+    assert all(c["eval"]["at_end"] is False for c in configs.values())  # the pipeline evaluates, once
+    evaluated = [c["model"] for name, c in fakes.calls if name == "eval"]
+    assert evaluated == [str(tiny_model_dir)] + [str(stages / s / "final") for s in ("01-cold", "02-rl",
+                                                                                      "04-sft2", "05-rl2")]
+    assert [s.status for s in manifest.stages] == [DONE] * 5 and manifest.finished
+    saved = json.loads((run_dir / "manifest.json").read_text())
+    assert saved["base_eval"] == EVAL and saved["stages"][3]["config"]["sft"]["data"].endswith("sft_data.jsonl")
+    table = (run_dir / "summary.md").read_text()
+    assert "| base " in table and "maj@2" not in table and "maj@4" in table and "kept 5 rows from 7" in table
+    assert table.strip() in "\n".join(lines)
+
+
+def test_rerun_after_interruption_skips_finished_stages(tmp_path, tiny_model_dir, monkeypatch):
+    recipe_path, run_dir = write_recipe(tmp_path, tiny_model_dir, R1_LIKE), tmp_path / "run"
+    fakes = Fakes(monkeypatch, stop_at="rs")
+    first = run_recipe(load_recipe(recipe_path), run_dir, evaluator=fakes.evaluator, say=lambda _: None)
+    assert [s.status for s in first.stages] == [DONE, DONE, INTERRUPTED, PENDING, PENDING]
+    assert not first.finished and not (run_dir / "summary.md").exists()
+    fakes.calls.clear()
+    second = run_recipe(load_recipe(recipe_path), run_dir, evaluator=fakes.evaluator, say=lambda _: None)
+    ran = [name for name, _ in fakes.calls]
+    assert ran == ["03-rs", "04-sft2", "eval", "05-rl2", "eval"]  # no base eval, no stage 1-2 again
+    assert dict(fakes.calls)["03-rs"]["checkpoint"]["resume"] == "auto"  # continues its own progress
+    assert second.finished and second.stage("rs").attempts == 2
+    fakes.calls.clear()
+    run_recipe(load_recipe(recipe_path), run_dir, evaluator=fakes.evaluator, say=lambda _: None)
+    assert fakes.calls == []  # a finished pipeline re-run only prints its table
+
+
+def test_interrupted_model_stage_resumes_from_its_checkpoint_or_restarts_aside(tmp_path, tiny_model_dir,
+                                                                             monkeypatch):
+    recipe_path, run_dir = write_recipe(tmp_path, tiny_model_dir, R1_LIKE[:2]), tmp_path / "run"
+    fakes = Fakes(monkeypatch, stop_at="rl")
+    run_recipe(load_recipe(recipe_path), run_dir, evaluator=fakes.evaluator, say=lambda _: None)
+    (run_dir / "stages" / "02-rl" / "metrics.jsonl").write_text('{"step": 1}\n')  # no complete checkpoint
+    fakes.calls.clear()
+    run_recipe(load_recipe(recipe_path), run_dir, evaluator=fakes.evaluator, say=lambda _: None)
+    aside = [p.name for p in (run_dir / "stages").iterdir() if ".incomplete-" in p.name]
+    assert len(aside) == 1 and (run_dir / "stages" / aside[0] / "metrics.jsonl").is_file()  # kept, not deleted
+    assert dict(fakes.calls)["02-rl"]["checkpoint"]["resume"] == "auto"
+
+
+def test_changed_config_of_a_started_stage_is_refused(tmp_path, tiny_model_dir, monkeypatch):
+    recipe_path, run_dir = write_recipe(tmp_path, tiny_model_dir, R1_LIKE), tmp_path / "run"
+    fakes = Fakes(monkeypatch, stop_at="rs")
+    run_recipe(load_recipe(recipe_path), run_dir, evaluator=fakes.evaluator, say=lambda _: None)
+    with pytest.raises(ConfigError, match="stage 'cold' ran with another config .*optimizer.lr"):
+        run_recipe(load_recipe(recipe_path, ["stages.cold.optimizer.lr=0.5"]), run_dir, evaluator=fakes.evaluator,
+                   say=lambda _: None)
+    # a stage that has not started yet may change: it simply runs with the new settings
+    run_recipe(load_recipe(recipe_path, ["stages.rl2.max_steps=5"]), run_dir, evaluator=fakes.evaluator,
+               say=lambda _: None)
+    assert load_manifest(run_dir).stage("rl2").config["max_steps"] == 5
+
+
+def test_directory_with_other_files_is_refused(tmp_path, tiny_model_dir, monkeypatch):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "notes.txt").write_text("mine")
+    fakes = Fakes(monkeypatch)
+    with pytest.raises(ConfigError, match="holds files but no manifest.json"):
+        run_recipe(load_recipe(write_recipe(tmp_path, tiny_model_dir, R1_LIKE)), run_dir,
+                   evaluator=fakes.evaluator, say=lambda _: None)
+    assert (run_dir / "notes.txt").read_text() == "mine"

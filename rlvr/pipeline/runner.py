@@ -51,6 +51,9 @@ def _run_sample(config: RunConfig, stage_dir: Path) -> StageOutput:
     from rlvr.sampling.run import rejection_sample
 
     out = rejection_sample(config, stage_dir)
+    if out.complete and out.rows_kept + out.rows_general == 0:
+        raise ConfigError(f"stage {stage_dir.name}: rejection sampling kept no row ({out.correct} of {out.sampled} "
+                          "samples correct); raise sample.samples or sample.prompts, or train the model first")
     return StageOutput(out.complete, data=Path(out.path), result=out.summary())
 
 

@@ -132,7 +132,7 @@ def test_outputs_feed_the_next_stage_and_every_model_is_evaluated(tmp_path, tiny
     saved = json.loads((run_dir / "manifest.json").read_text())
     assert saved["base_eval"] == EVAL and saved["stages"][3]["config"]["sft"]["data"].endswith("sft_data.jsonl")
     table = (run_dir / "summary.md").read_text()
-    assert "| base " in table and "maj@2" not in table and "maj@4" in table and "kept 5 rows from 7" in table
+    assert "| base " in table and "maj@2" not in table and "maj@4" in table and "kept 5 rows of 7 prompts" in table
     assert table.strip() in "\n".join(lines)
 
 

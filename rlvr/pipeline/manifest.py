@@ -29,6 +29,7 @@ class StageRecord:
     result: dict[str, Any] = field(default_factory=dict)  # the stage's own report (sample statistics)
     eval: dict[str, Any] | None = None  # evaluation of the stage's model (model stages)
     seconds: float = 0.0  # wall time spent in the stage, summed over interrupted attempts
+    eval_seconds: float = 0.0  # wall time of its evaluation
     attempts: int = 0
 
 
@@ -38,6 +39,7 @@ class Manifest:
     base_model: str
     stages: list[StageRecord]
     base_eval: dict[str, Any] | None = None
+    base_eval_seconds: float = 0.0
     started: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S"))
     finished: str | None = None
 

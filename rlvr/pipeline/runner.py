@@ -133,7 +133,9 @@ def run_recipe(recipe: Recipe, run_dir: Path, *, force: bool = False, evaluator:
     with GracefulStop(say=say) as stop:
         if manifest.base_eval is None:
             say(f"evaluating the base model {recipe.base_model}")
+            started = time.monotonic()
             manifest.base_eval = evaluator(_eval_config(recipe, recipe.base_model), recipe.base_model)
+            manifest.base_eval_seconds = round(time.monotonic() - started, 1)
             manifest.save(run_dir)
         for record in manifest.stages:
             if stop.requested or not _advance(recipe, manifest, record, run_dir, evaluator, say):
@@ -176,7 +178,9 @@ def _advance(recipe: Recipe, manifest: Manifest, record: StageRecord, run_dir: P
         say(f"stage {record.name} done in {record.seconds:.0f} s")
     if record.kind in MODEL_KINDS and record.eval is None:
         say(f"evaluating after stage {record.name}")
+        started = time.monotonic()
         record.eval = evaluator(_eval_config(recipe, record.model), record.model)
+        record.eval_seconds = round(time.monotonic() - started, 1)
         manifest.save(run_dir)
     return True
 

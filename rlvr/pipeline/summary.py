@@ -12,27 +12,31 @@ def _largest_maj(evals: list[dict[str, Any]]) -> str | None:
 
 
 def summary_table(manifest: Manifest) -> str:
-    evaluated = [("base", "model", manifest.base_eval, 0.0)] + [
-        (s.name, s.kind, s.eval, s.seconds) for s in manifest.stages if s.eval is not None]
-    maj = _largest_maj([e for _, _, e, _ in evaluated if e])
+    """One row for the base model and one per stage, in stage order; a sample stage shows what it kept."""
+    evals = [manifest.base_eval or {}] + [s.eval for s in manifest.stages if s.eval]
+    maj = _largest_maj(evals)
     header = ["stage", "kind", "pass@1", *([maj] if maj else []), "mean length", "seconds"]
-    rows = []
-    for name, kind, result, seconds in evaluated:
-        result = result or {}
-        cells = [name, kind, _num(result.get("pass@1"))]
-        if maj:
-            cells.append(_num(result.get(maj)))
-        cells += [_num(result.get("mean_length"), ".1f"), f"{seconds:.0f}" if seconds else ""]
-        rows.append(cells)
+    rows = [_row("base", "model", manifest.base_eval or {}, maj, "")]
     for s in manifest.stages:
-        if s.kind == "sample" and s.result:
-            kept, prompts = s.result.get("rows_kept"), s.result.get("prompts_done")
-            rows.append([s.name, "sample", f"kept {kept} rows from {prompts} prompts", *([""] if maj else []), "",
-                         f"{s.seconds:.0f}"])
+        seconds = f"{s.seconds:.0f}" if s.seconds else ""
+        if s.kind == "sample":
+            kept = f"kept {s.result.get('rows_kept', '?')} rows of {s.result.get('prompts_done', '?')} prompts"
+            rows.append([s.name, s.kind, kept, *([""] if maj else []), "", seconds])
+        else:
+            rows.append(_row(s.name, s.kind, s.eval or {}, maj, seconds))
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     line = lambda cells: "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
+    stages = sum(s.seconds for s in manifest.stages)
+    evaluations = manifest.base_eval_seconds + sum(s.eval_seconds for s in manifest.stages)
     return "\n".join([f"recipe {manifest.recipe}: held-out evaluation after each stage", line(header),
-                      "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)])
+                      "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows),
+                      f"time: stages {stages / 60:.1f} min + evaluations {evaluations / 60:.1f} min "
+                      f"= {(stages + evaluations) / 60:.1f} min"])
+
+
+def _row(name: str, kind: str, result: dict[str, Any], maj: str | None, seconds: str) -> list[str]:
+    return [name, kind, _num(result.get("pass@1")), *([_num(result.get(maj))] if maj else []),
+            _num(result.get("mean_length"), ".1f"), seconds]
 
 
 def _num(value: Any, spec: str = ".3f") -> str:

@@ -170,6 +170,13 @@ def arithmetic_derivations(canonical: str, level: int) -> list[str]:
         return _add_times(*numbers)
     a, b = numbers
     op = parts[1]
+    if level == 1:
+        # Times tables and small sums are recalled, not derived: SmolLM2-135M errs in the extra steps of a
+        # derivation (measured: held-out pass@1 0.49 after a cold start whose level-1 solutions were mostly
+        # multi-step, 0.71 with one-step statements; issue #10). The derivations stay as further phrasings.
+        steps = _add(a, b) if op == "+" else _times_small(a, b)
+        direct = f"{canonical} = {a + b if op == '+' else a * b}."
+        return [direct, *(text for text in steps if text != direct)]
     if op == "+":
         return _add(a, b)
     if op == "-":
@@ -196,10 +203,15 @@ def selection(n: int, size: int, seed: int) -> list[tuple[int, int]]:
 
 
 def _phrasing(options: Sequence[str], key: str, copy: int, seed: int) -> str:
-    """Copy k of a problem takes the k-th phrasing after a per-problem offset seeded by (seed, problem), so
-    phrasings vary across problems and a repeated problem cycles through its phrasings."""
-    offset = random.Random(f"{seed}/{key}").randrange(len(options))
-    return options[(offset + copy) % len(options)]
+    """The first copy of a problem takes its preferred phrasing (options[0]); copy k > 0 takes the k-th of the
+    others after a per-problem offset seeded by (seed, problem), so a repeated problem cycles through all of
+    them and the extra copies vary across problems."""
+    if copy == 0 or len(options) == 1:
+        return options[0]
+    others = options[1:]
+    offset = random.Random(f"{seed}/{key}").randrange(len(others))
+    return (others[(offset + copy - 1) % len(others)] if copy <= len(others) else
+            options[(offset + copy) % len(options)])
 
 
 def _arithmetic_rows(task: TaskConfig, size: int, seed: int) -> list[dict[str, Any]]:

@@ -20,7 +20,8 @@ class UsageError(Exception):
 EXTRA_COMMANDS = ("rlvr.sft.command", "rlvr.sampling.command", "rlvr.inference.command", "rlvr.pipeline.command")
 
 
-def cmd_train(args: argparse.Namespace) -> int:
+def run_config(args: argparse.Namespace) -> RunConfig:
+    """`[CONFIG.yaml] [overrides] [--resume RUN_DIR]` of a training command (train, sft)."""
     if args.resume:  # the run's own config, then the user's overrides (max_steps=80 to go on further)
         saved = Path(args.resume) / "config.yaml"
         if not saved.is_file():
@@ -28,9 +29,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         extra = [a for a in (args.config, *args.overrides) if a]
         if any(not _is_override(a) for a in extra):
             raise UsageError("--resume takes the run's own config.yaml; give only dotted.key=value overrides")
-        config = load_config(saved, [*extra, f"checkpoint.resume={args.resume}", f"output_dir={args.resume}"])
-    else:
-        config = _config_from_args(args.config, args.overrides)
+        return load_config(saved, [*extra, f"checkpoint.resume={args.resume}", f"output_dir={args.resume}"])
+    return _config_from_args(args.config, args.overrides)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    config = run_config(args)
     from rlvr.recipes.grpo import train
 
     train(config)

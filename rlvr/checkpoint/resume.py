@@ -21,7 +21,7 @@ from rlvr.checkpoint.state import (MODEL_DIR, CountingStream, TrainerState, conf
                                    load_state, restore_rng, rng_state, save_state)
 from rlvr.checkpoint.store import Checkpoint, latest_good, prune, write_checkpoint
 from rlvr.config import ConfigError, RunConfig
-from rlvr.rundir import CLAIM, claim_run_dir
+from rlvr.rundir import CLAIM, claim_run_dir, release_if_unused
 
 CHECKPOINTS = "checkpoints"
 LOGS = ("metrics.jsonl", "samples.jsonl", "eval.jsonl")  # one JSON object per line, each with a "step"
@@ -65,6 +65,29 @@ def hold_run_lock(run_dir: Path) -> int:
         raise ConfigError(f"{run_dir} is in use by another rlvr process") from None
     return fd
 
+
+def run_in_directory(config: RunConfig, run_dir: Path | None, setup: Callable[[RunConfig, Path], Any],
+                     loop: Callable[[Any, Checkpoint | None], Path],
+                     close: Callable[[Any], None] = lambda run: None) -> Path:
+    """What every training command (train, sft) does around its loop: open or claim the run directory, lock it,
+    set up; a fresh directory is released again when set-up fails before writing anything."""
+    run_dir, checkpoint = open_run(config, run_dir)
+    lock = hold_run_lock(run_dir)
+    config.output_dir = str(run_dir)  # the resolved config names the directory it lives in
+    print(f"run directory: {run_dir}" + (f" (resuming from {checkpoint.path.name})" if checkpoint else ""),
+          flush=True)
+    try:
+        run = setup(config, run_dir)
+    except BaseException:
+        if checkpoint is None:
+            release_if_unused(run_dir)
+        os.close(lock)
+        raise
+    try:
+        return loop(run, checkpoint)
+    finally:
+        close(run)
+        os.close(lock)
 
 @dataclass
 class Parts:

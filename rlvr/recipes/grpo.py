@@ -10,7 +10,6 @@ stage is a no-op here.
 from __future__ import annotations
 
 import json
-import os
 import random
 import time
 from dataclasses import dataclass, replace
@@ -36,7 +35,6 @@ from rlvr.reward_service import RewardService
 from rlvr.rewards import Rewarder, build_rewarder, reward_functions
 from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.hf import HFRolloutEngine
-from rlvr.rundir import release_if_unused
 from rlvr.tasks import Task, build_task
 from rlvr.tasks.screening import prompt_fits
 from rlvr.types import Prompt, TrainBatch
@@ -200,23 +198,8 @@ def train(config: RunConfig, run_dir: Path | str | None = None) -> Path:
     it is claimed before any model loads and removed again if the run fails before writing anything. With
     checkpoint.resume the run continues from its newest complete checkpoint instead (rlvr/checkpoint/).
     """
-    run_dir, checkpoint = resume.open_run(config, Path(run_dir) if run_dir is not None else None)
-    lock = resume.hold_run_lock(run_dir)
-    config.output_dir = str(run_dir)  # the resolved config names the directory it lives in
-    print(f"run directory: {run_dir}" + (f" (resuming from {checkpoint.path.name})" if checkpoint else ""),
-          flush=True)
-    try:
-        run = setup(config, run_dir)
-    except BaseException:
-        if checkpoint is None:
-            release_if_unused(run_dir)
-        os.close(lock)
-        raise
-    try:
-        return _train_loop(run, checkpoint)
-    finally:
-        run.service.close()
-        os.close(lock)
+    return resume.run_in_directory(config, Path(run_dir) if run_dir is not None else None, setup, _train_loop,
+                                   close=lambda run: run.service.close())
 
 
 def _parts(run: Run) -> resume.Parts:

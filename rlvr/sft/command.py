@@ -5,23 +5,12 @@ Imports stay inside the command function so that `rlvr --help` loads no torch.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 
 def cmd_sft(args: argparse.Namespace) -> int:
-    from rlvr.cli import UsageError, _config_from_args, _is_override
-    from rlvr.config import load_config
+    from rlvr.cli import run_config
 
-    if args.resume:  # the run's own config, then the user's overrides (save_every=N, threads=N, ...)
-        saved = Path(args.resume) / "config.yaml"
-        if not saved.is_file():
-            raise UsageError(f"--resume {args.resume!r}: not an rlvr run directory (no config.yaml)")
-        extra = [a for a in (args.config, *args.overrides) if a]
-        if any(not _is_override(a) for a in extra):
-            raise UsageError("--resume takes the run's own config.yaml; give only dotted.key=value overrides")
-        config = load_config(saved, [*extra, f"checkpoint.resume={args.resume}", f"output_dir={args.resume}"])
-    else:
-        config = _config_from_args(args.config, args.overrides)
+    config = run_config(args)  # the same config, overrides and --resume rules as `rlvr train`
     from rlvr.sft.trainer import sft
 
     sft(config)

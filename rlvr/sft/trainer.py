@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import os
 import random
 import time
 from dataclasses import dataclass
@@ -29,7 +28,6 @@ from rlvr.checkpoint.store import Checkpoint
 from rlvr.config import OptimizerConfig, RunConfig, dump_config
 from rlvr.metrics import RunLogger
 from rlvr.models import context_length, load_model, load_tokenizer, save_model
-from rlvr.rundir import release_if_unused
 from rlvr.sft.batching import row_stream, total_steps
 from rlvr.sft.data import BadRow, RowScreen, SFTDataError, data_source, load_chat_rows, source_name
 from rlvr.sft.masking import Example, encode_row
@@ -120,22 +118,7 @@ def sft(config: RunConfig, run_dir: Path | str | None = None) -> Path:
     SIGTERM/SIGINT stopped the run early. The run directory (run_dir, else config.output_dir, else a new
     runs/<date-time>) must be new or empty, unless checkpoint.resume continues it."""
     data_source(config)  # sft.data unset or missing: one error before a run directory is claimed
-    run_dir, checkpoint = resume.open_run(config, Path(run_dir) if run_dir is not None else None)
-    lock = resume.hold_run_lock(run_dir)
-    config.output_dir = str(run_dir)
-    print(f"run directory: {run_dir}" + (f" (resuming from {checkpoint.path.name})" if checkpoint else ""),
-          flush=True)
-    try:
-        run = setup(config, run_dir)
-    except BaseException:
-        if checkpoint is None:
-            release_if_unused(run_dir)
-        os.close(lock)
-        raise
-    try:
-        return _loop(run, checkpoint)
-    finally:
-        os.close(lock)
+    return resume.run_in_directory(config, Path(run_dir) if run_dir is not None else None, setup, _loop)
 
 
 def data_fingerprint(examples: list[Example]) -> str:

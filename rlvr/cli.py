@@ -86,8 +86,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse a command line; key=value overrides may also follow the flags (`rlvr eval RUN --size 100 k=v`).
+
+    argparse binds a positional list once, so overrides after a flag come back unrecognised (and
+    parse_intermixed_args does not support sub-commands); they are appended to the command's overrides in order.
+    """
+    parser = build_parser()
+    args, extras = parser.parse_known_args(argv)
+    stray = [a for a in extras if "=" in a and not a.startswith("-")]
+    unknown = [a for a in extras if a not in stray] if hasattr(args, "overrides") else extras
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if stray:
+        args.overrides = [*(args.overrides or []), *stray]
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse(argv)
     try:
         return args.func(args)
     except (ConfigError, UsageError) as err:

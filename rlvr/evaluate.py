@@ -153,6 +153,7 @@ class EvalResult:
     truncated: float = 0.0  # share of sampled completions that hit max_new_tokens
     outcomes: dict[str, int] = field(default_factory=dict)  # sampled completions, per verifier/outcome
     breakdown: dict[str, dict[str, Summary]] = field(default_factory=dict)
+    per_problem: list[float] = field(default_factory=list)  # [P] each problem's pass rate, in prompt order
 
     def as_json(self) -> dict[str, Any]:
         """Flat keys ("pass@1", "pass@4", "maj@4", "best_of_4", "mean_length", "greedy", ...) plus the nested
@@ -165,7 +166,8 @@ class EvalResult:
                 "mean_length": self.mean_length, "truncated": self.truncated, "greedy": self.greedy,
                 "outcomes": self.outcomes,
                 "breakdown": {key: {value: s.as_json() for value, s in values.items()}
-                              for key, values in self.breakdown.items()}}
+                              for key, values in self.breakdown.items()},
+                "per_problem_pass@1": self.per_problem}  # for paired comparisons between models
 
     def metrics(self, prefix: str = "eval/") -> dict[str, float]:
         """The flat numbers only, prefixed ("eval/pass@1", ...): a plot-ready row for metrics.jsonl."""
@@ -209,7 +211,8 @@ def evaluate(engine: RolloutEngine, rewarder: Rewarder, prompts: list[Prompt], c
         problems=len(prompts), samples_per_problem=n, temperature=config.temperature, pass_at_1=whole.pass_at[1],
         greedy=greedy, pass_at_k=whole.pass_at, maj_at_k=whole.maj_at, best_of_k=whole.best_of,
         mean_length=whole.mean_length, truncated=whole.truncated, outcomes=dict(sorted(outcomes.items())),
-        breakdown=breakdown(sampled, usable, vote=answer_mode is not None))
+        breakdown=breakdown(sampled, usable, vote=answer_mode is not None),
+        per_problem=[sum(s.correct) / len(s.correct) for s in sampled])
 
 
 def evaluate_model(config: RunConfig, model_path: str) -> EvalResult:

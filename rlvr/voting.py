@@ -150,3 +150,18 @@ def best_index(scores: Sequence[float]) -> int:
     if not scores:
         raise ValueError("best-of-N needs at least one sample")
     return min(range(len(scores)), key=lambda i: (-scores[i], i))
+
+
+def paired_difference(after: Sequence[float], before: Sequence[float]) -> tuple[float, float]:
+    """Per-problem pass rates of two models on the same problems -> (mean difference, its standard error).
+
+    Paired over problems: d_i = after_i - before_i, SE = sample std of d / sqrt(P) (Bessel-corrected). Pairing
+    removes the problem-difficulty variance that two independent pass@1 estimates would each carry, so a stage's
+    change can be told from sampling noise (issue #10: "no RL stage lowers held-out pass@1")."""
+    if len(after) != len(before) or len(after) < 2:
+        raise ValueError(f"paired difference needs the same >= 2 problems on both sides, got {len(after)} and "
+                         f"{len(before)}")
+    diffs = [a - b for a, b in zip(after, before)]
+    mean = sum(diffs) / len(diffs)
+    variance = sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1)
+    return mean, math.sqrt(variance / len(diffs))

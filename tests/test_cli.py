@@ -375,3 +375,21 @@ def test_verify_survives_lone_surrogates_in_error_text(tmp_path, capsys):
     code, _, _ = run(capsys, "verify", "--verifier", "code", "--input", path, "--output", str(output))
     verdict = json.loads(output.read_text(encoding="utf-8"))
     assert code == 0 and verdict["outcome"] == "wrong" and "ValueError" in verdict["detail"]
+
+
+def test_overrides_may_follow_flags():
+    """`rlvr eval RUN --size 100 k=v` once failed with 'unrecognized arguments' (argparse binds the
+    positional list before the first flag); overrides on both sides of a flag are kept in order."""
+    from rlvr.cli import parse
+
+    args = parse(["eval", "run-dir", "a.b=1", "--size", "100", "c.d=2", "--no-greedy", "e=3"])
+    assert (args.model, args.size, args.greedy) == ("run-dir", 100, False)
+    assert args.overrides == ["a.b=1", "c.d=2", "e=3"]
+    assert parse(["recipe", "r1", "--output-dir", "out", "max_steps=2"]).overrides == ["max_steps=2"]
+
+
+def test_unknown_flag_after_overrides_is_still_an_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["eval", "run-dir", "--size", "100", "a=1", "--bogus"])
+    assert exit_info.value.code == 2
+    assert "unrecognized arguments: --bogus" in capsys.readouterr().err

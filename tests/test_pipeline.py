@@ -75,7 +75,8 @@ def test_builtin_recipes_resolve_with_their_stages():
 
 def test_overrides_reach_base_one_stage_and_evaluation():
     recipe = load_recipe("r1", ["seed=7", "stages.final_rl.max_steps=3", "evaluation.eval.size=5"])
-    assert {s.config.seed for s in recipe.stages} == {7}
+    # seed=7 reaches every stage; final_rl's seed_offset 1 keeps its prompt stream apart from reasoning_rl's
+    assert [s.config.seed for s in recipe.stages] == [7, 7, 7, 7, 8]
     assert recipe.stages[4].config.max_steps == 3 and recipe.stages[1].config.max_steps != 3
     assert recipe.evaluation.eval.size == 5
 
@@ -84,6 +85,7 @@ def test_overrides_reach_base_one_stage_and_evaluation():
     ([{"name": "a", "kind": "sft", "config": {"sft": {"data": "x.jsonl", "epocs": 2}}}],
      "stage 'a': invalid config: unknown key 'sft.epocs'"),
     ([{"name": "a", "kind": "dpo"}], "stage 'a': kind 'dpo' is unknown"),
+    ([{"name": "a", "kind": "grpo", "seed_offset": -1}], "stage 'a': seed_offset must be a whole number >= 0"),
     ([{"name": "a", "kind": "sft"}], "stage 'a': an sft stage needs sft.data"),
     ([{"name": "a", "kind": "grpo", "model": "later"}], "stage 'a': model 'later' is not 'base'"),
     ([{"name": "a", "kind": "grpo"}, {"name": "a", "kind": "grpo"}], "stage 'a': the name is used twice"),

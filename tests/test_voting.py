@@ -10,7 +10,7 @@ from fractions import Fraction
 
 import pytest
 
-from rlvr.voting import best_index, best_of_n, extracted_answer, maj_at_k, pass_at_k, ranked_votes
+from rlvr.voting import best_index, best_of_n, extracted_answer, maj_at_k, paired_difference, pass_at_k, ranked_votes
 
 
 # ---------------------------------------------------------------- brute force
@@ -185,3 +185,19 @@ def test_ranked_votes_order():
     votes = ranked_votes(["3", None, "4", "4", "3", "5"])
     # 3 and 4 both have two votes; 3 appeared first. 5 last with one.
     assert [(v.answer, v.count, v.first) for v in votes] == [("3", 2, 0), ("4", 2, 2), ("5", 1, 5)]
+
+
+def test_paired_difference_hand_example():
+    # d = after - before = [0.5, 0, 0.25, -0.25]: mean 0.125; squared deviations 0.140625 + 0.015625 +
+    # 0.015625 + 0.140625 = 0.3125, / (4 - 1) = 0.104167 (sample variance), / 4 problems = 0.026042 -> SE 0.16137
+    mean, se = paired_difference([1.0, 0.5, 1.0, 0.75], [0.5, 0.5, 0.75, 1.0])
+    assert mean == pytest.approx(0.125)
+    assert se == pytest.approx(math.sqrt(0.3125 / 3 / 4)) and se == pytest.approx(0.16137, abs=1e-5)
+
+
+def test_paired_difference_of_a_constant_shift_has_no_noise_and_inputs_are_checked():
+    assert paired_difference([0.75, 1.0, 0.5], [0.5, 0.75, 0.25]) == pytest.approx((0.25, 0.0))
+    with pytest.raises(ValueError, match="same >= 2 problems"):
+        paired_difference([1.0, 0.0], [1.0])
+    with pytest.raises(ValueError, match="same >= 2 problems"):
+        paired_difference([1.0], [0.0])

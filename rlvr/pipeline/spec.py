@@ -12,6 +12,8 @@ A recipe file:
         model: base | <stage>     # whose model it starts from; default: the previous model stage's, else base
         data: <sample stage>      # sft only: train on that stage's dataset (default: the latest sample stage,
                                   # unless the stage sets sft.data itself)
+        seed_offset: 1            # optional: this stage runs with seed + 1, so a second RL stage draws fresh
+                                  # prompts instead of replaying an earlier one's stream (seed=S still applies)
         config: {RunConfig sections}
 
 Overrides on the command line: `stages.NAME.key=value` for one stage, `evaluation.key=value` for the
@@ -32,7 +34,7 @@ from rlvr.config import ConfigError, RunConfig, _merge, parse_overrides, validat
 BUILTIN = ("r1", "r1-zero", "distill")
 KINDS = ("sft", "grpo", "sample")
 MODEL_KINDS = ("sft", "grpo")  # stages that produce a model (and are evaluated); sample produces data
-STAGE_KEYS = {"name", "kind", "model", "data", "config"}
+STAGE_KEYS = {"name", "kind", "model", "data", "seed_offset", "config"}
 TOP_KEYS = {"description", "base", "evaluation", "stages"}
 
 
@@ -124,8 +126,13 @@ def _stage(raw: Any, index: int, base: dict[str, Any], earlier: list[StageSpec])
     if model_from not in models:
         raise ConfigError(f"{where}: model {model_from!r} is not 'base' or an earlier sft/grpo stage "
                           f"({', '.join(sorted(models))})")
-    return StageSpec(name, kind, model_from, _data_source(raw, kind, own, earlier, where),
-                     _resolve(_merge(base, own), where), own)
+    offset = raw.get("seed_offset", 0)
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+        raise ConfigError(f"{where}: seed_offset must be a whole number >= 0, got {offset!r}")
+    config = _resolve(_merge(base, own), where)
+    if offset:
+        config = config.model_copy(update={"seed": config.seed + offset})
+    return StageSpec(name, kind, model_from, _data_source(raw, kind, own, earlier, where), config, own)
 
 
 def _data_source(raw: dict, kind: str, own: dict, earlier: list[StageSpec], where: str) -> str | None:

@@ -4,6 +4,9 @@ from __future__ import annotations
 from typing import Any
 
 from rlvr.pipeline.manifest import Manifest
+from rlvr.voting import paired_difference
+
+PER_PROBLEM = "per_problem_pass@1"  # rlvr.evaluate.EvalResult.as_json's key
 
 
 def _largest_maj(evals: list[dict[str, Any]]) -> str | None:
@@ -15,28 +18,41 @@ def summary_table(manifest: Manifest) -> str:
     """One row for the base model and one per stage, in stage order; a sample stage shows what it kept."""
     evals = [manifest.base_eval or {}] + [s.eval for s in manifest.stages if s.eval]
     maj = _largest_maj(evals)
-    header = ["stage", "kind", "pass@1", *([maj] if maj else []), "mean length", "seconds"]
-    rows = [_row("base", "model", manifest.base_eval or {}, maj, "")]
+    header = ["stage", "kind", "pass@1", "change (± 2 SE)", *([maj] if maj else []), "mean length", "seconds"]
+    previous = manifest.base_eval or {}
+    rows = [_row("base", "model", previous, "", maj, "")]
     for s in manifest.stages:
         seconds = f"{s.seconds:.0f}" if s.seconds else ""
         if s.kind == "sample":
             kept = f"kept {s.result.get('rows_kept', '?')} rows of {s.result.get('prompts_done', '?')} prompts"
-            rows.append([s.name, s.kind, kept, *([""] if maj else []), "", seconds])
+            rows.append([s.name, s.kind, kept, "", *([""] if maj else []), "", seconds])
         else:
-            rows.append(_row(s.name, s.kind, s.eval or {}, maj, seconds))
+            rows.append(_row(s.name, s.kind, s.eval or {}, _change(s.eval or {}, previous), maj, seconds))
+            previous = s.eval or {}
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     line = lambda cells: "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
     stages = sum(s.seconds for s in manifest.stages)
     evaluations = manifest.base_eval_seconds + sum(s.eval_seconds for s in manifest.stages)
-    return "\n".join([f"recipe {manifest.recipe}: held-out evaluation after each stage", line(header),
+    return "\n".join([f"recipe {manifest.recipe}: held-out evaluation after each stage (change: pass@1 against the "
+                      f"model before, paired over problems)", line(header),
                       "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows),
                       f"time: stages {stages / 60:.1f} min + evaluations {evaluations / 60:.1f} min "
                       f"= {(stages + evaluations) / 60:.1f} min"])
 
 
-def _row(name: str, kind: str, result: dict[str, Any], maj: str | None, seconds: str) -> list[str]:
-    return [name, kind, _num(result.get("pass@1")), *([_num(result.get(maj))] if maj else []),
+def _row(name: str, kind: str, result: dict[str, Any], change: str, maj: str | None, seconds: str) -> list[str]:
+    return [name, kind, _num(result.get("pass@1")), change, *([_num(result.get(maj))] if maj else []),
             _num(result.get("mean_length"), ".1f"), seconds]
+
+
+def _change(after: dict[str, Any], before: dict[str, Any]) -> str:
+    """"+0.178 ± 0.061": the paired change in pass@1 and twice its standard error (about a 95 % interval), or ""
+    when either side lacks per-problem results (a manifest from before they were recorded) or they differ."""
+    a, b = after.get(PER_PROBLEM), before.get(PER_PROBLEM)
+    if not a or not b or len(a) != len(b) or len(a) < 2:
+        return ""
+    mean, standard_error = paired_difference(a, b)
+    return f"{mean:+.3f} ± {2 * standard_error:.3f}"
 
 
 def _num(value: Any, spec: str = ".3f") -> str:

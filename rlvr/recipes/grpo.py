@@ -37,12 +37,9 @@ from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.hf import HFRolloutEngine
 from rlvr.tasks import Task, build_task
 from rlvr.tasks.screening import prompt_fits
+from rlvr.divergence import check_skips
 from rlvr.types import Prompt, TrainBatch
 from rlvr.update import UpdateSettings, UpdateStats, train_step
-
-
-class TrainingDiverged(RuntimeError):
-    """The loss stopped being a number; stop before writing a broken checkpoint."""
 
 
 @dataclass
@@ -226,7 +223,8 @@ def _train_loop(run: Run, checkpoint: Checkpoint | None) -> Path:
     with GracefulStop(say=run.logger.message) as stop:
         for step in range(first, config.max_steps + 1):
             record, samples = grpo_step(run, step, sampling)
-            check_skips(record, guard, config.checkpoint.max_consecutive_skips, run_dir)
+            check_skips(record, guard, config.checkpoint.max_consecutive_skips, run_dir,
+                        hint=" and check the rewards for NaN")
             last = step == config.max_steps  # a stop during the last step simply finishes the run below
             if config.eval.every and step % config.eval.every == 0 and not last:
                 # held-out accuracy next to the training reward in the same row: reward hacking shows as reward
@@ -253,18 +251,3 @@ def _train_loop(run: Run, checkpoint: Checkpoint | None) -> Path:
         run.logger.log_eval(config.max_steps, run_eval(run, config.max_steps).metrics())
     return final
 
-
-def check_skips(record: dict, guard: dict[str, int], limit: int, run_dir: Path) -> None:
-    """Count steps skipped for a non-finite loss or gradient (update.train_step left them no-ops); stop with a
-    diagnosis after `limit` in a row, instead of the first NaN ending the run."""
-    if record["skipped"] > 0:
-        guard["consecutive_skips"] += 1
-        guard["skipped_steps"] += 1
-    else:
-        guard["consecutive_skips"] = 0
-    record["skipped_steps"] = guard["skipped_steps"]
-    if guard["consecutive_skips"] >= limit:
-        raise TrainingDiverged(
-            f"{limit} steps in a row had a non-finite loss or gradient (step {record['step']}: loss {record['loss']}, "
-            f"grad_norm {record['grad_norm']}); those steps changed nothing. Try a lower optimizer.lr or "
-            f"max_grad_norm and check the rewards for NaN; metrics and checkpoints in {run_dir} are kept")

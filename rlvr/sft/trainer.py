@@ -26,6 +26,7 @@ from rlvr.checkpoint.signals import GracefulStop
 from rlvr.checkpoint.state import CountingStream
 from rlvr.checkpoint.store import Checkpoint
 from rlvr.config import OptimizerConfig, RunConfig, dump_config
+from rlvr.divergence import check_skips
 from rlvr.metrics import RunLogger
 from rlvr.models import context_length, load_model, load_tokenizer, save_model
 from rlvr.sft.batching import row_stream, total_steps
@@ -34,12 +35,6 @@ from rlvr.sft.masking import Example, encode_row
 from rlvr.sft.step import StepSettings, sft_step
 
 DATA_FILE = "sft_rows.json"  # rows and fingerprint of the tokenised data, checked on resume
-
-
-class SFTDiverged(RuntimeError):
-    """Too many steps in a row had a non-finite loss or gradient."""
-
-    user_facing = True
 
 
 class SFTLogger(RunLogger):
@@ -210,16 +205,3 @@ def train_step(run: SFTRun, step: int) -> dict[str, Any]:
             "input_tokens": stats.input_tokens, "rows": stats.rows,
             "epoch": run.stream.drawn / len(run.examples), "skipped": stats.skipped}
 
-
-def check_skips(record: dict[str, Any], guard: dict[str, int], limit: int, run_dir: Path) -> None:
-    """Count steps skipped for a non-finite loss or gradient; stop with a diagnosis after `limit` in a row."""
-    if record["skipped"]:
-        guard["consecutive_skips"] += 1
-        guard["skipped_steps"] += 1
-    else:
-        guard["consecutive_skips"] = 0
-    record["skipped_steps"] = guard["skipped_steps"]
-    if guard["consecutive_skips"] >= limit:
-        raise SFTDiverged(f"{limit} steps in a row had a non-finite loss or gradient (step {record['step']}: loss "
-                          f"{record['loss']}, grad_norm {record['grad_norm']}); those steps changed nothing. Try "
-                          f"a lower optimizer.lr or max_grad_norm; metrics and checkpoints in {run_dir} are kept")

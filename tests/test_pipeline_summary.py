@@ -1,0 +1,39 @@
+"""The recipe's summary table (rlvr/pipeline/summary.py): one row per model, the paired change of pass@1."""
+from __future__ import annotations
+
+from rlvr.pipeline.manifest import DONE, Manifest, StageRecord
+from rlvr.pipeline.summary import summary_table
+
+
+def record(name: str, kind: str, evaluation: dict | None = None, result: dict | None = None) -> StageRecord:
+    return StageRecord(name=name, kind=kind, directory=f"stages/{name}", config={}, status=DONE,
+                       eval=evaluation, result=result or {}, seconds=60.0, eval_seconds=30.0)
+
+
+def test_change_is_paired_against_the_model_before_skipping_sample_stages():
+    base = {"pass@1": 0.25, "maj@4": 0.5, "mean_length": 10.0, "per_problem_pass@1": [0.0, 0.5, 0.5, 0.0]}
+    sft = {"pass@1": 0.5, "maj@4": 0.5, "mean_length": 20.0, "per_problem_pass@1": [0.5, 0.5, 1.0, 0.0]}
+    rl = {"pass@1": 0.5, "maj@4": 0.75, "mean_length": 21.0, "per_problem_pass@1": [0.5, 1.0, 0.5, 0.0]}
+    manifest = Manifest(recipe="r1", base_model="m", base_eval=base, base_eval_seconds=30.0, stages=[
+        record("cold", "sft", sft), record("rs", "sample", result={"rows_kept": 3, "prompts_done": 4}),
+        record("rl", "grpo", rl)])
+    table = summary_table(manifest)
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+            for line in table.splitlines() if line.startswith("| ") and "stage" not in line}
+    # cold vs base: d = [0.5, 0, 0.5, 0], mean 0.25, sample variance (4 x 0.0625) / 3 = 0.08333, SE sqrt(0.08333
+    # / 4) = 0.14434, shown as 2 SE = 0.289
+    assert rows["cold"][2] == "+0.250 ± 0.289"
+    # rl vs cold (the sample stage in between has no model): d = [0, 0.5, -0.5, 0], mean 0, variance 0.5 / 3,
+    # SE sqrt(0.16667 / 4) = 0.20412 -> 0.408
+    assert rows["rl"][2] == "+0.000 ± 0.408"
+    assert rows["base"][2] == "" and rows["rs"][1] == "kept 3 rows of 4 prompts" and rows["rs"][2] == ""
+    assert "time: stages 3.0 min + evaluations 2.0 min = 5.0 min" in table
+
+
+def test_change_is_blank_without_per_problem_results():
+    old = {"pass@1": 0.25, "mean_length": 10.0}  # a manifest written before per-problem results were kept
+    manifest = Manifest(recipe="r1", base_model="m", base_eval=old,
+                        stages=[record("rl", "grpo", {"pass@1": 0.5, "mean_length": 9.0,
+                                                      "per_problem_pass@1": [0.5, 0.5]})])
+    row = next(line for line in summary_table(manifest).splitlines() if line.startswith("| rl "))
+    assert [c.strip() for c in row.split("|")[1:-1]][3] == ""

@@ -93,6 +93,19 @@ class DynamicSamplingConfig(_Section):
                                                          "topped up with tied groups")
 
 
+class CorrectionConfig(_Section):
+    """Rollout correction and the engine agreement check (issue #11; names as in rlvr/correction.py). Mode none by
+    default: the in-process HF engine is the trainer's own model, so its weights are 1 to fp32 noise."""
+
+    mode: Literal["none", "tis", "mis"] = Field(
+        "none", description="each token's surrogate times w = pi_old/mu (mu: the sampler): tis = min(w, cap), truncated "
+                           "IS (Yao et al. 2025) | mis = 0 where w > cap, else 1 (masked IS) | none = 1")
+    level: Literal["token", "sequence"] = Field("token", description="w per token, or per completion (the product)")
+    cap: float = Field(2.0, gt=1, description="threshold of w (2.0, ms-swift's rollout_importance_sampling_threshold)")
+    max_mismatch_kl: float | None = Field(0.01, ge=0, description="stop when KL(engine || trainer) per token exceeds "
+                                                               "this (fp32 noise ~1e-10 on SmolLM2-135M); null/0 = off")
+
+
 class RolloutConfig(_Section):
     group_size: int = Field(8, ge=1, description="G: completions sampled per prompt (group baselines need >= 2)")
     prompts_per_step: int = Field(4, ge=1, description="prompts per optimizer step; batch = prompts x G")
@@ -100,6 +113,7 @@ class RolloutConfig(_Section):
     top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling for training rollouts")
     max_new_tokens: int = Field(32, ge=1, description="completion length cap; longer ones are truncated")
     dynamic_sampling: DynamicSamplingConfig = Field(default_factory=DynamicSamplingConfig)
+    correction: CorrectionConfig = Field(default_factory=CorrectionConfig)
 
 
 # The names below are the keys of the variant dicts (advantages.ADVANTAGES, objectives.OBJECTIVES,

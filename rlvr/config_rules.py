@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 
 
 def run_config_problems(c: "RunConfig") -> list[str]:
-    return [*_batch_problems(c), *_task_problems(c), *_algorithm_problems(c)]
+    return [*_batch_problems(c), *_task_problems(c), *_algorithm_problems(c), *_correction_problems(c)]
 
 
 def _batch_problems(c: "RunConfig") -> list[str]:
@@ -92,6 +92,19 @@ def _sampling_problems(c: "RunConfig") -> list[str]:
         problems.append(f"curriculum.skip_below={c.curriculum.skip_below:g} must be below curriculum.skip_above="
                         f"{c.curriculum.skip_above:g}, else every prompt is skipped")
     return problems
+
+
+def _correction_problems(c: "RunConfig") -> list[str]:
+    """With top_p < 1 the sampler's log-probs are of the renormalised nucleus: with identical weights each ratio
+    pi/mu is then the nucleus mass (< 1) and the KL measures the truncation, not a disagreement; and no weight can
+    reach tokens the nucleus never samples. Refused rather than silently mis-measured (issue #11)."""
+    k = c.rollout.correction
+    if c.rollout.top_p < 1 and k.mode != "none":
+        return [f"rollout.top_p={c.rollout.top_p:g} cannot be combined with rollout.correction.mode={k.mode}: the "
+                f"sampler's log-probs are then those of the renormalised nucleus, which differ from the trainer's on "
+                f"purpose; sample with top_p=1, or set rollout.correction.mode=none (with top_p < 1 the agreement "
+                f"check is skipped for the same reason)"]
+    return []
 
 
 def _known_tasks() -> list[str]:

@@ -104,14 +104,20 @@ class LossTerms:
 
 def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, ref_logprobs: torch.Tensor | None,
                 advantages: torch.Tensor, mask: torch.Tensor, spec: LossSpec, denominator: float,
-                entropy: torch.Tensor | None = None) -> LossTerms:
+                entropy: torch.Tensor | None = None, weights: torch.Tensor | None = None) -> LossTerms:
     """Loss on one (micro-)batch: aggregate(surrogate) + beta * aggregate(KL) - entropy_coef * aggregate(H).
 
     `denominator` comes from AGGREGATIONS[spec.aggregation].denominator over the whole optimizer batch.
-    `entropy` [B, C] must carry a gradient when spec.entropy_coef > 0.
+    `entropy` [B, C] must carry a gradient when spec.entropy_coef > 0. `weights` [B, C], detached, multiply the
+    per-token surrogate before aggregation: rollout correction's importance weights pi_old / mu (correction.py).
     """
     surrogate = OBJECTIVES[spec.objective](logprobs, old_logprobs, advantages, mask, spec.clip)
-    policy = aggregate(surrogate.loss, mask, spec.aggregation, denominator)
+    # The KL and entropy terms stay unweighted: they regularise the current policy at the tokens at hand and are
+    # not estimates of the reward's gradient under the sampler, which is what the weights correct. Weighting the
+    # KL would also free the tokens that masking drops (weight 0), where engine and trainer disagree most, from
+    # the pull towards the reference; PPO's passes mu > 1 likewise take the KL on pi_old's samples unweighted.
+    per_token = surrogate.loss if weights is None else surrogate.loss * weights
+    policy = aggregate(per_token, mask, spec.aggregation, denominator)
     zero = torch.zeros((), dtype=logprobs.dtype, device=logprobs.device)
     kl = zero
     if ref_logprobs is not None and spec.beta > 0:

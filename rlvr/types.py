@@ -102,6 +102,8 @@ class TrainBatch:
     advantages: torch.Tensor  # [B] one per completion (outcome supervision) or [B, C] per token (GAE)
     old_logprobs: torch.Tensor | None  # [B, C] or None when mu == 1 (ratio taken against detached current)
     ref_logprobs: torch.Tensor | None  # [B, C] or None when beta == 0
+    # [B, C] the sampler's log-probs: the behaviour policy mu of rollout correction (issue #11); None = no correction
+    behaviour_logprobs: torch.Tensor | None = None
 
     @property
     def size(self) -> int:
@@ -117,7 +119,8 @@ class TrainBatch:
         pick = lambda t: None if t is None else t[index][:, :width]  # noqa: E731
         advantages = self.advantages[index] if self.advantages.dim() == 1 else pick(self.advantages)
         return TrainBatch(self.prompt_ids, self.prompt_mask, self.prompt_index[index], pick(self.completion_ids),
-                          pick(self.completion_mask), advantages, pick(self.old_logprobs), pick(self.ref_logprobs))
+                          pick(self.completion_mask), advantages, pick(self.old_logprobs), pick(self.ref_logprobs),
+                          pick(self.behaviour_logprobs))
 
     def by_length(self) -> "torch.Tensor":
         """Row order for micro-batches: longest group first, groups kept whole (logprobs.length_order)."""

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import torch
 
+from rlvr.correction import (CorrectionSettings, CorrectionStats, EngineMismatch, check_agreement, correction_stats,
+                             importance_weights)
 from rlvr.logprobs import completion_logprobs
 from rlvr.loss import AGGREGATIONS, LossSpec, policy_loss
 from rlvr.types import TrainBatch
@@ -19,6 +21,7 @@ class UpdateSettings:
     micro_batch_size: int
     max_grad_norm: float
     max_length: int  # the generation budget (max_new_tokens): Dr. GRPO's constant normaliser
+    correction: CorrectionSettings | None = None  # rollout correction; None: no weights, no agreement check
 
 
 @dataclass
@@ -31,6 +34,7 @@ class UpdateStats:
     grad_norm: float
     skipped: float = 0.0  # 1.0 when a non-finite loss or gradient made this step a no-op (issue #9)
     micro_batch_size: float = 0.0  # rows per micro-batch actually used (smaller after an out-of-memory retry)
+    correction: CorrectionStats | None = None  # rollout correction's sums over the batch (None when off)
 
 
 class MicroBatchOutOfMemory(RuntimeError):
@@ -79,6 +83,7 @@ def _accumulate_and_step(policy, batch: TrainBatch, optimizer: torch.optim.Optim
     totals = dict(loss=0.0, policy_loss=0.0, kl=0.0, clip_fraction=0.0, entropy=0.0)
     mask_total = batch.completion_mask.sum().clamp(min=1).item()
     order = batch.by_length()  # the gradient does not depend on row order; padding does
+    correction: CorrectionStats | None = None
     for start in range(0, batch.size, micro_batch_size):
         micro = batch.rows(order[start:start + micro_batch_size])
         logprobs, entropy = completion_logprobs(
@@ -86,14 +91,22 @@ def _accumulate_and_step(policy, batch: TrainBatch, optimizer: torch.optim.Optim
             micro.completion_mask, settings.temperature, with_entropy=True, entropy_grad=spec.entropy_coef > 0)
         # mu = 1: pi_old is the current policy, so the ratio is exp(0) = 1 but its gradient is still grad log pi.
         old = micro.old_logprobs if micro.old_logprobs is not None else logprobs.detach()
+        weights, part = _corrected(micro, old, settings.correction)
+        correction = part if correction is None else correction + part
         terms = policy_loss(logprobs, old, micro.ref_logprobs, micro.advantages, micro.completion_mask, spec,
-                            denominator, entropy if spec.entropy_coef > 0 else None)
+                            denominator, entropy if spec.entropy_coef > 0 else None, weights)
         terms.loss.backward()
         totals["loss"] += terms.loss.item()
         totals["policy_loss"] += terms.policy_loss.item()
         totals["kl"] += terms.kl.item()
         totals["clip_fraction"] += terms.clipped_tokens.item() / mask_total
         totals["entropy"] += (entropy.detach() * micro.completion_mask).sum().item() / mask_total
+    if correction is not None:  # checked before the step: a disagreeing engine's samples never reach the weights
+        try:
+            check_agreement(correction.mismatch_kl, settings.correction.max_mismatch_kl)
+        except EngineMismatch:
+            optimizer.zero_grad(set_to_none=True)
+            raise
     grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), settings.max_grad_norm)
     # A NaN/inf loss or gradient would poison AdamW's moments for good: skip the step, leaving weights,
     # optimizer state (step counts included) and the schedule untouched (issue #9; the loop counts skips).
@@ -104,4 +117,18 @@ def _accumulate_and_step(policy, batch: TrainBatch, optimizer: torch.optim.Optim
             scheduler.step()
     optimizer.zero_grad(set_to_none=True)
     return UpdateStats(grad_norm=float(grad_norm), skipped=float(not finite), micro_batch_size=micro_batch_size,
-                       **totals)
+                       correction=correction, **totals)
+
+
+def _corrected(micro: TrainBatch, old: torch.Tensor, settings: CorrectionSettings | None
+               ) -> tuple[torch.Tensor | None, CorrectionStats | None]:
+    """Rollout correction of one micro-batch: (weights pi_old / mu [B, C] or None, their sums or None).
+
+    At mu = 1, pi_old is the detached current log-probs of this very forward: no extra pass. Mode none still
+    measures the engine's agreement, but multiplies by nothing, so its step is exactly the uncorrected one."""
+    if settings is None or micro.behaviour_logprobs is None:
+        return None, None
+    behaviour, mask = micro.behaviour_logprobs, micro.completion_mask
+    corrected = importance_weights(old, behaviour, mask, settings.mode, settings.level, settings.cap)
+    stats = correction_stats(corrected, old, behaviour, mask)
+    return (None if settings.mode == "none" else corrected.weights), stats

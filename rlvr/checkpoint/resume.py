@@ -18,7 +18,7 @@ from typing import Any, Callable
 import yaml
 
 from rlvr.checkpoint.state import (MODEL_DIR, CountingStream, TrainerState, config_differences, load_policy_weights,
-                                   load_state, restore_rng, rng_state, save_state)
+                                   load_state, restore_rng, rng_state, save_state, with_current_defaults)
 from rlvr.checkpoint.store import Checkpoint, latest_good, prune, write_checkpoint
 from rlvr.config import ConfigError, RunConfig
 from rlvr.rundir import CLAIM, claim_run_dir, release_if_unused
@@ -48,7 +48,7 @@ def open_run(config: RunConfig, run_dir: Path | None) -> tuple[Path, Checkpoint 
         raise ConfigError(f"{path} has no complete checkpoint to resume from (set save_every=N to write them; "
                           "SIGTERM also writes one); start a new run with another output_dir")
     saved = yaml.safe_load((path / "config.yaml").read_text(encoding="utf-8"))
-    differences = config_differences(saved, config.model_dump(mode="json"))
+    differences = config_differences(with_current_defaults(saved), config.model_dump(mode="json"))
     if differences and not config.checkpoint.resume_force:
         raise ConfigError("resuming with a different config would not continue the run exactly: "
                           + "; ".join(differences) + " (set checkpoint.resume_force=true to resume anyway)")

@@ -16,6 +16,8 @@ from typing import Any, Iterator, TypeVar
 
 import torch
 
+from rlvr.config import ConfigError, RunConfig
+
 T = TypeVar("T")
 STATE_FILE = "trainer_state.pt"
 MODEL_DIR = "model"
@@ -103,6 +105,17 @@ def load_policy_weights(policy: torch.nn.Module, model_dir: Path) -> None:
 # checkpointing itself, where logs go, how many verifier workers (verification is deterministic).
 FREE_KEYS = ("max_steps", "save_every", "checkpoint.", "output_dir", "eval.", "reward.workers", "reward.deadline_s",
              "reward.retries", "threads", "samples_per_step")
+
+
+def with_current_defaults(saved: dict[str, Any]) -> dict[str, Any]:
+    """A config dumped by an older rlvr lacks the sections added since (rollout.correction, issue #11): read it
+    back through RunConfig so those compare as their defaults instead of refusing every older run's resume.
+    New sections default to the old behaviour, so that is what the older run ran with. A saved config that no
+    longer validates is returned as it is (its differences are then listed key by key)."""
+    try:
+        return RunConfig.model_validate(saved).model_dump(mode="json")
+    except (ValueError, ConfigError):
+        return saved
 
 
 def config_differences(saved: dict[str, Any], requested: dict[str, Any], prefix: str = "") -> list[str]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rlvr.checkpoint.signals import GracefulStop
-from rlvr.checkpoint.state import config_differences
+from rlvr.checkpoint.state import config_differences, with_current_defaults
 from rlvr.checkpoint.store import latest_good
 from rlvr.config import ConfigError, RunConfig, dump_config, validate_config
 from rlvr.pipeline import checks
@@ -109,7 +109,7 @@ def reconcile(saved: Manifest, fresh: Manifest, force: bool) -> Manifest:
         if old.status == PENDING:
             old.config = new.config
             continue
-        differences = config_differences(old.config, new.config)
+        differences = config_differences(with_current_defaults(old.config), new.config)
         if differences and not force:
             raise ConfigError(f"stage {old.name!r} ran with another config ({'; '.join(differences[:4])}); "
                               "re-run with the same settings, use another --output-dir, or pass --force")

@@ -23,6 +23,7 @@ from rlvr.checkpoint.signals import GracefulStop
 from rlvr.checkpoint.state import CountingStream
 from rlvr.checkpoint.store import Checkpoint
 from rlvr.config import RunConfig, dump_config
+from rlvr.correction import CorrectionSettings
 from rlvr.curriculum import PassRateCurriculum
 from rlvr.evaluate import EvalResult, evaluate
 from rlvr.loss import LossSpec
@@ -110,8 +111,12 @@ def setup(config: RunConfig, run_dir: Path) -> Run:
     service = RewardService(config.task, workers=r.workers, deadline_s=r.deadline_s, retries=r.retries,
                             reward_functions=reward_functions(rewarder))  # the reward model runs here, not in workers
     curriculum = PassRateCurriculum(config.curriculum, config.seed) if config.curriculum.enabled else None
+    k = config.rollout.correction
+    # With top_p < 1 the sampler's log-probs are of the renormalised nucleus: neither the weights nor the agreement
+    # check would measure a disagreement (config_rules refuses tis/mis there), so nothing is measured.
+    correction = CorrectionSettings(k.mode, k.level, k.cap, k.max_mismatch_kl) if config.rollout.top_p == 1 else None
     settings = UpdateSettings(loss_spec(config), config.rollout.temperature, config.micro_batch_size,
-                              o.max_grad_norm, config.rollout.max_new_tokens)
+                              o.max_grad_norm, config.rollout.max_new_tokens, correction)
     return Run(config, run_dir, policy, reference, tokenizer, HFRolloutEngine(policy, tokenizer), task,
                CountingStream(task.train_prompts(config.seed)), rewarder, service, build_estimator(config, critic), critic,
                curriculum, settings, optimizer, scheduler, RunLogger(run_dir, config.max_steps))
@@ -138,6 +143,11 @@ def describe_algorithm(config: RunConfig) -> str:
         parts.append("pass-rate curriculum")
     if config.reward.overlong_buffer:
         parts.append(f"overlong buffer {config.reward.overlong_buffer}")
+    k = config.rollout.correction
+    if k.mode != "none":
+        parts.append(f"rollout correction {k.mode} ({k.level}, cap {k.cap:g})")
+    if k.max_mismatch_kl and config.rollout.top_p == 1:
+        parts.append(f"engine agreement check (mismatch KL <= {k.max_mismatch_kl:g})")
     return "algorithm: " + " | ".join(parts)
 
 
@@ -149,8 +159,10 @@ def update(run: Run, batch: TrainBatch) -> UpdateStats:
         run.logger.message(f"out of memory at micro-batch {run.update_settings.micro_batch_size}; continuing with "
                            f"{used} rows per micro-batch (the step is the same: the loss's denominator is global)")
         run.update_settings = replace(run.update_settings, micro_batch_size=used)
-    # mu > 1: log the mean over the passes (the first pass alone always has ratio 1 and no clipping).
-    return UpdateStats(**{k: sum(getattr(p, k) for p in passes) / len(passes) for k in vars(passes[0])})
+    # mu > 1: log the mean over the passes (the first pass alone always has ratio 1 and no clipping). The
+    # correction compares pi_old with the sampler, neither of which a pass changes: the first pass's is the batch's.
+    mean = {k: sum(getattr(p, k) for p in passes) / len(passes) for k in vars(passes[0]) if k != "correction"}
+    return UpdateStats(**mean, correction=passes[0].correction)
 
 
 def run_eval(run: Run, step: int) -> EvalResult:

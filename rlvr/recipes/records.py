@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from rlvr.advantages import tied_groups
+from rlvr.correction import CorrectionStats
 from rlvr.rewards import mean_scores, outcome_counts
 from rlvr.types import RolloutBatch, ScoredBatch
 from rlvr.update import UpdateStats
@@ -28,8 +29,18 @@ def step_record(step: int, rollouts: RolloutBatch, scored: ScoredBatch, stats: U
         "unscorable": int((~scored.scorable).sum()),
         **{f"time/{k}_s": round(v, 3) for k, v in timings.items()},
         **{f"reward_service/{k}": v for k, v in service_stats.items()},
+        **correction_metrics(stats.correction),
         **extra,
     }
+
+
+def correction_metrics(stats: CorrectionStats | None) -> dict[str, float]:
+    """Rollout correction (issue #11): the weights' mean and max, the share of loss tokens masked, and the
+    trainer-vs-engine mismatch KL the agreement check compares with its threshold."""
+    if stats is None:
+        return {}
+    return {"correction/mean_weight": stats.mean_weight, "correction/max_weight": stats.max_weight,
+            "correction/masked_share": stats.masked_share, "correction/mismatch_kl": stats.mismatch_kl}
 
 
 def sample_rows(step: int, rollouts: RolloutBatch, scored: ScoredBatch, limit: int) -> list[dict]:

@@ -235,5 +235,5 @@ def make_train_batch(run: Run, rollouts: RolloutBatch, advantages: torch.Tensor,
         mask = mask * (~rollouts.truncated)[:, None]
     ref_in_loss = ref if run.config.algorithm.kl_placement == "loss" else None
     return TrainBatch(rollouts.prompt_ids, rollouts.prompt_mask, rollouts.prompt_index, rollouts.completion_ids, mask,
-                      advantages, old, ref_in_loss)
+                      advantages, old, ref_in_loss, rollouts.sampling_logprobs)
 

@@ -25,6 +25,17 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
+class LoraConfig(_Section):
+    """LoRA adapters through peft (issue #11, item 6); the KL reference is the base model with the adapter off."""
+
+    enabled: bool = Field(False, description="train low-rank adapters (peft) instead of all weights")
+    r: int = Field(16, ge=1, description="adapter rank")
+    alpha: float = Field(32.0, gt=0, description="the adapter's update is scaled by alpha / r (Hu et al. 2021, 4.1)")
+    dropout: float = Field(0.0, ge=0, lt=1, description="adapter dropout; must be 0: the policy runs in eval mode")
+    target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
+                                      "up_proj", "down_proj"], description="Linear layers given adapters (Llama names)")
+
+
 class ModelConfig(_Section):
     name_or_path: str = Field(EMBEDDED_MODEL, description="HF hub id, local HF directory, or the embedded default")
     dtype: Literal["float32", "bfloat16", "float16"] = Field(
@@ -32,6 +43,7 @@ class ModelConfig(_Section):
     device: str = Field("cpu", pattern=r"^(cpu|cuda(:\d+)?|mps)$",
                         description="torch device for policy, reference and rollouts: cpu, cuda, cuda:N, mps")
     trust_remote_code: bool = Field(False, description="allow custom modeling code from the model directory")
+    lora: LoraConfig = Field(default_factory=LoraConfig)
 
 
 AnswerMode = Literal["strict", "last_number", "latex"]  # = rlvr.verifiers.math_extract.MODES (a test checks)
@@ -87,10 +99,8 @@ class RewardConfig(_Section):
 class DynamicSamplingConfig(_Section):
     """DAPO dynamic sampling (Yu et al. 2025, sec. 3.2): keep only groups whose rewards differ."""
 
-    enabled: bool = Field(False, description="draw more prompts until the batch holds prompts_per_step "
-                                             "groups with non-zero reward spread")
-    max_extra_prompts: int = Field(12, ge=0, description="cap on extra prompts drawn per step; past it the batch is "
-                                                         "topped up with tied groups")
+    enabled: bool = Field(False, description="draw prompts until prompts_per_step groups have reward spread > 0")
+    max_extra_prompts: int = Field(12, ge=0, description="extra prompts per step at most; then tied groups fill up")
 
 
 class CorrectionConfig(_Section):
@@ -143,8 +153,7 @@ class AlgorithmConfig(_Section):
         None, gt=0, description="upper side of the clip (DAPO clip-higher: 0.28; CISPO: cap of the IS weight - 1); "
                                 "None = clip_epsilon")
     dual_clip_c: float = Field(3.0, gt=1, description="dual clip: bound c on -ratio*A for negative A (Ye et al. 2020)")
-    beta: float = Field(0.04, ge=0, description="KL coefficient to the frozen reference (DeepSeekMath: 0.04); "
-                                                "0 loads no reference model")
+    beta: float = Field(0.04, ge=0, description="KL coef. to the frozen reference (DeepSeekMath 0.04); 0 = none loaded")
     kl_estimator: KLName = Field("k3", description="KL estimator: k1 log-ratio | k2 squared/2 | k3 (GRPO paper)")
     kl_placement: Literal["loss", "reward"] = Field(
         "loss", description="KL as a loss term (GRPO) or subtracted from the reward before advantages (PPO/RLHF)")
@@ -172,14 +181,12 @@ class CriticConfig(_Section):
 class CurriculumConfig(_Section):
     """Pass-rate curriculum: groups that always or never pass teach nothing (all advantages are 0)."""
 
-    enabled: bool = Field(False, description="skip prompts whose running pass rate is outside (skip_below, "
-                                             "skip_above)")
+    enabled: bool = Field(False, description="skip prompts whose running pass rate is outside (skip_below, skip_above)")
     pass_threshold: float = Field(1.0, description="a completion passes when its total reward >= this")
     skip_below: float = Field(0.0, ge=0, le=1, description="skip prompts with running pass rate <= this")
     skip_above: float = Field(1.0, ge=0, le=1, description="skip prompts with running pass rate >= this")
     decay: float = Field(0.5, ge=0, lt=1, description="running estimate = decay*old + (1-decay)*newest group's rate")
-    revisit_probability: float = Field(0.1, ge=0, le=1, description="chance a skipped prompt is drawn anyway, so "
-                                                                    "its estimate can recover")
+    revisit_probability: float = Field(0.1, ge=0, le=1, description="chance a skipped prompt is drawn (to recover)")
 
 
 class OptimizerConfig(_Section):
@@ -202,16 +209,12 @@ class EvalConfig(_Section):
     at_end: bool = Field(True, description="evaluate the final policy on the held-out split")
     greedy: bool = Field(True, description="also measure greedy accuracy (one more generation pass)")
     ks: list[Annotated[int, Field(ge=1)]] = Field(
-        default_factory=lambda: [1, 4], description="k for pass@k, maj@k and best-of-k (each <= samples; larger "
-                                                    "ones are skipped)")
-    answer_budget: int = Field(16, ge=1, description="thinking budget: tokens for the answer after a forced "
-                                                     "</think> (rlvr generate --think-budget, eval --scaling)")
+        default_factory=lambda: [1, 4], description="k for pass@k, maj@k, best-of-k (k > samples is skipped)")
+    answer_budget: int = Field(16, ge=1, description="answer tokens after a forced </think> (--think-budget/--scaling)")
     scaling_n: list[Annotated[int, Field(ge=1)]] = Field(
-        default_factory=lambda: [1, 4, 16], description="eval --scaling: N for maj@N, best-of-N and pass@N "
-                                                        "(max(N) samples per problem, drawn once)")
+        default_factory=lambda: [1, 4, 16], description="eval --scaling: N for maj@N, best-of-N, pass@N (max(N) drawn)")
     scaling_budgets: list[Annotated[int, Field(ge=1)]] = Field(
-        default_factory=lambda: [8, 16, 32, 64], description="eval --scaling: thinking budgets B in tokens "
-                                                             "(pass@1 with the think section capped at B)")
+        default_factory=lambda: [8, 16, 32, 64], description="eval --scaling: pass@1, think section capped at B tokens")
 
 
 class CheckpointConfig(_Section):
@@ -221,10 +224,8 @@ class CheckpointConfig(_Section):
                                                  "(start fresh when it has none); a run directory = continue it")
     resume_force: bool = Field(False, description="resume even when keys that decide exactness (model, G, batch, "
                                                   "seed, algorithm, ...) differ from the saved config")
-    save_total_limit: int = Field(2, ge=1, description="complete checkpoints kept; older ones are deleted only "
-                                                       "after a newer one is complete")
-    max_consecutive_skips: int = Field(3, ge=1, description="steps in a row skipped for a non-finite loss or "
-                                                            "gradient before the run stops with a diagnosis")
+    save_total_limit: int = Field(2, ge=1, description="complete checkpoints kept (old go once a newer is complete)")
+    max_consecutive_skips: int = Field(3, ge=1, description="non-finite steps skipped in a row; then stop, diagnosed")
 
 
 class SFTConfig(_Section):
@@ -247,8 +248,7 @@ class SFTConfig(_Section):
     batching: Literal["length_grouped", "padding_free"] = Field(
         "length_grouped", description="length_grouped: micro-batches of similar length (little padding); "
                                       "padding_free: rows packed into one sequence with per-row positions")
-    bad_rows: Literal["skip", "error"] = Field("skip", description="rows without a usable assistant turn: skip and "
-                                                                   "count them, or stop")
+    bad_rows: Literal["skip", "error"] = Field("skip", description="no usable assistant turn: skip+count it, or stop")
     cold_start_size: int = Field(0, ge=0, description="cold_start rows to generate (0 = one per train problem)")
 
 

@@ -11,7 +11,20 @@ if TYPE_CHECKING:
 
 
 def run_config_problems(c: "RunConfig") -> list[str]:
-    return [*_batch_problems(c), *_task_problems(c), *_algorithm_problems(c), *_correction_problems(c)]
+    return [*_batch_problems(c), *_task_problems(c), *_algorithm_problems(c), *_correction_problems(c),
+            *_lora_problems(c)]
+
+
+def _lora_problems(c: "RunConfig") -> list[str]:
+    lora = c.model.lora
+    if not lora.enabled:
+        return []
+    if lora.dropout > 0:
+        return [f"model.lora.dropout={lora.dropout:g} must be 0: the policy runs in eval mode (deterministic "
+                f"log-probs for the ratio), where dropout does nothing"]
+    if not lora.target_modules:
+        return ["model.lora.target_modules is empty: name the Linear layers to adapt, e.g. [q_proj, v_proj]"]
+    return []
 
 
 def _batch_problems(c: "RunConfig") -> list[str]:

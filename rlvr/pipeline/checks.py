@@ -22,6 +22,8 @@ def before_any_stage(recipe: Recipe, manifest: Manifest) -> None:
     for record in manifest.stages:
         config = RunConfig.model_validate(record.config)
         where = f"stage {record.name!r}"
+        if record.kind != "grpo" and config.model.lora.enabled:
+            raise ConfigError(f"{where}: model.lora applies to grpo stages only (set it under stages.NAME.model)")
         if config.model.name_or_path not in produced:
             _check_model(config.model.name_or_path, f"{where}: model.name_or_path")
         if record.kind == "sft" and config.sft.data not in produced and config.sft.data != "cold_start":

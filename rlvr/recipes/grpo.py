@@ -20,12 +20,13 @@ import torch
 from rlvr.advantages import ADVANTAGES
 from rlvr.checkpoint import resume
 from rlvr.checkpoint.signals import GracefulStop
-from rlvr.checkpoint.state import CountingStream
+from rlvr.checkpoint.state import MODEL_DIR, CountingStream
 from rlvr.checkpoint.store import Checkpoint
 from rlvr.config import RunConfig, dump_config
 from rlvr.correction import CorrectionSettings
 from rlvr.curriculum import PassRateCurriculum
 from rlvr.evaluate import EvalResult, evaluate
+from rlvr.lora import AdapterOffReference, LoraPolicy, wrap_policy
 from rlvr.loss import LossSpec
 from rlvr.metrics import RunLogger, batch_accounting
 from rlvr.models import context_length, load_model, load_tokenizer, save_model
@@ -64,6 +65,7 @@ class Run:
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
     logger: RunLogger
+    lora: LoraPolicy | None = None  # model.lora: saves merged weights + adapter/ (reference = adapter off)
 
 
 def loss_spec(config: RunConfig) -> LossSpec:
@@ -100,11 +102,11 @@ def setup(config: RunConfig, run_dir: Path) -> Run:
     task, rewarder = build_task(config.task), build_rewarder(config)  # + reward.model_path when set (issue #10)
     tokenizer = load_tokenizer(config.model)
     screen_prompt_lengths(task, tokenizer, config)
-    policy = load_model(config.model, trainable=True)
-    reference = load_model(config.model, trainable=False) if config.algorithm.beta > 0 else None
+    policy, reference, lora = build_policy(config)
     critic = build_critic(config)
     o = config.optimizer
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=o.lr, betas=o.betas, weight_decay=o.weight_decay)
+    trainable = [p for p in policy.parameters() if p.requires_grad]  # with LoRA: the adapters alone
+    optimizer = torch.optim.AdamW(trainable, lr=o.lr, betas=o.betas, weight_decay=o.weight_decay)
     warmup = max(o.warmup_steps, 1)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
     r = config.reward
@@ -119,7 +121,18 @@ def setup(config: RunConfig, run_dir: Path) -> Run:
                               o.max_grad_norm, config.rollout.max_new_tokens, correction)
     return Run(config, run_dir, policy, reference, tokenizer, HFRolloutEngine(policy, tokenizer), task,
                CountingStream(task.train_prompts(config.seed)), rewarder, service, build_estimator(config, critic), critic,
-               curriculum, settings, optimizer, scheduler, RunLogger(run_dir, config.max_steps))
+               curriculum, settings, optimizer, scheduler, RunLogger(run_dir, config.max_steps), lora)
+
+
+def build_policy(config: RunConfig) -> tuple[object, object | None, LoraPolicy | None]:
+    """(policy, reference or None when beta = 0, LoraPolicy or None). With model.lora the reference is the
+    policy with its adapter off (issue #11, item 6): one model in memory instead of two."""
+    policy = load_model(config.model, trainable=True)
+    if not config.model.lora.enabled:
+        return policy, load_model(config.model, trainable=False) if config.algorithm.beta > 0 else None, None
+    wrapped = wrap_policy(policy, config.model.lora)
+    reference = AdapterOffReference(wrapped) if config.algorithm.beta > 0 else None
+    return wrapped.get_base_model(), reference, LoraPolicy(wrapped)
 
 
 def screen_prompt_lengths(task: Task, tokenizer, config: RunConfig) -> None:
@@ -212,7 +225,7 @@ def train(config: RunConfig, run_dir: Path | str | None = None) -> Path:
 
 
 def _parts(run: Run) -> resume.Parts:
-    return resume.Parts(run.policy, run.tokenizer, run.optimizer, run.scheduler, run.prompt_stream,
+    return resume.Parts(run.lora or run.policy, run.tokenizer, run.optimizer, run.scheduler, run.prompt_stream,
                         run.curriculum, run.critic)
 
 
@@ -222,6 +235,8 @@ def _train_loop(run: Run, checkpoint: Checkpoint | None) -> Path:
     if checkpoint is not None:
         parts = _parts(run)
         state = resume.restore(checkpoint, parts, lambda: run.task.train_prompts(config.seed), run_dir)
+        if run.lora is not None:  # restore() loaded the merged weights, which do not give the adapter back
+            run.lora.restore_adapter(checkpoint.path / MODEL_DIR)
         run.prompt_stream, run.logger.start = parts.prompt_stream, time.monotonic() - state.elapsed_s
         first = state.step + 1
         guard = {"consecutive_skips": state.consecutive_skips, "skipped_steps": state.skipped_steps}
@@ -256,8 +271,10 @@ def _train_loop(run: Run, checkpoint: Checkpoint | None) -> Path:
     if first > config.max_steps and (run_dir / "final" / "config.json").is_file():
         run.logger.message(f"the run already reached max_steps={config.max_steps}; set a larger max_steps to go on")
         return run_dir / "final"
-    final = save_model(run.policy, run.tokenizer, run_dir / "final")
-    resume.save(run_dir, config.max_steps, _parts(run), run.logger.elapsed(), guard, keep, model_from=final)
+    final = save_model(run.lora or run.policy, run.tokenizer, run_dir / "final")
+    # Hard links copy only final/'s top level; a LoRA checkpoint also needs adapter/, so it is written again.
+    linked = final if run.lora is None else None
+    resume.save(run_dir, config.max_steps, _parts(run), run.logger.elapsed(), guard, keep, model_from=linked)
     run.logger.message(f"saved final checkpoint to {final}")
     if config.eval.at_end:  # after the final model is safe on disk; an eval-only row closes the curve
         run.logger.log_eval(config.max_steps, run_eval(run, config.max_steps).metrics())

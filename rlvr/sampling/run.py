@@ -23,6 +23,7 @@ import yaml
 from rlvr.checkpoint.resume import hold_run_lock
 from rlvr.checkpoint.signals import GracefulStop
 from rlvr.config import ConfigError, RunConfig, dump_config
+from rlvr.lora import refuse_outside_grpo
 from rlvr.rundir import claim_run_dir, release_if_unused
 from rlvr.sampling import SampleError
 from rlvr.sampling.mix import plan_mix, read_general_rows, shuffled
@@ -108,6 +109,7 @@ def rejection_sample(config: RunConfig, run_dir: Path | str | None = None,
                      say: Callable[[str], None] = _say) -> SampleResult:
     """Sample, verify, select and write the SFT dataset; see the module docstring. run_dir: the run directory
     (default config.output_dir, else a new runs/<date-time>); checkpoint.resume=auto continues it."""
+    refuse_outside_grpo(config.model.lora.enabled, "rlvr sample")
     rewarder, general = _check_inputs(config, say)
     run_dir, resumed = open_sampling_run(config, Path(run_dir) if run_dir is not None else None)
     lock = hold_run_lock(run_dir)

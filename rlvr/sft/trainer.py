@@ -27,6 +27,7 @@ from rlvr.checkpoint.state import CountingStream
 from rlvr.checkpoint.store import Checkpoint
 from rlvr.config import OptimizerConfig, RunConfig, dump_config
 from rlvr.divergence import check_skips
+from rlvr.lora import refuse_outside_grpo
 from rlvr.metrics import RunLogger
 from rlvr.models import context_length, load_model, load_tokenizer, save_model
 from rlvr.sft.batching import row_stream, total_steps
@@ -112,6 +113,7 @@ def sft(config: RunConfig, run_dir: Path | str | None = None) -> Path:
     """Fine-tune config.model on config.sft.data; returns RUN/final, or the checkpoint written when a
     SIGTERM/SIGINT stopped the run early. The run directory (run_dir, else config.output_dir, else a new
     runs/<date-time>) must be new or empty, unless checkpoint.resume continues it."""
+    refuse_outside_grpo(config.model.lora.enabled, "rlvr sft")
     data_source(config)  # sft.data unset or missing: one error before a run directory is claimed
     return resume.run_in_directory(config, Path(run_dir) if run_dir is not None else None, setup, _loop)
 

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 
 import torch
 
+from rlvr.loss import kl_k3
+
 MODES = ("none", "tis", "mis")
 LEVELS = ("token", "sequence")
 
@@ -96,7 +98,7 @@ def mismatch_kl_per_token(trainer_logprobs: torch.Tensor, behaviour_logprobs: to
     k1 (the mean of -log r) is also unbiased, but can be negative per batch, which a threshold reads badly.
     """
     log_r = log_ratios(trainer_logprobs, behaviour_logprobs, mask).double().clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO)
-    return (torch.exp(log_r) - 1.0 - log_r) * (mask > 0)
+    return kl_k3(torch.zeros_like(log_r), log_r) * (mask > 0)  # exp(d) - d - 1 with d = log pi - log mu
 
 
 def mismatch_kl(trainer_logprobs: torch.Tensor, behaviour_logprobs: torch.Tensor, mask: torch.Tensor) -> float:

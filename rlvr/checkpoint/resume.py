@@ -168,7 +168,9 @@ def _state_of(component: Any | None) -> dict | None:
 def _link_tree(source: Path, target: Path) -> None:
     target.mkdir(parents=True)
     for path in source.iterdir():
-        if path.is_file():
+        if path.is_dir():  # e.g. a LoRA run's adapter/ beside the merged weights
+            _link_tree(path, target / path.name)
+        elif path.is_file():
             try:
                 os.link(path, target / path.name)  # same inode: no second copy of the weights on disk
             except OSError:

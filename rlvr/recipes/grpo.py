@@ -272,9 +272,7 @@ def _train_loop(run: Run, checkpoint: Checkpoint | None) -> Path:
         run.logger.message(f"the run already reached max_steps={config.max_steps}; set a larger max_steps to go on")
         return run_dir / "final"
     final = save_model(run.lora or run.policy, run.tokenizer, run_dir / "final")
-    # Hard links copy only final/'s top level; a LoRA checkpoint also needs adapter/, so it is written again.
-    linked = final if run.lora is None else None
-    resume.save(run_dir, config.max_steps, _parts(run), run.logger.elapsed(), guard, keep, model_from=linked)
+    resume.save(run_dir, config.max_steps, _parts(run), run.logger.elapsed(), guard, keep, model_from=final)
     run.logger.message(f"saved final checkpoint to {final}")
     if config.eval.at_end:  # after the final model is safe on disk; an eval-only row closes the curve
         run.logger.log_eval(config.max_steps, run_eval(run, config.max_steps).metrics())

@@ -174,3 +174,34 @@ def test_token_lengths_fit_short_rollouts():
         total_tokens = max(map(len, tokenizer(completions, add_special_tokens=False)["input_ids"]))
         assert think_tokens <= (40 if level == 1 else 45), (level, think_tokens)
         assert total_tokens < 64, (level, total_tokens)  # rollout.max_new_tokens ~ 64 leaves room for EOS
+
+
+@pytest.mark.parametrize("canonical, expected", [
+    # Hand-checked: the rule names the fact it rests on, in either order of the operands.
+    ("0 * 8", "Anything times 0 is 0: 0 * 8 = 0."),
+    ("8 * 0", "Anything times 0 is 0: 8 * 0 = 0."),
+    ("1 * 0", "Anything times 0 is 0: 1 * 0 = 0."),  # both rules hold; the zero rule is checked first
+    ("7 * 1", "Times 1 changes nothing: 7 * 1 = 7."),
+    ("11 * 10", "Times 10 appends a zero to 11: 11 * 10 = 110."),
+    ("10 * 10", "Times 10 appends a zero to 10: 10 * 10 = 100."),
+    ("7 * 11", "11 times a digit writes the digit twice: 7 * 11 = 77."),
+    ("10 + 0", "Adding 0 changes nothing: 10 + 0 = 10."),
+    ("12 + 10", "Adding 10 adds one ten to 12: 12 + 10 = 22."),
+    # No rule: the fact is recalled in one step (12 * 11 = 132 is not "a digit written twice").
+    ("12 * 11", "12 * 11 = 132."),
+    ("7 * 8", "7 * 8 = 56."),
+    ("9 + 5", "9 + 5 = 14."),
+])
+def test_level1_states_a_rule_first_where_one_applies(canonical, expected):
+    phrasings = arithmetic_derivations(canonical, 1)
+    assert phrasings[0] == expected
+    assert len(phrasings) == len(set(phrasings))  # a repeated problem never sees the same phrasing twice in a row
+    assert f"{canonical} = {eval(canonical)}." in phrasings  # the one-step statement stays among the phrasings
+
+
+def test_level1_rule_phrasings_are_first_in_the_generated_rows():
+    rows = {r["id"].split("/")[-1]: assistant(r) for r in cold_start_rows(TaskConfig(level=1), 0, seed=0)}
+    ruled = [c for c in rows if c.split()[1] == "*" and {"0", "1", "10"} & set(c.split()[::2])]
+    assert len(ruled) > 10  # the train split holds many (57 of its 137 problems have some rule)
+    for canonical in ruled:
+        assert rows[canonical].startswith("<think>\n") and rows[canonical].split("\n")[1].startswith(("Anything", "Times"))

@@ -123,6 +123,28 @@ def _times_small(a: int, b: int) -> list[str]:
     return out
 
 
+def _level1_rule(a: int, op: str, b: int) -> str | None:
+    """A one-step rule for the level-1 facts that follow one (a factor 0, 1, 10 or 11 times a digit; adding 0
+    or 10), else None. Rules cover both orders: "0 * 8" and "8 * 0" read the same rule."""
+    if op == "*":
+        p = a * b
+        if 0 in (a, b):
+            return f"Anything times 0 is 0: {a} * {b} = 0."
+        if 1 in (a, b):
+            return f"Times 1 changes nothing: {a} * {b} = {p}."
+        if 10 in (a, b):
+            return f"Times 10 appends a zero to {p // 10}: {a} * {b} = {p}."
+        if 11 in (a, b) and p // 11 <= 9:
+            return f"11 times a digit writes the digit twice: {a} * {b} = {p}."
+        return None
+    s = a + b
+    if 0 in (a, b):
+        return f"Adding 0 changes nothing: {a} + {b} = {s}."
+    if 10 in (a, b):
+        return f"Adding 10 adds one ten to {s - 10}: {a} + {b} = {s}."
+    return None
+
+
 def _times_by_digit(a: int, b: int) -> list[str]:
     """Two-digit a times one-digit b (level 3)."""
     p, tens, units = a * b, a // 10 * 10, a % 10
@@ -173,10 +195,13 @@ def arithmetic_derivations(canonical: str, level: int) -> list[str]:
     if level == 1:
         # Times tables and small sums are recalled, not derived: SmolLM2-135M errs in the extra steps of a
         # derivation (measured: held-out pass@1 0.49 after a cold start whose level-1 solutions were mostly
-        # multi-step, 0.71 with one-step statements; issue #10). The derivations stay as further phrasings.
+        # multi-step, 0.71 with one-step statements; issue #10). A one-step rule comes first where one applies
+        # (a rule could carry over to held-out problems, a recalled fact cannot), although the trained model
+        # seldom writes it: see the README's cold-start paragraph. The derivations stay as further phrasings.
         steps = _add(a, b) if op == "+" else _times_small(a, b)
         direct = f"{canonical} = {a + b if op == '+' else a * b}."
-        return [direct, *(text for text in steps if text != direct)]
+        rule = _level1_rule(a, op, b)
+        return list(dict.fromkeys([rule, direct, *steps] if rule else [direct, *steps]))  # in order, no repeats
     if op == "+":
         return _add(a, b)
     if op == "-":

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from pathlib import Path
 
@@ -103,9 +104,19 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def refuse_extra_ranks(command: str, env=os.environ) -> None:
+    """Only `train` knows torchrun's ranks (issue #11); any other command started on N ranks would run N copies
+    racing on one output directory, so it stops at once instead."""
+    world = env.get("WORLD_SIZE", "1")
+    if command != "train" and world.strip() not in ("", "1"):
+        raise UsageError(f"`rlvr {command}` runs in one process (WORLD_SIZE={world} here); start it without "
+                         "torchrun — only `rlvr train` runs on several ranks")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     try:
+        refuse_extra_ranks(args.command)
         return args.func(args)
     except (ConfigError, UsageError) as err:
         print(f"rlvr: error: {err}", file=sys.stderr)

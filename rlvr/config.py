@@ -1,4 +1,5 @@
-"""Typed configuration: one model per component, composed into RunConfig. Defaults live here and only here.
+"""Typed configuration: one model per component, composed into RunConfig. Defaults live here and only here
+(and in config_sections.py, which holds the sections of the pipeline stages and of scale-out).
 
 Load order: defaults < YAML file < `dotted.key=value` overrides. Every problem (unknown key, wrong type,
 impossible combination) becomes one ConfigError naming the key and what is allowed, raised before any
@@ -11,18 +12,12 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
+
+from rlvr.config_base import ConfigError, _Section  # noqa: F401  (ConfigError is imported from here everywhere)
+from rlvr.config_sections import DistributedConfig, SampleConfig, SFTConfig  # noqa: F401  (composed below)
 
 EMBEDDED_MODEL = "embedded:SmolLM2-135M-Instruct"
-
-
-class ConfigError(ValueError):
-    """A configuration problem, phrased for the user (no traceback needed)."""
-
-
-class _Section(BaseModel):
-    # inf/nan in a learning rate or temperature would train silently on garbage: refuse them here.
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class LoraConfig(_Section):
@@ -228,48 +223,6 @@ class CheckpointConfig(_Section):
     max_consecutive_skips: int = Field(3, ge=1, description="non-finite steps skipped in a row; then stop, diagnosed")
 
 
-class SFTConfig(_Section):
-    """Supervised fine-tuning (`rlvr sft`): the R1 cold start and the SFT on rejection-sampled traces (issue #10).
-    The optimizer section (lr, warm-up, clipping, micro_batch_size) is shared with RL."""
-
-    data: str | None = Field(None, description="chat data: .jsonl/.json/.parquet file, saved dataset directory or hub "
-                                               "id; 'cold_start' = worked solutions generated for task.name offline")
-    subset: str | None = Field(None, description="hub dataset configuration name")
-    split: str = Field("train", description="dataset split")
-    messages_field: str = Field("messages", description="column of chat turns [{role, content}, ...]")
-    prompt_field: str = Field("prompt", description="used when there is no messages column: prompt text or turns")
-    completion_field: str = Field("completion", description="used with prompt_field: the assistant's answer")
-    train_on: Literal["last_assistant", "assistant"] = Field(
-        "last_assistant", description="loss on the last assistant turn only (earlier ones are context, e.g. the "
-                                      "task's one-shot example) or on every assistant turn")
-    epochs: int = Field(2, ge=1, description="passes over the data")
-    batch_size: int = Field(16, ge=1, description="sequences per optimizer step")
-    max_length: int = Field(1024, ge=8, description="tokens per example; longer rows are skipped and counted")
-    batching: Literal["length_grouped", "padding_free"] = Field(
-        "length_grouped", description="length_grouped: micro-batches of similar length (little padding); "
-                                      "padding_free: rows packed into one sequence with per-row positions")
-    bad_rows: Literal["skip", "error"] = Field("skip", description="no usable assistant turn: skip+count it, or stop")
-    cold_start_size: int = Field(0, ge=0, description="cold_start rows to generate (0 = one per train problem)")
-
-
-class SampleConfig(_Section):
-    """Rejection sampling (`rlvr sample`, R1 stage 3); with a larger teacher and a `student` it is distillation."""
-
-    samples: int = Field(8, ge=1, description="N completions sampled per prompt")
-    keep: int = Field(1, ge=1, description="best k verified-correct completions kept per prompt")
-    select: Literal["shortest", "reward"] = Field("shortest", description="which correct completions are best: "
-                                                  "fewest tokens, or highest total reward (format, language, ...)")
-    prompts: int = Field(512, ge=1, description="distinct train prompts to sample (fewer if the split is smaller)")
-    temperature: float = Field(1.0, gt=0, description="sampling temperature")
-    top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling")
-    batch_size: int = Field(32, ge=1, description="prompts per generation call")
-    mix_path: str | None = Field(None, description="general chat data (JSONL with messages) mixed into the output")
-    mix_ratio: float = Field(0.0, ge=0, lt=1, description="share of output rows taken from mix_path")
-    output: str | None = Field(None, description="SFT dataset written (JSONL); None = RUN/sft_data.jsonl")
-    student: str | None = Field(None, description="distillation: the student model, whose tokenizer is checked "
-                                                  "against the teacher's traces before sampling")
-
-
 class RunConfig(_Section):
     model: ModelConfig = Field(default_factory=ModelConfig)
     task: TaskConfig = Field(default_factory=TaskConfig)
@@ -283,6 +236,7 @@ class RunConfig(_Section):
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     sft: SFTConfig = Field(default_factory=SFTConfig)
     sample: SampleConfig = Field(default_factory=SampleConfig)
+    distributed: DistributedConfig = Field(default_factory=DistributedConfig)
     max_steps: int = Field(40, ge=1, description="optimizer steps (one rollout batch each when mu = 1)")
     seed: int = Field(0, description="seeds torch, Python and the task generators")
     output_dir: str | None = Field(None, description="run directory (must be new or empty); None = runs/<date-time>")

@@ -30,19 +30,25 @@ def _clean(value: Any) -> Any:
 
 
 class RunLogger:
-    """Appends JSON lines; files are flushed per step so a crash loses at most the current step."""
+    """Appends JSON lines; files are flushed per step so a crash loses at most the current step.
 
-    def __init__(self, run_dir: Path, max_steps: int, stream: TextIO = sys.stdout):
+    `writes=False` (torchrun ranks other than 0): the clock runs, nothing is written or printed, so the logs
+    and the console hold each step once (issue #11)."""
+
+    def __init__(self, run_dir: Path, max_steps: int, stream: TextIO = sys.stdout, writes: bool = True):
         self.metrics_path = run_dir / "metrics.jsonl"
         self.samples_path = run_dir / "samples.jsonl"
         self.max_steps = max_steps
         self.stream = stream
         self.start = time.monotonic()
+        self.writes = writes
 
     def elapsed(self) -> float:
         return time.monotonic() - self.start
 
     def log_step(self, record: dict[str, Any]) -> None:
+        if not self.writes:
+            return
         record = {"step": record["step"], "elapsed_s": round(self.elapsed(), 3),
                   **{k: _clean(v) for k, v in record.items() if k != "step"}}
         with self.metrics_path.open("a") as f:
@@ -52,11 +58,15 @@ class RunLogger:
 
     def log_eval(self, step: int, metrics: dict[str, Any]) -> None:
         """A row with only held-out metrics (the end-of-run evaluation, made after the last step's row)."""
+        if not self.writes:
+            return
         with self.metrics_path.open("a") as f:
             f.write(json.dumps({"step": step, "elapsed_s": round(self.elapsed(), 3),
                                 **{k: _clean(v) for k, v in metrics.items()}}) + "\n")
 
     def log_samples(self, rows: list[dict[str, Any]]) -> None:
+        if not self.writes:
+            return
         with self.samples_path.open("a") as f:
             for row in rows:
                 f.write(json.dumps(row) + "\n")
@@ -70,5 +80,7 @@ class RunLogger:
                 f"tied {f('zero_std_fraction', '.2f')} | {elapsed / step:.1f} s/step | eta {eta / 60:.1f} min")
 
     def message(self, text: str) -> None:
+        if not self.writes:
+            return
         self.stream.write(text + "\n")
         self.stream.flush()

@@ -2,8 +2,11 @@
 masks and log-probs, and minimises the loss its LossSpec names; it knows no reward or group."""
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import torch
 
@@ -14,6 +17,36 @@ from rlvr.loss import AGGREGATIONS, LossSpec, policy_loss
 from rlvr.types import TrainBatch
 
 
+class Ranks(Protocol):
+    """The data-parallel peers of this process (rlvr.distributed.context.DistContext under torchrun). Kept a
+    protocol so this module needs no torch.distributed: in one process every method is the identity."""
+
+    def sum(self, values: list[float]) -> list[float]: ...
+
+    def max(self, values: list[float]) -> list[float]: ...
+
+    def cat_rows(self, rows: torch.Tensor) -> torch.Tensor: ...  # [b, C] per rank -> [B, C'] all ranks' rows
+
+    def micro_batch(self, policy: Any, last: bool) -> contextlib.AbstractContextManager: ...
+
+
+class OneProcess:
+    def sum(self, values: list[float]) -> list[float]:
+        return list(values)
+
+    def max(self, values: list[float]) -> list[float]:
+        return list(values)
+
+    def cat_rows(self, rows: torch.Tensor) -> torch.Tensor:
+        return rows
+
+    def micro_batch(self, policy: Any, last: bool) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext()
+
+
+ONE_PROCESS = OneProcess()
+
+
 @dataclass(frozen=True)
 class UpdateSettings:
     loss: LossSpec
@@ -22,6 +55,7 @@ class UpdateSettings:
     max_grad_norm: float
     max_length: int  # the generation budget (max_new_tokens): Dr. GRPO's constant normaliser
     correction: CorrectionSettings | None = None  # rollout correction; None: no weights, no agreement check
+    ranks: Ranks = ONE_PROCESS  # torchrun: denominators, logged totals and correction sums over all ranks
 
 
 @dataclass
@@ -78,36 +112,34 @@ def train_step(policy, batch: TrainBatch, optimizer: torch.optim.Optimizer, sett
 
 def _accumulate_and_step(policy, batch: TrainBatch, optimizer: torch.optim.Optimizer, settings: UpdateSettings,
                          scheduler, micro_batch_size: int) -> UpdateStats:
-    spec = settings.loss
-    denominator = AGGREGATIONS[spec.aggregation].denominator(batch.completion_mask, settings.max_length)
+    spec, ranks = settings.loss, settings.ranks
+    # Under torchrun the denominator is the GLOBAL batch's, taken on every rank's mask (issue #11): each rank's
+    # loss is then its share of the full-batch loss, and the full-batch gradient is the SUM of the ranks'
+    # gradients (rlvr/distributed/wrap.py makes DDP and FSDP2 sum instead of average).
+    everyone = ranks.cat_rows(batch.completion_mask)
+    denominator = AGGREGATIONS[spec.aggregation].denominator(everyone, settings.max_length)
+    mask_total = everyone.sum().clamp(min=1).item()
     totals = dict(loss=0.0, policy_loss=0.0, kl=0.0, clip_fraction=0.0, entropy=0.0)
-    mask_total = batch.completion_mask.sum().clamp(min=1).item()
     order = batch.by_length()  # the gradient does not depend on row order; padding does
+    forward = _forward(policy)
     correction: CorrectionStats | None = None
     for start in range(0, batch.size, micro_batch_size):
         micro = batch.rows(order[start:start + micro_batch_size])
-        logprobs, entropy = completion_logprobs(
-            policy, micro.prompt_ids, micro.prompt_mask, micro.prompt_index, micro.completion_ids,
-            micro.completion_mask, settings.temperature, with_entropy=True, entropy_grad=spec.entropy_coef > 0)
-        # mu = 1: pi_old is the current policy, so the ratio is exp(0) = 1 but its gradient is still grad log pi.
-        old = micro.old_logprobs if micro.old_logprobs is not None else logprobs.detach()
-        weights, part = _corrected(micro, old, settings.correction)
+        with ranks.micro_batch(policy, last=start + micro_batch_size >= batch.size):  # one gradient sync per step
+            values, part = _micro_step(forward, micro, settings, denominator, mask_total)
         correction = part if correction is None else correction + part
-        terms = policy_loss(logprobs, old, micro.ref_logprobs, micro.advantages, micro.completion_mask, spec,
-                            denominator, entropy if spec.entropy_coef > 0 else None, weights)
-        terms.loss.backward()
-        totals["loss"] += terms.loss.item()
-        totals["policy_loss"] += terms.policy_loss.item()
-        totals["kl"] += terms.kl.item()
-        totals["clip_fraction"] += terms.clipped_tokens.item() / mask_total
-        totals["entropy"] += (entropy.detach() * micro.completion_mask).sum().item() / mask_total
+        totals = {k: totals[k] + values[k] for k in totals}
+    totals = dict(zip(totals, ranks.sum(list(totals.values()))))  # each rank's is a share of the global value
     if correction is not None:  # checked before the step: a disagreeing engine's samples never reach the weights
+        correction = _all_ranks(correction, ranks)
         try:
             check_agreement(correction.mismatch_kl, settings.correction.max_mismatch_kl)
         except EngineMismatch:
             optimizer.zero_grad(set_to_none=True)
             raise
     grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), settings.max_grad_norm)
+    if hasattr(grad_norm, "full_tensor"):  # FSDP2: the norm of sharded (DTensor) gradients is itself global
+        grad_norm = grad_norm.full_tensor()
     # A NaN/inf loss or gradient would poison AdamW's moments for good: skip the step, leaving weights,
     # optimizer state (step counts included) and the schedule untouched (issue #9; the loop counts skips).
     finite = math.isfinite(totals["loss"]) and bool(torch.isfinite(grad_norm))
@@ -118,6 +150,39 @@ def _accumulate_and_step(policy, batch: TrainBatch, optimizer: torch.optim.Optim
     optimizer.zero_grad(set_to_none=True)
     return UpdateStats(grad_norm=float(grad_norm), skipped=float(not finite), micro_batch_size=micro_batch_size,
                        correction=correction, **totals)
+
+
+def _forward(policy):
+    """The log-prob forward: a policy wrapped for torchrun (rlvr.distributed.wrap.CompletionScorer under DDP or
+    FSDP2, whose hooks must see the whole computation as one forward) is called itself; a plain model goes
+    through completion_logprobs."""
+    if getattr(getattr(policy, "module", policy), "is_completion_scorer", False):
+        return policy
+    return functools.partial(completion_logprobs, policy)
+
+
+def _micro_step(forward, micro: TrainBatch, settings: UpdateSettings, denominator: float, mask_total: float
+                ) -> tuple[dict[str, float], CorrectionStats | None]:
+    """Forward and backward of one micro-batch; its shares of the logged totals and its correction sums."""
+    spec = settings.loss
+    logprobs, entropy = forward(micro.prompt_ids, micro.prompt_mask, micro.prompt_index, micro.completion_ids,
+                                micro.completion_mask, settings.temperature, with_entropy=True,
+                                entropy_grad=spec.entropy_coef > 0)
+    # mu = 1: pi_old is the current policy, so the ratio is exp(0) = 1 but its gradient is still grad log pi.
+    old = micro.old_logprobs if micro.old_logprobs is not None else logprobs.detach()
+    weights, part = _corrected(micro, old, settings.correction)
+    terms = policy_loss(logprobs, old, micro.ref_logprobs, micro.advantages, micro.completion_mask, spec,
+                        denominator, entropy if spec.entropy_coef > 0 else None, weights)
+    terms.loss.backward()
+    return {"loss": terms.loss.item(), "policy_loss": terms.policy_loss.item(), "kl": terms.kl.item(),
+            "clip_fraction": terms.clipped_tokens.item() / mask_total,
+            "entropy": (entropy.detach() * micro.completion_mask).sum().item() / mask_total}, part
+
+
+def _all_ranks(stats: CorrectionStats, ranks: Ranks) -> CorrectionStats:
+    """The correction's sums over every rank's tokens (the agreement check then decides the same everywhere)."""
+    tokens, weight_sum, masked, kl_sum = ranks.sum([stats.tokens, stats.weight_sum, stats.masked, stats.kl_sum])
+    return CorrectionStats(tokens, weight_sum, ranks.max([stats.weight_max])[0], masked, kl_sum)
 
 
 def _corrected(micro: TrainBatch, old: torch.Tensor, settings: CorrectionSettings | None

@@ -393,3 +393,15 @@ def test_unknown_flag_after_overrides_is_still_an_error(capsys):
         main(["eval", "run-dir", "--size", "100", "a=1", "--bogus"])
     assert exit_info.value.code == 2
     assert "unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
+def test_commands_other_than_train_refuse_torchrun_ranks(monkeypatch, tmp_path, capsys):
+    # torchrun sets WORLD_SIZE for every rank; `rlvr verify` on 2 ranks would write one output twice.
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"completion": "Answer: 4", "reference": "4"}\n')
+    assert main(["verify", "--verifier", "math", "--input", str(source), "--output", str(tmp_path / "o")]) == 2
+    assert "runs in one process (WORLD_SIZE=2 here)" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+    monkeypatch.setenv("WORLD_SIZE", "1")  # a one-rank torchrun is one process: allowed
+    assert main(["verify", "--verifier", "math", "--input", str(source), "--output", str(tmp_path / "o")]) == 0

@@ -21,6 +21,8 @@ from rlvr.checkpoint.state import (MODEL_DIR, CountingStream, TrainerState, conf
                                    load_state, restore_rng, rng_state, save_state, with_current_defaults)
 from rlvr.checkpoint.store import Checkpoint, latest_good, prune, write_checkpoint
 from rlvr.config import ConfigError, RunConfig
+from rlvr.distributed.context import SINGLE, DistContext
+from rlvr.distributed.state import rng_for_rank
 from rlvr.rundir import CLAIM, claim_run_dir, release_if_unused
 
 CHECKPOINTS = "checkpoints"
@@ -68,26 +70,47 @@ def hold_run_lock(run_dir: Path) -> int:
 
 def run_in_directory(config: RunConfig, run_dir: Path | None, setup: Callable[[RunConfig, Path], Any],
                      loop: Callable[[Any, Checkpoint | None], Path],
-                     close: Callable[[Any], None] = lambda run: None) -> Path:
+                     close: Callable[[Any], None] = lambda run: None, ranks: DistContext = SINGLE) -> Path:
     """What every training command (train, sft) does around its loop: open or claim the run directory, lock it,
-    set up; a fresh directory is released again when set-up fails before writing anything."""
-    run_dir, checkpoint = open_run(config, run_dir)
-    lock = hold_run_lock(run_dir)
+    set up; a fresh directory is released again when set-up fails before writing anything. Under torchrun rank 0
+    alone claims and locks the directory, and the others take its path and checkpoint from it (issue #11)."""
+    run_dir, checkpoint, lock = _open_on_main(config, run_dir, ranks)
     config.output_dir = str(run_dir)  # the resolved config names the directory it lives in
-    print(f"run directory: {run_dir}" + (f" (resuming from {checkpoint.path.name})" if checkpoint else ""),
-          flush=True)
     try:
         run = setup(config, run_dir)
     except BaseException:
-        if checkpoint is None:
+        if checkpoint is None and ranks.is_main:
             release_if_unused(run_dir)
-        os.close(lock)
+        if lock is not None:
+            os.close(lock)
         raise
     try:
         return loop(run, checkpoint)
     finally:
         close(run)
-        os.close(lock)
+        if lock is not None:
+            os.close(lock)
+
+
+def _open_on_main(config: RunConfig, run_dir: Path | None, ranks: DistContext
+                  ) -> tuple[Path, Checkpoint | None, int | None]:
+    """(run directory, checkpoint, lock fd or None on ranks > 0); a refusal on rank 0 stops every rank."""
+    opened, lock, failure = None, None, None
+    if ranks.is_main:
+        try:
+            opened = open_run(config, run_dir)
+            lock = hold_run_lock(opened[0])
+            print(f"run directory: {opened[0]}" + (f" (resuming from {opened[1].path.name})" if opened[1] else ""),
+                  flush=True)
+        except Exception as err:  # noqa: BLE001 - any failure here must reach the other ranks, or they would wait
+            failure = err
+    shared = ranks.broadcast(opened if failure is None else f"rank 0 could not open the run directory: {failure}")
+    if failure is not None:
+        raise failure
+    if isinstance(shared, str):
+        raise ConfigError(shared)
+    return shared[0], shared[1], lock
+
 
 @dataclass
 class Parts:
@@ -103,13 +126,14 @@ class Parts:
 
 
 def save(run_dir: Path, step: int, parts: Parts, elapsed_s: float, guard: dict[str, int], keep: int,
-         model_from: Path | None = None) -> Checkpoint:
+         model_from: Path | None = None, extra: dict[str, Any] | None = None) -> Checkpoint:
     """Write the step's checkpoint atomically, then delete the ones past `keep`. `model_from`: a saved HF
-    model directory of this very step (final/) to hard-link instead of writing the weights again."""
+    model directory of this very step (final/) to hard-link instead of writing the weights again. `extra`:
+    TrainerState.extra (torchrun: every rank's RNG state, rlvr.distributed.state.rank_rngs)."""
     state = TrainerState(step=step, prompts_drawn=parts.prompt_stream.drawn, rng=rng_state(),
                          optimizer=parts.optimizer.state_dict(), scheduler=parts.scheduler.state_dict(),
                          elapsed_s=elapsed_s, curriculum=_state_of(parts.curriculum),
-                         critic=_state_of(parts.critic), **guard)
+                         critic=_state_of(parts.critic), extra=dict(extra or {}), **guard)
 
     def fill(directory: Path) -> None:
         if model_from is not None:
@@ -124,10 +148,13 @@ def save(run_dir: Path, step: int, parts: Parts, elapsed_s: float, guard: dict[s
     return checkpoint
 
 
-def restore(checkpoint: Checkpoint, parts: Parts, make_stream: Callable[[], Any], run_dir: Path) -> TrainerState:
+def restore(checkpoint: Checkpoint, parts: Parts, make_stream: Callable[[], Any], run_dir: Path,
+            ranks: DistContext = SINGLE) -> TrainerState:
     """Load everything back into the freshly built parts; rebuild the prompt stream at its cursor; cut the
-    logs back to the checkpoint's step so they continue without duplicate or missing steps."""
+    logs back to the checkpoint's step so they continue without duplicate or missing steps. Under torchrun
+    every rank loads the same files (DDP: the same weights and optimizer state) and its own RNG state."""
     state = load_state(checkpoint.path)
+    rng = rng_for_rank(state.extra, state.rng, ranks)  # refuses a checkpoint of another world size
     load_policy_weights(parts.policy, checkpoint.path / MODEL_DIR)
     parts.optimizer.load_state_dict(state.optimizer)
     parts.scheduler.load_state_dict(state.scheduler)
@@ -136,8 +163,9 @@ def restore(checkpoint: Checkpoint, parts: Parts, make_stream: Callable[[], Any]
     if parts.critic is not None and state.critic is not None:
         parts.critic.load_state_dict(state.critic)
     parts.prompt_stream = CountingStream(make_stream(), skip=state.prompts_drawn)
-    truncate_logs(run_dir, state.step)
-    restore_rng(state.rng)  # last: loading models and replaying the stream must not shift it
+    if ranks.is_main:
+        truncate_logs(run_dir, state.step)
+    restore_rng(rng)  # last: loading models and replaying the stream must not shift it
     return state
 
 

@@ -13,6 +13,7 @@ import json
 import random
 import time
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -20,11 +21,16 @@ import torch
 from rlvr.advantages import ADVANTAGES
 from rlvr.checkpoint import resume
 from rlvr.checkpoint.signals import GracefulStop
-from rlvr.checkpoint.state import MODEL_DIR, CountingStream
-from rlvr.checkpoint.store import Checkpoint
+from rlvr.checkpoint.state import MODEL_DIR, CountingStream, rng_state
+from rlvr.checkpoint.store import Checkpoint, checkpoint_name
 from rlvr.config import RunConfig, dump_config
 from rlvr.correction import CorrectionSettings
 from rlvr.curriculum import PassRateCurriculum
+from rlvr.distributed.checks import check_supported, seed_rank
+from rlvr.distributed.context import SINGLE, DistContext, from_env, init_distributed, shutdown
+from rlvr.distributed.gather import global_step_view
+from rlvr.distributed.state import rank_rngs, savable
+from rlvr.distributed.wrap import DistributedEngine, ShardedLM, WrappedPolicy, distribute_policy, gathered
 from rlvr.evaluate import EvalResult, evaluate
 from rlvr.lora import AdapterOffReference, LoraPolicy, wrap_policy
 from rlvr.loss import LossSpec
@@ -66,6 +72,13 @@ class Run:
     scheduler: torch.optim.lr_scheduler.LRScheduler
     logger: RunLogger
     lora: LoraPolicy | None = None  # model.lora: saves merged weights + adapter/ (reference = adapter off)
+    ranks: DistContext = SINGLE  # torchrun's ranks (issue #11); SINGLE in one process
+    wrapped: WrappedPolicy | None = None  # the policy under DDP / FSDP2 when ranks.enabled
+
+    @property
+    def trainer(self):
+        """What the update trains: the DDP/FSDP2-wrapped policy under torchrun, else the policy itself."""
+        return self.wrapped.trainer if self.wrapped is not None else self.policy
 
 
 def loss_spec(config: RunConfig) -> LossSpec:
@@ -93,7 +106,7 @@ def build_critic(config: RunConfig):
                                                micro_batch_size=config.micro_batch_size))
 
 
-def setup(config: RunConfig, run_dir: Path) -> Run:
+def setup(config: RunConfig, run_dir: Path, ranks: DistContext = SINGLE) -> Run:
     random.seed(config.seed)
     torch.manual_seed(config.seed)
     if config.threads:
@@ -103,9 +116,11 @@ def setup(config: RunConfig, run_dir: Path) -> Run:
     tokenizer = load_tokenizer(config.model)
     screen_prompt_lengths(task, tokenizer, config)
     policy, reference, lora = build_policy(config)
+    # torchrun: wrapped before the optimizer is built (FSDP2 replaces the parameters by their shards)
+    wrapped = distribute_policy(policy, config.distributed.strategy, ranks) if ranks.enabled else None
     critic = build_critic(config)
     o = config.optimizer
-    trainable = [p for p in policy.parameters() if p.requires_grad]  # with LoRA: the adapters alone
+    trainable = [p for p in (wrapped.trainer if wrapped else policy).parameters() if p.requires_grad]  # LoRA: adapters
     optimizer = torch.optim.AdamW(trainable, lr=o.lr, betas=o.betas, weight_decay=o.weight_decay)
     warmup = max(o.warmup_steps, 1)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
@@ -118,10 +133,21 @@ def setup(config: RunConfig, run_dir: Path) -> Run:
     # check would measure a disagreement (config_rules refuses tis/mis there), so nothing is measured.
     correction = CorrectionSettings(k.mode, k.level, k.cap, k.max_mismatch_kl) if config.rollout.top_p == 1 else None
     settings = UpdateSettings(loss_spec(config), config.rollout.temperature, config.micro_batch_size,
-                              o.max_grad_norm, config.rollout.max_new_tokens, correction)
-    return Run(config, run_dir, policy, reference, tokenizer, HFRolloutEngine(policy, tokenizer), task,
+                              o.max_grad_norm, config.rollout.max_new_tokens, correction, ranks)
+    if ranks.enabled:
+        seed_rank(config.seed, ranks)  # each rank samples its own completions
+    return Run(config, run_dir, policy, reference, tokenizer, build_engine(policy, tokenizer, wrapped), task,
                CountingStream(task.train_prompts(config.seed)), rewarder, service, build_estimator(config, critic), critic,
-               curriculum, settings, optimizer, scheduler, RunLogger(run_dir, config.max_steps), lora)
+               curriculum, settings, optimizer, scheduler, RunLogger(run_dir, config.max_steps, writes=ranks.is_main),
+               lora, ranks, wrapped)
+
+
+def build_engine(policy, tokenizer, wrapped: WrappedPolicy | None):
+    """The in-process HF engine; under FSDP2 it decodes through the sharded root with all weights gathered."""
+    if wrapped is None:
+        return HFRolloutEngine(policy, tokenizer)
+    model = ShardedLM(wrapped) if wrapped.strategy == "fsdp2" else policy
+    return DistributedEngine(HFRolloutEngine(model, tokenizer), wrapped)
 
 
 def build_policy(config: RunConfig) -> tuple[object, object | None, LoraPolicy | None]:
@@ -165,7 +191,7 @@ def describe_algorithm(config: RunConfig) -> str:
 
 
 def update(run: Run, batch: TrainBatch) -> UpdateStats:
-    passes = [train_step(run.policy, batch, run.optimizer, run.update_settings, run.scheduler)
+    passes = [train_step(run.trainer, batch, run.optimizer, run.update_settings, run.scheduler)
               for _ in range(run.config.algorithm.updates_per_batch)]
     used = int(min(p.micro_batch_size for p in passes))
     if used < run.update_settings.micro_batch_size:  # an out-of-memory retry halved it: keep the size that fit
@@ -180,9 +206,11 @@ def update(run: Run, batch: TrainBatch) -> UpdateStats:
 
 def run_eval(run: Run, step: int) -> EvalResult:
     c = run.config
+    # torchrun: every rank evaluates (under FSDP2 each decode needs all ranks to gather); rank 0 writes.
     result = evaluate(run.engine, run.rewarder, run.task.eval_prompts(c.eval.size), c.eval, c.rollout.max_new_tokens)
-    with (run.run_dir / "eval.jsonl").open("a") as f:
-        f.write(json.dumps({"step": step, **result.as_json()}) + "\n")
+    if run.ranks.is_main:
+        with (run.run_dir / "eval.jsonl").open("a") as f:
+            f.write(json.dumps({"step": step, **result.as_json()}) + "\n")
     run.logger.message(f"eval @ step {step}: {result.summary()}")
     return result
 
@@ -193,7 +221,8 @@ def grpo_step(run: Run, step: int, sampling: SamplingParams) -> tuple[dict, list
     drawn = stages.draw_batch(run, sampling)  # prompts -> rollouts (-> rewards, with dynamic sampling)
     rollouts = drawn.rollouts
     clock.append(time.monotonic())
-    old, ref = stages.scoring_logprobs(run, rollouts)  # the verifiers work meanwhile
+    with gathered(run.wrapped):  # FSDP2: plain forwards of the policy (mu > 1) need its whole weights
+        old, ref = stages.scoring_logprobs(run, rollouts)  # the verifiers work meanwhile
     clock.append(time.monotonic())
     scored = stages.finish_scoring(run, drawn)
     clock.append(time.monotonic())
@@ -208,7 +237,10 @@ def grpo_step(run: Run, step: int, sampling: SamplingParams) -> tuple[dict, list
                        (b - a for a, b in zip(clock, clock[1:]))))
     extra = {"reward_shaped_mean": advantages.shaped_reward_mean, **advantages.extra, **critic_stats,
              **stages.draw_metrics(drawn)}
-    record = step_record(step, rollouts, scored, stats, timings, lr, run.service.stats(), extra)
+    # torchrun: the record is the global batch's (every rank's rollouts and rewards; the update's totals are
+    # already reduced); timings stay rank 0's.
+    rollouts, scored, service, extra = global_step_view(run.ranks, rollouts, scored, run.service.stats(), extra)
+    record = step_record(step, rollouts, scored, stats, timings, lr, service, extra)
     return record, sample_rows(step, rollouts, scored, run.config.samples_per_step)
 
 
@@ -220,8 +252,18 @@ def train(config: RunConfig, run_dir: Path | str | None = None) -> Path:
     it is claimed before any model loads and removed again if the run fails before writing anything. With
     checkpoint.resume the run continues from its newest complete checkpoint instead (rlvr/checkpoint/).
     """
-    return resume.run_in_directory(config, Path(run_dir) if run_dir is not None else None, setup, _train_loop,
-                                   close=lambda run: run.service.close())
+    rank, world, local = from_env()  # torchrun's settings are checked before any process group or model
+    check_supported(config, DistContext(rank, world, local, None))
+    ranks = init_distributed(config.distributed.backend)
+    try:
+        final = resume.run_in_directory(config, Path(run_dir) if run_dir is not None else None,
+                                        partial(setup, ranks=ranks), _train_loop,
+                                        close=lambda run: run.service.close(), ranks=ranks)
+    except BaseException:
+        shutdown(ranks, finished=False)
+        raise
+    shutdown(ranks)
+    return final
 
 
 def _parts(run: Run) -> resume.Parts:
@@ -230,11 +272,11 @@ def _parts(run: Run) -> resume.Parts:
 
 
 def _train_loop(run: Run, checkpoint: Checkpoint | None) -> Path:
-    config, run_dir, keep = run.config, run.run_dir, run.config.checkpoint.save_total_limit
+    config, run_dir = run.config, run.run_dir
     first, guard = 1, {"consecutive_skips": 0, "skipped_steps": 0}
     if checkpoint is not None:
         parts = _parts(run)
-        state = resume.restore(checkpoint, parts, lambda: run.task.train_prompts(config.seed), run_dir)
+        state = resume.restore(checkpoint, parts, lambda: run.task.train_prompts(config.seed), run_dir, run.ranks)
         if run.lora is not None:  # restore() loaded the merged weights, which do not give the adapter back
             run.lora.restore_adapter(checkpoint.path / MODEL_DIR)
         run.prompt_stream, run.logger.start = parts.prompt_stream, time.monotonic() - state.elapsed_s
@@ -242,7 +284,8 @@ def _train_loop(run: Run, checkpoint: Checkpoint | None) -> Path:
         guard = {"consecutive_skips": state.consecutive_skips, "skipped_steps": state.skipped_steps}
         run.logger.message(f"resumed at step {state.step} from {checkpoint.path} ({state.prompts_drawn} prompts "
                            "drawn so far)")
-    dump_config(config, run_dir / "config.yaml")
+    if run.ranks.is_main:
+        dump_config(config, run_dir / "config.yaml")
     run.logger.message(batch_accounting(config))
     run.logger.message(describe_algorithm(config))
     r = config.rollout
@@ -263,18 +306,41 @@ def _train_loop(run: Run, checkpoint: Checkpoint | None) -> Path:
                 run.logger.message(f"WARNING: every completion of step {step} is unscorable: the verifiers "
                                    f"{sorted(config.task.verifiers)} cannot read this task's references "
                                    f"(see 'detail' in samples.jsonl); nothing is learned from such steps")
-            if (stop.requested and not last) or (config.save_every and step % config.save_every == 0 and not last):
-                saved = resume.save(run_dir, step, _parts(run), run.logger.elapsed(), guard, keep)
-                if stop.requested:
-                    run.logger.message(resume.stop_message(run_dir, step, stop.signal_name, started))
-                    return saved.path
+            # torchrun: a signal may reach the ranks in different steps; all stop after the same one
+            stopping = bool(run.ranks.max([float(stop.requested)])[0])
+            if (stopping and not last) or (config.save_every and step % config.save_every == 0 and not last):
+                saved = _save(run, step, guard)
+                if stopping:
+                    run.logger.message(resume.stop_message(run_dir, step, stop.signal_name or "SIGTERM", started))
+                    return saved
     if first > config.max_steps and (run_dir / "final" / "config.json").is_file():
         run.logger.message(f"the run already reached max_steps={config.max_steps}; set a larger max_steps to go on")
         return run_dir / "final"
-    final = save_model(run.lora or run.policy, run.tokenizer, run_dir / "final")
-    resume.save(run_dir, config.max_steps, _parts(run), run.logger.elapsed(), guard, keep, model_from=final)
+    final = _save_final(run, guard)
     run.logger.message(f"saved final checkpoint to {final}")
     if config.eval.at_end:  # after the final model is safe on disk; an eval-only row closes the curve
         run.logger.log_eval(config.max_steps, run_eval(run, config.max_steps).metrics())
     return final
 
+
+def _save(run: Run, step: int, guard: dict[str, int], model_from: Path | None = None) -> Path:
+    """The step's checkpoint, written once. Under torchrun every rank joins the gathering (FSDP2's full state
+    dicts, every rank's RNG state) and rank 0 writes while the others wait, so none runs ahead of it."""
+    model, optimizer = savable(run.wrapped, run.optimizer)
+    parts = replace(_parts(run), optimizer=optimizer, policy=model if model is not None else run.lora or run.policy)
+    extra = rank_rngs(run.ranks, rng_state())
+    path = run.run_dir / resume.CHECKPOINTS / checkpoint_name(step)
+    if run.ranks.is_main:
+        path = resume.save(run.run_dir, step, parts, run.logger.elapsed(), guard,
+                           run.config.checkpoint.save_total_limit, model_from, extra).path
+    run.ranks.barrier()
+    return path
+
+
+def _save_final(run: Run, guard: dict[str, int]) -> Path:
+    model, _ = savable(run.wrapped, None)
+    final = run.run_dir / "final"
+    if run.ranks.is_main:
+        save_model(model if model is not None else run.lora or run.policy, run.tokenizer, final)
+    _save(run, run.config.max_steps, guard, model_from=final)
+    return final

@@ -76,7 +76,9 @@ def draw_batch(run: Run, sampling: SamplingParams) -> Drawn:
         rollouts, scored, stats = draw_informative_groups(generate_and_score, wanted,
                                                           c.rollout.dynamic_sampling.max_extra_prompts)
         return Drawn(rollouts, _Scored(scored), stats, _merge(curriculum_stats))
-    rollouts = run.engine.generate(_next_prompts(run, wanted, curriculum_stats), G, sampling)
+    # torchrun: every rank draws the step's prompts from the same seeded stream and rolls out its own slice
+    # of whole groups (DistContext.share); one process keeps them all.
+    rollouts = run.engine.generate(run.ranks.share(_next_prompts(run, wanted, curriculum_stats)), G, sampling)
     return Drawn(rollouts, run.service.submit_rollout(rollouts), None, _merge(curriculum_stats))
 
 

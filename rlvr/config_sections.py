@@ -1,0 +1,59 @@
+"""Config sections of the pipeline stages (SFT, rejection sampling) and of scale-out (torchrun). RunConfig in
+config.py composes them; defaults live here and only here, as for the sections in config.py."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from rlvr.config_base import _Section
+
+
+class SFTConfig(_Section):
+    """Supervised fine-tuning (`rlvr sft`): the R1 cold start and the SFT on rejection-sampled traces (issue #10).
+    The optimizer section (lr, warm-up, clipping, micro_batch_size) is shared with RL."""
+
+    data: str | None = Field(None, description="chat data: .jsonl/.json/.parquet file, saved dataset directory or hub "
+                                               "id; 'cold_start' = worked solutions generated for task.name offline")
+    subset: str | None = Field(None, description="hub dataset configuration name")
+    split: str = Field("train", description="dataset split")
+    messages_field: str = Field("messages", description="column of chat turns [{role, content}, ...]")
+    prompt_field: str = Field("prompt", description="used when there is no messages column: prompt text or turns")
+    completion_field: str = Field("completion", description="used with prompt_field: the assistant's answer")
+    train_on: Literal["last_assistant", "assistant"] = Field(
+        "last_assistant", description="loss on the last assistant turn only (earlier ones are context, e.g. the "
+                                      "task's one-shot example) or on every assistant turn")
+    epochs: int = Field(2, ge=1, description="passes over the data")
+    batch_size: int = Field(16, ge=1, description="sequences per optimizer step")
+    max_length: int = Field(1024, ge=8, description="tokens per example; longer rows are skipped and counted")
+    batching: Literal["length_grouped", "padding_free"] = Field(
+        "length_grouped", description="length_grouped: micro-batches of similar length (little padding); "
+                                      "padding_free: rows packed into one sequence with per-row positions")
+    bad_rows: Literal["skip", "error"] = Field("skip", description="no usable assistant turn: skip+count it, or stop")
+    cold_start_size: int = Field(0, ge=0, description="cold_start rows to generate (0 = one per train problem)")
+
+
+class SampleConfig(_Section):
+    """Rejection sampling (`rlvr sample`, R1 stage 3); with a larger teacher and a `student` it is distillation."""
+
+    samples: int = Field(8, ge=1, description="N completions sampled per prompt")
+    keep: int = Field(1, ge=1, description="best k verified-correct completions kept per prompt")
+    select: Literal["shortest", "reward"] = Field("shortest", description="which correct completions are best: "
+                                                  "fewest tokens, or highest total reward (format, language, ...)")
+    prompts: int = Field(512, ge=1, description="distinct train prompts to sample (fewer if the split is smaller)")
+    temperature: float = Field(1.0, gt=0, description="sampling temperature")
+    top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling")
+    batch_size: int = Field(32, ge=1, description="prompts per generation call")
+    mix_path: str | None = Field(None, description="general chat data (JSONL with messages) mixed into the output")
+    mix_ratio: float = Field(0.0, ge=0, lt=1, description="share of output rows taken from mix_path")
+    output: str | None = Field(None, description="SFT dataset written (JSONL); None = RUN/sft_data.jsonl")
+    student: str | None = Field(None, description="distillation: the student model, whose tokenizer is checked "
+                                                  "against the teacher's traces before sampling")
+
+
+class DistributedConfig(_Section):
+    """torch.distributed under torchrun (issue #11, item 1); read only when torchrun starts WORLD_SIZE > 1 ranks."""
+
+    strategy: Literal["ddp", "fsdp2"] = Field("ddp", description="ddp: every rank holds the whole policy; fsdp2: "
+                                                                "parameters, gradients and optimizer state sharded")
+    backend: Literal["auto", "gloo", "nccl"] = Field("auto", description="auto: nccl on CUDA, gloo on CPU")

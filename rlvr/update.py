@@ -21,6 +21,9 @@ class Ranks(Protocol):
     """The data-parallel peers of this process (rlvr.distributed.context.DistContext under torchrun). Kept a
     protocol so this module needs no torch.distributed: in one process every method is the identity."""
 
+    @property
+    def enabled(self) -> bool: ...  # more than one rank
+
     def sum(self, values: list[float]) -> list[float]: ...
 
     def max(self, values: list[float]) -> list[float]: ...
@@ -31,6 +34,8 @@ class Ranks(Protocol):
 
 
 class OneProcess:
+    enabled = False
+
     def sum(self, values: list[float]) -> list[float]:
         return list(values)
 
@@ -95,6 +100,11 @@ def train_step(policy, batch: TrainBatch, optimizer: torch.optim.Optimizer, sett
             return _accumulate_and_step(policy, batch, optimizer, settings, scheduler, micro)
         except torch.OutOfMemoryError as err:
             optimizer.zero_grad(set_to_none=True)
+            if settings.ranks.enabled:  # the other ranks sit in this step's gradient collective: a retry with
+                # another micro-batch count would never meet theirs (a hang), so stop; torchrun ends the others
+                raise MicroBatchOutOfMemory(f"out of memory in a micro-batch of {micro} rows on one of several "
+                                            f"ranks: lower optimizer.micro_batch_size (now "
+                                            f"{settings.micro_batch_size}) or rollout.max_new_tokens") from err
             if micro == 1:
                 raise MicroBatchOutOfMemory("out of memory even with one row per micro-batch: lower "
                                             "rollout.max_new_tokens or use a smaller model") from err

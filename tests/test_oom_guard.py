@@ -45,3 +45,18 @@ def test_cpu_allocator_failure_names_the_setting():
                                        "memory: you tried to allocate 123 bytes (injected)"))
     with pytest.raises(MicroBatchOutOfMemory, match="optimizer.micro_batch_size"):
         train_step(model, batch, torch.optim.AdamW(model.parameters(), lr=1e-2), settings(4))
+
+
+def test_oom_on_one_of_several_ranks_stops_instead_of_retrying():
+    # A retry changes this rank's micro-batch count, and with it its gradient collectives: the other ranks
+    # would wait forever. One clear error instead (torchrun then ends the other ranks).
+    class TwoRanks(type(settings(4).ranks)):
+        enabled = True
+
+    model = tiny_llama()
+    batch = make_batch(model, with_ref=True, with_old=False)
+    _fail_above(model, 2, torch.OutOfMemoryError("CUDA out of memory (injected)"))
+    from dataclasses import replace
+
+    with pytest.raises(MicroBatchOutOfMemory, match="one of several ranks: lower optimizer.micro_batch_size"):
+        train_step(model, batch, torch.optim.AdamW(model.parameters(), lr=1e-2), replace(settings(4), ranks=TwoRanks()))

@@ -221,7 +221,8 @@ def grpo_step(run: Run, step: int, sampling: SamplingParams) -> tuple[dict, list
     drawn = stages.draw_batch(run, sampling)  # prompts -> rollouts (-> rewards, with dynamic sampling)
     rollouts = drawn.rollouts
     clock.append(time.monotonic())
-    with gathered(run.wrapped):  # FSDP2: plain forwards of the policy (mu > 1) need its whole weights
+    # FSDP2: a pi_old forward of the policy (mu > 1) needs its whole weights; at mu = 1 there is none to gather for
+    with gathered(run.wrapped if stages.needs_old_logprobs(run.config) else None):
         old, ref = stages.scoring_logprobs(run, rollouts)  # the verifiers work meanwhile
     clock.append(time.monotonic())
     scored = stages.finish_scoring(run, drawn)

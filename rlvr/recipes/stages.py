@@ -21,6 +21,7 @@ from rlvr.shaping import kl_penalty_to_go, soft_overlong_penalty, weighted_total
 from rlvr.types import RolloutBatch, ScoredBatch, TrainBatch
 
 if TYPE_CHECKING:
+    from rlvr.config import RunConfig
     from rlvr.critic import Critic
     from rlvr.recipes.grpo import Run
 
@@ -111,6 +112,13 @@ def observe_pass_rates(run: Run, rollouts: RolloutBatch, scored: ScoredBatch) ->
         run.curriculum.observe(rollouts.prompts, rates)
 
 
+def needs_old_logprobs(c: RunConfig) -> bool:
+    """mu = 1 needs no pi_old forward: the ratio is taken against the detached current log-probs. The KL in the
+    reward needs one only when the sampler's log-probs are of a top-p-truncated distribution."""
+    kl_needs_old = c.algorithm.kl_placement == "reward" and c.algorithm.beta > 0 and c.rollout.top_p < 1
+    return c.algorithm.updates_per_batch > 1 or kl_needs_old
+
+
 def scoring_logprobs(run: Run, rollouts: RolloutBatch) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """(pi_old, reference) log-probs [B, C] of the sampled tokens; None where not needed."""
     c = run.config
@@ -118,10 +126,7 @@ def scoring_logprobs(run: Run, rollouts: RolloutBatch) -> tuple[torch.Tensor | N
               rollouts.completion_mask)
     scored_logprobs = lambda model: batched_logprobs(  # noqa: E731
         model, *inputs, c.rollout.temperature, c.micro_batch_size)
-    # mu = 1 needs no pi_old forward: the ratio is taken against the detached current log-probs. The KL in
-    # the reward needs one only when the sampler's log-probs are of a top-p-truncated distribution.
-    kl_needs_old = c.algorithm.kl_placement == "reward" and c.algorithm.beta > 0 and c.rollout.top_p < 1
-    old = scored_logprobs(run.policy) if c.algorithm.updates_per_batch > 1 or kl_needs_old else None
+    old = scored_logprobs(run.policy) if needs_old_logprobs(c) else None
     ref = scored_logprobs(run.reference) if run.reference is not None else None
     return old, ref
 

@@ -106,7 +106,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def refuse_extra_ranks(command: str, env=os.environ) -> None:
     """Only `train` knows torchrun's ranks (issue #11); any other command started on N ranks would run N copies
-    racing on one output directory, so it stops at once instead."""
+    racing on one output directory, so it stops at once instead. WORLD_SIZE is read here, not through
+    rlvr.distributed.context.from_env, which imports torch (this module stays torch-free)."""
     world = env.get("WORLD_SIZE", "1")
     if command != "train" and world.strip() not in ("", "1"):
         raise UsageError(f"`rlvr {command}` runs in one process (WORLD_SIZE={world} here); start it without "

@@ -56,8 +56,3 @@ def check_supported(config: "RunConfig", ctx: DistContext) -> None:
 def seed_rank(seed: int, ctx: DistContext) -> None:
     """Seed this rank's torch RNG (the HF engine samples with torch.multinomial): rank 0 keeps the run's seed."""
     torch.manual_seed(seed + ctx.rank * _RANK_STRIDE)
-
-
-def device_for_rank(device: str, ctx: DistContext) -> str:
-    """model.device=cuda under torchrun: each rank its own GPU (LOCAL_RANK)."""
-    return f"cuda:{ctx.local_rank}" if ctx.enabled and device == "cuda" else device

@@ -15,7 +15,8 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from rlvr.config_base import ConfigError, _Section  # noqa: F401  (ConfigError is imported from here everywhere)
-from rlvr.config_sections import DistributedConfig, SampleConfig, SFTConfig  # noqa: F401  (composed below)
+from rlvr.config_sections import (  # noqa: F401  (composed below)
+    DistributedConfig, EngineConfig, RayConfig, SampleConfig, SFTConfig)
 
 EMBEDDED_MODEL = "embedded:SmolLM2-135M-Instruct"
 
@@ -119,6 +120,7 @@ class RolloutConfig(_Section):
     max_new_tokens: int = Field(32, ge=1, description="completion length cap; longer ones are truncated")
     dynamic_sampling: DynamicSamplingConfig = Field(default_factory=DynamicSamplingConfig)
     correction: CorrectionConfig = Field(default_factory=CorrectionConfig)
+    engine: EngineConfig = Field(default_factory=EngineConfig)
 
 
 # The names below are the keys of the variant dicts (advantages.ADVANTAGES, objectives.OBJECTIVES,
@@ -237,6 +239,7 @@ class RunConfig(_Section):
     sft: SFTConfig = Field(default_factory=SFTConfig)
     sample: SampleConfig = Field(default_factory=SampleConfig)
     distributed: DistributedConfig = Field(default_factory=DistributedConfig)
+    ray: RayConfig = Field(default_factory=RayConfig)
     max_steps: int = Field(40, ge=1, description="optimizer steps (one rollout batch each when mu = 1)")
     seed: int = Field(0, description="seeds torch, Python and the task generators")
     output_dir: str | None = Field(None, description="run directory (must be new or empty); None = runs/<date-time>")

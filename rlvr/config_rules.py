@@ -12,7 +12,24 @@ if TYPE_CHECKING:
 
 def run_config_problems(c: "RunConfig") -> list[str]:
     return [*_batch_problems(c), *_task_problems(c), *_algorithm_problems(c), *_correction_problems(c),
-            *_lora_problems(c)]
+            *_lora_problems(c), *_engine_problems(c)]
+
+
+def _engine_problems(c: "RunConfig") -> list[str]:
+    e, own_weights = c.rollout.engine, c.rollout.engine.kind != "hf" or c.ray.enabled
+    if e.max_staleness and not own_weights:
+        return ["rollout.engine.max_staleness=1 needs an engine with its own weights (rollout.engine.kind=hf_process "
+                "or vllm, or ray.enabled=true): the in-process hf engine is the policy the update is changing"]
+    if e.max_staleness and (c.rollout.dynamic_sampling.enabled or c.curriculum.enabled):
+        return ["rollout.engine.max_staleness=1 cannot be combined with dynamic sampling or the curriculum yet: both "
+                "choose the next prompts from the rewards of the batch still being scored"]
+    if own_weights and c.model.lora.enabled:
+        return ["model.lora with an engine that holds its own weights (rollout.engine.kind != hf or ray.enabled) is "
+                "not supported yet: the engine would need the merged weights after every step"]
+    if c.ray.enabled and e.kind != "hf":
+        return [f"ray.enabled=true runs the transformers engine in a Ray actor; rollout.engine.kind={e.kind} cannot "
+                f"be combined with it yet (leave it at hf)"]
+    return []
 
 
 def _lora_problems(c: "RunConfig") -> list[str]:

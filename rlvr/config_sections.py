@@ -57,3 +57,37 @@ class DistributedConfig(_Section):
     strategy: Literal["ddp", "fsdp2"] = Field("ddp", description="ddp: every rank holds the whole policy; fsdp2: "
                                                                 "parameters, gradients and optimizer state sharded")
     backend: Literal["auto", "gloo", "nccl"] = Field("auto", description="auto: nccl on CUDA, gloo on CPU")
+
+
+class EngineConfig(_Section):
+    """Where rollouts are sampled (issue #11, items 2 and 4). Only `hf` shares the trainer's weights; the others
+    hold a copy that is synced after every update and then checked on `agreement_rows` sequences."""
+
+    kind: Literal["hf", "hf_process", "vllm"] = Field(
+        "hf", description="hf: transformers in the trainer process, the policy itself (no sync) | hf_process: a "
+                          "transformers copy in a child process, weights broadcast over torch.distributed gloo | "
+                          "vllm: vLLM (pip install 'rlvr[vllm]', GPU)")
+    max_staleness: int = Field(0, ge=0, le=1, description="0: each step samples with the weights it updates | 1: step "
+                                                         "n+1 is sampled while step n updates (asynchronous; needs an "
+                                                         "engine with its own weights; correct with rollout.correction)")
+    agreement_rows: int = Field(2, ge=0, description="sequences teacher-forced by engine and trainer after each sync; "
+                                                    "their mismatch KL is checked against correction.max_mismatch_kl")
+    threads: int = Field(0, ge=0, description="hf_process: torch threads of the engine process (0 = torch's default)")
+    vllm_mode: Literal["colocate", "server"] = Field(
+        "colocate", description="colocate: vLLM in the trainer process, slept during the update | server: a "
+                                "separate `vllm serve` at vllm_server_url, weights sent over NCCL")
+    vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1, description="colocate: vLLM's share of GPU memory")
+    vllm_server_url: str | None = Field(None, description="server mode: http://host:port of the vLLM server")
+    vllm_sleep: bool = Field(True, description="colocate: free vLLM's KV cache and weights during the update")
+
+
+class RayConfig(_Section):
+    """Ray for several machines (issue #11, item 5): the rollout engine and the verifier workers become Ray actors.
+    `pip install 'rlvr[ray]'`. No algorithm code runs in the Ray layer."""
+
+    enabled: bool = Field(False, description="run the rollout engine and the verifiers as Ray actors")
+    address: str | None = Field(None, description="None: start a local Ray cluster | 'auto' or ray://host:port: join "
+                                                  "an existing one")
+    verifier_actors: int = Field(2, ge=1, description="Ray actors that run the verifiers")
+    engine_cpus: float = Field(1.0, gt=0, description="CPUs reserved for the rollout engine actor")
+    engine_gpus: float = Field(0.0, ge=0, description="GPUs reserved for the rollout engine actor")

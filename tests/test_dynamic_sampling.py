@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from rlvr.dynamic_sampling import concat_groups, draw_informative_groups, select_groups
+from rlvr.dynamic_sampling import concat_groups, draw_informative_groups, next_request, select_groups
 from rlvr.types import Outcome, Prompt, RolloutBatch, ScoredBatch, Verdict
 
 G = 2
@@ -43,23 +43,34 @@ def spread(scored: ScoredBatch) -> list[bool]:
 
 
 def test_draws_until_enough_informative_groups() -> None:
-    # groups 0,1: tied (both wrong / both right); 2: spread; 3: tied; 4, 5: spread
-    plan = [[0, 0], [1, 1], [1, 0], [0, 0], [0, 1], [1, 0], [1, 0]]
+    # groups 0,1: tied (both wrong / both right); 2: spread; 3-9: tied; 10, 11: spread; 12, 13: tied
+    plan = [[0, 0], [1, 1], [1, 0]] + [[0, 0]] * 7 + [[0, 1], [1, 0], [1, 1], [0, 0]]
     draw, state = fake_draw(plan)
-    rollouts, scored, stats = draw_informative_groups(draw, wanted=2, max_extra_prompts=10)
-    # call 1: groups 0,1 (no spread) -> missing 2 -> call 2: groups 2,3 (one) -> missing 1 -> call 3: group 4
-    assert state["calls"] == [2, 2, 1]
-    assert stats.extra_prompts == 3 and stats.rounds == 3
+    rollouts, scored, stats = draw_informative_groups(draw, wanted=2, max_extra_prompts=12)
+    # call 1: groups 0,1, none informative -> share (0+1)/(2+2) = 1/4 -> ask ceil(2 / (1/4)) = 8 (cap left 12)
+    # call 2: groups 2..9, one informative -> share (1+1)/(10+2) = 1/6 -> ask ceil(1 / (1/6)) = 6, cap left 12-8 = 4
+    # call 3: groups 10..13 -> group 10 is the second informative one
+    assert state["calls"] == [2, 8, 4]
+    assert stats.extra_prompts == 12 and stats.rounds == 3
     assert stats.informative_groups == 2 and stats.topped_up == 0
-    assert [p.id for p in rollouts.prompts] == ["p2", "p4"]
+    assert [p.id for p in rollouts.prompts] == ["p2", "p10"]
     assert spread(scored) == [True, True]  # never an all-tied batch when the cap allows
+
+
+def test_next_request_follows_the_informative_share_within_the_cap() -> None:
+    # share (3+1)/(6+2) = 1/2: 2 missing -> 4 prompts
+    assert next_request(missing=2, informative=3, drawn=6, cap_left=10) == 4
+    # share (0+1)/(4+2) = 1/6: 4 missing -> 24, capped at 12
+    assert next_request(missing=4, informative=0, drawn=4, cap_left=12) == 12
+    # share (9+1)/(10+2) = 5/6: 1 missing -> ceil(1.2) = 2
+    assert next_request(missing=1, informative=9, drawn=10, cap_left=5) == 2
 
 
 def test_cap_reached_tops_up_with_tied_groups_and_counts_them() -> None:
     plan = [[0, 0], [1, 1], [0, 0], [1, 0], [1, 0], [1, 0]]
     draw, state = fake_draw(plan)
     rollouts, scored, stats = draw_informative_groups(draw, wanted=2, max_extra_prompts=2)
-    # call 1: groups 0,1 tied -> extra 2 (cap) -> call 2: groups 2 (tied), 3 (spread) -> cap reached
+    # call 1: groups 0,1 tied -> ask 8, capped at 2 -> call 2: groups 2 (tied), 3 (spread) -> cap reached
     assert state["calls"] == [2, 2]
     assert stats.extra_prompts == 2 and stats.informative_groups == 1 and stats.topped_up == 1
     assert [p.id for p in rollouts.prompts] == ["p3", "p0"]  # informative first, then the first tied group

@@ -39,6 +39,9 @@ def problems(config: "RunConfig", ctx: DistContext) -> list[str]:
                    f"critic: not supported with {n} ranks yet; use grpo, dr_grpo or rloo")
     if config.model.lora.enabled:
         out.append(f"model.lora is not supported with {n} ranks yet; run LoRA in one process")
+    if config.rollout.engine.kind != "hf" or config.ray.enabled:
+        out.append(f"rollout.engine.kind={config.rollout.engine.kind} / ray.enabled: with {n} torchrun ranks each "
+                   "rank samples with the in-process engine (rollout.engine.kind=hf) for now")
     if d.strategy == "fsdp2" and config.checkpoint.resume:
         out.append("resuming a distributed.strategy=fsdp2 run is not supported yet (its checkpoints hold the "
                    "gathered full weights, loadable by transformers); resume with distributed.strategy=ddp")

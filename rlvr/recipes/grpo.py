@@ -5,7 +5,8 @@
 The stages live in recipes/stages.py; `grpo_step` calls them in order and `train` repeats it. Which family
 member runs (estimator, objective, aggregation, KL placement, dynamic sampling, curriculum, critic) is decided
 once in `setup`. With the in-process transformers engine the rollout model *is* the policy, so the weight-sync
-stage is a no-op here.
+stage is a no-op here. With rollout.engine.max_staleness=1 the next step's prompts go to the engine before the
+update, which then overlaps their generation (rollout/pipelined.py, issue #11).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import json
 import random
 import time
 from dataclasses import dataclass, replace
+from typing import Any
 from functools import partial
 from pathlib import Path
 
@@ -30,7 +32,7 @@ from rlvr.distributed.checks import check_supported, seed_rank
 from rlvr.distributed.context import SINGLE, DistContext, from_env, init_distributed, shutdown
 from rlvr.distributed.gather import global_step_view
 from rlvr.distributed.state import rank_rngs, savable
-from rlvr.distributed.wrap import DistributedEngine, ShardedLM, WrappedPolicy, distribute_policy, gathered
+from rlvr.distributed.wrap import WrappedPolicy, distribute_policy, gathered
 from rlvr.evaluate import EvalResult, evaluate
 from rlvr.lora import AdapterOffReference, LoraPolicy, wrap_policy
 from rlvr.loss import LossSpec
@@ -39,10 +41,11 @@ from rlvr.models import context_length, load_model, load_tokenizer, save_model
 from rlvr.objectives import ClipRange
 from rlvr.recipes import stages
 from rlvr.recipes.records import sample_rows, step_record
+from rlvr.backends import build_engine, build_reward_service
 from rlvr.reward_service import RewardService
-from rlvr.rewards import Rewarder, build_rewarder, reward_functions
+from rlvr.rewards import Rewarder, build_rewarder
 from rlvr.rollout.base import SamplingParams
-from rlvr.rollout.hf import HFRolloutEngine
+from rlvr.rollout.pipelined import Prefetched, saved_cursor
 from rlvr.tasks import Task, build_task
 from rlvr.tasks.screening import prompt_fits
 from rlvr.divergence import check_skips
@@ -59,11 +62,11 @@ class Run:
     policy: object
     reference: object | None  # None when beta = 0: no second model is loaded
     tokenizer: object
-    engine: HFRolloutEngine
+    engine: Any  # RolloutEngine; a SyncedEngine when it holds its own weights (rollout/base.py)
     task: Task
     prompt_stream: CountingStream[Prompt]  # counts what it handed out: the cursor a checkpoint saves
     rewarder: Rewarder  # in-process, for evaluation
-    service: RewardService  # worker pool for training rewards, overlapped with the log-prob forwards
+    service: RewardService  # verifier pool (workers or Ray actors), overlapped with the log-prob forwards
     estimator: stages.AdvantageEstimator
     critic: object | None  # rlvr.critic.Critic for the PPO baseline (advantage=gae)
     curriculum: PassRateCurriculum | None
@@ -74,6 +77,8 @@ class Run:
     lora: LoraPolicy | None = None  # model.lora: saves merged weights + adapter/ (reference = adapter off)
     ranks: DistContext = SINGLE  # torchrun's ranks (issue #11); SINGLE in one process
     wrapped: WrappedPolicy | None = None  # the policy under DDP / FSDP2 when ranks.enabled
+    engine_version: int = 0  # the trainer step whose weights a SyncedEngine holds (the last push)
+    prefetched: Prefetched | None = None  # max_staleness 1: the next step's batch, being generated (issue #11)
 
     @property
     def trainer(self):
@@ -124,30 +129,23 @@ def setup(config: RunConfig, run_dir: Path, ranks: DistContext = SINGLE) -> Run:
     optimizer = torch.optim.AdamW(trainable, lr=o.lr, betas=o.betas, weight_decay=o.weight_decay)
     warmup = max(o.warmup_steps, 1)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
-    r = config.reward
-    service = RewardService(config.task, workers=r.workers, deadline_s=r.deadline_s, retries=r.retries,
-                            reward_functions=reward_functions(rewarder))  # the reward model runs here, not in workers
+    service = build_reward_service(config, rewarder)  # worker processes, or Ray actors (backends.py)
     curriculum = PassRateCurriculum(config.curriculum, config.seed) if config.curriculum.enabled else None
     k = config.rollout.correction
     # With top_p < 1 the sampler's log-probs are of the renormalised nucleus: neither the weights nor the agreement
     # check would measure a disagreement (config_rules refuses tis/mis there), so nothing is measured.
-    correction = CorrectionSettings(k.mode, k.level, k.cap, k.max_mismatch_kl) if config.rollout.top_p == 1 else None
+    # Asynchronous rollouts are one update stale by design: the per-batch mismatch is then logged and corrected, and
+    # only the post-sync probe (stages.sync_engine) is held to the threshold.
+    per_batch_check = k.max_mismatch_kl if config.rollout.engine.max_staleness == 0 else None
+    correction = CorrectionSettings(k.mode, k.level, k.cap, per_batch_check) if config.rollout.top_p == 1 else None
     settings = UpdateSettings(loss_spec(config), config.rollout.temperature, config.micro_batch_size,
                               o.max_grad_norm, config.rollout.max_new_tokens, correction, ranks)
     if ranks.enabled:
         seed_rank(config.seed, ranks)  # each rank samples its own completions
-    return Run(config, run_dir, policy, reference, tokenizer, build_engine(policy, tokenizer, wrapped), task,
+    return Run(config, run_dir, policy, reference, tokenizer, build_engine(config, policy, tokenizer, wrapped), task,
                CountingStream(task.train_prompts(config.seed)), rewarder, service, build_estimator(config, critic), critic,
                curriculum, settings, optimizer, scheduler, RunLogger(run_dir, config.max_steps, writes=ranks.is_main),
                lora, ranks, wrapped)
-
-
-def build_engine(policy, tokenizer, wrapped: WrappedPolicy | None):
-    """The in-process HF engine; under FSDP2 it decodes through the sharded root with all weights gathered."""
-    if wrapped is None:
-        return HFRolloutEngine(policy, tokenizer)
-    model = ShardedLM(wrapped) if wrapped.strategy == "fsdp2" else policy
-    return DistributedEngine(HFRolloutEngine(model, tokenizer), wrapped)
 
 
 def build_policy(config: RunConfig) -> tuple[object, object | None, LoraPolicy | None]:
@@ -220,6 +218,7 @@ def grpo_step(run: Run, step: int, sampling: SamplingParams) -> tuple[dict, list
     clock = [time.monotonic()]
     drawn = stages.draw_batch(run, sampling)  # prompts -> rollouts (-> rewards, with dynamic sampling)
     rollouts = drawn.rollouts
+    stages.prefetch_next(run, sampling, step)  # max_staleness 1: the engine samples step + 1 during the update
     clock.append(time.monotonic())
     # FSDP2: a pi_old forward of the policy (mu > 1) needs its whole weights; at mu = 1 there is none to gather for
     with gathered(run.wrapped if stages.needs_old_logprobs(run.config) else None):
@@ -234,10 +233,14 @@ def grpo_step(run: Run, step: int, sampling: SamplingParams) -> tuple[dict, list
     stats = update(run, stages.make_train_batch(run, rollouts, advantages.values, old, ref))
     critic_stats = stages.train_critic(run, rollouts, advantages.critic_targets)
     clock.append(time.monotonic())
-    timings = dict(zip(("rollout", "logprobs", "verify_wait", "advantages", "train"),
+    # engines with their own weights: push, then check agreement (max_staleness 1: queued behind the next batch's
+    # generation, so time/sync_s also holds what of it the update did not hide)
+    synced = stages.sync_engine(run, step, rollouts)
+    clock.append(time.monotonic())
+    timings = dict(zip(("rollout", "logprobs", "verify_wait", "advantages", "train", "sync"),
                        (b - a for a, b in zip(clock, clock[1:]))))
     extra = {"reward_shaped_mean": advantages.shaped_reward_mean, **advantages.extra, **critic_stats,
-             **stages.draw_metrics(drawn)}
+             **stages.draw_metrics(drawn), **synced}
     # torchrun: the record is the global batch's (every rank's rollouts and rewards; the update's totals are
     # already reduced); timings stay rank 0's.
     rollouts, scored, service, extra = global_step_view(run.ranks, rollouts, scored, run.service.stats(), extra)
@@ -259,12 +262,18 @@ def train(config: RunConfig, run_dir: Path | str | None = None) -> Path:
     try:
         final = resume.run_in_directory(config, Path(run_dir) if run_dir is not None else None,
                                         partial(setup, ranks=ranks), _train_loop,
-                                        close=lambda run: run.service.close(), ranks=ranks)
+                                        close=_close, ranks=ranks)
     except BaseException:
         shutdown(ranks, finished=False)
         raise
     shutdown(ranks)
     return final
+
+
+def _close(run: Run) -> None:
+    run.service.close()
+    if hasattr(run.engine, "close"):  # an engine process, vLLM or a Ray actor
+        run.engine.close()
 
 
 def _parts(run: Run) -> resume.Parts:
@@ -281,6 +290,7 @@ def _train_loop(run: Run, checkpoint: Checkpoint | None) -> Path:
         if run.lora is not None:  # restore() loaded the merged weights, which do not give the adapter back
             run.lora.restore_adapter(checkpoint.path / MODEL_DIR)
         run.prompt_stream, run.logger.start = parts.prompt_stream, time.monotonic() - state.elapsed_s
+        stages.push_weights(run, state.step)  # the engine loaded the base model; it must sample the checkpoint's
         first = state.step + 1
         guard = {"consecutive_skips": state.consecutive_skips, "skipped_steps": state.skipped_steps}
         run.logger.message(f"resumed at step {state.step} from {checkpoint.path} ({state.prompts_drawn} prompts "
@@ -328,7 +338,9 @@ def _save(run: Run, step: int, guard: dict[str, int], model_from: Path | None = 
     """The step's checkpoint, written once. Under torchrun every rank joins the gathering (FSDP2's full state
     dicts, every rank's RNG state) and rank 0 writes while the others wait, so none runs ahead of it."""
     model, optimizer = savable(run.wrapped, run.optimizer)
-    parts = replace(_parts(run), optimizer=optimizer, policy=model if model is not None else run.lora or run.policy)
+    # A batch prefetched for the next step (max_staleness 1) is not saved: its prompts count as not drawn
+    parts = replace(_parts(run), optimizer=optimizer, policy=model if model is not None else run.lora or run.policy,
+                    prompt_stream=saved_cursor(run.prompt_stream.drawn, run.prefetched))
     extra = rank_rngs(run.ranks, rng_state())
     path = run.run_dir / resume.CHECKPOINTS / checkpoint_name(step)
     if run.ranks.is_main:

@@ -5,7 +5,7 @@ Systems code only: every formula it applies lives in advantages.py, gae.py, shap
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
@@ -16,7 +16,9 @@ from rlvr.dynamic_sampling import DrawStats, draw_informative_groups
 from rlvr.gae import gae_advantages, masked_whiten, outcome_token_rewards
 from rlvr.logprobs import batched_logprobs
 from rlvr.loss import KL_ESTIMATORS
-from rlvr.rollout.base import SamplingParams
+from rlvr.rollout import pipelined
+from rlvr.rollout.agreement import check_after_sync
+from rlvr.rollout.base import SamplingParams, SyncedEngine, draw_seed
 from rlvr.shaping import kl_penalty_to_go, soft_overlong_penalty, weighted_total
 from rlvr.types import RolloutBatch, ScoredBatch, TrainBatch
 
@@ -42,6 +44,7 @@ class Drawn:
     pending: Any  # .result() -> ScoredBatch; still running in the reward workers when nothing had to wait
     draw: DrawStats | None = None  # dynamic sampling's accounting (None when off)
     curriculum: CurriculumStats | None = None
+    staleness: int = 0  # updates between the weights that sampled and the weights this step updates
 
 
 def _next_prompts(run: Run, n: int, stats: list[CurriculumStats]) -> list:
@@ -66,9 +69,13 @@ def draw_batch(run: Run, sampling: SamplingParams) -> Drawn:
     """
     c, curriculum_stats = run.config, []
     wanted, G = c.rollout.prompts_per_step, c.rollout.group_size
+    if run.prefetched is not None:  # max_staleness = 1: sampled during the previous step's update
+        rollouts, staleness = pipelined.take(run.prefetched), run.engine_version - run.prefetched.version
+        run.prefetched = None
+        return Drawn(rollouts, run.service.submit_rollout(rollouts), staleness=staleness)
 
     def generate_and_score(n: int) -> tuple[RolloutBatch, ScoredBatch]:
-        rollouts = run.engine.generate(_next_prompts(run, n, curriculum_stats), G, sampling)
+        rollouts = run.engine.generate(_next_prompts(run, n, curriculum_stats), G, seeded(sampling))
         scored = run.service.submit_rollout(rollouts).result()
         observe_pass_rates(run, rollouts, scored)
         return rollouts, scored
@@ -79,8 +86,49 @@ def draw_batch(run: Run, sampling: SamplingParams) -> Drawn:
         return Drawn(rollouts, _Scored(scored), stats, _merge(curriculum_stats))
     # torchrun: every rank draws the step's prompts from the same seeded stream and rolls out its own slice
     # of whole groups (DistContext.share); one process keeps them all.
-    rollouts = run.engine.generate(run.ranks.share(_next_prompts(run, wanted, curriculum_stats)), G, sampling)
+    rollouts = run.engine.generate(run.ranks.share(_next_prompts(run, wanted, curriculum_stats)), G, seeded(sampling))
     return Drawn(rollouts, run.service.submit_rollout(rollouts), None, _merge(curriculum_stats))
+
+
+def prefetch_next(run: Run, sampling: SamplingParams, step: int) -> None:
+    """max_staleness = 1 (issue #11, item 4): submit the next step's prompts now, before this step's update, so
+    the engine samples them (with the weights of the last sync) while the trainer updates. None after the last
+    step. Dynamic sampling and the curriculum are refused with it (config_rules), so the prompts are plain."""
+    c = run.config
+    if not c.rollout.engine.max_staleness or step >= c.max_steps:
+        return
+    prompts = _next_prompts(run, c.rollout.prompts_per_step, [])
+    run.prefetched = pipelined.submit(run.engine, prompts, c.rollout.group_size, seeded(sampling),
+                                      run.engine_version)
+
+
+def push_weights(run: Run, version: int) -> bool:
+    """Engines with their own weights get the policy's current ones (after an update, or after a resume loaded
+    the checkpoint into the policy); False for the in-process engine, which is the policy."""
+    if not isinstance(run.engine, SyncedEngine):
+        return False
+    pipelined.before_sync(run.prefetched)
+    run.engine.sync_weights(run.policy, version)
+    run.engine_version = version
+    return True
+
+
+def seeded(sampling: SamplingParams) -> SamplingParams:
+    """Every generation call gets its own seed from the run's RNG: an engine in another process then samples what
+    the in-process one would, and a resumed run replays the same draws (rollout/base.py)."""
+    return replace(sampling, seed=draw_seed())
+
+
+def sync_engine(run: Run, step: int, rollouts: RolloutBatch) -> dict[str, float]:
+    """Engines with their own weights: push the updated policy, then check on a few of this step's sequences that
+    the engine scores them as the trainer does (rollout/agreement.py). The in-process engine is the policy."""
+    if not push_weights(run, step):
+        return {}
+    # Both sides score the full tempered distribution here, so unlike the per-batch check the probe is valid at top_p < 1
+    r = run.config.rollout
+    agreement = check_after_sync(run.engine, run.policy, rollouts, r.temperature, r.engine.agreement_rows,
+                                 r.correction.max_mismatch_kl)
+    return {} if agreement is None else {"engine/agreement_kl": agreement.mismatch_kl, "engine/version": step}
 
 
 def finish_scoring(run: Run, drawn: Drawn) -> ScoredBatch:
@@ -92,7 +140,7 @@ def finish_scoring(run: Run, drawn: Drawn) -> ScoredBatch:
 
 
 def draw_metrics(drawn: Drawn) -> dict[str, float | int]:
-    out: dict[str, float | int] = {}
+    out: dict[str, float | int] = {"rollout/staleness": drawn.staleness}
     if drawn.draw is not None:
         d = drawn.draw
         out.update({"dynamic_sampling/extra_prompts": d.extra_prompts, "dynamic_sampling/rounds": d.rounds,

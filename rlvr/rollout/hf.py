@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from rlvr.logprobs import position_ids_from_mask
-from rlvr.rollout.base import SamplingParams
+from rlvr.rollout.base import SamplingParams, sampling_generator
 from rlvr.types import Prompt, RolloutBatch
 
 
@@ -47,14 +47,15 @@ def top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     return torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
 
 
-def pick_tokens(logits: torch.Tensor, sampling: SamplingParams) -> tuple[torch.Tensor, torch.Tensor]:
+def pick_tokens(logits: torch.Tensor, sampling: SamplingParams, generator: torch.Generator | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
     """[B, V] next-token logits -> (token [B], its log-prob under the distribution it was drawn from [B])."""
     logits = logits.float()
     if sampling.temperature == 0:
         token = logits.argmax(dim=-1)
         return token, torch.log_softmax(logits, dim=-1).gather(-1, token[:, None])[:, 0]
     logprobs = torch.log_softmax(top_p_filter(logits / sampling.temperature, sampling.top_p), dim=-1)
-    token = torch.multinomial(logprobs.exp(), 1)[:, 0]
+    token = torch.multinomial(logprobs.exp(), 1, generator=generator)[:, 0]
     return token, logprobs.gather(-1, token[:, None])[:, 0]
 
 
@@ -91,8 +92,9 @@ class HFRolloutEngine:
         active = torch.arange(rows, device=mask.device)  # rows still in the forward batch
         finished = torch.zeros(rows, dtype=torch.bool, device=mask.device)
         tokens, logprobs = [], []
+        generator = sampling_generator(sampling.seed, prompt_ids.device)
         for _ in range(sampling.max_new_tokens):
-            token, logprob = pick_tokens(logits, sampling)
+            token, logprob = pick_tokens(logits, sampling, generator)
             token = token.masked_fill(finished[active], self.tokenizer.pad_token_id)
             tokens.append(_scatter(token, active, rows, self.tokenizer.pad_token_id))
             logprobs.append(_scatter(logprob.masked_fill(finished[active], 0.0), active, rows, 0.0))

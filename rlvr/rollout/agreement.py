@@ -1,0 +1,66 @@
+"""The post-sync agreement check (issue #11, item 2): after the trainer pushes its weights to an engine that
+holds its own copy, both score the same few sequences; their mismatch KL must stay under a threshold.
+
+This is separate from the per-batch mismatch the update logs (correction.py): with asynchronous rollouts
+(max_staleness 1) the batch was sampled one update earlier, so its mismatch is the staleness the correction
+reweights, not a fault. Here both sides hold the same version, so anything above fp noise means the sync did
+not apply (or the engine runs another model, dtype or temperature).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from rlvr.correction import check_agreement, mismatch_kl
+from rlvr.dynamic_sampling import select_groups
+from rlvr.logprobs import batched_logprobs
+from rlvr.types import RolloutBatch, ScoredBatch
+
+
+@dataclass(frozen=True)
+class Agreement:
+    rows: int  # sequences scored by both sides
+    tokens: int  # completion tokens among them
+    mismatch_kl: float  # mean per-token KL(engine || trainer), k3 (correction.mismatch_kl)
+
+
+def probe_rows(rollouts: RolloutBatch, rows: int) -> RolloutBatch:
+    """The first group's first `rows` completions with at least one token (a whole group is not needed: the
+    check compares per-token log-probs). Kept as a RolloutBatch so both sides read the same layout."""
+    group, _ = select_groups(rollouts, _no_scores(rollouts), [0])
+    keep = [i for i in range(group.size) if int(group.completion_mask[i].sum()) > 0][:rows]
+    return RolloutBatch(
+        prompts=group.prompts, group_size=len(keep), prompt_ids=group.prompt_ids, prompt_mask=group.prompt_mask,
+        completion_ids=group.completion_ids[keep], completion_mask=group.completion_mask[keep],
+        sampling_logprobs=group.sampling_logprobs[keep], completions=[group.completions[i] for i in keep],
+        truncated=group.truncated[keep])
+
+
+def _no_scores(rollouts: RolloutBatch) -> ScoredBatch:
+    n = rollouts.size
+    return ScoredBatch(rewards=torch.zeros(n), scorable=torch.ones(n, dtype=torch.bool), verdicts={}, scores={})
+
+
+def trainer_logprobs(model, probe: RolloutBatch, temperature: float) -> torch.Tensor:
+    """[B, C] the trainer's log-probs of the probe's completion tokens (the forward the update uses)."""
+    return batched_logprobs(model, probe.prompt_ids, probe.prompt_mask, probe.prompt_index, probe.completion_ids,
+                            probe.completion_mask, temperature, max(probe.size, 1))
+
+
+def check_after_sync(engine, model, rollouts: RolloutBatch, temperature: float, rows: int,
+                     threshold: float | None) -> Agreement | None:
+    """Score `rows` sequences of `rollouts` with the engine and the trainer; raise EngineMismatch past the
+    threshold. None when rows = 0 or no completion has a token."""
+    if rows <= 0:
+        return None
+    probe = probe_rows(rollouts, rows)
+    if probe.size == 0:
+        return None
+    mask = probe.completion_mask
+    engine_side = engine.teacher_forced_logprobs(probe, temperature)
+    with torch.no_grad():
+        trainer_side = trainer_logprobs(model, probe, temperature)
+    agreement = Agreement(probe.size, int(mask.sum()), mismatch_kl(trainer_side, engine_side, mask))
+    check_agreement(agreement.mismatch_kl, threshold)
+    return agreement

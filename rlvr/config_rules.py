@@ -20,6 +20,9 @@ def _engine_problems(c: "RunConfig") -> list[str]:
     if e.max_staleness and not own_weights:
         return ["rollout.engine.max_staleness=1 needs an engine with its own weights (rollout.engine.kind=hf_process "
                 "or vllm, or ray.enabled=true): the in-process hf engine is the policy the update is changing"]
+    if e.max_staleness and e.kind == "vllm" and e.vllm_mode == "colocate":
+        return ["rollout.engine.max_staleness=1 with vllm_mode=colocate: the colocated engine shares the trainer's GPU "
+                "and sleeps during the update, so nothing would overlap; use max_staleness=0 (or an engine of its own)"]
     if e.max_staleness and (c.rollout.dynamic_sampling.enabled or c.curriculum.enabled):
         return ["rollout.engine.max_staleness=1 cannot be combined with dynamic sampling or the curriculum yet: both "
                 "choose the next prompts from the rewards of the batch still being scored"]

@@ -245,3 +245,37 @@ def test_non_utf8_yaml_is_a_config_error(tmp_path):
 def test_non_finite_and_out_of_range_values_are_refused(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         load_config(None, [override])
+
+
+# ---------------------------------------------------------------- engines, async, Ray (issue #11)
+def test_worked_ray_config_loads_as_shipped():
+    from pathlib import Path
+
+    config = load_config(str(Path(__file__).resolve().parent.parent / "configs" / "cluster" / "ray.yaml"))
+    assert config.ray.enabled and config.ray.address == "auto" and config.ray.engine_gpus == 1
+    assert config.rollout.engine.max_staleness == 1 and config.rollout.correction.mode == "tis"
+
+
+@pytest.mark.parametrize("overrides, words", [
+    (["rollout.engine.max_staleness=1"], ["needs an engine with its own weights", "hf_process"]),
+    (["rollout.engine.kind=hf_process", "rollout.engine.max_staleness=1", "rollout.dynamic_sampling.enabled=true"],
+     ["dynamic sampling or the curriculum"]),
+    (["rollout.engine.kind=hf_process", "model.lora.enabled=true"], ["model.lora", "merged weights"]),
+    (["ray.enabled=true", "rollout.engine.kind=vllm"], ["Ray actor", "leave it at hf"]),
+    (["rollout.engine.max_staleness=2"], ["max_staleness"]),
+    (["rollout.engine.kind=vllm", "rollout.engine.max_staleness=1"], ["vllm_mode=colocate", "nothing would overlap"]),
+])
+def test_engine_combinations_that_cannot_run_are_one_error(overrides, words):
+    message = config_error(None, overrides)
+    assert all(w in message for w in words), message
+
+
+def test_engines_with_their_own_weights_are_refused_under_torchrun():
+    from rlvr.distributed.checks import problems
+    from rlvr.distributed.context import DistContext
+
+    two_ranks = DistContext(0, 2, 0, "gloo")
+    assert problems(RunConfig(), two_ranks) == []
+    found = problems(load_config(None, ["rollout.engine.kind=hf_process"]), two_ranks)
+    assert len(found) == 1 and "rollout.engine.kind=hf_process" in found[0]
+    assert problems(load_config(None, ["rollout.engine.kind=hf_process"]), DistContext(0, 1, 0, None)) == []

@@ -142,7 +142,12 @@ def setup(config: RunConfig, run_dir: Path, ranks: DistContext = SINGLE) -> Run:
                               o.max_grad_norm, config.rollout.max_new_tokens, correction, ranks)
     if ranks.enabled:
         seed_rank(config.seed, ranks)  # each rank samples its own completions
-    return Run(config, run_dir, policy, reference, tokenizer, build_engine(config, policy, tokenizer, wrapped), task,
+    try:  # an engine that fails to start (its process, a Ray actor) must not leave the verifier pool running
+        engine = build_engine(config, policy, tokenizer, wrapped)
+    except BaseException:
+        service.close()
+        raise
+    return Run(config, run_dir, policy, reference, tokenizer, engine, task,
                CountingStream(task.train_prompts(config.seed)), rewarder, service, build_estimator(config, critic), critic,
                curriculum, settings, optimizer, scheduler, RunLogger(run_dir, config.max_steps, writes=ranks.is_main),
                lora, ranks, wrapped)

@@ -32,9 +32,12 @@ def _vllm(config: RunConfig, policy, tokenizer) -> Any:
 ENGINES: dict[str, Callable[..., Any]] = {"hf": _hf, "hf_process": _hf_process, "vllm": _vllm}
 
 
-def build_engine(config: RunConfig, policy, tokenizer, wrapped: WrappedPolicy | None = None) -> Any:
+def build_engine(config: RunConfig, policy, tokenizer, wrapped: WrappedPolicy | None = None,
+                 weights: Any = None) -> Any:
     """The run's rollout engine. Under torchrun the in-process engine decodes through the wrapped policy (FSDP2:
-    with all weights gathered); engines with their own weights are refused there (distributed/checks.py)."""
+    with all weights gathered); engines with their own weights are refused there (distributed/checks.py).
+    `weights`: what an engine with its own weights is sent (default the policy; LoRA: lora.MergedWeights)."""
+    weights = policy if weights is None else weights
     if wrapped is not None:
         from rlvr.distributed.wrap import DistributedEngine, ShardedLM
 
@@ -43,8 +46,9 @@ def build_engine(config: RunConfig, policy, tokenizer, wrapped: WrappedPolicy | 
     if config.ray.enabled:
         from rlvr.cluster.ray_backend import RayEngine
 
-        return RayEngine.start(config, policy, tokenizer)
-    return ENGINES[config.rollout.engine.kind](config, policy, tokenizer)
+        return RayEngine.start(config, weights, tokenizer)
+    return ENGINES[config.rollout.engine.kind](config, policy if config.rollout.engine.kind == "hf" else weights,
+                                               tokenizer)
 
 
 def build_reward_service(config: RunConfig, rewarder: Rewarder) -> Any:

@@ -26,9 +26,9 @@ def _engine_problems(c: "RunConfig") -> list[str]:
     if e.max_staleness and (c.rollout.dynamic_sampling.enabled or c.curriculum.enabled):
         return ["rollout.engine.max_staleness=1 cannot be combined with dynamic sampling or the curriculum yet: both "
                 "choose the next prompts from the rewards of the batch still being scored"]
-    if own_weights and c.model.lora.enabled:
-        return ["model.lora with an engine that holds its own weights (rollout.engine.kind != hf or ray.enabled) is "
-                "not supported yet: the engine would need the merged weights after every step"]
+    if e.kind == "vllm" and c.model.lora.enabled:
+        return ["model.lora with rollout.engine.kind=vllm is not supported yet (vLLM would need its own LoRA adapter "
+                "sync); hf_process and ray.enabled receive the merged weights after every step"]
     if c.ray.enabled and e.kind != "hf":
         return [f"ray.enabled=true runs the transformers engine in a Ray actor; rollout.engine.kind={e.kind} cannot "
                 f"be combined with it yet (leave it at hf)"]

@@ -107,6 +107,21 @@ def merged_state_dict(wrapped) -> dict[str, torch.Tensor]:
     return merged
 
 
+class MergedWeights:
+    """What an engine with its own weights (hf_process, a Ray actor) receives from a LoRA policy: the plain model's
+    parameters, named and ordered as in a model without adapters, each adapter folded in (merged_state_dict). It
+    offers the one method a weight sync reads (rollout/host.py `synced_parameters`), recomputed at every sync."""
+
+    def __init__(self, wrapped):
+        self.wrapped = wrapped
+
+    def named_parameters(self):
+        merged = merged_state_dict(self.wrapped)
+        plain = [name.replace(".base_layer.", ".") for name, _ in self.wrapped.get_base_model().named_parameters()
+                 if ".lora_" not in name]
+        return iter([(name, merged[name]) for name in plain])
+
+
 class LoraPolicy:
     """What the saving code sees of a LoRA policy: `save_pretrained` writes merged weights + adapter/.
 
@@ -127,6 +142,9 @@ class LoraPolicy:
 
     def load_state_dict(self, tensors: dict[str, torch.Tensor], strict: bool = False) -> tuple[list, list]:
         return [], []  # (missing, unexpected): nothing to load here, see the class docstring
+
+    def merged_weights(self) -> MergedWeights:
+        return MergedWeights(self.wrapped)
 
     def restore_adapter(self, model_dir: Path) -> None:
         """Load the adapter weights saved under model_dir/adapter/ into the live adapter (exact resume, issue #9)."""

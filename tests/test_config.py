@@ -260,7 +260,7 @@ def test_worked_ray_config_loads_as_shipped():
     (["rollout.engine.max_staleness=1"], ["needs an engine with its own weights", "hf_process"]),
     (["rollout.engine.kind=hf_process", "rollout.engine.max_staleness=1", "rollout.dynamic_sampling.enabled=true"],
      ["dynamic sampling or the curriculum"]),
-    (["rollout.engine.kind=hf_process", "model.lora.enabled=true"], ["model.lora", "merged weights"]),
+    (["rollout.engine.kind=vllm", "model.lora.enabled=true"], ["model.lora", "vllm", "merged weights"]),
     (["ray.enabled=true", "rollout.engine.kind=vllm"], ["Ray actor", "leave it at hf"]),
     (["rollout.engine.max_staleness=2"], ["max_staleness"]),
     (["rollout.engine.kind=vllm", "rollout.engine.max_staleness=1"], ["vllm_mode=colocate", "nothing would overlap"]),

@@ -151,3 +151,27 @@ def test_sft_sample_and_non_grpo_recipe_stages_refuse_lora(tmp_path):
     recipe = load_recipe("r1", ["stages.cold_start.model.lora.enabled=true"])
     with pytest.raises(ConfigError, match="stage 'cold_start': model.lora applies to grpo stages only"):
         before_any_stage(recipe, plan(recipe, tmp_path / "run"))
+
+
+def test_an_engine_with_its_own_weights_receives_the_merged_lora_weights(tiny_model_dir, tmp_path):
+    # hf_process holds a plain copy of the model: after every step it gets W + (alpha/r) B A (lora.MergedWeights).
+    # Had it kept the base weights, step 2 would sample from another policy than in-process, the rewards and
+    # parameters would part, and the post-sync probe would stop the run (its threshold is 0.01).
+    import json
+
+    from safetensors.torch import load_file
+
+    runs = {}
+    for kind in ("hf", "hf_process"):
+        runs[kind] = tmp_path / kind
+        args = [*tiny_overrides(tiny_model_dir, runs[kind], steps=2), *LORA, f"rollout.engine.kind={kind}",
+                "rollout.engine.threads=1"]
+        assert main(["train", *args]) == 0
+    rows = {k: [json.loads(line) for line in (d / "metrics.jsonl").read_text().splitlines()] for k, d in runs.items()}
+    assert [r["reward_mean"] for r in rows["hf"]] == [r["reward_mean"] for r in rows["hf_process"]]
+    assert [r["completion_length"] for r in rows["hf"]] == [r["completion_length"] for r in rows["hf_process"]]
+    assert all(r["engine/agreement_kl"] < 1e-8 for r in rows["hf_process"])
+    a, b = (load_file(runs[k] / "final" / "model.safetensors") for k in ("hf", "hf_process"))
+    base = load_file(tiny_model_dir / "model.safetensors")
+    assert any(not torch.equal(base[k], b[k]) for k in b)  # the adapters moved the merged weights
+    assert max(float((a[k] - b[k]).abs().max()) for k in a) <= 1e-5

@@ -79,6 +79,7 @@ class Run:
     wrapped: WrappedPolicy | None = None  # the policy under DDP / FSDP2 when ranks.enabled
     engine_version: int = 0  # the trainer step whose weights a SyncedEngine holds (the last push)
     prefetched: Prefetched | None = None  # max_staleness 1: the next step's batch, being generated (issue #11)
+    engine_weights: object = None  # what a SyncedEngine is sent: the policy, or lora.MergedWeights
 
     @property
     def trainer(self):
@@ -142,15 +143,17 @@ def setup(config: RunConfig, run_dir: Path, ranks: DistContext = SINGLE) -> Run:
                               o.max_grad_norm, config.rollout.max_new_tokens, correction, ranks)
     if ranks.enabled:
         seed_rank(config.seed, ranks)  # each rank samples its own completions
+    # what an engine with its own weights receives: the policy, or with LoRA the plain weights, adapters merged in
+    engine_weights = lora.merged_weights() if lora is not None else policy
     try:  # an engine that fails to start (its process, a Ray actor) must not leave the verifier pool running
-        engine = build_engine(config, policy, tokenizer, wrapped)
+        engine = build_engine(config, policy, tokenizer, wrapped, engine_weights)
     except BaseException:
         service.close()
         raise
     return Run(config, run_dir, policy, reference, tokenizer, engine, task,
                CountingStream(task.train_prompts(config.seed)), rewarder, service, build_estimator(config, critic), critic,
                curriculum, settings, optimizer, scheduler, RunLogger(run_dir, config.max_steps, writes=ranks.is_main),
-               lora, ranks, wrapped)
+               lora, ranks, wrapped, engine_weights=engine_weights)
 
 
 def build_policy(config: RunConfig) -> tuple[object, object | None, LoraPolicy | None]:

@@ -108,7 +108,7 @@ def push_weights(run: Run, version: int) -> bool:
     if not isinstance(run.engine, SyncedEngine):
         return False
     pipelined.before_sync(run.prefetched)
-    run.engine.sync_weights(run.policy, version)
+    run.engine.sync_weights(run.policy if run.engine_weights is None else run.engine_weights, version)
     run.engine_version = version
     return True
 

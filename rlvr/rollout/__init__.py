@@ -1,4 +1,12 @@
-"""Rollout engines: sample G completions per prompt. `hf` is the in-process transformers engine."""
-from rlvr.rollout.base import RolloutEngine, SamplingParams
+"""Rollout engines: sample G completions per prompt (issue #11, item 2; chosen once in rlvr/backends.py).
 
-__all__ = ["RolloutEngine", "SamplingParams"]
+- hf.py: the in-process transformers engine; it *is* the policy, so nothing is synced.
+- host.py: a transformers engine with its own copy of the weights (what a child process or a Ray actor runs).
+- process.py / process_worker.py: that engine in a child process, weights broadcast over gloo.
+- vllm.py / vllm_convert.py: vLLM (the only module that imports vllm).
+- agreement.py: the post-sync check that engine and trainer score the same tokens alike.
+- pipelined.py: asynchronous rollouts (max_staleness 1).
+"""
+from rlvr.rollout.base import RolloutEngine, SamplingParams, SyncedEngine
+
+__all__ = ["RolloutEngine", "SamplingParams", "SyncedEngine"]

@@ -22,7 +22,7 @@ from rlvr.checkpoint.state import (MODEL_DIR, CountingStream, TrainerState, conf
 from rlvr.checkpoint.store import Checkpoint, latest_good, prune, write_checkpoint
 from rlvr.config import ConfigError, RunConfig
 from rlvr.distributed.context import SINGLE, DistContext
-from rlvr.distributed.state import rng_for_rank
+from rlvr.distributed.state import check_strategy, is_sharded, load_into_shards, rng_for_rank
 from rlvr.rundir import CLAIM, claim_run_dir, release_if_unused
 
 CHECKPOINTS = "checkpoints"
@@ -152,11 +152,16 @@ def restore(checkpoint: Checkpoint, parts: Parts, make_stream: Callable[[], Any]
             ranks: DistContext = SINGLE) -> TrainerState:
     """Load everything back into the freshly built parts; rebuild the prompt stream at its cursor; cut the
     logs back to the checkpoint's step so they continue without duplicate or missing steps. Under torchrun
-    every rank loads the same files (DDP: the same weights and optimizer state) and its own RNG state."""
+    every rank loads the same files (DDP: the same weights and optimizer state; FSDP2: its shard of them) and its
+    own RNG state."""
     state = load_state(checkpoint.path)
     rng = rng_for_rank(state.extra, state.rng, ranks)  # refuses a checkpoint of another world size
-    load_policy_weights(parts.policy, checkpoint.path / MODEL_DIR)
-    parts.optimizer.load_state_dict(state.optimizer)
+    check_strategy(state.optimizer, is_sharded(parts.policy))
+    if is_sharded(parts.policy):  # FSDP2: every rank keeps its shard of the full weights and optimizer state
+        load_into_shards(parts.policy, parts.optimizer, checkpoint.path / MODEL_DIR, state.optimizer)
+    else:
+        load_policy_weights(parts.policy, checkpoint.path / MODEL_DIR)
+        parts.optimizer.load_state_dict(state.optimizer)
     parts.scheduler.load_state_dict(state.scheduler)
     if parts.curriculum is not None and state.curriculum is not None:
         parts.curriculum.load_state_dict(state.curriculum)

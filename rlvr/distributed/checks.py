@@ -3,7 +3,7 @@
 Each refusal is a feature whose state or statistics would be rank-local and so silently differ from the
 single-process run: a pass-rate curriculum or dynamic sampling decide which prompts come next from the rewards
 they observed (each rank sees only its share), batch-level advantage normalisation needs the whole batch's
-statistics, and the critic, LoRA and FSDP2 resume have no multi-rank path yet.
+statistics, and the critic and LoRA have no multi-rank path yet.
 """
 from __future__ import annotations
 
@@ -42,9 +42,6 @@ def problems(config: "RunConfig", ctx: DistContext) -> list[str]:
     if config.rollout.engine.kind != "hf" or config.ray.enabled:
         out.append(f"rollout.engine.kind={config.rollout.engine.kind} / ray.enabled: with {n} torchrun ranks each "
                    "rank samples with the in-process engine (rollout.engine.kind=hf) for now")
-    if d.strategy == "fsdp2" and config.checkpoint.resume:
-        out.append("resuming a distributed.strategy=fsdp2 run is not supported yet (its checkpoints hold the "
-                   "gathered full weights, loadable by transformers); resume with distributed.strategy=ddp")
     if config.model.device.startswith("cuda") and d.backend == "gloo":
         out.append("distributed.backend=gloo with model.device=cuda: use backend nccl (or auto) on GPUs")
     return out

@@ -13,9 +13,8 @@ from dataclasses import dataclass
 import torch
 
 from rlvr.correction import check_agreement, mismatch_kl
-from rlvr.dynamic_sampling import select_groups
 from rlvr.logprobs import batched_logprobs
-from rlvr.types import RolloutBatch, ScoredBatch
+from rlvr.types import RolloutBatch
 
 
 @dataclass(frozen=True)
@@ -28,18 +27,13 @@ class Agreement:
 def probe_rows(rollouts: RolloutBatch, rows: int) -> RolloutBatch:
     """The first group's first `rows` completions with at least one token (a whole group is not needed: the
     check compares per-token log-probs). Kept as a RolloutBatch so both sides read the same layout."""
-    group, _ = select_groups(rollouts, _no_scores(rollouts), [0])
-    keep = [i for i in range(group.size) if int(group.completion_mask[i].sum()) > 0][:rows]
+    first_group = range(rollouts.group_size)  # rows [0, G) share prompts[0]
+    keep = [i for i in first_group if int(rollouts.completion_mask[i].sum()) > 0][:rows]
     return RolloutBatch(
-        prompts=group.prompts, group_size=len(keep), prompt_ids=group.prompt_ids, prompt_mask=group.prompt_mask,
-        completion_ids=group.completion_ids[keep], completion_mask=group.completion_mask[keep],
-        sampling_logprobs=group.sampling_logprobs[keep], completions=[group.completions[i] for i in keep],
-        truncated=group.truncated[keep])
-
-
-def _no_scores(rollouts: RolloutBatch) -> ScoredBatch:
-    n = rollouts.size
-    return ScoredBatch(rewards=torch.zeros(n), scorable=torch.ones(n, dtype=torch.bool), verdicts={}, scores={})
+        prompts=rollouts.prompts[:1], group_size=len(keep), prompt_ids=rollouts.prompt_ids[:1],
+        prompt_mask=rollouts.prompt_mask[:1], completion_ids=rollouts.completion_ids[keep],
+        completion_mask=rollouts.completion_mask[keep], sampling_logprobs=rollouts.sampling_logprobs[keep],
+        completions=[rollouts.completions[i] for i in keep], truncated=rollouts.truncated[keep])
 
 
 def trainer_logprobs(model, probe: RolloutBatch, temperature: float) -> torch.Tensor:

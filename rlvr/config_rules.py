@@ -29,6 +29,9 @@ def _engine_problems(c: "RunConfig") -> list[str]:
     if e.kind == "vllm" and c.model.lora.enabled:
         return ["model.lora with rollout.engine.kind=vllm is not supported yet (vLLM would need its own LoRA adapter "
                 "sync); hf_process and ray.enabled receive the merged weights after every step"]
+    if c.ray.address is not None and not c.ray.enabled:
+        return [f"ray.address={c.ray.address} is set but ray.enabled=false: the run would ignore the cluster; set "
+                "ray.enabled=true (or drop ray.address)"]
     if c.ray.enabled and e.kind != "hf":
         return [f"ray.enabled=true runs the transformers engine in a Ray actor; rollout.engine.kind={e.kind} cannot "
                 f"be combined with it yet (leave it at hf)"]

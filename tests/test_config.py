@@ -263,6 +263,7 @@ def test_worked_ray_config_loads_as_shipped():
     (["rollout.engine.kind=vllm", "model.lora.enabled=true"], ["model.lora", "vllm", "merged weights"]),
     (["ray.enabled=true", "rollout.engine.kind=vllm"], ["Ray actor", "leave it at hf"]),
     (["rollout.engine.max_staleness=2"], ["max_staleness"]),
+    (["ray.address=auto"], ["ray.enabled=false", "ignore the cluster"]),
     (["rollout.engine.kind=vllm", "rollout.engine.max_staleness=1"], ["vllm_mode=colocate", "nothing would overlap"]),
 ])
 def test_engine_combinations_that_cannot_run_are_one_error(overrides, words):

@@ -115,6 +115,10 @@ def refuse_extra_ranks(command: str, env=os.environ) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:  # the `rlvr` command itself (not a call from Python): restart once with tcmalloc if found
+        from rlvr.allocator import restart_with_tcmalloc
+
+        restart_with_tcmalloc(sys.argv[1:])
     args = parse(argv)
     try:
         refuse_extra_ranks(args.command)

@@ -1,15 +1,28 @@
 """Model forward -> per-token log-probs (and entropy) of completion tokens. The only module that touches logits.
 
-Two savings over the usual "concatenate prompt and completion, run the model on B rows":
-- Prefix sharing: the G completions of a group share one prompt. The prompt is run once per distinct
-  prompt, its KV cache is gathered to the B completion rows, and only completion tokens are run on top.
-  Gradients flow through the gathered cache, so the result equals the concatenated forward exactly.
-  On the default task (89-token prompts, ~20-token completions, G = 8) this is ~3x fewer tokens.
-- Only completion positions go through the LM head (49k vocab: ~20 % of a 135M model's FLOPs).
+Three savings over the usual "concatenate prompt and completion, pad to the longest, run the model on B rows":
+- Packing (issue #12, item 3): the micro-batch's real tokens go through the model as ONE sequence without
+  padding: each distinct prompt once, then each completion, with a block mask so that a completion sees its own
+  prompt and its own earlier tokens only. On the benchmark's batch (2 prompts of 49 tokens, 16 completions of
+  7-48 tokens) that is 441 tokens instead of 98 + 16 x 48 = 866, and one large matrix product per weight instead
+  of a skinny one per row.
+- Prefix sharing: the G completions of a group share one prompt, run once (packing keeps this).
+- Only real completion tokens go through the LM head (49k vocabulary: ~20 % of a 135M model's FLOPs), in chunks
+  of HEAD_CHUNK_TOKENS rows, recomputed in the backward pass (torch.utils.checkpoint) when there are several, so
+  the [tokens, vocabulary] fp32 logits never exist for the whole micro-batch at once.
 """
 from __future__ import annotations
 
 import torch
+from torch.utils.checkpoint import checkpoint
+
+from rlvr.packing import additive_mask, is_prefix_mask, pack, packed_tokens, row_groups
+
+# Rows of [tokens, vocabulary] logits made at once: 1024 x 49152 fp32 = 200 MB for SmolLM2's vocabulary.
+HEAD_CHUNK_TOKENS = 1024
+# Tokens in one packed sequence; its [T, T] mask (and attention scores) grow with the square, so longer micro-
+# batches are cut into several packs of whole rows.
+MAX_PACKED_TOKENS = 4096
 
 
 def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -71,15 +84,66 @@ def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, with_entropy: bo
     return logprobs, entropy
 
 
+def head_logprobs(head, states: torch.Tensor, targets: torch.Tensor, temperature: float, with_entropy: bool,
+                  entropy_grad: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """states [N, H], targets [N] -> (log p(target) [N], entropy [N] or None) under head(states) / temperature.
+
+    The [N, V] logits are made HEAD_CHUNK_TOKENS rows at a time. With gradients and several chunks each chunk is
+    checkpointed: its logits are freed after the forward and made again in the backward, one chunk at a time
+    (one extra LM-head product per chunk, in exchange for never holding [N, V] fp32 for the backward)."""
+    def chunk(h: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        return token_logprobs(head(h).float() / temperature, t, with_entropy, entropy_grad)
+
+    n = states.shape[0]
+    if n <= HEAD_CHUNK_TOKENS:
+        return chunk(states, targets)
+    recompute = torch.is_grad_enabled() and states.requires_grad
+    parts = [checkpoint(chunk, states[i:i + HEAD_CHUNK_TOKENS], targets[i:i + HEAD_CHUNK_TOKENS], use_reentrant=False)
+             if recompute else chunk(states[i:i + HEAD_CHUNK_TOKENS], targets[i:i + HEAD_CHUNK_TOKENS])
+             for i in range(0, n, HEAD_CHUNK_TOKENS)]
+    entropy = torch.cat([e for _, e in parts]) if with_entropy else None
+    return torch.cat([lp for lp, _ in parts]), entropy
+
+
+def _unpack(values: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+    """[N] values of the real tokens (row-major) -> [B, C], 0 elsewhere (differentiable)."""
+    return torch.zeros(real.shape, dtype=values.dtype, device=values.device).masked_scatter(real, values)
+
+
 def completion_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, rows: torch.Tensor,
                         completion_ids: torch.Tensor, completion_mask: torch.Tensor, temperature: float = 1.0,
                         with_entropy: bool = False, entropy_grad: bool = False
                         ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """-> (log pi(token) [B, C], entropy [B, C] or None) under logits / temperature.
+    """-> (log pi(token) [B, C], entropy [B, C] or None) under logits / temperature, 0 past each row's end.
 
     Logits are divided by the sampling temperature so that pi_theta is the distribution the rollouts were
-    drawn from (TRL does the same); the ratio and the KL are then taken on like terms.
+    drawn from (TRL does the same); the ratio and the KL are then taken on like terms. The forward is packed
+    (rlvr.packing); a mask that is not a prefix per row (no such producer today) takes the padded forward.
     """
+    if not is_prefix_mask(completion_mask):
+        return padded_completion_logprobs(model, prompt_ids, prompt_mask, rows, completion_ids, completion_mask,
+                                          temperature, with_entropy, entropy_grad)
+    if rows.numel() > 1 and packed_tokens(prompt_mask, rows, completion_mask) > MAX_PACKED_TOKENS:
+        parts = [completion_logprobs(model, prompt_ids, prompt_mask, rows[g], completion_ids[g], completion_mask[g],
+                                     temperature, with_entropy, entropy_grad)
+                 for g in row_groups(prompt_mask, rows, completion_mask, MAX_PACKED_TOKENS)]  # consecutive runs
+        return torch.cat([lp for lp, _ in parts]), torch.cat([e for _, e in parts]) if with_entropy else None
+    packed = pack(prompt_ids, prompt_mask, rows, completion_ids, completion_mask)
+    out = model.base_model(input_ids=packed.input_ids, position_ids=packed.positions,
+                           attention_mask=additive_mask(packed.allowed, model.dtype), use_cache=False)
+    head = model.get_output_embeddings()
+    states = out.last_hidden_state[0, packed.state_index]  # [N, H]: the state that predicts each real token
+    real = completion_mask.bool()
+    logprobs, entropy = head_logprobs(head, states, completion_ids[real], temperature, with_entropy, entropy_grad)
+    return _unpack(logprobs, real), None if entropy is None else _unpack(entropy, real)
+
+
+def padded_completion_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, rows: torch.Tensor,
+                               completion_ids: torch.Tensor, completion_mask: torch.Tensor, temperature: float = 1.0,
+                               with_entropy: bool = False, entropy_grad: bool = False
+                               ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The plain forward: B rows padded to C on top of the shared prompts' cache, the LM head on every position.
+    Kept for masks with holes and as the reference the packed forward is tested against."""
     states = completion_hidden_states(model, prompt_ids, prompt_mask, rows, completion_ids, completion_mask)
     logits = model.get_output_embeddings()(states).float() / temperature
     return token_logprobs(logits, completion_ids, with_entropy, entropy_grad)

@@ -66,7 +66,7 @@ class _AdapterOff:
 class AdapterOffReference:
     """The frozen reference for the KL term: the policy's own modules with the adapter disabled.
 
-    It offers what rlvr/logprobs.py uses of a model (`base_model(...)` and `get_output_embeddings()(...)`), so
+    It offers what rlvr/logprobs.py uses of a model (`base_model(...)`, `get_output_embeddings()(...)`, `dtype`), so
     the reference forward stays one `batched_logprobs(run.reference, ...)` call as with a separate model.
     Exact: with the adapter off a LoRA layer returns its base layer's output unchanged.
     """
@@ -81,6 +81,10 @@ class AdapterOffReference:
 
     def get_output_embeddings(self) -> _AdapterOff:
         return _AdapterOff(self._model.get_output_embeddings(), self._wrapped)
+
+    @property
+    def dtype(self) -> torch.dtype:  # the packed forward builds its attention mask in the model's dtype
+        return self._model.dtype
 
 
 def merged_state_dict(wrapped) -> dict[str, torch.Tensor]:

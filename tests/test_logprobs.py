@@ -1,5 +1,5 @@
-"""Prefix-shared completion log-probs equal the plain "concatenate prompt and completion" forward, in value and
-in gradient, on a tiny random Llama."""
+"""Completion log-probs (packed, prefix-shared, LM head on real tokens only) equal the plain "concatenate prompt
+and completion" forward, in value and in gradient, on a tiny random Llama; past each row's end they are 0."""
 from __future__ import annotations
 
 import pytest
@@ -68,8 +68,9 @@ def test_prefix_shared_logprobs_equal_concatenated_forward(rows) -> None:
         slow = naive_logprobs(model, prompt_ids, prompt_mask, rows, completion_ids, TEMPERATURE)
     assert entropy is None
     assert fast.shape == completion_ids.shape and fast.dtype == torch.float32
-    assert (fast < 0).all()  # log-probs of a 64-token vocabulary, none certain
-    torch.testing.assert_close(fast, slow, rtol=0, atol=1e-5)
+    real = completion_mask.bool()
+    assert (fast[real] < 0).all() and (fast[~real] == 0).all()  # a 64-token vocabulary: no token is certain
+    torch.testing.assert_close(fast, slow * completion_mask, rtol=0, atol=1e-5)
 
 
 def test_temperature_is_applied() -> None:
@@ -81,7 +82,7 @@ def test_temperature_is_applied() -> None:
         at_t = completion_logprobs(model, prompt_ids, prompt_mask, rows, completion_ids, completion_mask, 0.5)[0]
         slow = naive_logprobs(model, prompt_ids, prompt_mask, rows, completion_ids, 0.5)
         at_1 = completion_logprobs(model, prompt_ids, prompt_mask, rows, completion_ids, completion_mask, 1.0)[0]
-    torch.testing.assert_close(at_t, slow, rtol=0, atol=1e-5)
+    torch.testing.assert_close(at_t, slow * completion_mask, rtol=0, atol=1e-5)
     assert (at_t - at_1).abs().max() > 1e-3
 
 
@@ -127,9 +128,10 @@ def test_entropy_equals_direct_computation() -> None:
         logits = naive_logits(model, prompt_ids, prompt_mask, rows, completion_ids, TEMPERATURE)
         logp_all = torch.log_softmax(logits, dim=-1)
         direct = -(logp_all.exp() * logp_all).sum(dim=-1)  # H = -sum_v p_v log p_v
-    torch.testing.assert_close(entropy, direct, rtol=0, atol=1e-5)
-    # 0 < H <= log |V| = log 64 = 4.1588831
-    assert (entropy > 0).all() and (entropy <= 4.1588831 + 1e-5).all()
+    torch.testing.assert_close(entropy, direct * completion_mask, rtol=0, atol=1e-5)
+    # 0 < H <= log |V| = log 64 = 4.1588831 on the real tokens
+    real = completion_mask.bool()
+    assert (entropy[real] > 0).all() and (entropy[real] <= 4.1588831 + 1e-5).all()
 
 
 def test_entropy_of_uniform_logits_is_log_vocab() -> None:
@@ -142,8 +144,8 @@ def test_entropy_of_uniform_logits_is_log_vocab() -> None:
     with torch.no_grad():
         logprobs, entropy = completion_logprobs(model, prompt_ids, prompt_mask, rows, completion_ids,
                                                 completion_mask, TEMPERATURE, with_entropy=True)
-    torch.testing.assert_close(entropy, torch.full((4, 5), 4.1588831), rtol=0, atol=1e-5)
-    torch.testing.assert_close(logprobs, torch.full((4, 5), -4.1588831), rtol=0, atol=1e-5)
+    torch.testing.assert_close(entropy, 4.1588831 * completion_mask, rtol=0, atol=1e-5)
+    torch.testing.assert_close(logprobs, -4.1588831 * completion_mask, rtol=0, atol=1e-5)
 
 
 def test_batched_logprobs_micro_batch_invariant() -> None:
@@ -171,3 +173,74 @@ def test_length_order_keeps_groups_whole_longest_first() -> None:
         mask[row, :length] = 1
     order = length_order(mask, torch.tensor([0, 0, 1, 1, 2, 2]))
     assert order.tolist() == [2, 3, 4, 5, 0, 1]
+
+
+# --- the fast paths equal the plain one (issue #12, item 3) ---
+
+def _padded_vs_packed(monkeypatch, chunk: int, budget: int, entropy_grad: bool = False):
+    """(packed values, packed grads, padded values, padded grads) with the LM head cut into `chunk`-token pieces
+    and packs of at most `budget` tokens."""
+    import rlvr.logprobs as lp
+
+    monkeypatch.setattr(lp, "HEAD_CHUNK_TOKENS", chunk)
+    monkeypatch.setattr(lp, "MAX_PACKED_TOKENS", budget)
+    model = tiny_llama()
+    prompt_ids, prompt_mask, completion_ids, completion_mask = batch()
+    rows = torch.tensor([1, 0, 1, 2])
+    results = []
+    for forward in (lp.completion_logprobs, lp.padded_completion_logprobs):
+        model.zero_grad(set_to_none=True)
+        values, entropy = forward(model, prompt_ids, prompt_mask, rows, completion_ids, completion_mask,
+                                  TEMPERATURE, with_entropy=True, entropy_grad=entropy_grad)
+        # a loss that weighs every token differently, so a token scored from the wrong state changes the gradient
+        weights = torch.arange(1, 21, dtype=torch.float32).reshape(4, 5) * completion_mask
+        ((values + 0.1 * entropy) * weights).sum().backward()
+        results += [(values.detach(), entropy.detach()), {n: p.grad.clone() for n, p in model.named_parameters()}]
+    return results
+
+
+@pytest.mark.parametrize("chunk, budget", [(1024, 4096), (3, 4096), (1024, 8), (2, 8)],
+                         ids=["one-pack-one-chunk", "head-chunks", "several-packs", "both"])
+def test_packed_chunked_equals_padded_forward(monkeypatch, chunk, budget) -> None:
+    """Rows of 5, 3, 1 and 4 real tokens (13) on prompts of 4, 6, 4 and 1 tokens: chunk 3 cuts the LM head into 5
+    checkpointed pieces (13 = 3+3+3+3+1); budget 8 cuts the rows into 3 packs of prompt + inputs (a row's last token
+    is no input): [row 0] 4+4, [row 1] 6+2, [rows 2, 3] (4+0) + (1+3)."""
+    packed, packed_grads, padded, padded_grads = _padded_vs_packed(monkeypatch, chunk, budget, entropy_grad=True)
+    mask = batch()[3]
+    torch.testing.assert_close(packed[0], padded[0] * mask, rtol=0, atol=1e-5)
+    torch.testing.assert_close(packed[1], padded[1] * mask, rtol=0, atol=1e-5)
+    for name, grad in padded_grads.items():
+        # relative to the tensor's largest entry: the sums run in another order (measured <= 6.5e-7); a token
+        # scored from the wrong hidden state, or a pack that sees another row, moves it by orders of magnitude
+        scale = grad.abs().max()
+        assert scale > 0, name
+        assert (packed_grads[name] - grad).abs().max() / scale < 1e-5, name
+
+
+def test_packing_layout_by_hand() -> None:
+    """Prompts [a b] (row 0, left-padded by one) and [c]; completions: row 0 -> prompt 0 [x y], row 1 -> prompt 1
+    [z]. Packed: a b x c (y predicts nothing; z's row has no input token), positions 0 1 2 0. x sees a b x; c sees
+    only itself. States: x <- b (index 1), y <- x (2), z <- c (3)."""
+    from rlvr.packing import pack
+
+    prompt_ids = torch.tensor([[0, 11, 12], [0, 0, 13]])
+    prompt_mask = torch.tensor([[0, 1, 1], [0, 0, 1]])
+    completion_ids = torch.tensor([[21, 22], [23, 0]])
+    completion_mask = torch.tensor([[1, 1], [1, 0]])
+    packed = pack(prompt_ids, prompt_mask, torch.tensor([0, 1]), completion_ids, completion_mask)
+    assert packed.input_ids.tolist() == [[11, 12, 21, 13]]
+    assert packed.positions.tolist() == [[0, 1, 2, 0]]
+    assert packed.allowed.int().tolist() == [[[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [0, 0, 0, 1]]]
+    assert packed.state_index.tolist() == [1, 2, 3]
+
+
+def test_packing_two_rows_of_one_prompt_do_not_see_each_other() -> None:
+    """Prompt [a]; rows 0 and 1 both on it with [x y] and [u v]: sequence [a x u]. u (row 1) sees a and u, not x."""
+    from rlvr.packing import pack
+
+    packed = pack(torch.tensor([[11]]), torch.tensor([[1]]), torch.tensor([0, 0]), torch.tensor([[21, 22], [31, 32]]),
+                  torch.tensor([[1, 1], [1, 1]]))
+    assert packed.input_ids.tolist() == [[11, 21, 31]]
+    assert packed.positions.tolist() == [[0, 1, 1]]
+    assert packed.allowed.int().tolist() == [[[1, 0, 0], [1, 1, 0], [1, 0, 1]]]
+    assert packed.state_index.tolist() == [0, 1, 0, 2]  # x <- a, y <- x, u <- a, v <- u

@@ -107,6 +107,7 @@ class CountingModel:
         raise AssertionError("no forward pass expected")
 
     base_model = property(lambda self: self)
+    dtype = torch.float32  # the packed forward builds its attention mask in the model's dtype first
 
 
 def test_mu_one_spends_no_forward_on_old_logprobs() -> None:

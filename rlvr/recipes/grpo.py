@@ -127,7 +127,10 @@ def setup(config: RunConfig, run_dir: Path, ranks: DistContext = SINGLE) -> Run:
     critic = build_critic(config)
     o = config.optimizer
     trainable = [p for p in (wrapped.trainer if wrapped else policy).parameters() if p.requires_grad]  # LoRA: adapters
-    optimizer = torch.optim.AdamW(trainable, lr=o.lr, betas=o.betas, weight_decay=o.weight_decay)
+    # fused: one kernel over all tensors (measured on SmolLM2-135M, CPU: 90 ms a step instead of 230 for foreach,
+    # issue #12); the sharded DTensors of FSDP2 keep the default implementation
+    optimizer = torch.optim.AdamW(trainable, lr=o.lr, betas=o.betas, weight_decay=o.weight_decay,
+                                  fused=True if wrapped is None else None)
     warmup = max(o.warmup_steps, 1)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
     service = build_reward_service(config, rewarder)  # worker processes, or Ray actors (backends.py)

@@ -1,0 +1,105 @@
+"""Decode step and update phase against the bounds measured on this machine (issue #12, items 2 and 3).
+
+    .venv/bin/python bench/bounds.py [--rows 16] [--new 48] [--model embedded:SmolLM2-135M-Instruct]
+
+Bounds, measured here with the model's own weight shapes (no estimate from a data sheet):
+- weight traffic: one pass of a single row through every Linear (a matrix-vector product per weight reads the
+  whole weight once and does almost no arithmetic): the time to stream the weights from memory;
+- matmul: 2 x parameters x rows FLOPs at the large-GEMM peak (a 2048^3 fp32 product);
+- decode bound = traffic + matmul for `rows` rows (a step must read every weight and do its products).
+Measured: the engine's decode step (HFRolloutEngine, fused path where the model allows it) over `new` tokens
+with stop tokens disabled, so every row decodes every step; and one GRPO update on a sampled batch, whose
+useful FLOPs count each token once (the prompt once per group, the completions' real tokens): 6 x parameters
+per token (forward 2, backward 4).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import statistics
+import time
+
+import torch
+
+
+def timed(fn, repeat: int, warmup: int = 1) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def linears(model) -> list[torch.Tensor]:
+    return [m.weight.detach() for m in model.modules() if isinstance(m, torch.nn.Linear)]
+
+
+def gemm_peak() -> float:
+    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    return 2 * 2048 ** 3 / timed(lambda: a @ b, 5)  # FLOP/s
+
+
+def decode_bound(weights: list[torch.Tensor], rows: int, peak: float) -> tuple[float, float]:
+    """(weight-traffic seconds, matmul seconds at peak) for one decode step of `rows` rows."""
+    one = {w.shape[1]: torch.randn(1, w.shape[1]) for w in weights}
+    traffic = timed(lambda: [torch.nn.functional.linear(one[w.shape[1]], w) for w in weights], 5)
+    flops = sum(2 * rows * w.numel() for w in weights)
+    return traffic, flops / peak
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=16)
+    parser.add_argument("--new", type=int, default=48)
+    parser.add_argument("--model", default="embedded:SmolLM2-135M-Instruct")
+    args = parser.parse_args()
+    import tempfile
+    from pathlib import Path
+
+    from rlvr.config import load_config
+    from rlvr.recipes import stages
+    from rlvr.recipes.grpo import _close, setup, update
+    from rlvr.rollout.base import SamplingParams
+
+    config = load_config(None, [f"model.name_or_path={args.model}", "task.one_shot=false", "reward.workers=0",
+                                f"rollout.prompts_per_step={args.rows // 8}", "rollout.group_size=8",
+                                f"rollout.max_new_tokens={args.new}", f"optimizer.micro_batch_size={args.rows}",
+                                "eval.at_end=false", f"output_dir={tempfile.mkdtemp()}"])
+    run = setup(config, Path(tempfile.mkdtemp()) / "run")
+    try:
+        params = sum(p.numel() for p in run.policy.parameters())
+        peak = gemm_peak()
+        traffic, matmul = decode_bound(linears(run.policy), args.rows, peak)
+        engine = run.engine
+        prompts = list(itertools.islice(run.prompt_stream, args.rows // 8))
+        ids, mask = engine.encode(prompts)
+        stops, engine.stop_ids = engine.stop_ids, [10 ** 9]  # every row decodes every step
+        step = timed(lambda: engine.sample(ids, mask, 8, SamplingParams(1.0, 1.0, args.new, seed=1)), 2) / args.new
+        engine.stop_ids = stops
+        bound = traffic + matmul
+        print(f"decode step ({args.rows} rows, {args.new} tokens): {step * 1e3:.0f} ms; bound {bound * 1e3:.0f} ms "
+              f"(weight traffic {traffic * 1e3:.0f} + matmul {matmul * 1e3:.0f} at {peak / 1e9:.0f} GFLOP/s); "
+              f"ratio {step / bound:.2f} (goal <= 1.5)")
+        drawn = stages.draw_batch(run, SamplingParams(1.0, 1.0, args.new, seed=2))
+        rollouts = drawn.rollouts
+        old, ref = stages.scoring_logprobs(run, rollouts)
+        stages.finish_scoring(run, drawn)
+        advantages = torch.randn(rollouts.size)  # the update's cost does not depend on the values
+        batch = stages.make_train_batch(run, rollouts, advantages, old, ref)
+        # the same batch is updated on 5 times (2 warm-up): no engine-agreement check between them
+        run.update_settings = dataclasses.replace(run.update_settings, correction=None)
+        seconds = timed(lambda: update(run, batch), 3, warmup=2)  # the first updates allocate AdamW's moments
+        tokens = int(rollouts.prompt_mask.sum()) + int(rollouts.completion_mask.sum())
+        rate = 6 * params * tokens / seconds
+        print(f"update ({rollouts.size} completions, {tokens} useful tokens): {seconds:.2f} s = "
+              f"{rate / 1e9:.0f} GFLOP/s useful, {rate / peak:.0%} of the matmul peak (goal >= 70%)")
+    finally:
+        _close(run)
+
+
+if __name__ == "__main__":
+    main()

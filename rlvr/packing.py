@@ -1,0 +1,129 @@
+"""Packing a micro-batch's real tokens into one sequence without padding (issue #12, item 3).
+
+Layout: for each distinct prompt of the micro-batch, the prompt once (its real tokens, left padding dropped),
+then each of its completion rows' tokens; all of it one sequence. A block mask lets a token attend to
+- a prompt token: of its own prompt, at an earlier or equal position, and
+- a completion token: of its own row, at an earlier or equal position,
+so each completion sees exactly what it sees when concatenated to its prompt and run alone, and positions
+restart at 0 for each prompt (as position_ids_from_mask gives them for left-padded rows).
+
+Only the hidden states that predict a completion token are read back: for token t of a row, the state of token
+t - 1 of that row, or the last prompt token's for t = 0. The row's last token predicts nothing, so it is left out
+of the packed inputs. Index bookkeeping only; no model code here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Packed:
+    input_ids: torch.Tensor  # [1, T] each distinct prompt, then its completions' tokens, without padding
+    positions: torch.Tensor  # [1, T] position of each token within its own prompt + completion
+    allowed: torch.Tensor  # [1, T, T] bool: query t may attend key u
+    state_index: torch.Tensor  # [N] for each real completion token (row-major over the mask): the index into the
+    # [T] hidden states of the state that predicts it
+
+    @property
+    def tokens(self) -> int:
+        return int(self.input_ids.numel())
+
+
+def is_prefix_mask(completion_mask: torch.Tensor) -> bool:
+    """[B, C] -> does every row's mask read 1...1 0...0? (Packing reads row i's tokens as its first n_i.)"""
+    m = completion_mask.bool()
+    return bool((m[:, 1:] <= m[:, :-1]).all()) if m.shape[1] > 1 else True
+
+
+def packed_tokens(prompt_mask: torch.Tensor, rows: torch.Tensor, completion_mask: torch.Tensor) -> int:
+    """Real tokens `pack` would lay out (to cut a micro-batch into packs of bounded size first)."""
+    lengths = completion_mask.sum(dim=1)
+    return int(prompt_mask[torch.unique(rows)].sum() + (lengths - 1).clamp(min=0).sum())
+
+
+@dataclass
+class _Sequence:
+    """One distinct prompt's sequence while it is being laid out."""
+    ids: list[torch.Tensor]
+    positions: list[torch.Tensor]
+    owner: list[torch.Tensor]  # -1 for prompt tokens, else the completion row
+
+    @property
+    def length(self) -> int:
+        return sum(t.numel() for t in self.ids)
+
+
+def _layout(prompt_ids, prompt_mask, rows, completion_ids, completion_mask):
+    """-> (sequences by prompt, [(sequence, offset)] of each real completion token's predicting state)."""
+    device = completion_ids.device
+    sequences: dict[int, _Sequence] = {}
+    for p in torch.unique(rows).tolist():
+        real = prompt_ids[p][prompt_mask[p].bool()]
+        n = real.numel()
+        sequences[p] = _Sequence([real], [torch.arange(n, device=device)], [torch.full((n,), -1, device=device)])
+    states: list[tuple[int, torch.Tensor]] = []
+    order = {p: k for k, p in enumerate(sequences)}
+    for i, n in enumerate(completion_mask.sum(dim=1).long().tolist()):
+        if n == 0:
+            continue
+        p = int(rows[i])
+        seq, start = sequences[p], int(prompt_mask[p].sum())
+        offset = seq.length
+        states.append((order[p], torch.cat([torch.tensor([start - 1], device=device),
+                                            offset + torch.arange(n - 1, device=device)])))
+        seq.ids.append(completion_ids[i, :n - 1])  # the last token predicts nothing we score
+        seq.positions.append(start + torch.arange(n - 1, device=device))
+        seq.owner.append(torch.full((n - 1,), i, device=device))
+    return list(sequences.values()), states
+
+
+def pack(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, rows: torch.Tensor, completion_ids: torch.Tensor,
+         completion_mask: torch.Tensor) -> Packed:
+    """prompt_ids/mask [P, Lp] (left-padded), rows [B] (each completion's prompt row), completion_ids/mask [B, C]
+    (masks are prefixes: is_prefix_mask) -> the packed layout: each distinct prompt followed by its completions,
+    all in one sequence. (One padded sequence per prompt was measured slower on the benchmark's batch: the
+    padding cost more in the matrix products than the smaller attention squares saved.)"""
+    sequences, states = _layout(prompt_ids, prompt_mask, rows, completion_ids, completion_mask)
+    device = completion_ids.device
+    starts = torch.tensor([0] + [seq.length for seq in sequences], device=device).cumsum(dim=0)
+    segment = torch.cat([torch.full((seq.length,), k, device=device) for k, seq in enumerate(sequences)])
+    position = torch.cat([t for seq in sequences for t in seq.positions])
+    owner = torch.cat([t for seq in sequences for t in seq.owner])
+    causal = position[None, :] <= position[:, None]  # [T, T] key position <= query position
+    own_row_or_prompt = (owner[None, :] == -1) | (owner[None, :] == owner[:, None])
+    allowed = (segment[None, :] == segment[:, None]) & causal & own_row_or_prompt
+    index = [int(starts[k]) + offsets for k, offsets in states]
+    state_index = torch.cat(index) if index else torch.zeros(0, dtype=torch.long, device=device)
+    return Packed(input_ids=torch.cat([t for seq in sequences for t in seq.ids])[None], positions=position[None],
+                  allowed=allowed[None], state_index=state_index)
+
+
+def additive_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """[1, T, T] bool -> [1, 1, T, T] additive mask (0 where allowed, the dtype's lowest value elsewhere), the form
+    every attention implementation of transformers accepts as a ready 4D mask (eager adds it to the scores)."""
+    lowest = torch.finfo(dtype).min
+    return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(~allowed, lowest)[:, None]
+
+
+def row_groups(prompt_mask: torch.Tensor, rows: torch.Tensor, completion_mask: torch.Tensor, budget: int
+               ) -> list[torch.Tensor]:
+    """Row indices cut, in order, into consecutive runs whose packs hold at most `budget` tokens each (a single row
+    over the budget is a pack of its own)."""
+    lengths = (completion_mask.sum(dim=1) - 1).clamp(min=0).tolist()
+    prompt_lengths = prompt_mask.sum(dim=1).tolist()
+    groups, current, seen, size = [], [], set(), 0
+    for i, n in enumerate(lengths):
+        p = int(rows[i])
+        extra = n + (0 if p in seen else prompt_lengths[p])
+        if current and size + extra > budget:
+            groups.append(current)
+            current, seen, size = [], set(), 0
+            extra = n + prompt_lengths[p]
+        current.append(i)
+        seen.add(p)
+        size += extra
+    if current:
+        groups.append(current)
+    return [torch.tensor(g, dtype=torch.long, device=rows.device) for g in groups]

@@ -1,6 +1,8 @@
 """Out of memory in a micro-batch (issue #9): torch.OutOfMemoryError, raised for real by the embedding layer
-whenever a forward carries more than 2 rows, makes the step run again with half the micro-batch; the result
-is bit-identical to a step run at that size from the start. The CPU allocator's failure gets a clear message."""
+whenever a forward carries more tokens than a 2-row micro-batch does, makes the step run again with half the
+micro-batch; the result is bit-identical to a step run at that size from the start. The CPU allocator's failure
+gets a clear message. Tokens, not rows, are counted: the training forward is packed (issue #12), one [1, T]
+sequence per micro-batch, and memory grows with T."""
 from __future__ import annotations
 
 import copy
@@ -12,18 +14,33 @@ from rlvr.update import MicroBatchOutOfMemory, train_step
 from test_update import make_batch, settings, tiny_llama  # the hand-built batch of the update tests
 
 
-def _fail_above(model, rows: int, error: Exception) -> None:
+def _fail_above(model, tokens: int, error: Exception) -> None:
     def hook(module, args):
-        if args[0].shape[0] > rows:
+        if args[0].numel() > tokens:
             raise error
     model.get_input_embeddings().register_forward_pre_hook(hook)
+
+
+def _largest_forward(model, batch, micro_batch_size: int) -> int:
+    """Tokens in the largest forward of a step at this micro-batch size (run on a copy)."""
+    seen = [0]
+    probe = copy.deepcopy(model)
+    probe.get_input_embeddings().register_forward_pre_hook(lambda m, a: seen.append(a[0].numel()))
+    train_step(probe, batch, torch.optim.AdamW(probe.parameters(), lr=1e-2), settings(micro_batch_size))
+    return max(seen)
+
+
+def _fail_above_two_rows(model, batch, error: Exception) -> None:
+    two, four = _largest_forward(model, batch, 2), _largest_forward(model, batch, 4)
+    assert four > two  # otherwise the injected failure could not tell the sizes apart
+    _fail_above(model, two, error)
 
 
 def test_oom_retries_with_half_the_micro_batch_and_matches_that_size():
     model = tiny_llama()
     batch = make_batch(model, with_ref=True, with_old=False)
     clean = copy.deepcopy(model)
-    _fail_above(model, 2, torch.OutOfMemoryError("CUDA out of memory (injected)"))
+    _fail_above_two_rows(model, batch, torch.OutOfMemoryError("CUDA out of memory (injected)"))
     stats = train_step(model, batch, torch.optim.AdamW(model.parameters(), lr=1e-2), settings(4))
     reference = train_step(clean, batch, torch.optim.AdamW(clean.parameters(), lr=1e-2), settings(2))
     assert stats.micro_batch_size == 2 and reference.micro_batch_size == 2 and stats.skipped == 0.0
@@ -55,7 +72,7 @@ def test_oom_on_one_of_several_ranks_stops_instead_of_retrying():
 
     model = tiny_llama()
     batch = make_batch(model, with_ref=True, with_old=False)
-    _fail_above(model, 2, torch.OutOfMemoryError("CUDA out of memory (injected)"))
+    _fail_above_two_rows(model, batch, torch.OutOfMemoryError("CUDA out of memory (injected)"))
     from dataclasses import replace
 
     with pytest.raises(MicroBatchOutOfMemory, match="one of several ranks: lower optimizer.micro_batch_size"):

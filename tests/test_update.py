@@ -97,7 +97,9 @@ def test_micro_batch_size_does_not_change_the_step(with_old: bool) -> None:
     for m in (1, 2, 3):
         policy, stats = results[m]
         for name, p in policy.named_parameters():
-            torch.testing.assert_close(p, dict(full.named_parameters())[name], rtol=0, atol=1e-5, msg=name)
+            # rtol: with the far old policy (mu > 1) the loss is ~24 and SGD(lr=1) moves weights by up to ~89,
+            # where one float32 step is 7.6e-6; the packed forward (issue #12) sums in another order per size.
+            torch.testing.assert_close(p, dict(full.named_parameters())[name], rtol=1e-6, atol=1e-5, msg=name)
         # loss terms are sums of micro-batch values divided by the global count, so they add up
         for key in ("loss", "policy_loss", "kl", "entropy", "grad_norm"):
             assert getattr(stats, key) == pytest.approx(getattr(full_stats, key), rel=1e-5, abs=1e-6), key

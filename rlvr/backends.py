@@ -56,7 +56,7 @@ def build_reward_service(config: RunConfig, rewarder: Rewarder) -> Any:
     from rlvr.rewards import reward_functions
 
     r = config.reward
-    if config.ray.enabled:
+    if config.ray.enabled and config.ray.trainer_ranks == 1:  # Ray trainer ranks score in-process, as torchrun's
         from rlvr.cluster.ray_backend import RayRewardService
 
         return RayRewardService.start(config, reward_functions(rewarder))

@@ -36,10 +36,21 @@ def run_config(args: argparse.Namespace) -> RunConfig:
 
 def cmd_train(args: argparse.Namespace) -> int:
     config = run_config(args)
+    if config.ray.trainer_ranks > 1:  # issue #11, item 5: this process drives N Ray trainer-rank actors, each of
+        from rlvr.cluster.trainers import drive_trainer_ranks, drives_ranks  # which runs this very command
+
+        if drives_ranks(config.ray.trainer_ranks):
+            return drive_trainer_ranks(config, train_argv(args))
     from rlvr.recipes.grpo import train
 
     train(config)
     return 0
+
+
+def train_argv(args: argparse.Namespace) -> list[str]:
+    """The `rlvr train` command line that `args` was parsed from (what each Ray trainer rank runs again)."""
+    resume = ["--resume", args.resume] if args.resume else []
+    return ["train", *([args.config] if args.config else []), *args.overrides, *resume]
 
 
 def _config_from_args(first: str | None, overrides: list[str]) -> RunConfig:

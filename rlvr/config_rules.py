@@ -12,20 +12,27 @@ if TYPE_CHECKING:
 
 def run_config_problems(c: "RunConfig") -> list[str]:
     return [*_batch_problems(c), *_task_problems(c), *_algorithm_problems(c), *_correction_problems(c),
-            *_lora_problems(c), *_engine_problems(c)]
+            *_lora_problems(c), *_engine_problems(c), *_ray_trainer_problems(c)]
 
 
 def _engine_problems(c: "RunConfig") -> list[str]:
-    e, own_weights = c.rollout.engine, c.rollout.engine.kind != "hf" or c.ray.enabled
+    # Ray trainer ranks keep the in-process engine (issue #11, item 5), which shares the policy's weights
+    ray_engine = c.ray.enabled and c.ray.trainer_ranks == 1
+    e, own_weights = c.rollout.engine, c.rollout.engine.kind != "hf" or ray_engine
     if e.max_staleness and not own_weights:
         return ["rollout.engine.max_staleness=1 needs an engine with its own weights (rollout.engine.kind=hf_process "
-                "or vllm, or ray.enabled=true): the in-process hf engine is the policy the update is changing"]
+                "or vllm, or ray.enabled=true with ray.trainer_ranks=1): the in-process hf engine is the policy the "
+                "update is changing"]
     if e.max_staleness and e.kind == "vllm" and e.vllm_mode == "colocate":
         return ["rollout.engine.max_staleness=1 with vllm_mode=colocate: the colocated engine shares the trainer's GPU "
                 "and sleeps during the update, so nothing would overlap; use max_staleness=0 (or an engine of its own)"]
     if e.max_staleness and (c.rollout.dynamic_sampling.enabled or c.curriculum.enabled):
         return ["rollout.engine.max_staleness=1 cannot be combined with dynamic sampling or the curriculum yet: both "
                 "choose the next prompts from the rewards of the batch still being scored"]
+    if e.kind == "vllm" and e.vllm_mode == "server" and not (e.vllm_server_url or "").startswith(("http://",
+                                                                                                  "https://")):
+        return [f"rollout.engine.vllm_mode=server needs rollout.engine.vllm_server_url=http://host:port of a running "
+                f"`VLLM_SERVER_DEV_MODE=1 vllm serve` (got {e.vllm_server_url!r})"]
     if e.kind == "vllm" and c.model.lora.enabled:
         return ["model.lora with rollout.engine.kind=vllm is not supported yet (vLLM would need its own LoRA adapter "
                 "sync); hf_process and ray.enabled receive the merged weights after every step"]
@@ -35,6 +42,26 @@ def _engine_problems(c: "RunConfig") -> list[str]:
     if c.ray.enabled and e.kind != "hf":
         return [f"ray.enabled=true runs the transformers engine in a Ray actor; rollout.engine.kind={e.kind} cannot "
                 f"be combined with it yet (leave it at hf)"]
+    return []
+
+
+def _ray_trainer_problems(c: "RunConfig") -> list[str]:
+    """Trainer ranks as Ray actors (issue #11, item 5): what rlvr/cluster/trainers.py cannot place or run."""
+    r = c.ray
+    if r.trainer_ranks == 1:
+        return []
+    if not r.enabled:
+        return [f"ray.trainer_ranks={r.trainer_ranks} starts the trainer ranks as Ray actors: set ray.enabled=true "
+                "(or launch the ranks with torchrun and leave ray.trainer_ranks=1)"]
+    if r.trainer_gpus not in (0, 1):
+        return [f"ray.trainer_gpus={r.trainer_gpus:g} must be 0 or 1: each trainer rank drives one GPU "
+                "(LOCAL_RANK's device), as under torchrun"]
+    if c.model.device.startswith("cuda") and r.trainer_gpus == 0:
+        return [f"model.device={c.model.device} with ray.trainer_gpus=0: Ray hides the GPUs from an actor that "
+                "reserved none; set ray.trainer_gpus=1"]
+    if r.trainer_gpus and not c.model.device.startswith("cuda"):
+        return [f"ray.trainer_gpus=1 with model.device={c.model.device}: each rank would hold a GPU and train on "
+                "the CPU; set model.device=cuda"]
     return []
 
 

@@ -77,17 +77,32 @@ class EngineConfig(_Section):
         "colocate", description="colocate: vLLM in the trainer process, slept during the update | server: a "
                                 "separate `vllm serve` at vllm_server_url, weights sent over NCCL")
     vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1, description="colocate: vLLM's share of GPU memory")
-    vllm_server_url: str | None = Field(None, description="server mode: http://host:port of the vLLM server")
+    vllm_server_url: str | None = Field(None, description="server mode: http://host:port of the vLLM server "
+                                                          "(`VLLM_SERVER_DEV_MODE=1 vllm serve ...`, see README)")
+    vllm_request_timeout_s: float = Field(600.0, gt=0, description="server mode: the longest one HTTP call to the "
+                                                                   "server (a generation, a weight update) may take "
+                                                                   "before it is an error")
     vllm_sleep: bool = Field(True, description="colocate: free vLLM's KV cache and weights during the update")
 
 
 class RayConfig(_Section):
-    """Ray for several machines (issue #11, item 5): the rollout engine and the verifier workers become Ray actors.
-    `pip install 'rlvr[ray]'`. No algorithm code runs in the Ray layer."""
+    """Ray for several machines (issue #11, item 5): with trainer_ranks=1 the rollout engine and the verifier workers
+    become Ray actors (the trainer is the driver); with trainer_ranks=N the N trainer ranks become Ray actors, each
+    with its own in-process engine and verifiers, as under torchrun. `pip install 'rlvr[ray]'`. No algorithm code
+    runs in the Ray layer."""
 
-    enabled: bool = Field(False, description="run the rollout engine and the verifiers as Ray actors")
+    enabled: bool = Field(False, description="run on Ray: the rollout engine and the verifiers as actors, or with "
+                                             "trainer_ranks > 1 the trainer ranks")
     address: str | None = Field(None, description="None: start a local Ray cluster | 'auto' or ray://host:port: join "
                                                   "an existing one")
     verifier_actors: int = Field(2, ge=1, description="Ray actors that run the verifiers")
     engine_cpus: float = Field(1.0, gt=0, description="CPUs reserved for the rollout engine actor")
     engine_gpus: float = Field(0.0, ge=0, description="GPUs reserved for the rollout engine actor")
+    trainer_ranks: int = Field(1, ge=1, description="1: the trainer is the `rlvr train` process | N > 1: N trainer "
+                                                    "ranks as Ray actors in one placement group (torch.distributed "
+                                                    "with distributed.strategy, as torchrun's N ranks)")
+    trainer_cpus: float = Field(1.0, gt=0, description="CPUs reserved for each trainer-rank actor")
+    trainer_gpus: float = Field(0.0, ge=0, description="GPUs reserved for each trainer-rank actor: 0 or 1 (one GPU "
+                                                       "per rank, as torchrun)")
+    trainer_start_timeout_s: float = Field(600.0, gt=0, description="deadline to place the trainer ranks and "
+                                                                    "start their actors (busy cluster: an error)")

@@ -265,6 +265,9 @@ def test_worked_ray_config_loads_as_shipped():
     (["rollout.engine.max_staleness=2"], ["max_staleness"]),
     (["ray.address=auto"], ["ray.enabled=false", "ignore the cluster"]),
     (["rollout.engine.kind=vllm", "rollout.engine.max_staleness=1"], ["vllm_mode=colocate", "nothing would overlap"]),
+    (["rollout.engine.kind=vllm", "rollout.engine.vllm_mode=server"], ["vllm_server_url=http://host:port", "None"]),
+    (["rollout.engine.kind=vllm", "rollout.engine.vllm_mode=server", "rollout.engine.vllm_server_url=localhost:8000"],
+     ["vllm_server_url=http://host:port", "'localhost:8000'"]),
 ])
 def test_engine_combinations_that_cannot_run_are_one_error(overrides, words):
     message = config_error(None, overrides)
@@ -280,3 +283,47 @@ def test_engines_with_their_own_weights_are_refused_under_torchrun():
     found = problems(load_config(None, ["rollout.engine.kind=hf_process"]), two_ranks)
     assert len(found) == 1 and "rollout.engine.kind=hf_process" in found[0]
     assert problems(load_config(None, ["rollout.engine.kind=hf_process"]), DistContext(0, 1, 0, None)) == []
+
+
+# ---------------------------------------------------------------- trainer ranks as Ray actors (issue #11, item 5)
+RAY_RANKS = ["ray.enabled=true", "ray.trainer_ranks=2"]
+
+
+@pytest.mark.parametrize("overrides, words", [
+    (["ray.trainer_ranks=2"], ["ray.trainer_ranks=2", "ray.enabled=true", "torchrun"]),
+    ([*RAY_RANKS, "ray.trainer_gpus=0.5"], ["ray.trainer_gpus=0.5", "0 or 1"]),
+    ([*RAY_RANKS, "model.device=cuda"], ["model.device=cuda", "ray.trainer_gpus=1"]),
+    ([*RAY_RANKS, "ray.trainer_gpus=1"], ["model.device=cpu", "set model.device=cuda"]),
+    # each Ray rank samples in-process (its engine is the policy): nothing to overlap with the update
+    ([*RAY_RANKS, "rollout.engine.max_staleness=1"], ["max_staleness=1", "ray.trainer_ranks=1"]),
+    ([*RAY_RANKS, "rollout.engine.kind=hf_process"], ["rollout.engine.kind=hf_process", "leave it at hf"]),
+    (["ray.trainer_ranks=0"], ["ray.trainer_ranks"]),
+])
+def test_ray_trainer_rank_settings_that_cannot_run_are_one_error(overrides, words):
+    message = config_error(None, overrides)
+    assert all(w in message for w in words), message
+
+
+def test_ray_trainer_ranks_pass_the_rank_checks_that_ray_engines_fail():
+    from rlvr.distributed.checks import problems
+    from rlvr.distributed.context import DistContext
+
+    two_ranks = DistContext(0, 2, 0, "gloo")
+    ranks = load_config(None, [*RAY_RANKS, "ray.trainer_cpus=4", "ray.trainer_gpus=1", "model.device=cuda"])
+    assert ranks.ray.trainer_gpus == 1 and problems(ranks, two_ranks) == []
+    # ray.enabled with trainer_ranks=1 means a Ray engine actor: still refused under several ranks
+    found = problems(load_config(None, ["ray.enabled=true"]), two_ranks)
+    assert len(found) == 1 and "ray.trainer_ranks=1" in found[0]
+
+
+def test_worked_ray_trainers_config_loads_as_shipped():
+    from pathlib import Path
+
+    from rlvr.distributed.checks import problems
+    from rlvr.distributed.context import DistContext
+
+    path = Path(__file__).resolve().parent.parent / "configs" / "cluster" / "ray_trainers.yaml"
+    config = load_config(str(path))
+    r = config.ray
+    assert r.enabled and r.address == "auto" and (r.trainer_ranks, r.trainer_gpus) == (4, 1)
+    assert config.distributed.strategy == "fsdp2" and problems(config, DistContext(0, 4, 0, None)) == []

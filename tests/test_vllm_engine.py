@@ -163,8 +163,6 @@ def test_missing_vllm_is_one_clear_error(monkeypatch):
 def test_build_errors(monkeypatch):
     from rlvr.rollout.vllm import build_vllm_engine
 
-    with pytest.raises(VLLMError, match="vllm_mode=server is not implemented yet"):
-        build_vllm_engine(vllm_config("rollout.engine.vllm_mode=server"), None, None)
     monkeypatch.setitem(sys.modules, "vllm", fake_vllm("0.9.2"))
     with pytest.raises(VLLMError, match="too old"):
         build_vllm_engine(vllm_config(), None, None)
@@ -175,6 +173,39 @@ def test_build_errors(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     with pytest.raises(VLLMError, match="without temperature"):
         build_vllm_engine(vllm_config("rollout.temperature=0.7"), None, None)
+    server = ("rollout.engine.vllm_mode=server", "rollout.engine.vllm_server_url=http://127.0.0.1:9")
+    with pytest.raises(VLLMError, match=r"vllm_mode=server needs vLLM >= 0\.22 on the trainer"):  # no weight_transfer
+        build_vllm_engine(vllm_config(*server), None, None)
+
+
+def fake_weight_transfer(monkeypatch, packed_on: str) -> None:
+    """vllm.distributed.weight_transfer.nccl_engine with its info dataclasses as before 0.28 (`packed` on the
+    update info) or since (on the init info)."""
+    from dataclasses import make_dataclass
+
+    module = types.ModuleType("vllm.distributed.weight_transfer.nccl_engine")
+    base = [("master_address", str), ("master_port", int), ("rank_offset", int), ("world_size", int)]
+    update = [("names", list), ("dtype_names", list), ("shapes", list)]
+    module.NCCLWeightTransferInitInfo = make_dataclass("Init", base + ([("packed", bool)] if packed_on == "init"
+                                                                       else []))
+    module.NCCLWeightTransferUpdateInfo = make_dataclass("Update", update + ([("packed", bool)]
+                                                                             if packed_on == "update" else []))
+    package = types.ModuleType("vllm.distributed.weight_transfer")
+    package.nccl_engine = module
+    for name, value in [("vllm.distributed", types.ModuleType("vllm.distributed")),
+                        ("vllm.distributed.weight_transfer", package), (module.__name__, module)]:
+        monkeypatch.setitem(sys.modules, name, value)
+
+
+@pytest.mark.parametrize("packed_on", ["update", "init"])
+def test_the_nccl_sender_puts_the_packed_flag_where_the_installed_vllm_reads_it(monkeypatch, packed_on):
+    from rlvr.rollout.vllm_weights import NCCLWeightSender
+
+    monkeypatch.setitem(sys.modules, "vllm", fake_vllm("0.29.0" if packed_on == "init" else "0.25.0"))
+    fake_weight_transfer(monkeypatch, packed_on)
+    sender = NCCLWeightSender()
+    assert sender.init_fields == ({"packed": False} if packed_on == "init" else {})
+    assert sender.update_fields == ({"packed": False} if packed_on == "update" else {})
 
 
 # --- the engine's glue, with a stand-in vllm.LLM that holds its own transformers copy of the weights ---

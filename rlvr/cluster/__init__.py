@@ -1,10 +1,14 @@
-"""Ray for several machines (issue #11, item 5): the rollout engine and the verifiers run as Ray actors, placed
-anywhere on a Ray cluster, while the trainer stays the driver process.
+"""Ray for several machines (issue #11, item 5). Two layouts, chosen by ray.trainer_ranks:
+
+- trainer_ranks=1: the rollout engine and the verifiers run as Ray actors placed anywhere on the cluster, while
+  the trainer stays the driver process (ray_backend.py, ray_rewards.py).
+- trainer_ranks=N: the `rlvr train` process is a thin driver of N trainer-rank actors in one placement group;
+  each runs `rlvr train` as a torchrun rank would, with its in-process engine and verifiers (trainers.py).
 
 - session.py: join a cluster (`ray.address`) or start one sized to this machine; shut down only what we started.
 - ray_backend.py: `RayEngine`, a SyncedEngine whose weights live in an actor (rlvr/rollout/host.py EngineHost).
 - ray_rewards.py: `RayRewardService`, the verifier pool of rlvr/reward_service.py with actors for processes.
+- trainers.py: the trainer ranks as actors: placement, torchrun's rendezvous environment, waiting, stopping.
 
-Trainer ranks as Ray actors are out of scope: the trainer is the driver, and several trainer ranks are
-launched with torchrun (rlvr/distributed). No algorithm code lives here: this layer only places existing
-pieces (EngineHost, build_verifiers, safe_verify, combine) and moves their inputs and outputs."""
+No algorithm code lives here: this layer only places existing pieces (EngineHost, build_verifiers, safe_verify,
+combine, the `rlvr train` command) and moves their inputs and outputs."""

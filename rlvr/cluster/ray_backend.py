@@ -4,7 +4,8 @@ driver) pushes its parameters through the object store after every update; sampl
 (SamplingParams.seed), so the actor draws exactly the completions the in-process engine would.
 
 Every call waits with a deadline: a dead actor, a timeout or an error inside the actor is one RayBackendError,
-never a hang. Trainer ranks as Ray actors are out of scope (the trainer is the driver; torchrun runs several)."""
+never a hang. Used when the trainer is the driver (ray.trainer_ranks=1); Ray trainer ranks (trainers.py) each keep
+an in-process engine, as torchrun's ranks do."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any

@@ -71,14 +71,15 @@ def release() -> None:
             ray.shutdown()
 
 
-def check_resources(ray: Any, needs: dict[str, float], what: str) -> None:
+def check_resources(ray: Any, needs: dict[str, float], what: str,
+                    settings: str = "ray.engine_cpus / engine_gpus") -> None:
     """Refuse at once what the cluster can never place (an actor asking for a GPU on a CPU-only cluster would
     otherwise wait for one forever)."""
     have = ray.cluster_resources()
     missing = {k: v for k, v in needs.items() if v > 0 and have.get(k, 0.0) < v}
     if missing:
         raise RayBackendError(f"{what} needs {missing} but the Ray cluster has only "
-                              f"{ {k: have.get(k, 0.0) for k in missing} } in all (ray.engine_cpus / engine_gpus)")
+                              f"{ {k: have.get(k, 0.0) for k in missing} } in all ({settings})")
 
 
 def get(ray: Any, ref: Any, timeout_s: float, what: str, on_error: Callable[[], None] | None = None) -> T:

@@ -39,9 +39,11 @@ def problems(config: "RunConfig", ctx: DistContext) -> list[str]:
                    f"critic: not supported with {n} ranks yet; use grpo, dr_grpo or rloo")
     if config.model.lora.enabled:
         out.append(f"model.lora is not supported with {n} ranks yet; run LoRA in one process")
-    if config.rollout.engine.kind != "hf" or config.ray.enabled:
-        out.append(f"rollout.engine.kind={config.rollout.engine.kind} / ray.enabled: with {n} torchrun ranks each "
-                   "rank samples with the in-process engine (rollout.engine.kind=hf) for now")
+    # Ray trainer ranks (ray.trainer_ranks=N, rlvr/cluster/trainers.py) sample in-process like torchrun's ranks;
+    # only the Ray engine/verifier actors of a trainer_ranks=1 run are refused here
+    if config.rollout.engine.kind != "hf" or (config.ray.enabled and config.ray.trainer_ranks == 1):
+        out.append(f"rollout.engine.kind={config.rollout.engine.kind} / ray.enabled with ray.trainer_ranks=1: with "
+                   f"{n} torchrun ranks each rank samples with the in-process engine (rollout.engine.kind=hf) for now")
     if config.model.device.startswith("cuda") and d.backend == "gloo":
         out.append("distributed.backend=gloo with model.device=cuda: use backend nccl (or auto) on GPUs")
     return out

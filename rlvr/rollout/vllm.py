@@ -4,7 +4,7 @@ Written against vLLM 0.11.0 (V1 engine) and its documented offline API, which la
 enable_sleep_mode, gpu_memory_utilization, logprobs_mode, worker_extension_cls)`, `LLM.generate` on token-id prompts,
 `LLM.sleep(level=1)` / `LLM.wake_up()`, `LLM.collective_rpc`, `LLM.reset_prefix_cache`, and `vllm.SamplingParams(n,
 temperature, top_p, max_tokens, seed, stop_token_ids, logprobs, prompt_logprobs, detokenize)`. vLLM >= 0.10.2 is
-required (vllm_convert.MIN_VLLM_VERSION). This is the only module of rlvr that imports vllm.
+required (vllm_convert.MIN_VLLM_VERSION). Only this module and vllm_weights.py's NCCL sender import vllm.
 
 Log-probs. The sampling log-probs must be those of the distribution each token was drawn from (after temperature
 and top-p), which is what the update's importance ratio and rollout correction compare against (correction.py).
@@ -20,7 +20,9 @@ installed vLLM has it and is otherwise one clear error, never a silently wrong p
 Modes (config.rollout.engine.vllm_mode). colocate: vllm.LLM in the trainer's process on the same GPU, asleep
 (level 1: weights to host memory, KV cache freed) from the end of each generate until the next sync or generate, so
 the update has the memory; weights are pushed by a worker extension that loads the trainer's named parameters with
-the model's own `load_weights` (HF names; vLLM fuses q/k/v and gate/up itself). server: not implemented yet.
+the model's own `load_weights` (HF names; vLLM fuses q/k/v and gate/up itself). server: a separate `vllm serve`
+driven over HTTP, weights sent with vLLM's native NCCL weight-transfer API (rollout/vllm_server.py and
+vllm_weights.py, which import vllm only inside the NCCL sender).
 """
 from __future__ import annotations
 
@@ -32,10 +34,11 @@ from typing import Any
 import torch
 
 from rlvr.rollout.base import SamplingParams
-from rlvr.rollout.hf import render_prompts, stop_token_ids
+from rlvr.rollout.hf import stop_token_ids
 from rlvr.rollout.host import synced_parameters
-from rlvr.rollout.vllm_convert import (VLLMError, check_vllm_version, completion_logprobs, request_seeds,
-                                       rollout_from_outputs, scoring_requests, unpadded_prompts)
+from rlvr.rollout.vllm_convert import (UNTEMPERED_PROMPT_LOGPROBS, VLLMError, check_vllm_version,
+                                       completion_logprobs, encode_prompts, request_seeds, rollout_from_outputs,
+                                       scoring_requests, unpadded_prompts)
 from rlvr.types import Prompt, RolloutBatch
 
 SYNC_TIMEOUT_S = 600.0  # a weight load that takes longer than this is a hung worker, not a slow copy
@@ -100,10 +103,7 @@ class VLLMEngine:
             self.asleep = True
 
     def encode(self, prompts: list[Prompt]) -> tuple[torch.Tensor, torch.Tensor]:
-        """[N, P] left-padded ids and mask, tokenized exactly as HFRolloutEngine.encode does."""
-        encoded = self.tokenizer(render_prompts(self.tokenizer, prompts), return_tensors="pt", padding=True,
-                                 add_special_tokens=False)
-        return encoded["input_ids"].to(self.device), encoded["attention_mask"].to(self.device)
+        return encode_prompts(self.tokenizer, prompts, self.device)
 
     def _sampling_params(self, group_size: int, sampling: SamplingParams, seed: int | None) -> Any:
         return self.vllm.SamplingParams(
@@ -144,7 +144,7 @@ class VLLMEngine:
         read from vLLM's prompt log-probs of prompt+completion."""
         tempered = abs(temperature - 1.0) > 1e-6
         if tempered and not self.scores_tempered:
-            raise VLLMError(_UNTEMPERED_PROMPT_LOGPROBS.format(temperature=temperature))
+            raise VLLMError(UNTEMPERED_PROMPT_LOGPROBS.format(temperature=temperature))
         extra = {"prompt_logprobs_temperature": temperature} if self.scores_tempered else {}
         params = self.vllm.SamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=0, detokenize=False, **extra)
         requests = [{"prompt_token_ids": ids} for ids in scoring_requests(rollouts)]
@@ -168,13 +168,6 @@ class VLLMEngine:
             torch.cuda.empty_cache()
 
 
-_UNTEMPERED_PROMPT_LOGPROBS = (
-    "the installed vLLM computes prompt log-probs without temperature, so the post-sync agreement probe cannot score "
-    "at rollout.temperature={temperature}: set rollout.temperature=1.0, or rollout.engine.agreement_rows=0 (no probe; "
-    "a sync that did not apply is then not caught), or install a vLLM whose SamplingParams has "
-    "prompt_logprobs_temperature")
-
-
 def _check_supported(config, vllm: Any) -> None:
     """Refuse, before the engine takes the GPU, what it cannot do for this config."""
     e = config.rollout.engine
@@ -183,20 +176,25 @@ def _check_supported(config, vllm: Any) -> None:
                         "False); use rollout.engine.kind=hf or hf_process on CPU")
     tempered = abs(config.rollout.temperature - 1.0) > 1e-6
     if e.agreement_rows > 0 and tempered and not _prompt_temperature_supported(vllm):
-        raise VLLMError(_UNTEMPERED_PROMPT_LOGPROBS.format(temperature=config.rollout.temperature))
+        raise VLLMError(UNTEMPERED_PROMPT_LOGPROBS.format(temperature=config.rollout.temperature))
 
 
-def build_vllm_engine(config, policy, tokenizer) -> VLLMEngine:
-    """The engine rlvr/backends.py builds for rollout.engine.kind=vllm. Errors (each one VLLMError, user-facing):
-    server mode (not yet), vLLM missing or older than 0.10.2, no CUDA, an unscorable temperature."""
+def build_vllm_engine(config, policy, tokenizer) -> Any:
+    """The engine rlvr/backends.py builds for rollout.engine.kind=vllm: VLLMEngine (colocate) or, in server mode,
+    rollout/vllm_server.py's VLLMServerEngine with the NCCL weight sender. Errors (each one VLLMError,
+    user-facing): vLLM missing or older than 0.10.2 (server mode: without the weight-transfer API of 0.22), no
+    CUDA, an unscorable temperature, and in server mode an unreachable or misconfigured server."""
     from rlvr.models import resolve_model_path
 
     e = config.rollout.engine
-    if e.vllm_mode == "server":
-        raise VLLMError("rollout.engine.vllm_mode=server is not implemented yet (issue #11: generation over the "
-                        "server's HTTP API with NCCL weight sync); use rollout.engine.vllm_mode=colocate")
     vllm = _import_vllm()
     _check_supported(config, vllm)
+    if e.vllm_mode == "server":
+        from rlvr.rollout.vllm_server import VLLMServerEngine
+        from rlvr.rollout.vllm_weights import NCCLWeightSender
+
+        return VLLMServerEngine.connect(config, policy, tokenizer, NCCLWeightSender(),
+                                        scores_tempered=_prompt_temperature_supported(vllm))
     # In-process engine core: collective_rpc then passes the trainer's CUDA tensors to the worker by reference
     # (no serialization, no copy through host memory), and the engine dies with the trainer process.
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"

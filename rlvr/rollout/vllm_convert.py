@@ -2,7 +2,8 @@
 
 Kept apart from rollout/vllm.py, and free of any vllm import, so the part that can be wrong without a GPU (masks,
 padding, truncation flags, which log-prob belongs to which token) is tested on CPU with stand-in objects
-(tests/test_vllm_engine.py). The shapes read here are vLLM's documented `RequestOutput` / `CompletionOutput`:
+(tests/test_vllm_engine.py). Server mode's JSON replies are read into the same shapes (parse_completion_reply), so
+both modes share one conversion. The shapes read here are vLLM's documented `RequestOutput` / `CompletionOutput`:
 `.outputs[j].index / .token_ids / .logprobs / .finish_reason` and `.prompt_logprobs`, where every log-prob entry is
 a dict token id -> object with `.logprob` (the sampled or prompt token is always among the keys).
 """
@@ -14,7 +15,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from rlvr.rollout.hf import completion_mask
+from rlvr.rollout.hf import completion_mask, render_prompts
 from rlvr.types import Prompt, RolloutBatch
 
 # 0.10.2 is the first release whose "processed_logprobs" include temperature (earlier ones returned logits that
@@ -26,6 +27,22 @@ class VLLMError(RuntimeError):
     """The vLLM engine cannot be built or returned something rlvr cannot read; one message for the user."""
 
     user_facing = True
+
+
+# vLLM computes prompt log-probs from the raw logits (Trinity-RFT#384; vLLM PR #37082 proposes a
+# `prompt_logprobs_temperature` sampling parameter): both modes refuse to probe at another temperature without it.
+UNTEMPERED_PROMPT_LOGPROBS = (
+    "the installed vLLM computes prompt log-probs without temperature, so the post-sync agreement probe cannot score "
+    "at rollout.temperature={temperature}: set rollout.temperature=1.0, or rollout.engine.agreement_rows=0 (no probe; "
+    "a sync that did not apply is then not caught), or install a vLLM whose SamplingParams has "
+    "prompt_logprobs_temperature")
+
+
+def encode_prompts(tokenizer, prompts: list[Prompt], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """[N, P] left-padded ids and mask, tokenized exactly as HFRolloutEngine.encode does."""
+    encoded = tokenizer(render_prompts(tokenizer, prompts), return_tensors="pt", padding=True,
+                        add_special_tokens=False)
+    return encoded["input_ids"].to(device), encoded["attention_mask"].to(device)
 
 
 def version_tuple(version: str) -> tuple[int, int, int]:
@@ -153,3 +170,78 @@ def completion_logprobs(outputs: Sequence[Any], rollouts: RolloutBatch) -> torch
         for t in range(n):
             out[b, t] = _logprob_of(entries[start + t], tokens[start + t], f"row {b}, completion position {t}")
     return out.to(rollouts.completion_ids.device) * rollouts.completion_mask
+
+
+# --- server mode: the OpenAI-compatible /v1/completions JSON, read into the same shapes as vLLM's RequestOutput ---
+# With `return_tokens_as_token_ids` vLLM names every token "token_id:<id>" in `logprobs.tokens` (so ids survive
+# detokenization); `logprobs.token_logprobs` holds the sampled token's log-prob; `prompt_logprobs` (a vLLM extension
+# of the choice) is a list whose first entry is None and whose others map a token id (a JSON string key) to
+# {"logprob": ..., "rank": ..., "decoded_token": ...}.
+_TOKEN_ID = re.compile(r"token_id:(-?\d+)$")
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """vllm.sequence.Logprob's one field rlvr reads."""
+
+    logprob: float
+
+
+@dataclass(frozen=True)
+class ParsedCompletion:
+    """One choice of a /v1/completions reply, shaped as vLLM's CompletionOutput."""
+
+    index: int
+    token_ids: list[int]
+    logprobs: list[dict[int, TokenLogprob]]
+    finish_reason: str
+
+
+@dataclass(frozen=True)
+class ParsedRequest:
+    """One /v1/completions reply, shaped as vLLM's RequestOutput (outputs, prompt_logprobs)."""
+
+    outputs: list[ParsedCompletion]
+    prompt_logprobs: list[dict[int, TokenLogprob] | None] | None
+
+
+def _token_id(text: Any, where: str) -> int:
+    match = _TOKEN_ID.match(text) if isinstance(text, str) else None
+    if match is None:
+        raise VLLMError(f"the vLLM server named a token {text!r} at {where}, not 'token_id:<id>': the request must "
+                        f"set return_tokens_as_token_ids (rlvr/rollout/vllm_server.py)")
+    return int(match.group(1))
+
+
+def _parsed_choice(choice: dict, where: str) -> ParsedCompletion:
+    logprobs = choice.get("logprobs") or {}
+    tokens, values = logprobs.get("tokens"), logprobs.get("token_logprobs")
+    if not isinstance(tokens, list) or not isinstance(values, list) or len(tokens) != len(values) \
+            or not all(isinstance(v, (int, float)) for v in values):
+        raise VLLMError(f"the vLLM server returned no per-token log-probs for {where} (requests must set logprobs=0)")
+    ids = [_token_id(t, f"{where}, position {p}") for p, t in enumerate(tokens)]
+    entries = [{t: TokenLogprob(float(v))} for t, v in zip(ids, values)]
+    return ParsedCompletion(int(choice.get("index", 0)), ids, entries, str(choice.get("finish_reason")))
+
+
+def _parsed_prompt_logprobs(entries: Any, where: str) -> list[dict[int, TokenLogprob] | None] | None:
+    if entries is None:
+        return None
+    try:
+        return [None if e is None else {int(k): TokenLogprob(float(v["logprob"])) for k, v in e.items()}
+                for e in entries]
+    except (AttributeError, KeyError, TypeError, ValueError):
+        raise VLLMError(f"the vLLM server's prompt_logprobs for {where} are not a list of token id -> "
+                        f"{{'logprob': ...}} maps") from None
+
+
+def parse_completion_reply(reply: Any, where: str, sampled: bool) -> ParsedRequest:
+    """A /v1/completions JSON reply (one prompt, n choices) -> the RequestOutput shape sampled_rows (`sampled`:
+    the choices' tokens and log-probs) or completion_logprobs (the prompt log-probs) read. Anything else is one
+    VLLMError naming `where`."""
+    choices = reply.get("choices") if isinstance(reply, dict) else None
+    if not isinstance(choices, list) or not choices or not all(isinstance(c, dict) for c in choices):
+        raise VLLMError(f"the vLLM server's reply for {where} has no 'choices' list: {str(reply)[:200]}")
+    if sampled:
+        return ParsedRequest([_parsed_choice(c, f"{where}, choice {j}") for j, c in enumerate(choices)], None)
+    return ParsedRequest([], _parsed_prompt_logprobs(choices[0].get("prompt_logprobs"), where))

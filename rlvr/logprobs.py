@@ -16,7 +16,8 @@ from __future__ import annotations
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from rlvr.packing import additive_mask, is_prefix_mask, pack, packed_tokens, row_groups
+from rlvr.blocked_attention import blocked_attention_on, blocked_supported
+from rlvr.packing import Packed, additive_mask, is_prefix_mask, pack, packed_tokens, row_groups
 
 # Rows of [tokens, vocabulary] logits made at once: 1024 x 49152 fp32 = 200 MB for SmolLM2's vocabulary.
 HEAD_CHUNK_TOKENS = 1024
@@ -129,13 +130,24 @@ def completion_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tens
                  for g in row_groups(prompt_mask, rows, completion_mask, MAX_PACKED_TOKENS)]  # consecutive runs
         return torch.cat([lp for lp, _ in parts]), torch.cat([e for _, e in parts]) if with_entropy else None
     packed = pack(prompt_ids, prompt_mask, rows, completion_ids, completion_mask)
-    out = model.base_model(input_ids=packed.input_ids, position_ids=packed.positions,
-                           attention_mask=additive_mask(packed.allowed, model.dtype), use_cache=False)
+    states = _packed_states(model, packed)
     head = model.get_output_embeddings()
-    states = out.last_hidden_state[0, packed.state_index]  # [N, H]: the state that predicts each real token
     real = completion_mask.bool()
     logprobs, entropy = head_logprobs(head, states, completion_ids[real], temperature, with_entropy, entropy_grad)
     return _unpack(logprobs, real), None if entropy is None else _unpack(entropy, real)
+
+
+def _packed_states(model, packed: Packed) -> torch.Tensor:
+    """[N, H]: the hidden state that predicts each real completion token. Llama-family models attend by blocks
+    (rlvr/blocked_attention.py); others through the [T, T] mask."""
+    if blocked_supported(model):
+        with blocked_attention_on(model):
+            out = model.base_model(input_ids=packed.input_ids, position_ids=packed.positions, attention_mask=None,
+                                   use_cache=False, rlvr_blocks=packed.blocks)
+    else:
+        out = model.base_model(input_ids=packed.input_ids, position_ids=packed.positions,
+                               attention_mask=additive_mask(packed.allowed, model.dtype), use_cache=False)
+    return out.last_hidden_state[0, packed.state_index]
 
 
 def padded_completion_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, rows: torch.Tensor,

@@ -86,6 +86,10 @@ class AdapterOffReference:
     def dtype(self) -> torch.dtype:  # the packed forward builds its attention mask in the model's dtype
         return self._model.dtype
 
+    @property
+    def config(self):  # the packed forward picks its attention path from the model's config
+        return self._model.config
+
 
 def merged_state_dict(wrapped) -> dict[str, torch.Tensor]:
     """The plain model's state dict with each adapter folded in: W + (alpha / r) B A (Hu et al. 2021, eq. 3).

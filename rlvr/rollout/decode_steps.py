@@ -21,8 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from rlvr.logprobs import position_ids_from_mask
-
-FUSED_MODEL_TYPES = ("llama", "qwen2", "mistral")
+from rlvr.model_family import full_attention_llama
 
 
 class Stepper(Protocol):
@@ -76,10 +75,8 @@ def fused_supported(model) -> bool:
     wrapper), with full attention?"""
     config = getattr(model, "config", None)
     inner = getattr(model, "model", None)
-    if config is None or getattr(config, "model_type", None) not in FUSED_MODEL_TYPES or inner is None:
+    if not full_attention_llama(config) or inner is None:
         return False
-    if getattr(config, "sliding_window", None) is not None and getattr(config, "use_sliding_window", True):
-        return False  # windowed attention: transformers' path knows which keys to drop
     if getattr(inner, "rotary_emb", None) is None or not hasattr(inner, "layers"):
         return False
     for layer in inner.layers:

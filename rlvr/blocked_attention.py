@@ -39,14 +39,18 @@ def blocked_attention(module, query: torch.Tensor, key: torch.Tensor, value: tor
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
     b = rlvr_blocks
-    q = query[0][:, b.query_index].transpose(0, 1)  # [K, Hq, Q, d]
-    k = key[0][:, b.key_index].transpose(0, 1)  # [K, Hkv, S, d]
-    v = value[0][:, b.key_index].transpose(0, 1)
+    # index_select, not advanced indexing: its backward is an index_add, where indexing's is a slower index_put
+    q, k, v = (_gather(x[0], index) for x, index in ((query, b.query_index), (key, b.key_index),
+                                                     (value, b.key_index)))  # [K, H, Q or S, d]
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=b.allowed[:, None], dropout_p=dropout, scale=scaling,
                                          enable_gqa=q.shape[1] != k.shape[1])  # [K, Hq, Q, d]
-    real = out.transpose(1, 2)[b.query_valid]  # [N, Hq, d], every token of the sequence exactly once
-    tokens = real.new_zeros(query.shape[2], *real.shape[1:]).index_copy(0, b.query_index[b.query_valid], real)
+    tokens = out.transpose(1, 2).flatten(0, 1).index_select(0, b.token_slot)  # [T, Hq, d] in sequence order
     return tokens[None], None
+
+
+def _gather(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """x [H, T, d], index [K, N] -> [K, H, N, d]."""
+    return x.index_select(1, index.flatten()).unflatten(1, index.shape).transpose(0, 1)
 
 
 AttentionInterface.register(NAME, blocked_attention)

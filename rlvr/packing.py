@@ -30,6 +30,8 @@ class AttentionBlocks:
     key_index: torch.Tensor  # [K, S] token index of each block's keys (0 past its count)
     allowed: torch.Tensor  # [K, Q, S] bool: the packed mask restricted to the block; a padding query may attend
     # its first key only, so no softmax row is empty (an all-masked row is NaN, and NaN survives a zero gradient)
+    token_slot: torch.Tensor  # [T] where each token's output is in the flattened [K * Q] block queries (every
+    # token is the query of exactly one block, so gathering by this puts the outputs back in sequence order)
 
 
 @dataclass(frozen=True)
@@ -130,7 +132,9 @@ def attention_blocks(allowed: torch.Tensor, block_of: torch.Tensor) -> Attention
         query_index[b, :len(q)], key_index[b, :len(k)], query_valid[b, :len(q)] = q, k, True
         block_allowed[b, :len(q), :len(k)] = allowed[q][:, k]
         block_allowed[b, len(q):, 0] = True
-    return AttentionBlocks(query_index, query_valid, key_index, block_allowed)
+    token_slot = torch.empty(allowed.shape[0], dtype=torch.long, device=device)
+    token_slot[query_index[query_valid]] = torch.nonzero(query_valid.flatten())[:, 0]
+    return AttentionBlocks(query_index, query_valid, key_index, block_allowed, token_slot)
 
 
 def additive_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

@@ -9,7 +9,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 from rlvr.rollout.base import SamplingParams
-from rlvr.rollout.decode_steps import FusedStepper, HFStepper, fused_supported
+from rlvr.rollout.decode_steps import FusedStepper, HFStepper, Projection, fused_supported
 from rlvr.rollout.hf import HFRolloutEngine
 
 torch.set_num_threads(1)
@@ -88,3 +88,15 @@ def test_fused_path_only_where_the_layers_are_plain() -> None:
     peft = pytest.importorskip("peft")
     lora = peft.get_peft_model(tiny("llama"), peft.LoraConfig(r=2, target_modules=["q_proj"])).get_base_model()
     assert not fused_supported(lora)  # q_proj is a LoRA layer: its adapter would be skipped by a fused copy
+
+
+@pytest.mark.parametrize("rows", [16, 5, 1])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_prepacked_projection_equals_linear(rows: int, with_bias: bool) -> None:
+    g = torch.Generator().manual_seed(0)
+    weight, x = torch.randn(96, 40, generator=g), torch.randn(rows, 40, generator=g)
+    bias = torch.randn(96, generator=g) if with_bias else None
+    projection = Projection(weight, bias)
+    assert projection.packed is not None  # fp32 on this CPU: the prepacked path is the one under test
+    torch.testing.assert_close(projection(x), torch.nn.functional.linear(x, weight, bias), rtol=1e-5, atol=1e-5)
+    assert Projection(weight.double(), None).packed is None  # other dtypes keep F.linear

@@ -68,7 +68,8 @@ def main() -> None:
     config = load_config(None, [f"model.name_or_path={args.model}", "task.one_shot=false", "reward.workers=0",
                                 f"rollout.prompts_per_step={args.rows // 8}", "rollout.group_size=8",
                                 f"rollout.max_new_tokens={args.new}", f"optimizer.micro_batch_size={args.rows}",
-                                "eval.at_end=false", f"output_dir={tempfile.mkdtemp()}"])
+                                "eval.at_end=false", "rollout.dynamic_sampling.enabled=false",
+                                f"output_dir={tempfile.mkdtemp()}"])
     run = setup(config, Path(tempfile.mkdtemp()) / "run")
     try:
         params = sum(p.numel() for p in run.policy.parameters())

@@ -60,6 +60,7 @@ def rlvr_overrides(model_dir: str, prompts: Path, steps: int, out: Path) -> list
             f"algorithm.beta={BETA}", "algorithm.kl_estimator=k3", f"algorithm.clip_epsilon={EPS}",
             "algorithm.aggregation=sequence_mean", "algorithm.updates_per_batch=1", f"optimizer.lr={LR}",
             f"optimizer.micro_batch_size={PROMPTS_PER_STEP * G}", "reward.workers=0", "eval.at_end=false",
+            "rollout.dynamic_sampling.enabled=false",  # TRL samples each step's prompts once: the same work
             f"max_steps={steps}", f"seed={SEED}", f"output_dir={out}"]
 
 

@@ -26,7 +26,7 @@ def _engine_problems(c: "RunConfig") -> list[str]:
     if e.max_staleness and e.kind == "vllm" and e.vllm_mode == "colocate":
         return ["rollout.engine.max_staleness=1 with vllm_mode=colocate: the colocated engine shares the trainer's GPU "
                 "and sleeps during the update, so nothing would overlap; use max_staleness=0 (or an engine of its own)"]
-    if e.max_staleness and (c.rollout.dynamic_sampling.enabled or c.curriculum.enabled):
+    if e.max_staleness and (c.rollout.dynamic_sampling.enabled is True or c.curriculum.enabled):
         return ["rollout.engine.max_staleness=1 cannot be combined with dynamic sampling or the curriculum yet: both "
                 "choose the next prompts from the rewards of the batch still being scored"]
     if e.kind == "vllm" and e.vllm_mode == "server" and not (e.vllm_server_url or "").startswith(("http://",
@@ -140,7 +140,7 @@ def _algorithm_problems(c: "RunConfig") -> list[str]:
 
 def _sampling_problems(c: "RunConfig") -> list[str]:
     a, problems = c.algorithm, []
-    if c.rollout.dynamic_sampling.enabled and a.advantage not in GROUP_ESTIMATORS:
+    if c.rollout.dynamic_sampling.enabled is True and a.advantage not in GROUP_ESTIMATORS:
         problems.append(f"rollout.dynamic_sampling drops groups whose rewards tie, which carry no signal only for "
                         f"group baselines; with advantage={a.advantage} they still do. Use one of: "
                         f"{', '.join(GROUP_ESTIMATORS)}")
@@ -180,3 +180,22 @@ def _known_verifiers() -> list[str]:
     from rlvr.verifiers import VERIFIERS  # late import: config must not pull in torch-heavy modules first
 
     return list(VERIFIERS)
+
+
+def dynamic_sampling_applies(c: "RunConfig", world_size: int) -> bool:
+    """rollout.dynamic_sampling.enabled with "auto" decided (issue #12, item 4: the default run should spend no step
+    on groups that all tie). Auto is on where dynamic sampling works and pays: one process (it picks prompts from
+    rank-local rewards), synchronous rollouts (the next prompts depend on rewards not yet known) and a group
+    baseline (only there does a tied group carry no signal; the group estimators already require G >= 2)."""
+    setting = c.rollout.dynamic_sampling.enabled
+    if setting != "auto":
+        return bool(setting)
+    return (world_size == 1 and c.ray.trainer_ranks == 1 and not c.rollout.engine.max_staleness
+            and c.algorithm.advantage in GROUP_ESTIMATORS)
+
+
+def with_dynamic_sampling_decided(c: "RunConfig", world_size: int) -> "RunConfig":
+    """The config with rollout.dynamic_sampling.enabled a bool (what the training loop reads)."""
+    on = dynamic_sampling_applies(c, world_size)
+    sampling = c.rollout.dynamic_sampling.model_copy(update={"enabled": on})
+    return c.model_copy(update={"rollout": c.rollout.model_copy(update={"dynamic_sampling": sampling})})

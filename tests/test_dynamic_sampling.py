@@ -2,6 +2,7 @@
 spread, within a cap on extra prompts; group selection and concatenation keep every row's data together."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 from rlvr.dynamic_sampling import concat_groups, draw_informative_groups, next_request, select_groups
@@ -110,3 +111,38 @@ def test_select_groups_picks_rows_of_each_group() -> None:
     assert rollouts.completion_ids[:, 0].tolist() == [2, 2, 0, 0]
     assert rollouts.prompt_ids[:, 0].tolist() == [102, 100]
     assert scored.rewards.tolist() == [0.0, 1.0, 0.0, 0.0]
+
+
+# --- "auto" (issue #12, item 4): the default run samples until groups carry signal, where that applies ---
+
+def _auto_config(*overrides: str):
+    from rlvr.config import load_config
+
+    return load_config(None, list(overrides))
+
+
+@pytest.mark.parametrize("overrides, world_size, expected", [
+    ((), 1, True),  # the default run: one process, synchronous, GRPO's group baseline
+    ((), 2, False),  # torchrun ranks pick prompts from rank-local rewards: off, not an error
+    (("ray.enabled=true", "ray.trainer_ranks=2"), 1, False),  # Ray trainer ranks, the same reason
+    (("rollout.engine.kind=hf_process", "rollout.engine.max_staleness=1"), 1, False),  # next prompts before rewards
+    (("algorithm.advantage=reinforce_pp",), 1, False),  # a batch baseline: tied groups still carry signal
+    (("rollout.dynamic_sampling.enabled=false",), 1, False),  # explicit settings win
+    (("rollout.dynamic_sampling.enabled=true",), 2, True),  # (and the rank checks then refuse it, loudly)
+], ids=["default", "ranks", "ray-ranks", "async", "batch-baseline", "off", "on"])
+def test_auto_is_on_only_where_dynamic_sampling_applies(overrides, world_size, expected):
+    from rlvr.config_rules import dynamic_sampling_applies, with_dynamic_sampling_decided
+
+    config = _auto_config(*overrides)
+    assert dynamic_sampling_applies(config, world_size) is expected
+    decided = with_dynamic_sampling_decided(config, world_size)
+    assert decided.rollout.dynamic_sampling.enabled is expected
+    assert decided.rollout.group_size == config.rollout.group_size  # the rest of the config is untouched
+
+
+def test_auto_is_not_an_error_where_an_explicit_true_is():
+    from rlvr.config_base import ConfigError
+
+    _auto_config("algorithm.advantage=reinforce_pp")  # auto: quietly off
+    with pytest.raises(ConfigError, match="dynamic_sampling"):
+        _auto_config("algorithm.advantage=reinforce_pp", "rollout.dynamic_sampling.enabled=true")

@@ -31,7 +31,7 @@ def problems(config: "RunConfig", ctx: DistContext) -> list[str]:
     if config.rollout.prompts_per_step % n:
         out.append(f"rollout.prompts_per_step={config.rollout.prompts_per_step} must be divisible by the number "
                    f"of ranks ({n}): each rank rolls out an equal share of whole groups")
-    if config.curriculum.enabled or config.rollout.dynamic_sampling.enabled:
+    if config.curriculum.enabled or config.rollout.dynamic_sampling.enabled is True:  # "auto" is off on ranks
         out.append(f"curriculum.enabled / rollout.dynamic_sampling.enabled are not supported with {n} ranks yet "
                    "(they choose prompts from rank-local rewards); run them in one process")
     if config.algorithm.advantage in BATCH_LEVEL_ADVANTAGES:

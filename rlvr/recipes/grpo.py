@@ -26,6 +26,7 @@ from rlvr.checkpoint.signals import GracefulStop
 from rlvr.checkpoint.state import MODEL_DIR, CountingStream, rng_state
 from rlvr.checkpoint.store import Checkpoint, checkpoint_name
 from rlvr.config import RunConfig, dump_config
+from rlvr.config_rules import with_dynamic_sampling_decided
 from rlvr.correction import CorrectionSettings
 from rlvr.curriculum import PassRateCurriculum
 from rlvr.distributed.checks import check_supported, seed_rank
@@ -113,6 +114,7 @@ def build_critic(config: RunConfig):
 
 
 def setup(config: RunConfig, run_dir: Path, ranks: DistContext = SINGLE) -> Run:
+    config = with_dynamic_sampling_decided(config, ranks.world_size)
     random.seed(config.seed)
     torch.manual_seed(config.seed)
     if config.threads:

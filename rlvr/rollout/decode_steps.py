@@ -76,6 +76,7 @@ class Projection:
         self.weight, self.bias, self.packed = weight, bias, None
         if weight.device.type == "cpu" and weight.dtype == torch.float32 and _prepacking_available():
             self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), self.PACK_ROWS)
+            self.weight = None  # not kept: a fused q/k/v or gate/up copy would otherwise live twice while decoding
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.packed is not None:

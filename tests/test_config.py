@@ -28,7 +28,8 @@ def test_defaults_load():
     assert config.rollout.group_size == 8 and config.rollout.prompts_per_step == 4
     assert config.batch_size == 32
     assert config.micro_batch_size == 16  # min(optimizer.micro_batch_size, batch)
-    assert config.max_steps == 40 and config.output_dir is None  # None: a new runs/<date-time> per run
+    assert config.max_steps == 30 and config.output_dir is None  # None: a new runs/<date-time> per run
+    assert config.rollout.dynamic_sampling.enabled == "auto"  # decided per run (issue #12): on in one process
 
 
 def test_load_config_with_no_overrides_list_and_empty_list_agree():

@@ -16,11 +16,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from vs_trl import G, MAX_NEW, PROMPTS_PER_STEP, child_env, rlvr_overrides, write_prompts  # noqa: E402
+from vs_trl import (G, MAX_NEW, PROMPTS_PER_STEP, child_env, rlvr_overrides, timed_rlvr_steps,  # noqa: E402
+                    write_prompts)
 
 FACTORS = (1, 2, 4)
 AXES = {"G": "rollout.group_size", "length": "rollout.max_new_tokens", "prompts": "rollout.prompts_per_step"}
@@ -37,31 +37,18 @@ def configurations() -> list[tuple[str, int, dict[str, int]]]:
 
 def child(model_dir: str, prompts: Path, steps: int, work: dict[str, int]) -> dict:
     from rlvr.config import load_config
-    from rlvr.recipes.grpo import _close, grpo_step, setup
-    from rlvr.rollout.base import SamplingParams
+
+    def no_stop_token(run) -> None:
+        run.engine.stop_ids = [-1]  # no token id is -1: every completion runs to max_new_tokens
 
     out = Path(tempfile.mkdtemp(prefix="rlvr-scaling-")) / "run"
     rows = work["prompts"] * work["G"]
     overrides = rlvr_overrides(model_dir, prompts, steps, out) + [
         f"{AXES[k]}={v}" for k, v in work.items()] + [f"optimizer.micro_batch_size={rows}"]
-    config = load_config(None, overrides)
-    run = setup(config, out)
-    run.engine.stop_ids = [-1]  # no token id is -1: every completion runs to max_new_tokens
-    r = config.rollout
-    sampling = SamplingParams(r.temperature, r.top_p, r.max_new_tokens)
-    measured = []
-    try:
-        for step in range(1, steps + 1):
-            start = time.perf_counter()
-            record, _ = grpo_step(run, step, sampling)
-            t = {k[5:-2]: v for k, v in record.items() if k.startswith("time/")}
-            measured.append({"s": time.perf_counter() - start, "generate": t["rollout"],
-                             "score": t["logprobs"] + t["verify_wait"] + t["advantages"],
-                             "update": t["train"] + t["sync"], "length": record["completion_length"]})
-    finally:
-        _close(run)
+    measured = timed_rlvr_steps(load_config(None, overrides), out, prepare=no_stop_token)
     keep = measured[1:] or measured
-    return {k: statistics.median(m[k] for m in keep) for k in keep[0]} | {"tokens": rows * work["length"]}
+    return {k: statistics.median(m[k] for m in keep) for k in ("s", "generate", "score", "update", "length")} | {
+        "tokens": rows * work["length"]}
 
 
 def run_child(model_dir: str, prompts: Path, steps: int, work: dict[str, int]) -> dict:

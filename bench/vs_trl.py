@@ -68,19 +68,19 @@ def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
 
 
-def child_rlvr(model_dir: str, prompts: Path, steps: int) -> dict:
-    from rlvr.config import load_config
+def timed_rlvr_steps(config, run_dir: Path, prepare=None) -> list[dict]:
+    """rlvr's GRPO steps, timed by phase (also bench/scaling.py's); `prepare(run)` may adjust the run first."""
     from rlvr.recipes.grpo import _close, grpo_step, setup
     from rlvr.rollout.base import SamplingParams
 
-    out = Path(tempfile.mkdtemp(prefix="vs-trl-rlvr-"))
-    config = load_config(None, rlvr_overrides(model_dir, prompts, steps, out / "run"))
-    run = setup(config, out / "run")
+    run = setup(config, run_dir)
+    if prepare is not None:
+        prepare(run)
     r = config.rollout
     sampling = SamplingParams(r.temperature, r.top_p, r.max_new_tokens)
     steps_out = []
     try:
-        for step in range(1, steps + 1):
+        for step in range(1, config.max_steps + 1):
             start = time.perf_counter()
             record, _ = grpo_step(run, step, sampling)
             took = time.perf_counter() - start
@@ -91,7 +91,15 @@ def child_rlvr(model_dir: str, prompts: Path, steps: int) -> dict:
                               "update": t["train"] + t["sync"]})
     finally:
         _close(run)
-    return {"side": "rlvr", "steps": steps_out, "peak_rss": peak_rss_bytes()}
+    return steps_out
+
+
+def child_rlvr(model_dir: str, prompts: Path, steps: int) -> dict:
+    from rlvr.config import load_config
+
+    out = Path(tempfile.mkdtemp(prefix="vs-trl-rlvr-"))
+    config = load_config(None, rlvr_overrides(model_dir, prompts, steps, out / "run"))
+    return {"side": "rlvr", "steps": timed_rlvr_steps(config, out / "run"), "peak_rss": peak_rss_bytes()}
 
 
 class _Timer:

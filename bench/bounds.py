@@ -1,14 +1,17 @@
 """Decode step and update phase against the bounds measured on this machine (issue #12, items 2 and 3).
 
     .venv/bin/python bench/bounds.py [--rows 16] [--new 48] [--model embedded:SmolLM2-135M-Instruct]
+                                     [--allocator tcmalloc|system]
 
 Bounds, measured here with the model's own weight shapes (no estimate from a data sheet):
 - weight traffic: one pass of a single row through every Linear (a matrix-vector product per weight reads the
   whole weight once and does almost no arithmetic): the time to stream the weights from memory;
 - matmul: 2 x parameters x rows FLOPs at the large-GEMM peak (a 2048^3 fp32 product);
 - decode bound = traffic + matmul for `rows` rows (a step must read every weight and do its products).
-Measured: the engine's decode step (HFRolloutEngine, fused path where the model allows it) over `new` tokens
-with stop tokens disabled, so every row decodes every step; and one GRPO update on a sampled batch, whose
+Measured: the engine's decode step (HFRolloutEngine, fused path where the model allows it) with stop tokens
+disabled, so every row decodes every step, as the cost of one more token: (time of a `new`-token sampling call -
+time of a SHORT-token call) / (new - SHORT), so that the prompt's prefill and the once-per-call weight prepacking,
+which are no decode step, cancel out (both calls are printed); and one GRPO update on a sampled batch, whose
 useful FLOPs count each token once (the prompt once per group, the completions' real tokens): 6 x parameters
 per token (forward 2, backward 4).
 """
@@ -21,6 +24,9 @@ import statistics
 import time
 
 import torch
+
+
+SHORT = 8  # tokens of the shorter sampling call the decode step is measured against
 
 
 def timed(fn, repeat: int, warmup: int = 1) -> float:
@@ -51,12 +57,28 @@ def decode_bound(weights: list[torch.Tensor], rows: int, peak: float) -> tuple[f
     return traffic, flops / peak
 
 
+def with_tcmalloc(allocator: str) -> None:
+    """Measure rlvr as the `rlvr` command runs it: restart this script once with tcmalloc preloaded."""
+    import os
+    import sys
+
+    from rlvr.allocator import find_tcmalloc
+
+    library = find_tcmalloc()
+    if allocator == "tcmalloc" and library and "tcmalloc" not in os.environ.get("LD_PRELOAD", ""):
+        os.execve(sys.executable, [sys.executable, __file__, *sys.argv[1:]], {**os.environ, "LD_PRELOAD": library})
+    print(f"allocator: {'tcmalloc' if 'tcmalloc' in os.environ.get('LD_PRELOAD', '') else 'glibc malloc'}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=16)
     parser.add_argument("--new", type=int, default=48)
     parser.add_argument("--model", default="embedded:SmolLM2-135M-Instruct")
+    parser.add_argument("--allocator", choices=["tcmalloc", "system"], default="tcmalloc",
+                        help="tcmalloc as the `rlvr` command preloads it (rlvr/allocator.py), or glibc's malloc")
     args = parser.parse_args()
+    with_tcmalloc(args.allocator)
     import tempfile
     from pathlib import Path
 
@@ -79,12 +101,15 @@ def main() -> None:
         prompts = list(itertools.islice(run.prompt_stream, args.rows // 8))
         ids, mask = engine.encode(prompts)
         stops, engine.stop_ids = engine.stop_ids, [10 ** 9]  # every row decodes every step
-        step = timed(lambda: engine.sample(ids, mask, 8, SamplingParams(1.0, 1.0, args.new, seed=1)), 2) / args.new
+        sample = lambda new: timed(lambda: engine.sample(ids, mask, 8, SamplingParams(1.0, 1.0, new, seed=1)), 3)
+        short, full = sample(SHORT), sample(args.new)
+        step = (full - short) / (args.new - SHORT)  # per extra token: prefill and weight prepacking cancel out
         engine.stop_ids = stops
         bound = traffic + matmul
-        print(f"decode step ({args.rows} rows, {args.new} tokens): {step * 1e3:.0f} ms; bound {bound * 1e3:.0f} ms "
-              f"(weight traffic {traffic * 1e3:.0f} + matmul {matmul * 1e3:.0f} at {peak / 1e9:.0f} GFLOP/s); "
-              f"ratio {step / bound:.2f} (goal <= 1.5)")
+        print(f"decode step ({args.rows} rows, tokens {SHORT + 1}-{args.new}): {step * 1e3:.0f} ms; bound "
+              f"{bound * 1e3:.0f} ms (weight traffic {traffic * 1e3:.0f} + matmul {matmul * 1e3:.0f} at "
+              f"{peak / 1e9:.0f} GFLOP/s); ratio {step / bound:.2f} (goal <= 1.5). Whole call of {args.new} "
+              f"tokens {full:.2f} s, of which prefill, prepacking and the first {SHORT} tokens {short:.2f} s")
         drawn = stages.draw_batch(run, SamplingParams(1.0, 1.0, args.new, seed=2))
         rollouts = drawn.rollouts
         old, ref = stages.scoring_logprobs(run, rollouts)

@@ -125,6 +125,14 @@ def refuse_extra_ranks(command: str, env=os.environ) -> None:
                          "torchrun — only `rlvr train` runs on several ranks")
 
 
+def refuse_trainer_ranks(command: str, config: RunConfig) -> RunConfig:
+    """ray.trainer_ranks=N starts N trainer ranks for `rlvr train` only; another command would ignore it silently."""
+    if config.ray.trainer_ranks > 1:
+        raise UsageError(f"ray.trainer_ranks={config.ray.trainer_ranks}: only `rlvr train` runs trainer ranks; "
+                         f"`rlvr {command}` runs in one process (leave ray.trainer_ranks=1)")
+    return config
+
+
 def main(argv: list[str] | None = None) -> int:
     if argv is None:  # the `rlvr` command itself (not a call from Python): restart once with tcmalloc if found
         from rlvr.allocator import restart_with_tcmalloc

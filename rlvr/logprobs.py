@@ -13,10 +13,14 @@ Three savings over the usual "concatenate prompt and completion, pad to the long
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from torch.utils.checkpoint import checkpoint
 
 from rlvr.blocked_attention import blocked_attention_on, blocked_supported
+from rlvr.fused_layers import fused_layers_on
+from rlvr.fused_head import fused_head_applies, head_logprobs_fused, tied_input_embeddings
 from rlvr.packing import Packed, additive_mask, is_prefix_mask, pack, packed_tokens, row_groups
 
 # Rows of [tokens, vocabulary] logits made at once: 1024 x 49152 fp32 = 200 MB for SmolLM2's vocabulary.
@@ -92,7 +96,11 @@ def head_logprobs(head, states: torch.Tensor, targets: torch.Tensor, temperature
     The [N, V] logits are made HEAD_CHUNK_TOKENS rows at a time. With gradients and several chunks each chunk is
     checkpointed: its logits are freed after the forward and made again in the backward, one chunk at a time
     (one extra LM-head product per chunk, in exchange for never holding [N, V] fp32 for the backward)."""
+    fused = fused_head_applies(head) and not entropy_grad
+
     def chunk(h: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if fused:  # one buffer of [n, V] instead of ~10 (rlvr/fused_head.py)
+            return head_logprobs_fused(h, head.weight, t, temperature, with_entropy)
         return token_logprobs(head(h).float() / temperature, t, with_entropy, entropy_grad)
 
     n = states.shape[0]
@@ -140,12 +148,15 @@ def completion_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tens
 def _packed_states(model, packed: Packed) -> torch.Tensor:
     """[N, H]: the hidden state that predicts each real completion token. Llama-family models attend by blocks
     (rlvr/blocked_attention.py); others through the [T, T] mask."""
+    training = torch.is_grad_enabled()
+    embeds = tied_input_embeddings(model, packed.input_ids) if training else None
+    tokens = {"input_ids": packed.input_ids} if embeds is None else {"inputs_embeds": embeds}
     if blocked_supported(model):
-        with blocked_attention_on(model):
-            out = model.base_model(input_ids=packed.input_ids, position_ids=packed.positions, attention_mask=None,
-                                   use_cache=False, rlvr_blocks=packed.blocks)
+        with blocked_attention_on(model), fused_layers_on(model) if training else contextlib.nullcontext():
+            out = model.base_model(**tokens, position_ids=packed.positions, attention_mask=None, use_cache=False,
+                                   rlvr_blocks=packed.blocks)
     else:
-        out = model.base_model(input_ids=packed.input_ids, position_ids=packed.positions,
+        out = model.base_model(**tokens, position_ids=packed.positions,
                                attention_mask=additive_mask(packed.allowed, model.dtype), use_cache=False)
     return out.last_hidden_state[0, packed.state_index]
 

@@ -79,8 +79,11 @@ class AdapterOffReference:
     def base_model(self) -> _AdapterOff:
         return _AdapterOff(self._model.base_model, self._wrapped)
 
-    def get_output_embeddings(self) -> _AdapterOff:
-        return _AdapterOff(self._model.get_output_embeddings(), self._wrapped)
+    def get_output_embeddings(self):
+        head = self._model.get_output_embeddings()
+        if type(head) is torch.nn.Linear:  # no adapter on the head: itself, so the fused head path applies to it too
+            return head
+        return _AdapterOff(head, self._wrapped)
 
     @property
     def dtype(self) -> torch.dtype:  # the packed forward builds its attention mask in the model's dtype

@@ -1,7 +1,9 @@
 """Packing a micro-batch's real tokens into one sequence without padding (issue #12, item 3).
 
-Layout: for each distinct prompt of the micro-batch, the prompt once (its real tokens, left padding dropped),
-then each of its completion rows' tokens; all of it one sequence. A block mask lets a token attend to
+Layout: the tokens the micro-batch's distinct prompts all open with, once (MIN_SHARED_PREFIX); then for each
+distinct prompt, the rest of the prompt once (its real tokens, left padding dropped), then each of its completion
+rows' tokens; all of it one sequence. A block mask lets a token attend to
+- a shared-prefix token at an earlier or equal position,
 - a prompt token: of its own prompt, at an earlier or equal position, and
 - a completion token: of its own row, at an earlier or equal position,
 so each completion sees exactly what it sees when concatenated to its prompt and run alone, and positions
@@ -60,61 +62,91 @@ def packed_tokens(prompt_mask: torch.Tensor, rows: torch.Tensor, completion_mask
     return int(prompt_mask[torch.unique(rows)].sum() + (lengths - 1).clamp(min=0).sum())
 
 
+# Distinct prompts of a micro-batch that open with the same tokens (a chat template's system turn and the task's
+# fixed wording: 27 of the benchmark's 47-token prompts) have that prefix laid out once, attended by all of them:
+# fewer tokens through every matrix product of the update and the reference forward. Shorter common prefixes are
+# left alone (the saving would not pay for one more attention block).
+MIN_SHARED_PREFIX = 4
+
+
 @dataclass
 class _Sequence:
-    """One distinct prompt's sequence while it is being laid out."""
+    """One run of the packed sequence while it is being laid out: the shared prefix, or a distinct prompt's own
+    tokens (after the shared prefix) with its completion rows."""
     ids: list[torch.Tensor]
     positions: list[torch.Tensor]
     owner: list[torch.Tensor]  # -1 for prompt tokens, else the completion row
+    shared: bool = False  # the common prefix every other run attends to
 
     @property
     def length(self) -> int:
         return sum(t.numel() for t in self.ids)
 
 
+def shared_prefix_length(prompts: list[torch.Tensor]) -> int:
+    """Tokens that every one of >= 2 prompts opens with, if at least MIN_SHARED_PREFIX; else 0."""
+    if len(prompts) < 2:
+        return 0
+    n = min(p.numel() for p in prompts)
+    same = torch.stack([p[:n] == prompts[0][:n] for p in prompts[1:]]).all(dim=0)  # [n]
+    length = n if bool(same.all()) else int((~same).nonzero()[0])
+    return length if length >= MIN_SHARED_PREFIX else 0
+
+
+def _run(ids: torch.Tensor, first_position: int, owner: int, shared: bool = False) -> _Sequence:
+    n, device = ids.numel(), ids.device
+    return _Sequence([ids], [first_position + torch.arange(n, device=device)], [torch.full((n,), owner, device=device)],
+                     shared)
+
+
 def _layout(prompt_ids, prompt_mask, rows, completion_ids, completion_mask):
-    """-> (sequences by prompt, [(sequence, offset)] of each real completion token's predicting state)."""
+    """-> (runs in order, [(run number, offsets)] locating each real completion token's predicting state)."""
     device = completion_ids.device
-    sequences: dict[int, _Sequence] = {}
-    for p in torch.unique(rows).tolist():
-        real = prompt_ids[p][prompt_mask[p].bool()]
-        n = real.numel()
-        sequences[p] = _Sequence([real], [torch.arange(n, device=device)], [torch.full((n,), -1, device=device)])
+    real = {p: prompt_ids[p][prompt_mask[p].bool()] for p in torch.unique(rows).tolist()}
+    common = shared_prefix_length(list(real.values()))
+    runs = [_run(next(iter(real.values()))[:common], 0, -1, shared=True)] if common else []
+    order = {}
+    for p, ids in real.items():
+        order[p] = len(runs)
+        runs.append(_run(ids[common:], common, -1))
     states: list[tuple[int, torch.Tensor]] = []
-    order = {p: k for k, p in enumerate(sequences)}
     for i, n in enumerate(completion_mask.sum(dim=1).long().tolist()):
         if n == 0:
             continue
         p = int(rows[i])
-        seq, start = sequences[p], int(prompt_mask[p].sum())
-        offset = seq.length
-        states.append((order[p], torch.cat([torch.tensor([start - 1], device=device),
-                                            offset + torch.arange(n - 1, device=device)])))
-        seq.ids.append(completion_ids[i, :n - 1])  # the last token predicts nothing we score
-        seq.positions.append(start + torch.arange(n - 1, device=device))
-        seq.owner.append(torch.full((n - 1,), i, device=device))
-    return list(sequences.values()), states
+        run, start = runs[order[p]], real[p].numel()
+        # token 0 is predicted by the prompt's last token: in the prompt's own run, or the shared prefix's last
+        last = (order[p], start - common - 1) if start > common else (0, common - 1)
+        states.append((last[0], torch.tensor([last[1]], device=device)))
+        states.append((order[p], run.length + torch.arange(n - 1, device=device)))
+        run.ids.append(completion_ids[i, :n - 1])  # the last token predicts nothing we score
+        run.positions.append(start + torch.arange(n - 1, device=device))
+        run.owner.append(torch.full((n - 1,), i, device=device))
+    return runs, states
 
 
 def pack(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, rows: torch.Tensor, completion_ids: torch.Tensor,
          completion_mask: torch.Tensor) -> Packed:
     """prompt_ids/mask [P, Lp] (left-padded), rows [B] (each completion's prompt row), completion_ids/mask [B, C]
-    (masks are prefixes: is_prefix_mask) -> the packed layout: each distinct prompt followed by its completions,
-    all in one sequence. (One padded sequence per prompt was measured slower on the benchmark's batch: the
-    padding cost more in the matrix products than the smaller attention squares saved.)"""
-    sequences, states = _layout(prompt_ids, prompt_mask, rows, completion_ids, completion_mask)
+    (masks are prefixes: is_prefix_mask) -> the packed layout: the distinct prompts' shared prefix (if any), then
+    each distinct prompt's own tokens followed by its completions, all in one sequence. (One padded sequence per
+    prompt was measured slower on the benchmark's batch: the padding cost more in the matrix products than the
+    smaller attention squares saved.)"""
+    runs, states = _layout(prompt_ids, prompt_mask, rows, completion_ids, completion_mask)
     device = completion_ids.device
-    starts = torch.tensor([0] + [seq.length for seq in sequences], device=device).cumsum(dim=0)
-    segment = torch.cat([torch.full((seq.length,), k, device=device) for k, seq in enumerate(sequences)])
-    position = torch.cat([t for seq in sequences for t in seq.positions])
-    owner = torch.cat([t for seq in sequences for t in seq.owner])
+    starts = torch.tensor([0] + [run.length for run in runs], device=device).cumsum(dim=0)
+    segment = torch.cat([torch.full((run.length,), -1 if run.shared else k, device=device)
+                         for k, run in enumerate(runs)])
+    position = torch.cat([t for run in runs for t in run.positions])
+    owner = torch.cat([t for run in runs for t in run.owner])
     causal = position[None, :] <= position[:, None]  # [T, T] key position <= query position
     own_row_or_prompt = (owner[None, :] == -1) | (owner[None, :] == owner[:, None])
-    allowed = (segment[None, :] == segment[:, None]) & causal & own_row_or_prompt
+    # every query sees the shared prefix before it; otherwise only its own prompt's run (and its own row there)
+    allowed = causal & ((segment[None, :] == -1) | ((segment[None, :] == segment[:, None]) & own_row_or_prompt))
     index = [int(starts[k]) + offsets for k, offsets in states]
     state_index = torch.cat(index) if index else torch.zeros(0, dtype=torch.long, device=device)
-    block_of = segment * (completion_ids.shape[0] + 1) + owner + 1  # one id per (prompt, owner) pair
-    return Packed(input_ids=torch.cat([t for seq in sequences for t in seq.ids])[None], positions=position[None],
+    block_of = segment * (completion_ids.shape[0] + 1) + owner + 1  # one id per (run, owner) pair
+    return Packed(input_ids=torch.cat([t for run in runs for t in run.ids])[None], positions=position[None],
                   allowed=allowed[None], state_index=state_index, blocks=attention_blocks(allowed, block_of))
 
 

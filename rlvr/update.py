@@ -147,9 +147,7 @@ def _accumulate_and_step(policy, batch: TrainBatch, optimizer: torch.optim.Optim
         except EngineMismatch:
             optimizer.zero_grad(set_to_none=True)
             raise
-    grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), settings.max_grad_norm)
-    if hasattr(grad_norm, "full_tensor"):  # FSDP2: the norm of sharded (DTensor) gradients is itself global
-        grad_norm = grad_norm.full_tensor()
+    grad_norm = clip_gradients(policy, settings.max_grad_norm)
     # A NaN/inf loss or gradient would poison AdamW's moments for good: skip the step, leaving weights,
     # optimizer state (step counts included) and the schedule untouched (issue #9; the loop counts skips).
     finite = math.isfinite(totals["loss"]) and bool(torch.isfinite(grad_norm))
@@ -160,6 +158,17 @@ def _accumulate_and_step(policy, batch: TrainBatch, optimizer: torch.optim.Optim
     optimizer.zero_grad(set_to_none=True)
     return UpdateStats(grad_norm=float(grad_norm), skipped=float(not finite), micro_batch_size=micro_batch_size,
                        correction=correction, **totals)
+
+
+def clip_gradients(policy, max_norm: float) -> torch.Tensor:
+    """clip_grad_norm_ without its pass over every gradient when nothing is clipped: it multiplies them all by
+    min(1, max_norm / norm) even when that is 1 (~30 ms a step for a 135M model on this CPU). Same result."""
+    parameters = [p for p in policy.parameters() if p.grad is not None]
+    norm = torch.nn.utils.get_total_norm([p.grad for p in parameters])
+    full = norm.full_tensor() if hasattr(norm, "full_tensor") else norm  # FSDP2: a norm of DTensor shards
+    if not bool(full <= max_norm):  # NaN included: the step is then skipped, as with clip_grad_norm_
+        torch.nn.utils.clip_grads_with_norm_(parameters, max_norm, norm)
+    return full
 
 
 def _forward(policy):

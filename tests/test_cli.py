@@ -405,3 +405,12 @@ def test_commands_other_than_train_refuse_torchrun_ranks(monkeypatch, tmp_path, 
     assert not (tmp_path / "o").exists()
     monkeypatch.setenv("WORLD_SIZE", "1")  # a one-rank torchrun is one process: allowed
     assert main(["verify", "--verifier", "math", "--input", str(source), "--output", str(tmp_path / "o")]) == 0
+
+
+@pytest.mark.parametrize("command", ["sft", "sample"])
+def test_sft_and_sample_refuse_ray_trainer_ranks(command, tmp_path, capsys):
+    """ray.trainer_ranks=N drives N Ray trainer actors in `rlvr train` only; sft and sample would ignore it."""
+    out = tmp_path / "run"
+    assert main([command, "ray.trainer_ranks=2", "ray.enabled=true", f"output_dir={out}"]) == 2
+    assert "only `rlvr train` runs trainer ranks" in capsys.readouterr().err
+    assert not out.exists()

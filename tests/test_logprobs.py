@@ -244,3 +244,67 @@ def test_packing_two_rows_of_one_prompt_do_not_see_each_other() -> None:
     assert packed.positions.tolist() == [[0, 1, 1]]
     assert packed.allowed.int().tolist() == [[[1, 0, 0], [1, 1, 0], [1, 0, 1]]]
     assert packed.state_index.tolist() == [0, 1, 0, 2]  # x <- a, y <- x, u <- a, v <- u
+
+
+def test_shared_prompt_prefix_laid_out_once_by_hand() -> None:
+    """Prompts [s s s s a] and (left-padded) [s s s s b c] open with 4 equal tokens (MIN_SHARED_PREFIX): packed
+    s s s s | a x | b c z, positions 0-3 | 4 5 | 4 5 6. a and b see the shared s's, not each other; x sees s a x;
+    z sees s b c z. States: x <- a (4), y <- x (5), z <- c (7), w <- z (8)."""
+    from rlvr.packing import pack
+
+    prompt_ids = torch.tensor([[0, 9, 9, 9, 9, 11], [9, 9, 9, 9, 12, 13]])
+    prompt_mask = torch.tensor([[0, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]])
+    packed = pack(prompt_ids, prompt_mask, torch.tensor([0, 1]), torch.tensor([[21, 22], [31, 32]]),
+                  torch.tensor([[1, 1], [1, 1]]))
+    assert packed.input_ids.tolist() == [[9, 9, 9, 9, 11, 21, 12, 13, 31]]
+    assert packed.positions.tolist() == [[0, 1, 2, 3, 4, 5, 4, 5, 6]]
+    s = [1, 1, 1, 1]
+    assert packed.allowed.int().tolist() == [[
+        [1, 0, 0, 0, 0, 0, 0, 0, 0], [1, 1, 0, 0, 0, 0, 0, 0, 0], [1, 1, 1, 0, 0, 0, 0, 0, 0],
+        [1, 1, 1, 1, 0, 0, 0, 0, 0],
+        s + [1, 0, 0, 0, 0], s + [1, 1, 0, 0, 0],  # a, x
+        s + [0, 0, 1, 0, 0], s + [0, 0, 1, 1, 0], s + [0, 0, 1, 1, 1]]]  # b, c, z
+    assert packed.state_index.tolist() == [4, 5, 7, 8]
+
+
+def test_prompt_that_is_all_shared_prefix() -> None:
+    """Prompts [s s s s] and [s s s s b]: the first is all prefix, so its row's first token is predicted by the last
+    shared token (index 3); packed s s s s | x | b z."""
+    from rlvr.packing import pack
+
+    packed = pack(torch.tensor([[0, 9, 9, 9, 9], [9, 9, 9, 9, 12]]), torch.tensor([[0, 1, 1, 1, 1], [1, 1, 1, 1, 1]]),
+                  torch.tensor([0, 1]), torch.tensor([[21, 22], [31, 32]]), torch.tensor([[1, 1], [1, 1]]))
+    assert packed.input_ids.tolist() == [[9, 9, 9, 9, 21, 12, 31]]
+    assert packed.positions.tolist() == [[0, 1, 2, 3, 4, 4, 5]]
+    assert packed.state_index.tolist() == [3, 4, 5, 6]
+
+
+@pytest.mark.parametrize("chunk, budget", [(1024, 4096), (3, 12)], ids=["one-pack", "chunks-and-packs"])
+def test_shared_prefix_packing_equals_padded_forward(monkeypatch, chunk, budget) -> None:
+    """Three prompts opening with the same 5 tokens (one of them nothing more, one left-padded): log-probs and every
+    gradient equal the padded forward's, also with the LM head in chunks and the rows cut into several packs."""
+    import rlvr.logprobs as lp
+
+    monkeypatch.setattr(lp, "HEAD_CHUNK_TOKENS", chunk)
+    monkeypatch.setattr(lp, "MAX_PACKED_TOKENS", budget)
+    model = tiny_llama()
+    prefix = [7, 3, 9, 1, 4]
+    prompt_ids = torch.tensor([[0, 0] + prefix, prefix + [11, 12], [0] + prefix + [13]])
+    prompt_mask = (torch.arange(7)[None] >= torch.tensor([[2], [0], [1]])).long()
+    g = torch.Generator().manual_seed(3)
+    completion_ids = torch.randint(0, 64, (5, 4), generator=g)
+    completion_mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0], [1, 1, 1, 0], [1, 0, 0, 0], [1, 1, 1, 1]])
+    rows = torch.tensor([0, 0, 1, 2, 2])
+    weights = torch.arange(1, 21, dtype=torch.float32).reshape(5, 4) * completion_mask
+    results = []
+    for forward in (lp.completion_logprobs, lp.padded_completion_logprobs):
+        model.zero_grad(set_to_none=True)
+        values, _ = forward(model, prompt_ids, prompt_mask, rows, completion_ids, completion_mask, TEMPERATURE)
+        (values * weights).sum().backward()
+        results.append((values.detach() * completion_mask, {n: p.grad.clone() for n, p in model.named_parameters()}))
+    (packed, packed_grads), (padded, padded_grads) = results
+    torch.testing.assert_close(packed, padded, rtol=0, atol=1e-5)
+    for name, grad in padded_grads.items():
+        scale = grad.abs().max()
+        assert scale > 0, name
+        assert (packed_grads[name] - grad).abs().max() / scale < 1e-5, name

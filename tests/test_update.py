@@ -189,3 +189,14 @@ def test_grad_clipping_scheduler_and_zero_grad() -> None:
     # the scheduler stepped once: lr 1 * 0.5^1 = 0.5
     assert optimizer.param_groups[0]["lr"] == pytest.approx(0.5)
     assert all(p.grad is None for p in clipped_policy.parameters())
+
+
+@pytest.mark.parametrize("max_norm, expected", [(1.0, [0.6, 0.8]), (10.0, [3.0, 4.0])])
+def test_clip_gradients_by_hand(max_norm, expected) -> None:
+    """Gradient [3, 4] has norm 5: max 1 scales it by 1/5 to [0.6, 0.8]; max 10 leaves it as is. Norm returned: 5."""
+    from rlvr.update import clip_gradients
+
+    layer = torch.nn.Linear(2, 1, bias=False)
+    layer.weight.grad = torch.tensor([[3.0, 4.0]])
+    assert float(clip_gradients(layer, max_norm)) == pytest.approx(5.0)
+    torch.testing.assert_close(layer.weight.grad, torch.tensor([expected]))

@@ -84,12 +84,26 @@ class Projection:
         return F.linear(x, self.weight, self.bias)
 
 
+class _Norm:
+    """A Llama-family RMSNorm module as F.rms_norm (the same x * rsqrt(mean(x^2) + eps) * w, fewer ops and no
+    module call: 44 vs 79 us for 16 rows on this CPU, 61 calls a step). Other norms are called as they are."""
+
+    def __init__(self, module: torch.nn.Module):
+        self.module, self.eps = module, getattr(module, "variance_epsilon", None)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        weight = getattr(self.module, "weight", None)
+        if self.eps is None or weight is None or x.dtype != weight.dtype:
+            return self.module(x)
+        return F.rms_norm(x, weight.shape, weight, self.eps)
+
+
 @dataclass
 class _Layer:
-    attn_norm: torch.nn.Module
+    attn_norm: _Norm
     qkv: Projection  # [(Hq + 2 Hkv) d, H]
     o: Projection
-    mlp_norm: torch.nn.Module
+    mlp_norm: _Norm
     gate_up: Projection  # [2 I, H]
     down: Projection
     act: object
@@ -121,20 +135,26 @@ def _cat_bias(*linears: torch.nn.Linear) -> torch.Tensor | None:
 
 def _fuse(layer) -> _Layer:
     a, m = layer.self_attn, layer.mlp
-    return _Layer(attn_norm=layer.input_layernorm,
+    return _Layer(attn_norm=_Norm(layer.input_layernorm),
                   qkv=Projection(torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]),
                                  _cat_bias(a.q_proj, a.k_proj, a.v_proj)),
-                  o=Projection(a.o_proj.weight, a.o_proj.bias), mlp_norm=layer.post_attention_layernorm,
+                  o=Projection(a.o_proj.weight, a.o_proj.bias), mlp_norm=_Norm(layer.post_attention_layernorm),
                   gate_up=Projection(torch.cat([m.gate_proj.weight, m.up_proj.weight]),
                                      _cat_bias(m.gate_proj, m.up_proj)),
                   down=Projection(m.down_proj.weight, m.down_proj.bias), act=m.act_fn)
 
 
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """RoPE as transformers' Llama applies it (rotate_half convention): x [A, heads, d], cos/sin [A, 1, d]."""
-    half = x.shape[-1] // 2
-    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-    return x * cos + rotated * sin
+def _signed_sin(sin: torch.Tensor) -> torch.Tensor:
+    """sin [A, 1, d] = [s1, s2] -> [-s1, s2], so that rotate_half(x) * sin = roll(x, d/2) * signed sin."""
+    half = sin.shape[-1] // 2
+    return torch.cat([-sin[..., :half], sin[..., half:]], dim=-1)
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    """RoPE as transformers' Llama applies it, x cos + rotate_half(x) sin with rotate_half(x) = [-x2, x1], written
+    x cos + [x2, x1] [-s1, s2]: a roll and one multiply-add instead of two slices, a negation, a cat, two products
+    and a sum. x [A, heads, d], cos/signed_sin [A, 1, d] (the sign folded in once a step, not once a layer)."""
+    return torch.addcmul(x * cos, x.roll(x.shape[-1] // 2, dims=-1), signed_sin)
 
 
 class FusedStepper:
@@ -148,6 +168,7 @@ class FusedStepper:
         self.layers = [_fuse(layer) for layer in inner.layers]
         head = model.get_output_embeddings()
         self.head = Projection(head.weight, head.bias)
+        self.final_norm = _Norm(inner.norm)
         self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
         self.scale = self.head_dim ** -0.5
@@ -175,7 +196,10 @@ class FusedStepper:
         rows, t = tokens.shape[0], self.length
         x = self.inner.embed_tokens(tokens)  # [A, H]
         cos, sin = self.inner.rotary_emb(x[:, None], self.position[:, None])  # [A, 1, d] each
-        mask = self.mask[:, None, None, :t + 1]  # [A, 1, 1, t+1], broadcast over heads and grouped queries
+        sin = _signed_sin(sin)
+        # additive, in x's dtype, made once a step: SDPA would turn a bool mask into one in every layer
+        mask = torch.zeros((rows, 1, 1, t + 1), dtype=x.dtype, device=x.device).masked_fill_(
+            ~self.mask[:, None, None, :t + 1], float("-inf"))  # broadcast over heads and grouped queries
         groups = self.heads // self.kv_heads
         q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
         for i, layer in enumerate(self.layers):
@@ -193,7 +217,7 @@ class FusedStepper:
             gate, up = layer.gate_up(layer.mlp_norm(x)).chunk(2, dim=-1)
             x = x + layer.down(layer.act(gate) * up)
         self.length, self.position = t + 1, self.position + 1
-        return self.head(self.inner.norm(x))
+        return self.head(self.final_norm(x))
 
     def keep(self, rows: torch.Tensor) -> None:
         self.keys = [k[rows] for k in self.keys]  # one copy per drop (rare: see rollout/hf.py)

@@ -72,7 +72,9 @@ def pick_tokens(logits: torch.Tensor, sampling: SamplingParams, generator: torch
     if sampling.temperature == 0:
         token = logits.argmax(dim=-1)
         return token, torch.log_softmax(logits, dim=-1).gather(-1, token[:, None])[:, 0]
-    logprobs = torch.log_softmax(top_p_filter(logits / sampling.temperature, sampling.top_p), dim=-1)
+    if sampling.temperature != 1.0:  # at 1 the division would only copy [B, V] every step
+        logits = logits / sampling.temperature
+    logprobs = torch.log_softmax(top_p_filter(logits, sampling.top_p), dim=-1)
     if uniform is None:
         uniform = torch.rand(logits.shape[0], generator=generator, device=logits.device)
     token = draw_from(logprobs.exp(), uniform)

@@ -6,10 +6,10 @@ import argparse
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
-    from rlvr.cli import _config_from_args
+    from rlvr.cli import _config_from_args, refuse_trainer_ranks
     from rlvr.sampling.run import rejection_sample
 
-    result = rejection_sample(_config_from_args(args.config, args.overrides))
+    result = rejection_sample(refuse_trainer_ranks("sample", _config_from_args(args.config, args.overrides)))
     print(f"rlvr sample: {result.line()}", flush=True)
     return 0
 

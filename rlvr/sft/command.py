@@ -8,9 +8,9 @@ import argparse
 
 
 def cmd_sft(args: argparse.Namespace) -> int:
-    from rlvr.cli import run_config
+    from rlvr.cli import refuse_trainer_ranks, run_config
 
-    config = run_config(args)  # the same config, overrides and --resume rules as `rlvr train`
+    config = refuse_trainer_ranks("sft", run_config(args))  # the same config and --resume rules as `rlvr train`
     from rlvr.sft.trainer import sft
 
     sft(config)

@@ -1,12 +1,16 @@
-"""Model forward -> per-token log-probs (and entropy) of completion tokens. The only module that touches logits.
+"""Model forward -> per-token log-probs (and entropy) of completion tokens. With rlvr/fused_head.py (the LM head and
+log p(target) as one autograd node), the only modules that touch logits.
 
-Three savings over the usual "concatenate prompt and completion, pad to the longest, run the model on B rows":
+Savings over the usual "concatenate prompt and completion, pad to the longest, run the model on B rows":
 - Packing (issue #12, item 3): the micro-batch's real tokens go through the model as ONE sequence without
   padding: each distinct prompt once, then each completion, with a block mask so that a completion sees its own
   prompt and its own earlier tokens only. On the benchmark's batch (2 prompts of 49 tokens, 16 completions of
   7-48 tokens) that is 441 tokens instead of 98 + 16 x 48 = 866, and one large matrix product per weight instead
   of a skinny one per row.
-- Prefix sharing: the G completions of a group share one prompt, run once (packing keeps this).
+- Prefix sharing: the G completions of a group share one prompt, run once (packing keeps this); the opening that
+  all distinct prompts of a micro-batch share (system turn, fixed task wording) is run once too.
+- With gradients, RMSNorm and the SwiGLU product run as single autograd nodes (rlvr/fused_layers.py) and a tied
+  embedding adds its gradient rows straight into the weight's gradient (rlvr/fused_head.py).
 - Only real completion tokens go through the LM head (49k vocabulary: ~20 % of a 135M model's FLOPs), in chunks
   of HEAD_CHUNK_TOKENS rows, recomputed in the backward pass (torch.utils.checkpoint) when there are several, so
   the [tokens, vocabulary] fp32 logits never exist for the whole micro-batch at once.

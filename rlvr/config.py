@@ -249,6 +249,13 @@ class RunConfig(_Section):
     save_every: int = Field(0, ge=0, description="full checkpoint (weights, optimizer, RNG, data cursor) every N "
                                                  "steps; one is also written at the end and on SIGTERM/SIGINT")
     samples_per_step: int = Field(4, ge=0, description="completions per step written to samples.jsonl")
+    # DeepSeek-R1's "aha moment" is the policy learning to re-check itself; metrics.jsonl's reflection_rate is the
+    # share of completions with one of these phrases (whole words, any case; rlvr/signals.py, issue #13)
+    reflection_phrases: list[str] = Field(
+        default_factory=lambda: ["wait", "let me check", "let me re-check", "let me recheck", "let me verify",
+                                 "double-check", "double check", "re-examine", "on second thought",
+                                 "let me reconsider", "i made a mistake", "that's not right"],
+        description="self-correction phrases counted in metrics.jsonl's reflection_rate (case-insensitive)")
     threads: int = Field(0, ge=0, description="torch CPU threads (0 = all cores)")
 
     @model_validator(mode="after")

@@ -24,8 +24,9 @@ import torch
 class AttentionBlocks:
     """The packed sequence's attention cut into blocks that share their keys (rlvr/blocked_attention.py): one for the
     shared prompt opening if any, one per distinct prompt (queries: its tokens; keys: the shared opening and its
-    tokens) and one per completion row (queries: its tokens; keys: its prompt's tokens, then its own). Attention then costs sum over blocks of queries x keys instead of T x T: on
-    the benchmark's batch ~16 x 24 x 73 + 2 x 49 x 49 ~ 33k score entries instead of 441^2 ~ 194k."""
+    tokens) and one per completion row (queries: its tokens; keys: its prompt's tokens, then its own). Attention
+    then costs sum over blocks of queries x keys instead of T x T: on the benchmark's batch ~16 x 24 x 73 +
+    2 x 49 x 49 ~ 33k score entries instead of 441^2 ~ 194k."""
 
     query_index: torch.Tensor  # [K, Q] token index of each block's queries (0 past its count)
     query_valid: torch.Tensor  # [K, Q] bool: a real query (padding queries' outputs are dropped)

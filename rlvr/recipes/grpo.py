@@ -257,7 +257,7 @@ def grpo_step(run: Run, step: int, sampling: SamplingParams) -> tuple[dict, list
     # torchrun: the record is the global batch's (every rank's rollouts and rewards; the update's totals are
     # already reduced); timings stay rank 0's.
     rollouts, scored, service, extra = global_step_view(run.ranks, rollouts, scored, run.service.stats(), extra)
-    record = step_record(step, rollouts, scored, stats, timings, lr, service, extra)
+    record = step_record(step, rollouts, scored, stats, timings, lr, service, extra, run.config.reflection_phrases)
     return record, sample_rows(step, rollouts, scored, run.config.samples_per_step)
 
 

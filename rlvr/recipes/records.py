@@ -1,19 +1,25 @@
 """What one step writes to metrics.jsonl and samples.jsonl."""
 from __future__ import annotations
 
+from typing import Sequence
+
 from rlvr.advantages import tied_groups
 from rlvr.correction import CorrectionStats
 from rlvr.rewards import mean_scores, outcome_counts
+from rlvr.signals import peak_memory_gb, reflection_rate, tokens_per_second
 from rlvr.types import RolloutBatch, ScoredBatch
 from rlvr.update import UpdateStats
 
 
 def step_record(step: int, rollouts: RolloutBatch, scored: ScoredBatch, stats: UpdateStats,
                 timings: dict[str, float], lr: float, service_stats: dict[str, int],
-                extra: dict[str, float | int]) -> dict:
+                extra: dict[str, float | int], reflection_phrases: Sequence[str] = ()) -> dict:
     """One metrics.jsonl line. `extra`: what the step's optional parts add (dynamic sampling, curriculum,
     KL in the reward, critic), already named."""
     lengths = rollouts.completion_mask.sum(dim=1).float()
+    signals = {"reflection_rate": reflection_rate(rollouts.completions, reflection_phrases),
+               "tokens_per_s": tokens_per_second(int(lengths.sum()), sum(timings.values())),
+               "peak_memory_gb": peak_memory_gb(rollouts.completion_mask.device.type)}
     # With G = 1 (PPO) there are no groups to tie: the metric is left out rather than always 1.
     tied = ({"zero_std_fraction": tied_groups(scored.rewards, rollouts.group_size, scored.scorable).float().mean()
              .item()} if rollouts.group_size > 1 else {})
@@ -24,6 +30,7 @@ def step_record(step: int, rollouts: RolloutBatch, scored: ScoredBatch, stats: U
         "completion_length": lengths.mean().item(), "completion_length_max": lengths.max().item(),
         "truncated_fraction": rollouts.truncated.float().mean().item(),
         **tied,
+        **signals,
         **{f"reward/{k}": v for k, v in mean_scores(scored).items()},
         **{f"outcomes/{k}": v for k, v in outcome_counts(scored).items()},
         "unscorable": int((~scored.scorable).sum()),

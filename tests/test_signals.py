@@ -36,3 +36,45 @@ def test_default_phrases_and_override() -> None:
     assert load_config(None, ['reflection_phrases=["hmm"]']).reflection_phrases == ["hmm"]
     with pytest.raises(ConfigError):
         load_config(None, ["reflection_phrases=3"])
+
+
+def _diagnose(records, mu=1):
+    from rlvr.signals import Diagnostics
+
+    diagnostics = Diagnostics(mu)
+    return [diagnostics.check({"step": i + 1, **r}) for i, r in enumerate(records)]
+
+
+def test_tied_groups_are_explained_when_they_begin_only() -> None:
+    """Steps 1-2 all tied (said at step 1 only), step 3 not, step 4 tied again (said again)."""
+    out = _diagnose([{"zero_std_fraction": 1.0}, {"zero_std_fraction": 1.0}, {"zero_std_fraction": 0.5},
+                     {"zero_std_fraction": 1.0}])
+    assert [len(lines) for lines in out] == [1, 0, 0, 1]
+    assert "no learning signal" in out[0][0] and out[0][0].startswith("note (step 1)")
+    assert "dynamic_sampling" in out[3][0]
+
+
+def test_zero_loss_is_explained_once_and_only_at_mu_1() -> None:
+    assert [len(x) for x in _diagnose([{"loss": 0.0}, {"loss": 0.1}, {"loss": 0.0}])] == [1, 0, 0]
+    assert [len(x) for x in _diagnose([{"loss": 0.0}, {"loss": 0.0}, {"loss": 0.0}])] == [1, 0, 0]
+    assert "expected at mu = 1" in _diagnose([{"loss": 0.0}])[0][0]
+    assert _diagnose([{"loss": 0.0}], mu=2) == [[]]
+
+
+def test_kl_and_entropy_alarms() -> None:
+    out = _diagnose([{"kl": 0.2, "entropy": 1.2}, {"kl": 1.5, "entropy": 0.01}, {"kl": float("nan")}])
+    assert out[0] == []
+    assert any("KL to the reference is 1.5" in line for line in out[1])
+    assert any("entropy is collapsing (0.01" in line for line in out[1])
+    assert out[2] == []  # NaN is no alarm here (the skip guard reports non-finite steps)
+
+
+def test_reward_rising_while_held_out_falls() -> None:
+    """Eval 1 at step 2 after rewards 0.4, 0.5 (mean 0.45), pass@1 0.80; eval 2 at step 4 after rewards 0.6, 0.8
+    (mean 0.70 > 0.45) with pass@1 0.70 (fell by 0.10 >= 0.05): reward hacking is suspected at step 4 only.
+    A third eval with pass@1 back up (0.85) says nothing."""
+    out = _diagnose([{"reward_mean": 0.4}, {"reward_mean": 0.5, "eval/pass@1": 0.8},
+                     {"reward_mean": 0.6}, {"reward_mean": 0.8, "eval/pass@1": 0.7},
+                     {"reward_mean": 0.9, "eval/pass@1": 0.85}])
+    assert [len(lines) for lines in out] == [0, 0, 0, 1, 0]
+    assert "possible reward hacking" in out[3][0] and "0.450 -> 0.700" in out[3][0] and "0.800 -> 0.700" in out[3][0]

@@ -42,6 +42,7 @@ from rlvr.models import context_length, load_model, load_tokenizer, save_model
 from rlvr.objectives import ClipRange
 from rlvr.recipes import stages
 from rlvr.recipes.records import sample_rows, step_record
+from rlvr.signals import Diagnostics
 from rlvr.backends import build_engine, build_reward_service
 from rlvr.reward_service import RewardService
 from rlvr.rewards import Rewarder, build_rewarder
@@ -314,6 +315,7 @@ def _train_loop(run: Run, checkpoint: Checkpoint | None) -> Path:
     run.logger.message(describe_algorithm(config))
     r = config.rollout
     sampling, started = SamplingParams(r.temperature, r.top_p, r.max_new_tokens), time.monotonic()
+    diagnostics = Diagnostics(config.algorithm.updates_per_batch)  # "is it working?" lines (issue #13)
     with GracefulStop(say=run.logger.message) as stop:
         for step in range(first, config.max_steps + 1):
             record, samples = grpo_step(run, step, sampling)
@@ -326,6 +328,8 @@ def _train_loop(run: Run, checkpoint: Checkpoint | None) -> Path:
                 record.update(run_eval(run, step).metrics())
             run.logger.log_step(record)
             run.logger.log_samples(samples)
+            for line in diagnostics.check(record):
+                run.logger.message(line)
             if record["unscorable"] == config.batch_size:
                 run.logger.message(f"WARNING: every completion of step {step} is unscorable: the verifiers "
                                    f"{sorted(config.task.verifiers)} cannot read this task's references "

@@ -62,11 +62,11 @@ def with_tcmalloc(allocator: str) -> None:
     import os
     import sys
 
-    from rlvr.allocator import find_tcmalloc
+    from rlvr.allocator import find_tcmalloc, preload_env
 
-    library = find_tcmalloc()
-    if allocator == "tcmalloc" and library and "tcmalloc" not in os.environ.get("LD_PRELOAD", ""):
-        os.execve(sys.executable, [sys.executable, __file__, *sys.argv[1:]], {**os.environ, "LD_PRELOAD": library})
+    env = preload_env(os.environ, find_tcmalloc()) if allocator == "tcmalloc" else None  # None: already, or none
+    if env is not None:
+        os.execve(sys.executable, [sys.executable, __file__, *sys.argv[1:]], env)
     print(f"allocator: {'tcmalloc' if 'tcmalloc' in os.environ.get('LD_PRELOAD', '') else 'glibc malloc'}")
 
 

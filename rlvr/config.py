@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from rlvr.config_base import ConfigError, _Section  # noqa: F401  (ConfigError is imported from here everywhere)
 from rlvr.config_sections import (  # noqa: F401  (composed below)
@@ -255,8 +255,17 @@ class RunConfig(_Section):
         default_factory=lambda: ["wait", "let me check", "let me re-check", "let me recheck", "let me verify",
                                  "double-check", "double check", "re-examine", "on second thought",
                                  "let me reconsider", "i made a mistake", "that's not right"],
-        description="self-correction phrases counted in metrics.jsonl's reflection_rate (case-insensitive)")
+        description="self-correction phrases counted in metrics.jsonl's reflection_rate (case-insensitive; "
+                    "[] turns the metric off; a blank phrase is refused)")
     threads: int = Field(0, ge=0, description="torch CPU threads (0 = all cores)")
+
+    @field_validator("reflection_phrases")
+    @classmethod
+    def _no_blank_phrase(cls, phrases: list[str]) -> list[str]:
+        if any(not p.strip() for p in phrases):
+            raise ValueError(f"reflection_phrases: a blank phrase in {phrases} would match nothing; remove it "
+                             "([] turns the metric off)")
+        return phrases
 
     @model_validator(mode="after")
     def _check_combinations(self) -> "RunConfig":

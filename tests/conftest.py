@@ -9,6 +9,18 @@ from pathlib import Path
 import pytest
 import torch
 
+def tiny_llama(seed: int = 0, tied: bool = False):
+    """The unit tests' model: a random 2-layer Llama (vocabulary 64, hidden 32, grouped-query attention 4/2), fp32,
+    eval mode; `tied` shares the input embedding with the LM head (as SmolLM2 does)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                         tie_word_embeddings=tied)
+    return LlamaForCausalLM(config).float().eval()
+
+
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")

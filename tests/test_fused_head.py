@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from conftest import tiny_llama
 
 import rlvr.logprobs as lp
 from rlvr.fused_head import fused_head_applies, head_logprobs_fused, tied_input_embeddings
@@ -73,14 +73,6 @@ def test_applies_to_plain_bias_free_linear_only() -> None:
     assert fused_head_applies(torch.nn.Linear(4, 7, bias=False))
     assert not fused_head_applies(torch.nn.Linear(4, 7))  # a bias: the plain path
     assert not fused_head_applies(torch.nn.Sequential(torch.nn.Linear(4, 7, bias=False)))
-
-
-def tiny_llama(tied: bool) -> LlamaForCausalLM:
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                         tie_word_embeddings=tied)
-    return LlamaForCausalLM(config).float().eval()
 
 
 def test_tied_rows_into_grad_equal_dense_embedding_backward() -> None:

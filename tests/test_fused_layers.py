@@ -5,7 +5,7 @@ import math
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from conftest import tiny_llama
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
 from rlvr.fused_layers import _RMSNorm, _SiluProduct, fused_layers_on
@@ -54,13 +54,6 @@ def test_rms_norm_equals_transformers() -> None:
     assert torch.equal(fused, plain)  # the same ops in the same order
     torch.testing.assert_close(x.grad, plain_grads[0], rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(norm.weight.grad, plain_grads[1], rtol=1e-5, atol=1e-5)
-
-
-def tiny_llama() -> LlamaForCausalLM:
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
-    return LlamaForCausalLM(config).float().eval()
 
 
 def test_whole_model_gradients_equal_and_modules_restored() -> None:

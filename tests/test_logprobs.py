@@ -4,20 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from conftest import tiny_llama
 
 from rlvr.logprobs import batched_logprobs, completion_logprobs, position_ids_from_mask
 
 torch.set_num_threads(1)
 
 TEMPERATURE = 0.7
-
-
-def tiny_llama(seed: int = 0) -> LlamaForCausalLM:
-    torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
-    return LlamaForCausalLM(config).float().eval()
 
 
 def naive_logits(model, prompt_ids, prompt_mask, rows, completion_ids, temperature):

@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from transformers import BatchEncoding, LlamaConfig, LlamaForCausalLM
+from transformers import BatchEncoding
+from conftest import tiny_llama
 
 from rlvr.logprobs import completion_logprobs
 from rlvr.rollout.base import SamplingParams
@@ -18,13 +19,6 @@ torch.set_num_threads(1)
 
 PAD = 63
 STOPS = [3, 7, 11, 19, 23, 29, 31, 37]  # 8 of 64 ids: with a random model most rows stop within 16 tokens
-
-
-def tiny_llama(seed: int = 0) -> LlamaForCausalLM:
-    torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
-    return LlamaForCausalLM(config).float().eval()
 
 
 def engine(model, pad_id: int = PAD, stop_ids=STOPS, fused: bool = True) -> HFRolloutEngine:

@@ -36,6 +36,9 @@ def test_default_phrases_and_override() -> None:
     assert load_config(None, ['reflection_phrases=["hmm"]']).reflection_phrases == ["hmm"]
     with pytest.raises(ConfigError):
         load_config(None, ["reflection_phrases=3"])
+    with pytest.raises(ConfigError, match="reflection_phrases"):  # a blank phrase would match nothing, silently
+        load_config(None, ['reflection_phrases=["wait", "  "]'])
+    assert load_config(None, ["reflection_phrases=[]"]).reflection_phrases == []  # the metric off
 
 
 def _diagnose(records, mu=1):

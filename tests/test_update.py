@@ -7,7 +7,7 @@ import copy
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from conftest import tiny_llama
 
 from rlvr.logprobs import batched_logprobs
 from rlvr.types import TrainBatch
@@ -20,13 +20,6 @@ torch.set_num_threads(1)
 TEMPERATURE = 0.7
 ADVANTAGES = [1.0, -0.5, 0.25, 0.5]
 LENGTHS = [6, 3, 1, 4]  # completion lengths (mask sums); C = 6
-
-
-def tiny_llama(seed: int = 0) -> LlamaForCausalLM:
-    torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
-    return LlamaForCausalLM(config).float().eval()
 
 
 def perturbed(model, seed: int, scale: float = 0.05):

@@ -90,12 +90,12 @@ class _Norm:
 
     def __init__(self, module: torch.nn.Module):
         self.module, self.eps = module, getattr(module, "variance_epsilon", None)
+        self.weight = getattr(module, "weight", None)  # the same Parameter for the stepper's life (one generate call)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        weight = getattr(self.module, "weight", None)
-        if self.eps is None or weight is None or x.dtype != weight.dtype:
+        if self.eps is None or self.weight is None or x.dtype != self.weight.dtype:
             return self.module(x)
-        return F.rms_norm(x, weight.shape, weight, self.eps)
+        return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
 
 
 @dataclass

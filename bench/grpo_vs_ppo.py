@@ -59,7 +59,7 @@ def child(algorithm: str, steps: int, model: str) -> None:
     try:
         for step in range(1, steps + 1):
             start = time.perf_counter()
-            record, _ = grpo_step(run, step, sampling)
+            record, *_ = grpo_step(run, step, sampling)
             times.append(time.perf_counter() - start)
             tokens.append(record["completion_length"])
         held = state_bytes(run)

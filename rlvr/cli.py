@@ -18,7 +18,8 @@ class UsageError(Exception):
 
 # Modules with `register(subparsers)`; their commands raise exceptions with `user_facing = True` for input
 # problems, which main() prints as one line (exit 2). Imports inside them stay lazy: `--help` loads no torch.
-EXTRA_COMMANDS = ("rlvr.sft.command", "rlvr.sampling.command", "rlvr.inference.command", "rlvr.pipeline.command")
+EXTRA_COMMANDS = ("rlvr.sft.command", "rlvr.sampling.command", "rlvr.inference.command", "rlvr.pipeline.command",
+                  "rlvr.viz.command")
 
 
 def run_config(args: argparse.Namespace) -> RunConfig:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 
 from rlvr.config_base import ConfigError, _Section  # noqa: F401  (ConfigError is imported from here everywhere)
 from rlvr.config_sections import (  # noqa: F401  (composed below)
-    DistributedConfig, EngineConfig, RayConfig, SampleConfig, SFTConfig)
+    DistributedConfig, EngineConfig, LoggingConfig, RayConfig, SampleConfig, SFTConfig)
 
 EMBEDDED_MODEL = "embedded:SmolLM2-135M-Instruct"
 
@@ -242,6 +242,7 @@ class RunConfig(_Section):
     sample: SampleConfig = Field(default_factory=SampleConfig)
     distributed: DistributedConfig = Field(default_factory=DistributedConfig)
     ray: RayConfig = Field(default_factory=RayConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
     # 30: with dynamic sampling (auto) the default run's training fits in 10 minutes on a 2-core CPU (issue #12)
     max_steps: int = Field(30, ge=1, description="optimizer steps (one rollout batch each when mu = 1)")
     seed: int = Field(0, description="seeds torch, Python and the task generators")
@@ -249,6 +250,8 @@ class RunConfig(_Section):
     save_every: int = Field(0, ge=0, description="full checkpoint (weights, optimizer, RNG, data cursor) every N "
                                                  "steps; one is also written at the end and on SIGTERM/SIGINT")
     samples_per_step: int = Field(4, ge=0, description="completions per step written to samples.jsonl")
+    group_view: bool = Field(True, description="one group per step to groups.jsonl: tokens with their advantage and "
+                                               "the update's ratio (the dashboard's group view)")
     # DeepSeek-R1's "aha moment" is the policy learning to re-check itself; metrics.jsonl's reflection_rate is the
     # share of completions with one of these phrases (whole words, any case; rlvr/signals.py, issue #13)
     reflection_phrases: list[str] = Field(

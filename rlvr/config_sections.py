@@ -106,3 +106,26 @@ class RayConfig(_Section):
                                                        "per rank, as torchrun)")
     trainer_start_timeout_s: float = Field(600.0, gt=0, description="deadline to place the trainer ranks and "
                                                                     "start their actors (busy cluster: an error)")
+
+
+class WandbConfig(_Section):
+    """Weights & Biases (`pip install 'rlvr[wandb]'`): on when a project is named."""
+
+    project: str | None = Field(None, description="W&B project; set = log metrics and completion tables to W&B")
+    entity: str | None = Field(None, description="W&B team or user; None = the logged-in account's default")
+    name: str | None = Field(None, description="W&B run name; None = W&B picks one")
+    mode: Literal["online", "offline"] = Field("online", description="offline: write under RUN/wandb, upload later "
+                                                                      "with `wandb sync`")
+
+
+class LoggingConfig(_Section):
+    """What a run shows and where its metrics go besides metrics.jsonl/samples.jsonl, which are always written
+    (issue #13, items 2 and 3)."""
+
+    progress: Literal["auto", "bar", "lines", "off"] = Field(
+        "auto", description="long phases (training, evaluation, sampling): bar = a live bar with rate and ETA | "
+                            "lines = a plain line every progress_interval_s | auto = bar on a terminal, else lines")
+    progress_interval_s: float = Field(30.0, gt=0, description="lines mode: seconds between two progress lines")
+    tensorboard: bool = Field(False, description="also write TensorBoard events to RUN/tensorboard "
+                                                 "(pip install 'rlvr[tensorboard]')")
+    wandb: WandbConfig = Field(default_factory=WandbConfig)

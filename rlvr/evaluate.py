@@ -20,6 +20,7 @@ from typing import Any, Iterator, Sequence
 import torch
 
 from rlvr.config import EvalConfig, RunConfig
+from rlvr.progress import SILENT, Progress, ProgressFactory, Reporter
 from rlvr.rewards import Rewarder, build_rewarder
 from rlvr.rollout.base import RolloutEngine, SamplingParams
 from rlvr.types import Outcome, Prompt, RolloutBatch, ScoredBatch
@@ -83,11 +84,15 @@ def _scored_chunks(engine: RolloutEngine, rewarder: Rewarder, prompts: list[Prom
 
 
 def collect(engine: RolloutEngine, rewarder: Rewarder, prompts: list[Prompt], n: int, sampling: SamplingParams,
-            batch_size: int, answer_mode: str | None, outcomes: Counter[str] | None = None) -> list[ProblemSamples]:
-    """n samples per prompt, scored and reduced; verdict counts are added to `outcomes` when given."""
+            batch_size: int, answer_mode: str | None, outcomes: Counter[str] | None = None,
+            progress: Progress | None = None) -> list[ProblemSamples]:
+    """n samples per prompt, scored and reduced; verdict counts are added to `outcomes` when given, and each
+    chunk's samples to `progress`."""
     gated, found = gated_names(rewarder), []
     for batch, scored in _scored_chunks(engine, rewarder, prompts, n, sampling, batch_size):
         found += problem_samples(batch, scored, gated, answer_mode)
+        if progress is not None:
+            progress.update(len(batch.prompts) * n)
         if outcomes is not None:
             for name, verdicts in scored.verdicts.items():
                 outcomes.update(f"{name}/{v.outcome.value}" for v in verdicts)
@@ -187,11 +192,13 @@ class EvalResult:
 
 
 def evaluate(engine: RolloutEngine, rewarder: Rewarder, prompts: list[Prompt], config: EvalConfig,
-             max_new_tokens: int, ks: Sequence[int] | None = None, answer_mode: str | None = None) -> EvalResult:
+             max_new_tokens: int, ks: Sequence[int] | None = None, answer_mode: str | None = None,
+             progress: ProgressFactory = SILENT) -> EvalResult:
     """Sample config.samples completions per prompt (and one greedy when config.greedy) and estimate.
 
     ks: default config.ks; k > n is skipped. answer_mode: how votes are extracted; default the rewarder's math
-    verifier's mode (no maj@k when it has none).
+    verifier's mode (no maj@k when it has none). progress: shows the samples generated (the greedy ones included)
+    as they are scored; default nothing.
     """
     if not prompts:
         raise ValueError("evaluation needs at least one held-out problem")
@@ -199,13 +206,14 @@ def evaluate(engine: RolloutEngine, rewarder: Rewarder, prompts: list[Prompt], c
     answer_mode = answer_mode if answer_mode is not None else answer_mode_of(rewarder)
     usable = sorted({1, *(k for k in (config.ks if ks is None else ks) if 1 <= k <= n)})
     outcomes: Counter[str] = Counter()
-    sampled = collect(engine, rewarder, prompts, n, SamplingParams(config.temperature, config.top_p, max_new_tokens),
-                      config.batch_size, answer_mode, outcomes)
-    greedy = None
-    if config.greedy:
-        picked = collect(engine, rewarder, prompts, 1, SamplingParams(0.0, 1.0, max_new_tokens), config.batch_size,
-                         None)
-        greedy = sum(s.correct[0] for s in picked) / len(picked)
+    sampling = SamplingParams(config.temperature, config.top_p, max_new_tokens)
+    with progress("evaluating", len(prompts) * (n + int(config.greedy)), "samples") as bar:
+        sampled = collect(engine, rewarder, prompts, n, sampling, config.batch_size, answer_mode, outcomes, bar)
+        greedy = None
+        if config.greedy:
+            picked = collect(engine, rewarder, prompts, 1, SamplingParams(0.0, 1.0, max_new_tokens),
+                             config.batch_size, None, progress=bar)
+            greedy = sum(s.correct[0] for s in picked) / len(picked)
     whole = summarize(sampled, usable, vote=answer_mode is not None)
     return EvalResult(
         problems=len(prompts), samples_per_problem=n, temperature=config.temperature, pass_at_1=whole.pass_at[1],
@@ -217,7 +225,8 @@ def evaluate(engine: RolloutEngine, rewarder: Rewarder, prompts: list[Prompt], c
 
 def evaluate_model(config: RunConfig, model_path: str) -> EvalResult:
     """Evaluate a model (directory, hub id or 'embedded') on config.task's held-out split (config.eval.size
-    problems) with config.eval's sampling and ks and config.rollout.max_new_tokens. Seeded with config.seed."""
+    problems) with config.eval's sampling and ks and config.rollout.max_new_tokens. Seeded with config.seed.
+    Progress goes to stderr as logging.progress says (`rlvr eval` prints its JSON on stdout)."""
     from rlvr.models import load_model, load_tokenizer
     from rlvr.rollout.hf import HFRolloutEngine
     from rlvr.tasks import build_task
@@ -233,4 +242,4 @@ def evaluate_model(config: RunConfig, model_path: str) -> EvalResult:
     torch.manual_seed(config.seed)
     mode = math_answer_mode(config.task) if "math" in rewarder.components else None
     return evaluate(HFRolloutEngine(model, tokenizer), rewarder, task.eval_prompts(config.eval.size), config.eval,
-                    config.rollout.max_new_tokens, answer_mode=mode)
+                    config.rollout.max_new_tokens, answer_mode=mode, progress=Reporter.from_config(config.logging))

@@ -100,6 +100,7 @@ class LossTerms:
     kl: torch.Tensor  # scalar, aggregated KL estimate (0 when no reference), detached
     entropy: torch.Tensor  # scalar, aggregated entropy (0 when not given), detached
     clipped_tokens: torch.Tensor  # scalar, count of loss tokens where a clip bound was binding
+    clipped_high_tokens: torch.Tensor  # scalar, those of them clipped at the upper bound (ratio > 1)
 
 
 def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, ref_logprobs: torch.Tensor | None,
@@ -128,5 +129,6 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, ref_logprobs
     mean_entropy = zero if entropy is None else aggregate(entropy, mask, spec.aggregation, denominator)
     loss = policy + spec.beta * kl - spec.entropy_coef * mean_entropy
     # A count, not a share: shares of micro-batches with different token counts do not average correctly.
-    clipped_tokens = (surrogate.clipped & (mask > 0)).sum()
-    return LossTerms(loss, policy.detach(), kl.detach(), mean_entropy.detach(), clipped_tokens)
+    real = mask > 0
+    clipped_tokens, clipped_high = (surrogate.clipped & real).sum(), (surrogate.high & real).sum()
+    return LossTerms(loss, policy.detach(), kl.detach(), mean_entropy.detach(), clipped_tokens, clipped_high)

@@ -1,14 +1,16 @@
-"""Metric records and sinks: metrics.jsonl (one object per optimizer step), samples.jsonl, a progress line."""
+"""Metric records and where they go: metrics.jsonl (one object per optimizer step) and samples.jsonl always, the
+optional sinks of logging.* (rlvr/sinks.py), and a progress line per step (with a live bar on a terminal)."""
 from __future__ import annotations
 
-import json
 import math
 import sys
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Sequence, TextIO
 
 from rlvr.config import RunConfig
+from rlvr.progress import LOGGING_DEFAULTS, Mode, Progress, clear_bars, progress, resolve_mode
+from rlvr.sinks import JsonlSink, Sink, append_lines
 
 
 def batch_accounting(config: RunConfig) -> str:
@@ -33,15 +35,24 @@ class RunLogger:
     """Appends JSON lines; files are flushed per step so a crash loses at most the current step.
 
     `writes=False` (torchrun ranks other than 0): the clock runs, nothing is written or printed, so the logs
-    and the console hold each step once (issue #11)."""
+    and the console hold each step once (issue #11). `sinks`: the optional ones (rlvr.sinks.build_sinks); one
+    that raises is dropped with one warning and the run goes on, as metrics.jsonl does. `progress_mode`:
+    logging.progress; on a terminal (auto) the step lines are printed above a live bar of the steps."""
 
-    def __init__(self, run_dir: Path, max_steps: int, stream: TextIO = sys.stdout, writes: bool = True):
-        self.metrics_path = run_dir / "metrics.jsonl"
-        self.samples_path = run_dir / "samples.jsonl"
+    def __init__(self, run_dir: Path, max_steps: int, stream: TextIO = sys.stdout, writes: bool = True,
+                 sinks: Sequence[Sink] = (), progress_mode: Mode = LOGGING_DEFAULTS.progress,
+                 interval_s: float = LOGGING_DEFAULTS.progress_interval_s):
+        self.jsonl = JsonlSink(run_dir)
+        self.metrics_path, self.samples_path = self.jsonl.metrics_path, self.jsonl.samples_path
         self.max_steps = max_steps
         self.stream = stream
         self.start = time.monotonic()
+        self.created = self.start  # when the loop began: the steps' bar is dated back to it
         self.writes = writes
+        self.sinks = list(sinks) if writes else []
+        self.progress_mode: Mode = progress_mode if writes else "off"
+        self.interval_s = interval_s
+        self._bar: Progress | None = None
 
     def elapsed(self) -> float:
         return time.monotonic() - self.start
@@ -51,25 +62,67 @@ class RunLogger:
             return
         record = {"step": record["step"], "elapsed_s": round(self.elapsed(), 3),
                   **{k: _clean(v) for k, v in record.items() if k != "step"}}
-        with self.metrics_path.open("a") as f:
-            f.write(json.dumps(record) + "\n")
-        self.stream.write(self._progress_line(record) + "\n")
-        self.stream.flush()
+        self.jsonl.scalars(record["step"], record)
+        self._to_sinks("scalars", record["step"], record)
+        self.message(self._progress_line(record))
+        self._advance_bar(record["step"])  # after the line: the last step's line stays above the finished bar
 
     def log_eval(self, step: int, metrics: dict[str, Any]) -> None:
         """A row with only held-out metrics (the end-of-run evaluation, made after the last step's row)."""
         if not self.writes:
             return
-        with self.metrics_path.open("a") as f:
-            f.write(json.dumps({"step": step, "elapsed_s": round(self.elapsed(), 3),
-                                **{k: _clean(v) for k, v in metrics.items()}}) + "\n")
+        row = {"step": step, "elapsed_s": round(self.elapsed(), 3), **{k: _clean(v) for k, v in metrics.items()}}
+        self.jsonl.scalars(step, row)
+        self._to_sinks("scalars", step, row)
 
     def log_samples(self, rows: list[dict[str, Any]]) -> None:
         if not self.writes:
             return
-        with self.samples_path.open("a") as f:
-            for row in rows:
-                f.write(json.dumps(row) + "\n")
+        step = rows[0]["step"] if rows else 0
+        self.jsonl.completions(step, rows)
+        if rows:
+            self._to_sinks("completions", step, rows)
+
+    def progress(self, label: str, total: int, unit: str = "it", initial: int = 0) -> Progress:
+        """A long phase of the run (the evaluation): shown on this logger's stream, nothing on ranks > 0."""
+        return progress(label, total, unit, mode=self.progress_mode, stream=self.stream, interval_s=self.interval_s,
+                        initial=initial)
+
+    def close(self) -> None:
+        """End of the run: the steps' bar and every sink closed (a sink that fails to close is reported)."""
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+        self._to_sinks("close")
+        self.sinks = []
+
+    def _to_sinks(self, method: str, *args: Any) -> None:
+        for sink in list(self.sinks):
+            try:
+                getattr(sink, method)(*args)
+            except Exception as err:  # noqa: BLE001 - an optional sink must never stop a training run
+                self.sinks.remove(sink)
+                self.message(f"WARNING: the {sink.name} sink failed ({type(err).__name__}: {err}); it is switched off "
+                             f"for the rest of the run (metrics.jsonl keeps every step)")
+
+    def _advance_bar(self, step: int) -> None:
+        """On a terminal: a live bar of the steps, drawn from the first logged step on (dated back to when the loop
+        began, so its rate counts that step too) and closed after the last."""
+        if resolve_mode(self.progress_mode, self.stream) != "bar":
+            return  # off a terminal the step lines are the whole progress report, as before
+        if self._bar is None:
+            self._bar = progress("training", self.max_steps, "step", mode="bar", stream=self.stream,
+                                 initial=step - 1, started=self.created)
+        self._bar.advance_to(step)
+        if step >= self.max_steps:
+            self._bar.close()
+            self._bar = None
+
+    def log_group(self, row: dict[str, Any] | None) -> None:
+        """groups.jsonl: one group's completions with per-token advantages and ratios (the dashboard's group view)."""
+        if not self.writes or row is None:
+            return
+        append_lines(self.metrics_path.parent / "groups.jsonl", [row])
 
     def _progress_line(self, r: dict[str, Any]) -> str:
         step, elapsed = r["step"], r["elapsed_s"]
@@ -82,5 +135,6 @@ class RunLogger:
     def message(self, text: str) -> None:
         if not self.writes:
             return
-        self.stream.write(text + "\n")
-        self.stream.flush()
+        with clear_bars(self.stream):  # above a live bar rather than through it
+            self.stream.write(text + "\n")
+            self.stream.flush()

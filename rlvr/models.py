@@ -10,7 +10,9 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -34,7 +36,7 @@ def cache_root() -> Path:
 
 
 def embedded_model_dir() -> Path:
-    """Path of the converted embedded model, converting it on first use (a few seconds)."""
+    """Path of the converted embedded model, converting it on first use (seconds to a minute)."""
     target = cache_root() / "models" / "SmolLM2-135M-Instruct"
     if (target / "config.json").is_file() and (target / "model.safetensors").is_file():
         return target
@@ -49,19 +51,35 @@ def embedded_model_dir() -> Path:
     return target
 
 
+def _say(text: str) -> None:
+    # stderr: `rlvr eval` prints its JSON on stdout. A few phases of seconds each, none of which reports how far
+    # it is, so a line per phase rather than a bar that could measure nothing.
+    print(text, file=sys.stderr, flush=True)
+
+
 def _convert_gguf(gguf_dir: Path, gguf_file: str, target: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    from rlvr.progress import isatty
+
+    if not isatty(sys.stderr):  # transformers' load/save bars (a terminal keeps them): carriage returns in a log
+        hf_logging.disable_progress_bar()
+    started = time.monotonic()
+    _say(f"converting the embedded model (once): reading the tokenizer from {gguf_file} ...")
     try:
         tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=gguf_file)
+        _say("converting the embedded model: dequantizing the Q4_1 weights ...")
         loaded = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=gguf_file, dtype=torch.float32)
     except ImportError as err:  # gguf / accelerate missing
         raise ModelError(f"converting the embedded GGUF model needs `pip install gguf accelerate`: {err}") from None
+    _say("converting the embedded model: copying the dequantized weights into a plain float32 model ...")
     config = loaded.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config
     plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     plain.load_state_dict(loaded.state_dict())
+    _say(f"converting the embedded model: saving it to {target} ...")
     target.parent.mkdir(parents=True, exist_ok=True)
     # Write to a sibling temp dir, then rename: a crash mid-write never leaves a half model in the cache.
     staging = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
@@ -73,6 +91,7 @@ def _convert_gguf(gguf_dir: Path, gguf_file: str, target: Path) -> None:
         staging.rename(target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    _say(f"converted the embedded model in {time.monotonic() - started:.0f} s; later runs load it from {target}")
 
 
 def resolve_model_path(name_or_path: str) -> str:

@@ -1,8 +1,9 @@
 """Per-token policy objectives of the GRPO family, as losses to minimise: pure tensor functions.
 
 Each objective maps (logprobs, old_logprobs [B, C], advantages [B] or [B, C], mask [B, C], clip) to
-Surrogate(loss [B, C], clipped [B, C] bool). `logprobs` carries the gradient; old log-probs are pi_old, the
-policy that sampled the batch (with mu = 1 they are the detached current log-probs, so every ratio is 1).
+Surrogate(loss [B, C], clipped [B, C] bool, high [B, C] bool). `logprobs` carries the gradient; old log-probs
+are pi_old, the policy that sampled the batch (with mu = 1 they are the detached current log-probs, so every
+ratio is 1).
 Aggregation over tokens and sequences is not done here (loss.AGGREGATIONS).
 
   ppo_clip   -min(rho A, clip(rho, 1-eps_low, 1+eps_high) A)      PPO (Schulman et al. 2017); eps_high > eps_low
@@ -30,6 +31,9 @@ class ClipRange:
 class Surrogate:
     loss: torch.Tensor  # [B, C] per-token loss (padding positions hold arbitrary finite values; mask them)
     clipped: torch.Tensor  # [B, C] bool, where a clip bound took the gradient away (or capped the weight)
+    # [B, C] bool, the clipped tokens whose ratio is above 1 (the upper bound binds: a token the update pushed up too
+    # far); clipped & ~high are the lower bound's. Logged apart (issue #13): clip-higher (DAPO) moves only the first.
+    high: torch.Tensor
 
 
 def _per_token(advantages: torch.Tensor) -> torch.Tensor:
@@ -40,7 +44,8 @@ def _clipped_surrogate(ratio: torch.Tensor, adv: torch.Tensor, clip: ClipRange) 
     unclipped = ratio * adv
     clipped = torch.clamp(ratio, 1.0 - clip.low, 1.0 + clip.high) * adv
     # The clip binds (and the gradient vanishes) where the clipped term is the smaller one.
-    return Surrogate(-torch.minimum(unclipped, clipped), clipped < unclipped)
+    binds = clipped < unclipped
+    return Surrogate(-torch.minimum(unclipped, clipped), binds, binds & (ratio > 1.0))
 
 
 def ppo_clip(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
@@ -58,7 +63,9 @@ def dual_clip(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: to
     base = ppo_clip(logprobs, old_logprobs, advantages, mask, clip)
     cap = -clip.dual_c * adv
     capped = (adv < 0) & (cap < base.loss)
-    return Surrogate(torch.where(capped, cap.expand_as(base.loss), base.loss), base.clipped | capped)
+    # the cap binds only where rho > c > 1, so a capped token counts with the upper side
+    return Surrogate(torch.where(capped, cap.expand_as(base.loss), base.loss), base.clipped | capped,
+                     base.high | capped)
 
 
 def gspo(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
@@ -85,7 +92,8 @@ def cispo(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.
     the upper bound is applied; `low` is unused."""
     ratio = torch.exp(logprobs - old_logprobs).detach()
     weight = torch.clamp(ratio, max=1.0 + clip.high)
-    return Surrogate(-weight * _per_token(advantages) * logprobs, ratio > 1.0 + clip.high)
+    above = ratio > 1.0 + clip.high
+    return Surrogate(-weight * _per_token(advantages) * logprobs, above, above)
 
 
 Objective = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, ClipRange], Surrogate]

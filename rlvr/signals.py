@@ -50,6 +50,9 @@ def peak_memory_gb(device_type: str) -> float:
 
 # Thresholds of the failure patterns below (per-token means, as metrics.jsonl logs them).
 KL_ALARM = 1.0  # k3 KL to the reference per token; the default run stays under ~0.2 once past its first steps
+# |loss| below this prints as +0.0000 in the step line: what users ask about is the displayed 0, which at mu = 1 is
+# a float round-off away from 0 (a step's advantages sum to ~1e-8, not exactly 0)
+ZERO_LOSS = 5e-5
 ENTROPY_FLOOR = 0.05  # nats per token: sampling at T = 1 is then close to greedy and groups start to tie
 HACKING_DROP = 0.05  # a fall of held-out pass@1 this large while the training reward rises
 
@@ -80,8 +83,9 @@ class Diagnostics:
         if r.get("zero_std_fraction") == 1.0:
             out["tied"] = ("no learning signal: every group's rewards tied (the task is too easy or too hard for "
                            "this model) - try rollout.dynamic_sampling.enabled=true or curriculum.enabled=true")
-        if self.updates_per_batch == 1 and r.get("loss") == 0.0:
-            out["zero_loss"] = ("the loss is exactly 0: expected at mu = 1 - the ratio is 1 and each group's "
+        loss = r.get("loss")
+        if self.updates_per_batch == 1 and _finite(loss) and abs(loss) < ZERO_LOSS:
+            out["zero_loss"] = ("the loss shows as 0: expected at mu = 1 - the ratio is 1 and each group's "
                                 "advantages sum to 0, so the loss's value vanishes (with beta x KL, 0 while the policy "
                                 "equals the reference) while its gradient does not; watch reward and grad_norm")
         kl = r.get("kl")

@@ -71,6 +71,9 @@ class UpdateStats:
     clip_fraction: float
     entropy: float  # mean per-token entropy of the policy on the sampled completions (always logged)
     grad_norm: float
+    # the clip fraction's two sides (issue #13): ratio above 1 + eps_high, and below 1 - eps_low
+    clip_fraction_high: float = 0.0
+    clip_fraction_low: float = 0.0
     skipped: float = 0.0  # 1.0 when a non-finite loss or gradient made this step a no-op (issue #9)
     micro_batch_size: float = 0.0  # rows per micro-batch actually used (smaller after an out-of-memory retry)
     correction: CorrectionStats | None = None  # rollout correction's sums over the batch (None when off)
@@ -129,7 +132,7 @@ def _accumulate_and_step(policy, batch: TrainBatch, optimizer: torch.optim.Optim
     everyone = ranks.cat_rows(batch.completion_mask)
     denominator = AGGREGATIONS[spec.aggregation].denominator(everyone, settings.max_length)
     mask_total = everyone.sum().clamp(min=1).item()
-    totals = dict(loss=0.0, policy_loss=0.0, kl=0.0, clip_fraction=0.0, entropy=0.0)
+    totals = dict(loss=0.0, policy_loss=0.0, kl=0.0, clip_fraction=0.0, clip_fraction_high=0.0, entropy=0.0)
     order = batch.by_length()  # the gradient does not depend on row order; padding does
     forward = _forward(policy)
     correction: CorrectionStats | None = None
@@ -156,8 +159,9 @@ def _accumulate_and_step(policy, batch: TrainBatch, optimizer: torch.optim.Optim
         if scheduler is not None:
             scheduler.step()
     optimizer.zero_grad(set_to_none=True)
+    low = totals["clip_fraction"] - totals["clip_fraction_high"]
     return UpdateStats(grad_norm=float(grad_norm), skipped=float(not finite), micro_batch_size=micro_batch_size,
-                       correction=correction, **totals)
+                       correction=correction, clip_fraction_low=max(low, 0.0), **totals)
 
 
 def clip_gradients(policy, max_norm: float) -> torch.Tensor:
@@ -195,6 +199,7 @@ def _micro_step(forward, micro: TrainBatch, settings: UpdateSettings, denominato
     terms.loss.backward()
     return {"loss": terms.loss.item(), "policy_loss": terms.policy_loss.item(), "kl": terms.kl.item(),
             "clip_fraction": terms.clipped_tokens.item() / mask_total,
+            "clip_fraction_high": terms.clipped_high_tokens.item() / mask_total,
             "entropy": (entropy.detach() * micro.completion_mask).sum().item() / mask_total}, part
 
 

@@ -73,7 +73,7 @@ def test_one_step_trains_only_the_adapters(tiny_model_dir, tmp_path):
         assert {id(p) for g in run.optimizer.param_groups for p in g["params"]} == {
             id(p) for n, p in run.policy.named_parameters() if "lora_" in n}  # the optimizer sees adapters only
         before = {n: p.detach().clone() for n, p in run.policy.named_parameters()}
-        record, _ = grpo_step(run, 1, SamplingParams(1.0, 1.0, 8))
+        record, *_ = grpo_step(run, 1, SamplingParams(1.0, 1.0, 8))
         assert record["grad_norm"] > 0  # the step had something to learn (see LORA)
     finally:
         run.service.close()

@@ -3,6 +3,7 @@ derived by hand. The other objectives, estimators and aggregations are in test_f
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -217,3 +218,31 @@ def test_grpo_loss_mu_one_gradient_is_policy_gradient() -> None:
     torch.testing.assert_close(terms.loss, torch.tensor(-0.5), **TOL)
     terms.loss.backward()
     torch.testing.assert_close(logp.grad, torch.tensor([[-1 / 3] * 3, [0.5, 0.0, 0.0]]), **TOL)
+
+
+def test_clip_sides_counted_apart_by_hand() -> None:
+    """Clip fraction split by side (issue #13). Range [1 - 0.2, 1 + 0.28] (DAPO's clip-higher):
+    token 0: rho 1.5, A +1 -> min(1.5, 1.28) = 1.28 clipped term smaller: binds, ratio > 1 -> HIGH
+    token 1: rho 0.5, A -1 -> min(-0.5, -0.8) = -0.8 clipped term smaller: binds, ratio < 1 -> LOW
+    token 2: rho 1.5, A -1 -> min(-1.5, -1.28) = -1.5 unclipped smaller: free (the update may undo it)
+    token 3: rho 0.5, A +1 -> min(0.5, 0.8) = 0.5 unclipped smaller: free
+    token 4: rho 1.25, A +1 -> 1.25 < 1.28: inside the range (symmetric 0.2 would clip it high)
+    token 5: rho 0.7, A -1 -> binds low, but it is padding (mask 0): not counted
+    -> clipped 2, high 1 (so low 1)."""
+    ratio = torch.tensor([[1.5, 0.5, 1.5, 0.5, 1.25, 0.7]])
+    adv = torch.tensor([[1.0, -1.0, -1.0, 1.0, 1.0, -1.0]])
+    old = torch.zeros_like(ratio)
+    mask = torch.tensor([[1.0, 1.0, 1.0, 1.0, 1.0, 0.0]])
+    spec = LossSpec("ppo_clip", ClipRange(0.2, 0.28), "token_mean", "k3", 0.0, 0.0)
+    terms = policy_loss(torch.log(ratio), old, None, adv, mask, spec, 5.0)
+    assert (terms.clipped_tokens.item(), terms.clipped_high_tokens.item()) == (2, 1)
+    symmetric = policy_loss(torch.log(ratio), old, None, adv, mask, replace(spec, clip=ClipRange(0.2, 0.2)), 5.0)
+    assert (symmetric.clipped_tokens.item(), symmetric.clipped_high_tokens.item()) == (3, 2)
+    # CISPO caps the weight above 1 + 0.28 whatever the advantage's sign: tokens 0 and 2 (rho 1.5), both high
+    cispo = policy_loss(torch.log(ratio), old, None, adv, mask, replace(spec, objective="cispo"), 5.0)
+    assert (cispo.clipped_tokens.item(), cispo.clipped_high_tokens.item()) == (2, 2)
+    # dual clip (c = 3): rho 4, A -1 -> PPO term -min(-4, -1.28) = 4, capped at -c A = 3: counted, and high
+    dual = policy_loss(torch.log(torch.tensor([[4.0]])), torch.zeros(1, 1), None, torch.tensor([[-1.0]]),
+                       torch.ones(1, 1), replace(spec, objective="dual_clip"), 1.0)
+    torch.testing.assert_close(dual.loss, torch.tensor(3.0), **TOL)
+    assert (dual.clipped_tokens.item(), dual.clipped_high_tokens.item()) == (1, 1)

@@ -71,6 +71,8 @@ def assert_same_run(resumed: Path, straight: Path) -> None:
     assert trace(resumed) == trace(straight)  # the same prompts, in order, and the same sampled completions
     steps = [json.loads(line)["step"] for line in (resumed / "metrics.jsonl").read_text().splitlines()]
     assert steps == list(range(1, STEPS + 1))  # no duplicate or missing step
+    groups = [json.loads(line)["step"] for line in (resumed / "groups.jsonl").read_text().splitlines()]
+    assert groups == list(range(1, STEPS + 1))  # the group view's log is cut back to the checkpoint too
 
 
 def test_sigterm_then_resume_is_bit_exact(tiny_model_dir, tmp_path, reference_run):

@@ -64,6 +64,16 @@ def test_zero_loss_is_explained_once_and_only_at_mu_1() -> None:
     assert _diagnose([{"loss": 0.0}], mu=2) == [[]]
 
 
+def test_zero_loss_note_covers_what_prints_as_zero() -> None:
+    # the step line formats the loss with '+.4f': 3e-8 (a real step's round-off) and -4.9e-5 print +0.0000 /
+    # -0.0000, 5e-5 prints +0.0001 (no note), as does NaN (no note: the divergence guard speaks for it)
+    assert format(-4.9e-5, "+.4f") == "-0.0000" and format(5e-5, "+.4f") == "+0.0001"
+    assert [len(x) for x in _diagnose([{"loss": 3e-8}])] == [1]
+    assert [len(x) for x in _diagnose([{"loss": -4.9e-5}])] == [1]
+    assert _diagnose([{"loss": 5e-5}]) == [[]]
+    assert _diagnose([{"loss": float("nan")}]) == [[]]
+
+
 def test_kl_and_entropy_alarms() -> None:
     out = _diagnose([{"kl": 0.2, "entropy": 1.2}, {"kl": 1.5, "entropy": 0.01}, {"kl": float("nan")}])
     assert out[0] == []

@@ -14,7 +14,8 @@ from rlvr.recipes.grpo import train
 
 REQUIRED_METRICS = {"step", "elapsed_s", "reward_mean", "loss", "kl", "reward/math", "completion_length",
                     "clip_fraction", "entropy", "zero_std_fraction", "outcomes/math/correct",
-                    "outcomes/math/unparseable", "reflection_rate", "tokens_per_s", "peak_memory_gb"}
+                    "outcomes/math/unparseable", "reflection_rate", "tokens_per_s", "peak_memory_gb",
+                    "clip_fraction_low", "clip_fraction_high", "time/group_view_s"}
 
 
 def tiny_overrides(model_dir, out_dir, steps=2):
@@ -39,6 +40,20 @@ def test_train_writes_run_directory(tiny_model_dir, tmp_path):
             "outcomes/math/unparseable"] + record["outcomes/math/timeout"] + record["outcomes/math/error"] == 8
     samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
     assert samples and {"completion", "reward", "verdicts", "reference"} <= set(samples[0])
+    for record in records:  # at mu = 1 the loss's ratio is 1: nothing is clipped on either side
+        assert record["clip_fraction"] == record["clip_fraction_low"] == record["clip_fraction_high"] == 0.0
+    groups = [json.loads(line) for line in (out / "groups.jsonl").read_text().splitlines()]
+    assert [g["step"] for g in groups] == [1, 2] and all(len(g["completions"]) == 4 for g in groups)
+    for c in (c for g in groups for c in g["completions"]):
+        assert len(c["tokens"]) == len(c["token_advantages"]) == len(c["token_ratios"]) >= 1
+        special = lambda t: len(t) > 1 and t[0] == "<" and t[-1] == ">"  # noqa: E731 (<unk>, <|im_end|>, ...)
+        shown = "".join(t for t in c["tokens"] if not special(t))  # the text is decoded without specials
+        assert shown == c["text"]  # one entry per generated token
+        assert all(a == pytest.approx(c["advantage"], abs=1e-5) for a in c["token_advantages"])
+    # the random model's groups all tie (reward 0): no gradient, so the weights did not move and pi_new / pi_old is 1
+    # on every token: pi_old (the sampler's log-probs here) is measured as the trainer measures the policy
+    assert all(r["grad_norm"] == 0 for r in records)
+    assert max(abs(r - 1) for g in groups for c in g["completions"] for r in c["token_ratios"]) < 1e-5
     evals = [json.loads(line) for line in (out / "eval.jsonl").read_text().splitlines()]
     assert evals[-1]["problems"] == 3 and 0.0 <= evals[-1]["pass@1"] <= 1.0
     reloaded = AutoModelForCausalLM.from_pretrained(out / "final")  # save_pretrained layout

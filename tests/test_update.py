@@ -193,3 +193,21 @@ def test_clip_gradients_by_hand(max_norm, expected) -> None:
     layer.weight.grad = torch.tensor([[3.0, 4.0]])
     assert float(clip_gradients(layer, max_norm)) == pytest.approx(5.0)
     torch.testing.assert_close(layer.weight.grad, torch.tensor([expected]))
+
+
+def test_clip_fraction_sides_through_an_update_step():
+    """train_step's clip_fraction_high/_low (issue #13) on a real forward. pi_old is set so that, on the current
+    policy, row 0 (A = +1, 6 tokens) has ratio 1.5 on every token and row 1 (A = -0.5, 3 tokens) ratio 0.5; rows 2
+    (A = 0.25) and 3 (A = 0.5) ratio 1. Clip [0.8, 1.2]: row 0 binds high on 6 tokens, row 1 low on 3, of the 14
+    loss tokens -> high 6/14 = 0.4285714, low 3/14 = 0.2142857, total 9/14 = 0.6428571."""
+    model = tiny_llama()
+    batch = make_batch(model, with_ref=False, with_old=False)
+    with torch.no_grad():
+        current = batched_logprobs(model, batch.prompt_ids, batch.prompt_mask, batch.prompt_index,
+                                   batch.completion_ids, batch.completion_mask, TEMPERATURE, 4)
+    shift = torch.tensor([[torch.log(torch.tensor(1.5))], [torch.log(torch.tensor(0.5))], [0.0], [0.0]])
+    batch.old_logprobs = (current - shift) * batch.completion_mask  # ratio = exp(current - old) = exp(shift)
+    _, stats, _ = step(model, batch, settings(micro_batch_size=3, beta=0.0))  # 2 micro-batches: sums, not means
+    assert stats.clip_fraction_high == pytest.approx(6 / 14, abs=1e-6)
+    assert stats.clip_fraction_low == pytest.approx(3 / 14, abs=1e-6)
+    assert stats.clip_fraction == pytest.approx(9 / 14, abs=1e-6)

@@ -28,7 +28,7 @@ from rlvr.distributed.state import check_strategy, is_sharded, load_into_shards,
 from rlvr.rundir import CLAIM, claim_run_dir, release_if_unused
 
 CHECKPOINTS = "checkpoints"
-LOGS = ("metrics.jsonl", "samples.jsonl", "eval.jsonl")  # one JSON object per line, each with a "step"
+LOGS = ("metrics.jsonl", "samples.jsonl", "eval.jsonl", "groups.jsonl")  # JSON lines, each with a "step"
 
 
 def open_run(config: RunConfig, run_dir: Path | None) -> tuple[Path, Checkpoint | None]:

@@ -103,8 +103,8 @@ def load_policy_weights(policy: torch.nn.Module, model_dir: Path) -> None:
 
 # Keys a resumed run may change without breaking exactness: how long to run, how often to save or evaluate,
 # checkpointing itself, where logs go, how many verifier workers (verification is deterministic).
-FREE_KEYS = ("max_steps", "save_every", "checkpoint.", "output_dir", "eval.", "reward.workers", "reward.deadline_s",
-             "reward.retries", "threads", "samples_per_step")
+FREE_KEYS = ("max_steps", "save_every", "checkpoint.", "output_dir", "eval.", "logging.", "reward.workers",
+             "reward.deadline_s", "reward.retries", "threads", "samples_per_step")
 
 
 def with_current_defaults(saved: dict[str, Any]) -> dict[str, Any]:

@@ -37,12 +37,14 @@ from rlvr.distributed.wrap import WrappedPolicy, distribute_policy, gathered
 from rlvr.evaluate import EvalResult, evaluate
 from rlvr.lora import AdapterOffReference, LoraPolicy, wrap_policy
 from rlvr.loss import LossSpec
-from rlvr.metrics import RunLogger, batch_accounting
+from rlvr.metrics import RunLogger
 from rlvr.models import context_length, load_model, load_tokenizer, save_model
 from rlvr.objectives import ClipRange
 from rlvr.recipes import stages
 from rlvr.recipes.records import sample_rows, step_record
+from rlvr.recipes.run_plan import start_of_run_lines
 from rlvr.signals import Diagnostics
+from rlvr.sinks import build_sinks
 from rlvr.backends import build_engine, build_reward_service
 from rlvr.reward_service import RewardService
 from rlvr.rewards import Rewarder, build_rewarder
@@ -122,6 +124,7 @@ def setup(config: RunConfig, run_dir: Path, ranks: DistContext = SINGLE) -> Run:
         torch.set_num_threads(config.threads)
     # Task and verifiers first: a bad dataset or verifier fails before any model loads.
     task, rewarder = build_task(config.task), build_rewarder(config)  # + reward.model_path when set (issue #10)
+    sinks = build_sinks(config, run_dir, writes=ranks.is_main)  # a missing tensorboard/wandb fails before any model
     tokenizer = load_tokenizer(config.model)
     screen_prompt_lengths(task, tokenizer, config)
     policy, reference, lora = build_policy(config)
@@ -156,10 +159,11 @@ def setup(config: RunConfig, run_dir: Path, ranks: DistContext = SINGLE) -> Run:
     except BaseException:
         service.close()
         raise
+    logger = RunLogger(run_dir, config.max_steps, writes=ranks.is_main, sinks=sinks,
+                       progress_mode=config.logging.progress, interval_s=config.logging.progress_interval_s)
     return Run(config, run_dir, policy, reference, tokenizer, engine, task,
                CountingStream(task.train_prompts(config.seed)), rewarder, service, build_estimator(config, critic), critic,
-               curriculum, settings, optimizer, scheduler, RunLogger(run_dir, config.max_steps, writes=ranks.is_main),
-               lora, ranks, wrapped, engine_weights=engine_weights)
+               curriculum, settings, optimizer, scheduler, logger, lora, ranks, wrapped, engine_weights=engine_weights)
 
 
 def build_policy(config: RunConfig) -> tuple[object, object | None, LoraPolicy | None]:
@@ -182,26 +186,6 @@ def screen_prompt_lengths(task: Task, tokenizer, config: RunConfig) -> None:
         screen(prompt_fits(tokenizer, limit - config.rollout.max_new_tokens))
 
 
-def describe_algorithm(config: RunConfig) -> str:
-    """One log line naming the family member that runs, so a run log says what was optimised."""
-    a = config.algorithm
-    kl = f"KL {a.kl_estimator} in the {a.kl_placement}, beta {a.beta:g}" if a.beta > 0 else "no KL (no reference)"
-    parts = [f"advantage {a.advantage}", f"objective {a.objective} (clip {a.clip_epsilon:g}/{a.clip_high:g})",
-             f"aggregation {a.aggregation}", kl, f"mu {a.updates_per_batch}"]
-    if config.rollout.dynamic_sampling.enabled:
-        parts.append(f"dynamic sampling (<= {config.rollout.dynamic_sampling.max_extra_prompts} extra prompts)")
-    if config.curriculum.enabled:
-        parts.append("pass-rate curriculum")
-    if config.reward.overlong_buffer:
-        parts.append(f"overlong buffer {config.reward.overlong_buffer}")
-    k = config.rollout.correction
-    if k.mode != "none":
-        parts.append(f"rollout correction {k.mode} ({k.level}, cap {k.cap:g})")
-    if k.max_mismatch_kl and config.rollout.top_p == 1:
-        parts.append(f"engine agreement check (mismatch KL <= {k.max_mismatch_kl:g})")
-    return "algorithm: " + " | ".join(parts)
-
-
 def update(run: Run, batch: TrainBatch) -> UpdateStats:
     passes = [train_step(run.trainer, batch, run.optimizer, run.update_settings, run.scheduler)
               for _ in range(run.config.algorithm.updates_per_batch)]
@@ -219,7 +203,8 @@ def update(run: Run, batch: TrainBatch) -> UpdateStats:
 def run_eval(run: Run, step: int) -> EvalResult:
     c = run.config
     # torchrun: every rank evaluates (under FSDP2 each decode needs all ranks to gather); rank 0 writes.
-    result = evaluate(run.engine, run.rewarder, run.task.eval_prompts(c.eval.size), c.eval, c.rollout.max_new_tokens)
+    result = evaluate(run.engine, run.rewarder, run.task.eval_prompts(c.eval.size), c.eval, c.rollout.max_new_tokens,
+                      progress=run.logger.progress)
     if run.ranks.is_main:
         with (run.run_dir / "eval.jsonl").open("a") as f:
             f.write(json.dumps({"step": step, **result.as_json()}) + "\n")
@@ -227,7 +212,7 @@ def run_eval(run: Run, step: int) -> EvalResult:
     return result
 
 
-def grpo_step(run: Run, step: int, sampling: SamplingParams) -> tuple[dict, list[dict]]:
+def grpo_step(run: Run, step: int, sampling: SamplingParams) -> tuple[dict, list[dict], dict | None]:
     """One step, each stage one call: rollouts -> rewards -> advantages -> update. Returns the logs."""
     clock = [time.monotonic()]
     drawn = stages.draw_batch(run, sampling)  # prompts -> rollouts (-> rewards, with dynamic sampling)
@@ -251,7 +236,9 @@ def grpo_step(run: Run, step: int, sampling: SamplingParams) -> tuple[dict, list
     # generation, so time/sync_s also holds what of it the update did not hide)
     synced = stages.sync_engine(run, step, rollouts)
     clock.append(time.monotonic())
-    timings = dict(zip(("rollout", "logprobs", "verify_wait", "advantages", "train", "sync"),
+    group = stages.group_view_row(run, step, rollouts, scored, advantages.values, old)  # the update's ratios
+    clock.append(time.monotonic())
+    timings = dict(zip(("rollout", "logprobs", "verify_wait", "advantages", "train", "sync", "group_view"),
                        (b - a for a, b in zip(clock, clock[1:]))))
     extra = {"reward_shaped_mean": advantages.shaped_reward_mean, **advantages.extra, **critic_stats,
              **stages.draw_metrics(drawn), **synced}
@@ -259,7 +246,7 @@ def grpo_step(run: Run, step: int, sampling: SamplingParams) -> tuple[dict, list
     # already reduced); timings stay rank 0's.
     rollouts, scored, service, extra = global_step_view(run.ranks, rollouts, scored, run.service.stats(), extra)
     record = step_record(step, rollouts, scored, stats, timings, lr, service, extra, run.config.reflection_phrases)
-    return record, sample_rows(step, rollouts, scored, run.config.samples_per_step)
+    return record, sample_rows(step, rollouts, scored, run.config.samples_per_step), group
 
 
 def train(config: RunConfig, run_dir: Path | str | None = None) -> Path:
@@ -285,9 +272,12 @@ def train(config: RunConfig, run_dir: Path | str | None = None) -> Path:
 
 
 def _close(run: Run) -> None:
-    run.service.close()
-    if hasattr(run.engine, "close"):  # an engine process, vLLM or a Ray actor
-        run.engine.close()
+    try:
+        run.service.close()
+        if hasattr(run.engine, "close"):  # an engine process, vLLM or a Ray actor
+            run.engine.close()
+    finally:
+        run.logger.close()  # the steps' bar, TensorBoard's event file, the W&B run
 
 
 def _parts(run: Run) -> resume.Parts:
@@ -311,14 +301,14 @@ def _train_loop(run: Run, checkpoint: Checkpoint | None) -> Path:
                            "drawn so far)")
     if run.ranks.is_main:
         dump_config(config, run_dir / "config.yaml")
-    run.logger.message(batch_accounting(config))
-    run.logger.message(describe_algorithm(config))
+    for line in start_of_run_lines(config, run.policy.config, run.task, run.tokenizer):
+        run.logger.message(line)
     r = config.rollout
     sampling, started = SamplingParams(r.temperature, r.top_p, r.max_new_tokens), time.monotonic()
     diagnostics = Diagnostics(config.algorithm.updates_per_batch)  # "is it working?" lines (issue #13)
     with GracefulStop(say=run.logger.message) as stop:
         for step in range(first, config.max_steps + 1):
-            record, samples = grpo_step(run, step, sampling)
+            record, samples, group = grpo_step(run, step, sampling)
             check_skips(record, guard, config.checkpoint.max_consecutive_skips, run_dir,
                         hint=" and check the rewards for NaN")
             last = step == config.max_steps  # a stop during the last step simply finishes the run below
@@ -328,6 +318,7 @@ def _train_loop(run: Run, checkpoint: Checkpoint | None) -> Path:
                 record.update(run_eval(run, step).metrics())
             run.logger.log_step(record)
             run.logger.log_samples(samples)
+            run.logger.log_group(group)
             for line in diagnostics.check(record):
                 run.logger.message(line)
             if record["unscorable"] == config.batch_size:

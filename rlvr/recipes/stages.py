@@ -16,6 +16,7 @@ from rlvr.dynamic_sampling import DrawStats, draw_informative_groups
 from rlvr.gae import gae_advantages, masked_whiten, outcome_token_rewards
 from rlvr.logprobs import batched_logprobs
 from rlvr.loss import KL_ESTIMATORS
+from rlvr.recipes import group_view
 from rlvr.rollout import pipelined
 from rlvr.rollout.agreement import check_after_sync
 from rlvr.rollout.base import SamplingParams, SyncedEngine, draw_seed
@@ -292,3 +293,20 @@ def make_train_batch(run: Run, rollouts: RolloutBatch, advantages: torch.Tensor,
     return TrainBatch(rollouts.prompt_ids, rollouts.prompt_mask, rollouts.prompt_index, rollouts.completion_ids, mask,
                       advantages, old, ref_in_loss, rollouts.sampling_logprobs)
 
+
+def group_view_row(run: Run, step: int, rollouts: RolloutBatch, scored: ScoredBatch, advantages: torch.Tensor,
+                   old: torch.Tensor | None) -> dict | None:
+    """groups.jsonl's line for this step (after the update, which the ratios measure); None when turned off."""
+    c = run.config
+    if not c.group_view:
+        return None
+    g = rollouts.group_size
+    group = group_view.pick_group(scored.rewards, g, scored.scorable, step)
+    rescore = None if run.ranks.enabled else lambda rows: batched_logprobs(  # noqa: E731 (sharded under torchrun)
+        run.policy, rollouts.prompt_ids, rollouts.prompt_mask, rollouts.prompt_index[rows],
+        rollouts.completion_ids[rows], rollouts.completion_mask[rows], c.rollout.temperature, c.micro_batch_size)
+    with torch.no_grad():
+        ratios = group_view.token_ratios(old, rollouts.sampling_logprobs, c.rollout.top_p,
+                                         torch.arange(group * g, (group + 1) * g), rescore)
+    return group_view.group_row(step, rollouts, scored, advantages, group, run.tokenizer.decode,
+                                (c.algorithm.clip_epsilon, c.algorithm.clip_high), ratios)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -24,6 +25,7 @@ from rlvr.checkpoint.resume import hold_run_lock
 from rlvr.checkpoint.signals import GracefulStop
 from rlvr.config import ConfigError, RunConfig, dump_config
 from rlvr.lora import refuse_outside_grpo
+from rlvr.progress import Reporter, clear_bars
 from rlvr.rundir import claim_run_dir, release_if_unused
 from rlvr.sampling import SampleError
 from rlvr.sampling.mix import plan_mix, read_general_rows, shuffled
@@ -102,7 +104,8 @@ def make_rewarder(config: RunConfig):
 
 
 def _say(text: str) -> None:
-    print(text, flush=True)
+    with clear_bars(sys.stdout):  # above the live bar of the prompts sampled, not through it
+        print(text, flush=True)
 
 
 def rejection_sample(config: RunConfig, run_dir: Path | str | None = None,
@@ -228,15 +231,18 @@ def _run(sampler: Sampler) -> SampleResult:
     done = load_progress(sampler.run_dir)
     prompts = sampler.drawn.prompts
     batches = [prompts[i:i + s.batch_size] for i in range(0, len(prompts), s.batch_size)]
+    finished = sum(p.id in done for p in prompts)
     if done:
-        sampler.say(f"resuming: {sum(p.id in done for p in prompts)} of {len(prompts)} prompts already sampled")
-    with GracefulStop(say=sampler.say) as stop:
+        sampler.say(f"resuming: {finished} of {len(prompts)} prompts already sampled")
+    show = Reporter.from_config(sampler.config.logging, sys.stdout)
+    with GracefulStop(say=sampler.say) as stop, show("sampling", len(prompts), "prompts", initial=finished) as bar:
         for index, batch in enumerate(batches):
             if all(p.id in done for p in batch):
                 continue
             records = sample_batch(sampler, batch, index)
             append_progress(sampler.run_dir, records)
             done.update((r.prompt_id, r) for r in records)
+            bar.advance_to(sum(p.id in done for p in prompts))
             sampler.say(_batch_line(sampler, index, len(batches), records, done))
             if stop.requested and any(p.id not in done for p in prompts):
                 sampler.say(f"rlvr: stopped on {stop.signal_name}; the finished batches are in "

@@ -34,6 +34,7 @@ from rlvr.sft.batching import row_stream, total_steps
 from rlvr.sft.data import BadRow, RowScreen, SFTDataError, data_source, load_chat_rows, source_name
 from rlvr.sft.masking import Example, encode_row
 from rlvr.sft.step import StepSettings, sft_step
+from rlvr.sinks import build_sinks
 
 DATA_FILE = "sft_rows.json"  # rows and fingerprint of the tokenised data, checked on resume
 
@@ -94,7 +95,8 @@ def setup(config: RunConfig, run_dir: Path) -> SFTRun:
     torch.manual_seed(config.seed)
     if config.threads:
         torch.set_num_threads(config.threads)
-    # Data first: a bad dataset fails before any weights load.
+    # Data first: a bad dataset (or a missing tensorboard/wandb package) fails before any weights load.
+    sinks = build_sinks(config, run_dir)
     tokenizer = load_tokenizer(config.model)
     limit = min(config.sft.max_length, context_length(config.model) or config.sft.max_length)
     examples = load_examples(config, tokenizer, limit)
@@ -106,7 +108,8 @@ def setup(config: RunConfig, run_dir: Path) -> SFTRun:
                             config.optimizer.max_grad_norm, tokenizer.pad_token_id)
     stream = CountingStream(row_stream(len(examples), s.epochs, config.seed))
     return SFTRun(config, run_dir, policy, tokenizer, examples, stream, optimizer, scheduler, settings, steps,
-                  SFTLogger(run_dir, steps))
+                  SFTLogger(run_dir, steps, sinks=sinks, progress_mode=config.logging.progress,
+                            interval_s=config.logging.progress_interval_s))
 
 
 def sft(config: RunConfig, run_dir: Path | str | None = None) -> Path:
@@ -115,7 +118,8 @@ def sft(config: RunConfig, run_dir: Path | str | None = None) -> Path:
     runs/<date-time>) must be new or empty, unless checkpoint.resume continues it."""
     refuse_outside_grpo(config.model.lora.enabled, "rlvr sft")
     data_source(config)  # sft.data unset or missing: one error before a run directory is claimed
-    return resume.run_in_directory(config, Path(run_dir) if run_dir is not None else None, setup, _loop)
+    return resume.run_in_directory(config, Path(run_dir) if run_dir is not None else None, setup, _loop,
+                                   close=lambda run: run.logger.close())  # the bar, TensorBoard, W&B
 
 
 def data_fingerprint(examples: list[Example]) -> str:

@@ -1,0 +1,110 @@
+"""The page shared by `rlvr report` and `rlvr dashboard`: the JSON payload it draws and the HTML around it.
+
+One template, one script and one style sheet (rlvr/viz/static/) are inlined into a single HTML document, with the
+payload in a <script type="application/json"> block: a report opens offline from file://, and a dashboard serves
+the same document and then polls /api/data for new payloads.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import asdict
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from rlvr.config import AlgorithmConfig
+from rlvr.viz.rundata import Group, RunData
+
+FORMAT = 1  # payload layout version, read by page.js
+GENERATOR = '<meta name="generator" content="rlvr report">'  # marks a file `rlvr report` may replace
+TOKEN_DIGITS = 4  # per-token advantages and ratios are rounded: they only pick a colour, and a report stays small
+# The explainer's first inputs. The algorithm's numbers are the trainer's defaults; the rewards, ratio and token
+# probabilities are only an example to start from (a group of 4 with two right answers, a ratio past the clip).
+EXAMPLE = {"rewards": [1.0, 0.0, 0.0, 1.0], "ratio": 1.25, "pi": 0.30, "pi_ref": 0.25}
+
+
+def payload(runs: list[RunData], live: bool) -> dict[str, Any]:
+    """Everything the page draws, as JSON-ready data; run names are made unique for the legends."""
+    names = _unique([run.name for run in runs])
+    return {
+        "format": FORMAT, "live": live, "generated": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "explainer": {**EXAMPLE, **explainer_settings(runs[0].config_text if runs else "")},
+        "runs": [_run(run, name) for run, name in zip(runs, names)]}
+
+
+def explainer_settings(config_text: str) -> dict[str, float]:
+    """eps_low/eps_high/beta/std_eps the explainer opens with: the (first) run's own, so a clip-higher run's page
+    shows its range; the trainer's defaults where the config does not say (or cannot be read)."""
+    default = AlgorithmConfig()
+    try:
+        saved = (yaml.safe_load(config_text) or {}).get("algorithm") or {}
+    except (yaml.YAMLError, AttributeError):
+        saved = {}
+    out = {}
+    for key, name in (("clip_epsilon", "eps_low"), ("clip_high", "eps_high"), ("beta", "beta"),
+                      ("std_epsilon", "std_eps")):
+        value = saved.get(key) if isinstance(saved, dict) else None
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+        out[name] = float(value) if ok else float(getattr(default, key))
+    return out
+
+
+def _run(run: RunData, name: str) -> dict[str, Any]:
+    keys = sorted({key for row in run.rows for key in row.values})
+    return {
+        "name": name, "path": str(run.path), "config": run.config_text,
+        # Columns by key, aligned with `steps`: null where a row lacks the key or holds a non-finite value.
+        "curves": {"steps": [row.step for row in run.rows],
+                   "series": {key: [row.values.get(key) for row in run.rows] for key in keys}},
+        "evaluations": [{"step": e.step, **e.values} for e in run.evaluations],
+        "completions": [asdict(c) for c in run.completions],
+        "groups": [_group(g) for g in run.groups]}
+
+
+def _group(group: Group) -> dict[str, Any]:
+    out = asdict(group)
+    for completion in out["completions"]:
+        for key in ("token_advantages", "token_ratios"):
+            if completion[key] is not None:
+                completion[key] = [round(v, TOKEN_DIGITS) for v in completion[key]]
+    return out
+
+
+def _unique(names: list[str]) -> list[str]:
+    out: list[str] = []
+    for name in names:
+        candidate, k = name, 2
+        while candidate in out:
+            candidate, k = f"{name} ({k})", k + 1
+        out.append(candidate)
+    return out
+
+
+def _asset(name: str) -> str:
+    return (resources.files("rlvr.viz") / "static" / name).read_text(encoding="utf-8")
+
+
+def data_json(data: dict[str, Any]) -> str:
+    """JSON that can sit inside a <script> element: '<' only occurs inside strings, where \\u003c is the same."""
+    return json.dumps(data, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
+
+
+def render_page(data: str, title: str) -> str:
+    """The whole self-contained HTML document, around a payload already made into text by data_json()."""
+    parts = {"TITLE": _escape(title), "CSS": _asset("page.css"), "JS": _asset("page.js"), "DATA": data,
+             "GENERATOR": GENERATOR}
+    if "</script" in parts["JS"].lower():
+        raise AssertionError("page.js must not contain a closing script tag: it is inlined")
+    # One pass, so that text inside the inserted parts is never taken for a placeholder.
+    return re.sub(r"@@(TITLE|CSS|JS|DATA|GENERATOR)@@", lambda m: parts[m.group(1)], _asset("page.html"))
+
+
+def page_title(runs: list[RunData]) -> str:
+    return "rlvr: " + " vs ".join(_unique([run.name for run in runs]))
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

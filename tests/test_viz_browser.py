@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,23 @@ def artifacts() -> Path:
 
 def severe(driver) -> list[str]:
     return [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+
+
+@contextmanager
+def dashboard_page(driver, run: Path):
+    """A dashboard of `run` on a free port, opened in the driver; stopped afterwards."""
+    server = DashboardServer([run], "127.0.0.1", 0)
+    server.start_thread()
+    try:
+        driver.get(server.url)
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def reward_points(driver) -> int:
+    return len(driver.find_elements("css selector", "svg[data-chart='reward'] circle.pt[data-series='reward_mean']"))
 
 
 def wait_until(condition, timeout_s: float = 10.0):
@@ -193,27 +211,19 @@ def test_explainer_cases_cover_tied_and_clipped():
 
 def test_dashboard_redraws_on_a_new_metrics_line(driver, runs, artifacts, tmp_path):
     run = make_run(tmp_path / "live", steps=10, final_eval=False)
-    server = DashboardServer([run], "127.0.0.1", 0)
-    server.start_thread()
-    try:
-        driver.get(server.url)
-        points = lambda: len(driver.find_elements(  # noqa: E731
-            "css selector", "svg[data-chart='reward'] circle.pt[data-series='reward_mean']"))
-        assert wait_until(lambda: points() == 10)
+    with dashboard_page(driver, run):
+        assert wait_until(lambda: reward_points(driver) == 10)
         driver.execute_script("window.notReloaded = true")
         # the group line first: any payload that holds the new metrics row then holds the new group too
         write_lines(run / "groups.jsonl", [group_row(11, 4, 20, ratios=True)])
         write_lines(run / "metrics.jsonl", [metrics_row(11)])
-        assert wait_until(lambda: points() == 11, timeout_s=10.0), "the new step was not drawn within 10 s"
+        assert wait_until(lambda: reward_points(driver) == 11), "the new step was not drawn within 10 s"
         selected = driver.find_element("css selector", "#group-step option:checked").text
         assert selected.startswith("step 11 ") and len(driver.find_elements("css selector", ".member")) == 4
         assert driver.execute_script("return window.notReloaded") is True  # redrawn in place, no reload
         assert "live" in driver.find_element("id", "status").text
         assert severe(driver) == []
         driver.save_screenshot(str(artifacts / "dashboard.png"))
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_dashboard_started_before_the_first_step_waits_for_it(driver, tmp_path):
@@ -221,19 +231,11 @@ def test_dashboard_started_before_the_first_step_waits_for_it(driver, tmp_path):
     run = tmp_path / "starting"
     run.mkdir()
     (run / ".rlvr-run").touch()
-    server = DashboardServer([run], "127.0.0.1", 0)
-    server.start_thread()
-    try:
-        driver.get(server.url)
-        points = lambda: len(driver.find_elements(  # noqa: E731
-            "css selector", "svg[data-chart='reward'] circle.pt[data-series='reward_mean']"))
-        assert points() == 0 and severe(driver) == []
+    with dashboard_page(driver, run):
+        assert reward_points(driver) == 0 and severe(driver) == []
         write_lines(run / "metrics.jsonl", [metrics_row(1), metrics_row(2)])
-        assert wait_until(lambda: points() == 2, timeout_s=10.0), "the first steps were not drawn within 10 s"
+        assert wait_until(lambda: reward_points(driver) == 2), "the first steps were not drawn within 10 s"
         assert severe(driver) == []
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_two_runs_overlay(driver, runs, tmp_path):

@@ -101,6 +101,9 @@ class LossTerms:
     entropy: torch.Tensor  # scalar, aggregated entropy (0 when not given), detached
     clipped_tokens: torch.Tensor  # scalar, count of loss tokens where a clip bound was binding
     clipped_high_tokens: torch.Tensor  # scalar, those of them clipped at the upper bound (ratio > 1)
+    # scalar, the largest per-token KL estimate among the loss tokens (0 without a reference): tells one rare token
+    # (k3 grows like pi_ref / pi where the policy made a token the reference likes rare) from a drift of them all
+    kl_max: torch.Tensor
 
 
 def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, ref_logprobs: torch.Tensor | None,
@@ -120,15 +123,18 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, ref_logprobs
     per_token = surrogate.loss if weights is None else surrogate.loss * weights
     policy = aggregate(per_token, mask, spec.aggregation, denominator)
     zero = torch.zeros((), dtype=logprobs.dtype, device=logprobs.device)
-    kl = zero
+    kl = kl_max = zero
     if ref_logprobs is not None and spec.beta > 0:
         # Padding holds ref 0 and an arbitrary log-prob: exp(ref - logp) could overflow there, and inf * 0 is
         # NaN. Where the mask is 0 the estimate is taken at ref = logp, which is exactly 0 with 0 gradient.
         ref = torch.where(mask > 0, ref_logprobs, logprobs.detach())
-        kl = aggregate(KL_ESTIMATORS[spec.kl_estimator](logprobs, ref), mask, spec.aggregation, denominator)
+        per_token_kl = KL_ESTIMATORS[spec.kl_estimator](logprobs, ref)
+        kl = aggregate(per_token_kl, mask, spec.aggregation, denominator)
+        kl_max = torch.where(mask > 0, per_token_kl.detach(), torch.zeros_like(per_token_kl)).max()
     mean_entropy = zero if entropy is None else aggregate(entropy, mask, spec.aggregation, denominator)
     loss = policy + spec.beta * kl - spec.entropy_coef * mean_entropy
     # A count, not a share: shares of micro-batches with different token counts do not average correctly.
     real = mask > 0
     clipped_tokens, clipped_high = (surrogate.clipped & real).sum(), (surrogate.high & real).sum()
-    return LossTerms(loss, policy.detach(), kl.detach(), mean_entropy.detach(), clipped_tokens, clipped_high)
+    return LossTerms(loss, policy.detach(), kl.detach(), mean_entropy.detach(), clipped_tokens, clipped_high,
+                     kl_max.detach())

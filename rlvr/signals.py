@@ -91,7 +91,7 @@ class Diagnostics:
         kl = r.get("kl")
         if _finite(kl) and kl > KL_ALARM:
             out["kl"] = (f"KL to the reference is {kl:.3g} per token (> {KL_ALARM}): the policy is moving far from "
-                         "it - lower optimizer.lr or raise algorithm.beta")
+                         "it - lower optimizer.lr or raise algorithm.beta" + _largest_token(r.get("kl_max")))
         entropy = r.get("entropy")
         if _finite(entropy) and entropy < ENTROPY_FLOOR:
             out["entropy"] = (f"entropy is collapsing ({entropy:.3g} nats per token): sampling is nearly "
@@ -112,6 +112,13 @@ class Diagnostics:
         return [f"possible reward hacking: the training reward rose ({previous[1]:.3f} -> {reward:.3f}) while "
                 f"held-out eval/pass@1 fell ({previous[0]:.3f} -> {accuracy:.3f}) - read samples.jsonl for "
                 "completions that satisfy the verifier without solving the task"]
+
+
+def _largest_token(kl_max: Any) -> str:
+    """One token's share of a KL alarm: a spike carried by one sampled token the policy made rare while the reference
+    still likes it (k3 ~ pi_ref / pi there) passes on its own; a drift of every token does not."""
+    return (f" (largest single token: {kl_max:.3g}; far above the mean, it is a few sampled tokens the policy made "
+            "rare, and a one-step spike of that kind passes)") if _finite(kl_max) and kl_max > 0 else ""
 
 
 def _finite(value: Any) -> bool:

@@ -74,6 +74,7 @@ class UpdateStats:
     # the clip fraction's two sides (issue #13): ratio above 1 + eps_high, and below 1 - eps_low
     clip_fraction_high: float = 0.0
     clip_fraction_low: float = 0.0
+    kl_max: float = 0.0  # the largest per-token KL estimate of the batch (issue #13: a spike's one token or many)
     skipped: float = 0.0  # 1.0 when a non-finite loss or gradient made this step a no-op (issue #9)
     micro_batch_size: float = 0.0  # rows per micro-batch actually used (smaller after an out-of-memory retry)
     correction: CorrectionStats | None = None  # rollout correction's sums over the batch (None when off)
@@ -136,13 +137,16 @@ def _accumulate_and_step(policy, batch: TrainBatch, optimizer: torch.optim.Optim
     order = batch.by_length()  # the gradient does not depend on row order; padding does
     forward = _forward(policy)
     correction: CorrectionStats | None = None
+    kl_max = 0.0
     for start in range(0, batch.size, micro_batch_size):
         micro = batch.rows(order[start:start + micro_batch_size])
         with ranks.micro_batch(policy, last=start + micro_batch_size >= batch.size):  # one gradient sync per step
             values, part = _micro_step(forward, micro, settings, denominator, mask_total)
         correction = part if correction is None else correction + part
+        kl_max = max(kl_max, values.pop("kl_max"))
         totals = {k: totals[k] + values[k] for k in totals}
     totals = dict(zip(totals, ranks.sum(list(totals.values()))))  # each rank's is a share of the global value
+    totals["kl_max"] = ranks.max([kl_max])[0]
     if correction is not None:  # checked before the step: a disagreeing engine's samples never reach the weights
         correction = _all_ranks(correction, ranks)
         try:
@@ -198,6 +202,7 @@ def _micro_step(forward, micro: TrainBatch, settings: UpdateSettings, denominato
                         denominator, entropy if spec.entropy_coef > 0 else None, weights)
     terms.loss.backward()
     return {"loss": terms.loss.item(), "policy_loss": terms.policy_loss.item(), "kl": terms.kl.item(),
+            "kl_max": terms.kl_max.item(),
             "clip_fraction": terms.clipped_tokens.item() / mask_total,
             "clip_fraction_high": terms.clipped_high_tokens.item() / mask_total,
             "entropy": (entropy.detach() * micro.completion_mask).sum().item() / mask_total}, part

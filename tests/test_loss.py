@@ -246,3 +246,18 @@ def test_clip_sides_counted_apart_by_hand() -> None:
                        torch.ones(1, 1), replace(spec, objective="dual_clip"), 1.0)
     torch.testing.assert_close(dual.loss, torch.tensor(3.0), **TOL)
     assert (dual.clipped_tokens.item(), dual.clipped_high_tokens.item()) == (1, 1)
+
+
+def test_kl_max_is_the_largest_real_token_by_hand() -> None:
+    """kl_max (issue #13): per-token k3 of the loss tokens, padding left out.
+    row 0: pi 0.5 / ref 0.25 -> d = log 0.5 -> 0.1931472 ; pi 0.01 / ref 0.5 -> d = log 50 = 3.912023 ->
+    50 - 3.912023 - 1 = 45.087977 (a token the policy made rare: the spike) ; row 1: pi 0.25 / ref 0.5 ->
+    d = log 2 -> 0.3068528 ; its padding (pi 0.001 / ref 0.9, k3 would be ~893) is masked."""
+    logp = torch.log(torch.tensor([[0.5, 0.01], [0.25, 0.001]]))
+    ref = torch.log(torch.tensor([[0.25, 0.5], [0.5, 0.9]]))
+    mask = torch.tensor([[1.0, 1.0], [1.0, 0.0]])
+    terms = grpo_loss(logp, logp.detach(), ref, torch.zeros(2), mask, beta=0.04)
+    torch.testing.assert_close(terms.kl_max, torch.tensor(45.087977), rtol=0, atol=1e-4)
+    # no reference, or beta 0 (the KL in the reward): no KL term, kl_max 0
+    assert grpo_loss(logp, logp.detach(), None, torch.zeros(2), mask).kl_max.item() == 0.0
+    assert grpo_loss(logp, logp.detach(), ref, torch.zeros(2), mask, beta=0.0).kl_max.item() == 0.0

@@ -80,6 +80,9 @@ def test_kl_and_entropy_alarms() -> None:
     assert any("KL to the reference is 1.5" in line for line in out[1])
     assert any("entropy is collapsing (0.01" in line for line in out[1])
     assert out[2] == []  # NaN is no alarm here (the skip guard reports non-finite steps)
+    assert not any("largest single token" in line for line in out[1])  # no kl_max in the record: not mentioned
+    spike = _diagnose([{"kl": 1.77, "kl_max": 842.0}])[0][0]
+    assert "KL to the reference is 1.77" in spike and "(largest single token: 842; far above the mean" in spike
 
 
 def test_reward_rising_while_held_out_falls() -> None:

@@ -15,7 +15,7 @@ from rlvr.recipes.grpo import train
 REQUIRED_METRICS = {"step", "elapsed_s", "reward_mean", "loss", "kl", "reward/math", "completion_length",
                     "clip_fraction", "entropy", "zero_std_fraction", "outcomes/math/correct",
                     "outcomes/math/unparseable", "reflection_rate", "tokens_per_s", "peak_memory_gb",
-                    "clip_fraction_low", "clip_fraction_high", "time/group_view_s"}
+                    "clip_fraction_low", "clip_fraction_high", "time/group_view_s", "kl_max"}
 
 
 def tiny_overrides(model_dir, out_dir, steps=2):

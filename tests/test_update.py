@@ -211,3 +211,17 @@ def test_clip_fraction_sides_through_an_update_step():
     assert stats.clip_fraction_high == pytest.approx(6 / 14, abs=1e-6)
     assert stats.clip_fraction_low == pytest.approx(3 / 14, abs=1e-6)
     assert stats.clip_fraction == pytest.approx(9 / 14, abs=1e-6)
+
+
+def test_kl_max_through_an_update_step_is_the_largest_token_of_the_batch():
+    """train_step's kl_max over 2 micro-batches = the max of k3(logp, ref) over every loss token, taken here from one
+    plain forward of the whole batch (the update's first pass sees the current policy)."""
+    model = tiny_llama()
+    batch = make_batch(model, with_ref=True, with_old=False)
+    with torch.no_grad():
+        logp = batched_logprobs(model, batch.prompt_ids, batch.prompt_mask, batch.prompt_index, batch.completion_ids,
+                                batch.completion_mask, TEMPERATURE, 4)
+    delta = batch.ref_logprobs - logp
+    expected = ((torch.exp(delta) - delta - 1) * batch.completion_mask).max().item()
+    _, stats, _ = step(model, batch, settings(micro_batch_size=3))
+    assert expected > 0 and stats.kl_max == pytest.approx(expected, rel=1e-4)

@@ -27,6 +27,7 @@ def step_record(step: int, rollouts: RolloutBatch, scored: ScoredBatch, stats: U
         "step": step, "reward_mean": scored.rewards.mean().item(), "reward_std": scored.rewards.std().item(),
         "loss": stats.loss, "policy_loss": stats.policy_loss, "kl": stats.kl, "clip_fraction": stats.clip_fraction,
         "clip_fraction_low": stats.clip_fraction_low, "clip_fraction_high": stats.clip_fraction_high,
+        "kl_max": stats.kl_max,
         "entropy": stats.entropy, "grad_norm": stats.grad_norm, "lr": lr, "skipped": stats.skipped,
         "completion_length": lengths.mean().item(), "completion_length_max": lengths.max().item(),
         "truncated_fraction": rollouts.truncated.float().mean().item(),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
 from rlvr.config_base import _Section
 
@@ -116,6 +116,14 @@ class WandbConfig(_Section):
     name: str | None = Field(None, description="W&B run name; None = W&B picks one")
     mode: Literal["online", "offline"] = Field("online", description="offline: write under RUN/wandb, upload later "
                                                                       "with `wandb sync`")
+
+    @field_validator("project", "entity", "name")
+    @classmethod
+    def _not_blank(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # `logging.wandb.project=` would otherwise switch W&B off without a word (a blank project means "unset")
+        if value is not None and not value.strip():
+            raise ValueError(f"logging.wandb.{info.field_name} is blank: give a name, or leave it out")
+        return value
 
 
 class LoggingConfig(_Section):

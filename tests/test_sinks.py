@@ -260,3 +260,12 @@ def test_tensorboard_drops_the_steps_a_resume_logs_again(tmp_path):
     events = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={"scalars": 0})
     events.Reload()
     assert [(e.step, e.value) for e in events.Scalars("loss")] == [(1, 1.0), (2, -1.0), (3, -1.0)]
+
+
+@pytest.mark.parametrize("override", ["logging.wandb.project=", "logging.wandb.project=  ", "logging.wandb.name="])
+def test_a_blank_wandb_name_is_refused_not_taken_for_off(override):
+    from rlvr.config import ConfigError
+
+    key = override.split("=")[0]
+    with pytest.raises(ConfigError, match=f"{key} is blank: give a name, or leave it out"):
+        load_config(None, [override])

@@ -197,6 +197,7 @@ def update(run: Run, batch: TrainBatch) -> UpdateStats:
     # mu > 1: log the mean over the passes (the first pass alone always has ratio 1 and no clipping). The
     # correction compares pi_old with the sampler, neither of which a pass changes: the first pass's is the batch's.
     mean = {k: sum(getattr(p, k) for p in passes) / len(passes) for k in vars(passes[0]) if k != "correction"}
+    mean["kl_max"] = max(p.kl_max for p in passes)  # the largest single token: of all passes, not their average
     return UpdateStats(**mean, correction=passes[0].correction)
 
 

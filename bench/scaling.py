@@ -19,12 +19,11 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from vs_trl import (G, MAX_NEW, PROMPTS_PER_STEP, child_env, rlvr_overrides, timed_rlvr_steps,  # noqa: E402
-                    write_prompts)
+from vs_trl import G, Work, child_env, rlvr_overrides, timed_rlvr_steps, write_prompts  # noqa: E402
 
 FACTORS = (1, 2, 4)
 AXES = {"G": "rollout.group_size", "length": "rollout.max_new_tokens", "prompts": "rollout.prompts_per_step"}
-BASE = {"G": G, "length": MAX_NEW, "prompts": PROMPTS_PER_STEP}
+BASE = {"G": G, "length": Work.max_new, "prompts": Work.prompts_per_step}
 
 
 def configurations() -> list[tuple[str, int, dict[str, int]]]:

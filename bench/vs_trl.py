@@ -6,6 +6,11 @@ the ratios rlvr / TRL.
 
     pip install -e '.[bench]'        # TRL is a bench-only extra, never a runtime dependency of rlvr
     .venv/bin/python bench/vs_trl.py [--steps 8] [--rounds 1] [--model embedded:SmolLM2-135M-Instruct]
+    .venv/bin/python bench/vs_trl.py --device cuda --dtype bfloat16 --prompts-per-step 8 --max-new 128  # a GPU
+
+On a GPU (issue #23) both sides train in the same precision: fp32, or bf16 mixed precision (TRL's bf16=True:
+fp32 weights and optimizer state, bf16 autocast; rlvr's model.dtype=bfloat16 with its default fp32 master
+weights), and the memory column is the peak GPU memory allocated by torch instead of the peak RSS.
 
 The work (issue #12): the 200 prompts "What is 7 times 8? End with 'Answer: <number>'." (single-digit + and x,
 rendered by rlvr's qa task with task.one_shot=false, and the same chat messages handed to TRL), 2 prompts x
@@ -36,9 +41,24 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-TRL_ROWS, PROMPTS_PER_STEP, G, MAX_NEW, LR, BETA, EPS, SEED = 512, 2, 8, 48, 1e-5, 0.04, 0.2, 0
+TRL_ROWS, G, LR, BETA, EPS, SEED = 512, 8, 1e-5, 0.04, 0.2, 0
+
+
+@dataclass(frozen=True)
+class Work:
+    """What both sides are asked to do (the defaults: issue #12's CPU work)."""
+
+    prompts_per_step: int = 2
+    max_new: int = 48
+    device: str = "cpu"
+    dtype: str = "float32"
+
+    def args(self) -> list[str]:
+        return ["--prompts-per-step", str(self.prompts_per_step), "--max-new", str(self.max_new),
+                "--device", self.device, "--dtype", self.dtype]
 
 
 def write_prompts(path: Path, seed: int = SEED) -> None:
@@ -52,20 +72,25 @@ def write_prompts(path: Path, seed: int = SEED) -> None:
             out.write(json.dumps({"question": question, "answer": str(a * b if times else a + b)}) + "\n")
 
 
-def rlvr_overrides(model_dir: str, prompts: Path, steps: int, out: Path) -> list[str]:
+def rlvr_overrides(model_dir: str, prompts: Path, steps: int, out: Path, work: Work = Work()) -> list[str]:
     return [f"model.name_or_path={model_dir}", "task.name=qa", f"task.path={prompts}", "task.one_shot=false",
-            "task.answer_mode=last_number",
-            f"rollout.prompts_per_step={PROMPTS_PER_STEP}", f"rollout.group_size={G}",
-            f"rollout.max_new_tokens={MAX_NEW}", "rollout.temperature=1.0", "rollout.top_p=1.0",
+            "task.answer_mode=last_number", f"model.device={work.device}", f"model.dtype={work.dtype}",
+            f"rollout.prompts_per_step={work.prompts_per_step}", f"rollout.group_size={G}",
+            f"rollout.max_new_tokens={work.max_new}", "rollout.temperature=1.0", "rollout.top_p=1.0",
             f"algorithm.beta={BETA}", "algorithm.kl_estimator=k3", f"algorithm.clip_epsilon={EPS}",
             "algorithm.aggregation=sequence_mean", "algorithm.updates_per_batch=1", f"optimizer.lr={LR}",
-            f"optimizer.micro_batch_size={PROMPTS_PER_STEP * G}", "reward.workers=0", "eval.at_end=false",
+            f"optimizer.micro_batch_size={work.prompts_per_step * G}", "reward.workers=0", "eval.at_end=false",
             "rollout.dynamic_sampling.enabled=false",  # TRL samples each step's prompts once: the same work
             "group_view=false",  # the dashboard's extra forward of G rows a step (~3 %): a diagnostic TRL has not
             f"max_steps={steps}", f"seed={SEED}", f"output_dir={out}"]
 
 
-def peak_rss_bytes() -> int:
+def peak_memory_bytes(device: str) -> int:
+    """Peak RSS on the CPU; on a GPU the peak memory torch allocated there (what bounds batch and model size)."""
+    if device.startswith("cuda"):
+        import torch
+
+        return torch.cuda.max_memory_allocated()
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
 
 
@@ -95,12 +120,12 @@ def timed_rlvr_steps(config, run_dir: Path, prepare=None) -> list[dict]:
     return steps_out
 
 
-def child_rlvr(model_dir: str, prompts: Path, steps: int) -> dict:
+def child_rlvr(model_dir: str, prompts: Path, steps: int, work: Work) -> dict:
     from rlvr.config import load_config
 
     out = Path(tempfile.mkdtemp(prefix="vs-trl-rlvr-"))
-    config = load_config(None, rlvr_overrides(model_dir, prompts, steps, out / "run"))
-    return {"side": "rlvr", "steps": timed_rlvr_steps(config, out / "run"), "peak_rss": peak_rss_bytes()}
+    config = load_config(None, rlvr_overrides(model_dir, prompts, steps, out / "run", work))
+    return {"side": "rlvr", "steps": timed_rlvr_steps(config, out / "run"), "peak_rss": peak_memory_bytes(work.device)}
 
 
 class _Timer:
@@ -123,14 +148,14 @@ class _Timer:
         return seconds
 
 
-def trl_dataset(model_dir: str, prompts: Path):
+def trl_dataset(model_dir: str, prompts: Path, work: Work):
     """The same chat messages rlvr's qa task renders (system turn left to the chat template on both sides)."""
     from datasets import Dataset
 
     from rlvr.config import load_config
     from rlvr.tasks import build_task
 
-    config = load_config(None, rlvr_overrides(model_dir, prompts, 1, Path(tempfile.mkdtemp())))
+    config = load_config(None, rlvr_overrides(model_dir, prompts, 1, Path(tempfile.mkdtemp()), work))
     task = build_task(config.task)
     # rlvr's own stream (uniform with replacement over its train split, the hashed 90 %): TRL shuffles what it gets
     stream = itertools.islice(task.train_prompts(SEED), TRL_ROWS)
@@ -150,24 +175,25 @@ def math_reward():
     return reward
 
 
-def child_trl(model_dir: str, prompts: Path, steps: int) -> dict:
+def child_trl(model_dir: str, prompts: Path, steps: int, work: Work) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
     out = tempfile.mkdtemp(prefix="vs-trl-trl-")
     args = GRPOConfig(
-        output_dir=out, max_steps=steps, per_device_train_batch_size=PROMPTS_PER_STEP * G, num_generations=G,
-        gradient_accumulation_steps=1, max_completion_length=MAX_NEW, temperature=1.0, top_p=1.0, top_k=0,
+        output_dir=out, max_steps=steps, per_device_train_batch_size=work.prompts_per_step * G, num_generations=G,
+        gradient_accumulation_steps=1, max_completion_length=work.max_new, temperature=1.0, top_p=1.0, top_k=0,
         beta=BETA, epsilon=EPS, loss_type="grpo", scale_rewards="group", num_iterations=1, learning_rate=LR,
         lr_scheduler_type="constant", adam_beta2=0.99, weight_decay=0.0, max_grad_norm=1.0,
-        gradient_checkpointing=False, use_cpu=True, bf16=False, fp16=False, torch_compile=False,
+        gradient_checkpointing=False, use_cpu=work.device == "cpu", bf16=work.dtype == "bfloat16", fp16=False,
+        torch_compile=False,
         dataloader_num_workers=0, log_completions=False, logging_steps=1, save_strategy="no", report_to="none",
         seed=SEED, disable_dropout=True)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)  # bf16=True: fp32 master weights
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     trainer = GRPOTrainer(model=model, reward_funcs=[math_reward()], args=args,
-                          train_dataset=trl_dataset(model_dir, prompts), processing_class=tokenizer)
+                          train_dataset=trl_dataset(model_dir, prompts, work), processing_class=tokenizer)
     generate, score = _Timer(trainer, "_generate"), _Timer(trainer, "_generate_and_score_completions")
     steps_out: list[dict] = []
     logs: list[dict] = []
@@ -188,8 +214,8 @@ def child_trl(model_dir: str, prompts: Path, steps: int) -> dict:
     per_step = [entry for entry in logs if "reward" in entry]
     for row, entry in zip(steps_out, per_step):
         length = entry.get("completions/mean_length", float("nan"))
-        row.update(reward=entry["reward"], length=length, tokens=length * PROMPTS_PER_STEP * G)
-    return {"side": "trl", "steps": steps_out, "peak_rss": peak_rss_bytes()}
+        row.update(reward=entry["reward"], length=length, tokens=length * work.prompts_per_step * G)
+    return {"side": "trl", "steps": steps_out, "peak_rss": peak_memory_bytes(work.device)}
 
 
 def summary(result: dict) -> dict:
@@ -218,17 +244,20 @@ def child_env(allocator: str) -> dict[str, str]:
     return {**env, "LD_PRELOAD": library} if library else env
 
 
-def run_child(side: str, model_dir: str, prompts: Path, steps: int, allocator: str) -> dict:
+def run_child(side: str, model_dir: str, prompts: Path, steps: int, allocator: str, work: Work) -> dict:
     command = [sys.executable, __file__, "--child", side, "--model-dir", model_dir, "--prompts", str(prompts),
-               "--steps", str(steps)]
+               "--steps", str(steps), *work.args()]
     done = subprocess.run(command, capture_output=True, text=True, env=child_env(allocator))
     if done.returncode != 0:
         raise SystemExit(f"{side} child failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def print_table(results: dict[str, list[dict]]) -> None:
+def print_table(results: dict[str, list[dict]], work: Work = Work()) -> None:
     rows = {side: [summary(r) for r in runs] for side, runs in results.items()}
+    memory = "peak GPU memory" if work.device.startswith("cuda") else "peak RSS"
+    print(f"{work.device} {work.dtype}, {work.prompts_per_step} prompts x G {G}, <= {work.max_new} new tokens; "
+          f"peak GB = {memory}")
     print(f"{'':<6}{'s/step':>8}{'(min-max)':>14}{'generate':>10}{'score':>8}{'update':>8}{'tok/s':>8}"
           f"{'peak GB':>9}{'reward':>8}{'2nd half':>9}{'len':>10}")
     for side, summaries in rows.items():
@@ -242,7 +271,7 @@ def print_table(results: dict[str, list[dict]]) -> None:
                          if k != "length_range"} for side in ("rlvr", "trl"))
         print(f"rlvr / TRL: s/step {mine['s'] / theirs['s']:.2f} (goal <= 0.33), generate "
               f"{mine['generate'] / theirs['generate']:.2f}, update {mine['update'] / theirs['update']:.2f}, "
-              f"peak RSS {mine['peak_gb'] / theirs['peak_gb']:.2f} (goal <= 0.6), tokens/s "
+              f"{memory} {mine['peak_gb'] / theirs['peak_gb']:.2f} (goal <= 0.6), tokens/s "
               f"{mine['tokens_per_s'] / theirs['tokens_per_s']:.2f}x")
 
 
@@ -255,13 +284,19 @@ def main() -> None:
     parser.add_argument("--allocator", choices=["tcmalloc", "system"], default="tcmalloc",
                         help="memory allocator of both sides' processes (default: tcmalloc, as `rlvr` uses)")
     parser.add_argument("--json", type=Path, help="also write every child's raw per-step results here")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (both sides)")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
+                        help="bfloat16: mixed precision on both sides (fp32 weights and optimizer state)")
+    parser.add_argument("--prompts-per-step", type=int, default=Work.prompts_per_step)
+    parser.add_argument("--max-new", type=int, default=Work.max_new, help="completion length cap (both sides)")
     parser.add_argument("--child", choices=["rlvr", "trl"], help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", help=argparse.SUPPRESS)
     parser.add_argument("--prompts", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    work = Work(args.prompts_per_step, args.max_new, args.device, args.dtype)
     if args.child:
-        work = child_rlvr if args.child == "rlvr" else child_trl
-        print(json.dumps(work(args.model_dir, args.prompts, args.steps)))
+        child = child_rlvr if args.child == "rlvr" else child_trl
+        print(json.dumps(child(args.model_dir, args.prompts, args.steps, work)))
         return
     from rlvr.models import resolve_model_path
 
@@ -272,11 +307,11 @@ def main() -> None:
     results: dict[str, list[dict]] = {side: [] for side in sides}
     for round_ in range(args.rounds):
         for side in sides if round_ % 2 == 0 else sides[::-1]:
-            results[side].append(run_child(side, model_dir, prompts, args.steps, args.allocator))
+            results[side].append(run_child(side, model_dir, prompts, args.steps, args.allocator, work))
             print(f"round {round_ + 1}: {side} done", file=sys.stderr, flush=True)
     if args.json:
         args.json.write_text(json.dumps(results))
-    print_table(results)
+    print_table(results, work)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 
 def _hf(config: RunConfig, policy, tokenizer) -> Any:
-    return HFRolloutEngine(policy, tokenizer)
+    return HFRolloutEngine(policy, tokenizer, cuda_graphs=config.rollout.cuda_graphs)
 
 
 def _hf_process(config: RunConfig, policy, tokenizer) -> Any:

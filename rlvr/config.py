@@ -120,6 +120,8 @@ class RolloutConfig(_Section):
     temperature: float = Field(1.0, gt=0, description="sampling temperature for training rollouts")
     top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling for training rollouts")
     max_new_tokens: int = Field(32, ge=1, description="completion length cap; longer ones are truncated")
+    cuda_graphs: bool = Field(True, description="on a GPU, Llama-family models decode from a static KV cache with "
+                                                "each step replayed from a CUDA graph; false = eager steps")
     dynamic_sampling: DynamicSamplingConfig = Field(default_factory=DynamicSamplingConfig)
     correction: CorrectionConfig = Field(default_factory=CorrectionConfig)
     engine: EngineConfig = Field(default_factory=EngineConfig)

@@ -241,5 +241,6 @@ def evaluate_model(config: RunConfig, model_path: str) -> EvalResult:
     model = load_model(config.model, trainable=False)
     torch.manual_seed(config.seed)
     mode = math_answer_mode(config.task) if "math" in rewarder.components else None
-    return evaluate(HFRolloutEngine(model, tokenizer), rewarder, task.eval_prompts(config.eval.size), config.eval,
+    engine = HFRolloutEngine(model, tokenizer, cuda_graphs=config.rollout.cuda_graphs)
+    return evaluate(engine, rewarder, task.eval_prompts(config.eval.size), config.eval,
                     config.rollout.max_new_tokens, answer_mode=mode, progress=Reporter.from_config(config.logging))

@@ -115,7 +115,8 @@ def _scaling(config: RunConfig, model_path: str, output: Path) -> int:
     torch.manual_seed(config.seed)
     say = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
     e = config.eval
-    result = run_scaling(HFRolloutEngine(model, tokenizer), rewarder, task.eval_prompts(e.size), e,
+    engine = HFRolloutEngine(model, tokenizer, cuda_graphs=config.rollout.cuda_graphs)
+    result = run_scaling(engine, rewarder, task.eval_prompts(e.size), e,
                          config.rollout.max_new_tokens, e.scaling_n, e.scaling_budgets, math_answer_mode(config.task),
                          say)
     print(table(result), file=sys.stderr)

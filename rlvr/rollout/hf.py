@@ -13,12 +13,17 @@ import torch
 
 from rlvr.rollout.decode_steps import make_stepper
 from rlvr.rollout.base import SamplingParams, sampling_generator
+from rlvr.rollout.graph_step import StaticDecoders, static_supported
 from rlvr.types import Prompt, RolloutBatch
 
 
 # Finished rows leave the decode batch once at most this share of it is still running: each drop copies the KV
 # cache once, so dropping at every finish would cost more than the rows it saves.
 DROP_AT_LIVE_SHARE = 0.75
+# On a GPU the loop asks the device whether rows finished only every SYNC_EVERY tokens (issue #23, item 4): each
+# question is a host sync that stalls the queue of launched steps; rows that finished meanwhile decode pad tokens
+# that are masked out. On the CPU there is no queue to stall, so it asks after every token.
+SYNC_EVERY = 8
 
 
 def render_prompts(tokenizer, prompts: list[Prompt]) -> list[str]:
@@ -81,6 +86,17 @@ def pick_tokens(logits: torch.Tensor, sampling: SamplingParams, generator: torch
     return token, logprobs.gather(-1, token[:, None])[:, 0]
 
 
+def _should_drop(stepper, live: int, active: int) -> bool:
+    """Leave finished rows now? The graph stepper decides by its recorded buckets, the others by live share."""
+    decide = getattr(stepper, "drop_at", None)
+    return decide(live) if decide is not None else live <= DROP_AT_LIVE_SHARE * active
+
+
+def compute_dtype(model) -> torch.dtype:
+    """The dtype a model's forwards compute in (bf16 for an fp32 model trained in mixed precision)."""
+    return getattr(model, "rlvr_compute_dtype", None) or next(model.parameters()).dtype
+
+
 def _scatter(values: torch.Tensor, active: torch.Tensor, rows: int, fill: float) -> torch.Tensor:
     """[A] values of the active rows -> [rows], `fill` elsewhere."""
     return torch.full((rows,), fill, dtype=values.dtype, device=values.device).index_put((active,), values)
@@ -88,12 +104,26 @@ def _scatter(values: torch.Tensor, active: torch.Tensor, rows: int, fill: float)
 
 class HFRolloutEngine:
     fused = True  # the fused Llama-family decode step where the model allows it (rollout/decode_steps.py)
+    cuda_graphs = True  # on a GPU: static KV cache + CUDA graphs (rollout/graph_step.py)
+    static_decode: bool | None = None  # the static-cache step: None = on a GPU only; True also on the CPU (tests)
+    sync_every: int | None = None  # tokens between checks for finished rows: None = 1 on the CPU, SYNC_EVERY else
+    decoders: StaticDecoders | None = None  # kept across calls, by batch shape
 
-    def __init__(self, model, tokenizer, fused: bool = True):
+    def __init__(self, model, tokenizer, fused: bool = True, cuda_graphs: bool = True):
         self.model = model
         self.tokenizer = tokenizer
         self.stop_ids = stop_token_ids(model, tokenizer)
         self.fused = fused
+        self.cuda_graphs = cuda_graphs
+
+    def _stepper(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, group_size: int, max_new: int):
+        static = self.static_decode if self.static_decode is not None else prompt_ids.device.type == "cuda"
+        if self.fused and static and static_supported(self.model):
+            if self.decoders is None:
+                self.decoders = StaticDecoders(graphs=self.cuda_graphs)
+            return self.decoders.stepper(self.model, compute_dtype(self.model), prompt_ids, prompt_mask,
+                                         group_size, max_new)
+        return make_stepper(self.model, prompt_ids, prompt_mask, group_size, max_new, self.fused)
 
     def encode(self, prompts: list[Prompt]) -> tuple[torch.Tensor, torch.Tensor]:
         device = next(self.model.parameters()).device
@@ -105,32 +135,41 @@ class HFRolloutEngine:
     def sample(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, group_size: int,
                sampling: SamplingParams) -> tuple[torch.Tensor, torch.Tensor]:
         """-> (completion ids [N*G, C], sampling log-probs [N*G, C]); rows past a stop token hold pad ids."""
-        stepper = make_stepper(self.model, prompt_ids, prompt_mask, group_size, sampling.max_new_tokens, self.fused)
+        device = prompt_ids.device
+        stepper = self._stepper(prompt_ids, prompt_mask, group_size, sampling.max_new_tokens)
         logits = stepper.first_logits
-        stops = torch.tensor(self.stop_ids, device=prompt_ids.device)
+        stops = torch.tensor(self.stop_ids, device=device)
         rows = logits.shape[0]
-        active = torch.arange(rows, device=prompt_ids.device)  # rows still in the forward batch
-        finished = torch.zeros(rows, dtype=torch.bool, device=prompt_ids.device)
+        active = torch.arange(rows, device=device)  # rows still in the forward batch
+        finished = torch.zeros(rows, dtype=torch.bool, device=device)
         tokens, logprobs = [], []
-        generator = sampling_generator(sampling.seed, prompt_ids.device)
-        for _ in range(sampling.max_new_tokens):
+        generator = sampling_generator(sampling.seed, device)
+        sync_every = self.sync_every or (1 if device.type == "cpu" else SYNC_EVERY)
+        for step in range(sampling.max_new_tokens):
             # Every row's random number is drawn each step, also for rows already dropped from the batch: a row's
             # draws then do not depend on when the others finish, so dropping rows changes no token (issue #12).
-            uniform = torch.rand(rows, generator=generator, device=prompt_ids.device)[active]
+            uniform = torch.rand(rows, generator=generator, device=device)[active]
             token, logprob = pick_tokens(logits, sampling, uniform=uniform)
             token = token.masked_fill(finished[active], self.tokenizer.pad_token_id)
             tokens.append(_scatter(token, active, rows, self.tokenizer.pad_token_id))
             logprobs.append(_scatter(logprob.masked_fill(finished[active], 0.0), active, rows, 0.0))
             finished[active] |= torch.isin(token, stops)
-            if finished.all() or len(tokens) == sampling.max_new_tokens:
+            if len(tokens) == sampling.max_new_tokens:
                 break
-            live = ~finished[active]
-            if live.sum() <= DROP_AT_LIVE_SHARE * active.numel():  # drop finished rows (and their KV cache)
-                keep = live.nonzero().squeeze(1)  # only now and then: each drop copies the cache once
-                stepper.keep(keep)
-                active, token = active[keep], token[keep]
+            if (step + 1) % sync_every == 0:
+                if finished.all():
+                    break
+                live = ~finished[active]
+                if _should_drop(stepper, int(live.sum()), active.numel()):  # drop finished rows and their cache
+                    keep = live.nonzero().squeeze(1)  # only now and then: each drop copies the cache once
+                    stepper.keep(keep)
+                    active, token = active[keep], token[keep]
             logits = stepper.step(token)
-        return torch.stack(tokens, dim=1), torch.stack(logprobs, dim=1)
+        ids, logprobs = torch.stack(tokens, dim=1), torch.stack(logprobs, dim=1)
+        # Steps taken after the last row finished (between two syncs) hold only pad: cut them, so the batch is
+        # as wide as when every step checks (the longest completion, its stop token included).
+        width = max(int(completion_mask(ids, self.stop_ids).sum(dim=1).max()), 1)
+        return ids[:, :width], logprobs[:, :width]
 
     def generate(self, prompts: list[Prompt], group_size: int, sampling: SamplingParams) -> RolloutBatch:
         prompt_ids, prompt_mask = self.encode(prompts)

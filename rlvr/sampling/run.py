@@ -280,7 +280,8 @@ def _load_engine(config: RunConfig):
     from rlvr.models import load_model, load_tokenizer
     from rlvr.rollout.hf import HFRolloutEngine
 
-    return HFRolloutEngine(load_model(config.model, trainable=False), load_tokenizer(config.model))
+    return HFRolloutEngine(load_model(config.model, trainable=False), load_tokenizer(config.model),
+                           cuda_graphs=config.rollout.cuda_graphs)
 
 
 def _batch_line(sampler: Sampler, index: int, batches: int, records: list[PromptRecord],

@@ -1,0 +1,141 @@
+"""The GPU check (issue #23, item 5): one prepared run that fits one device call of <= 8 minutes and prints one table.
+
+    python bench/gpu_check.py [--out DIR] [--only decode,default,...] [--steps 4]
+
+Each check is a child process with its own time limit (a hang or crash costs that check, not the rest), its
+output kept in DIR/<check>.log. The checks, on the first CUDA device:
+- decode: bench/decode_step.py, ms per decode step at 64 rows eager vs CUDA graphs, fp32 and bf16 (mixed);
+- default: `rlvr train model.device=cuda`, the default config with its final evaluation (30 steps);
+- bf16: the default config in bf16 mixed precision, 10 steps, no evaluation;
+- lora / sft: a LoRA run (3 steps) and an SFT run (one epoch of 32 rows);
+- vs_trl_fp32 / vs_trl_bf16: bench/vs_trl.py at 8 prompts x G 8, <= 128 new tokens, both orders (rounds 2).
+Nothing here is a unit test: CI has no GPU. The numbers go to README's "On a GPU" section with the card's name.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RLVR = [sys.executable, "-m", "rlvr"]
+CUDA = "model.device=cuda"
+
+
+def sft_data(work: Path) -> Path:
+    path = work / "sft.jsonl"
+    rows = [{"prompt": f"What is {a} times {b}? End with 'Answer: <number>'.",
+             "completion": f"{a} times {b} is {a * b}.\nAnswer: {a * b}"} for a in range(2, 10) for b in range(2, 6)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def checks(work: Path, steps: int) -> dict[str, tuple[list[str], int]]:
+    """name -> (command, seconds allowed)."""
+    trl = [sys.executable, str(ROOT / "bench/vs_trl.py"), "--device", "cuda", "--prompts-per-step", "8",
+           "--max-new", "128", "--steps", str(steps), "--rounds", "2", "--allocator", "system"]
+    decode = [sys.executable, str(ROOT / "bench/decode_step.py"), "--device", "cuda"]
+    return {
+        "decode_fp32": (decode + ["--json", str(work / "decode_fp32.json")], 60),
+        "default": (RLVR + ["train", CUDA, f"output_dir={work / 'default'}"], 150),
+        "vs_trl_fp32": (trl + ["--json", str(work / "vs_trl_fp32.json")], 150),
+        "vs_trl_bf16": (trl + ["--dtype", "bfloat16", "--json", str(work / "vs_trl_bf16.json")], 150),
+        "decode_bf16": (decode + ["--dtype", "bfloat16", "--json", str(work / "decode_bf16.json")], 60),
+        "bf16": (RLVR + ["train", CUDA, "model.dtype=bfloat16", "max_steps=10", "eval.at_end=false",
+                         f"output_dir={work / 'bf16'}"], 60),
+        "lora": (RLVR + ["train", CUDA, "model.lora.enabled=true", "max_steps=3", "eval.at_end=false",
+                         f"output_dir={work / 'lora'}"], 60),
+        "sft": (RLVR + ["sft", CUDA, f"sft.data={sft_data(work)}", "sft.epochs=1", "sft.batch_size=8",
+                        f"output_dir={work / 'sft'}"], 60),
+    }
+
+
+def run_one(name: str, command: list[str], limit: int, out: Path, work: Path) -> dict:
+    """Run one check; print its line at once (a device call cut short still shows the checks that finished)."""
+    start = time.perf_counter()
+    log = out / f"{name}.log"
+    with log.open("w") as sink:
+        try:
+            code = subprocess.run(command, stdout=sink, stderr=subprocess.STDOUT, timeout=limit, cwd=ROOT).returncode
+        except subprocess.TimeoutExpired:
+            code = "timeout"
+    took = time.perf_counter() - start
+    if code == 0:
+        try:
+            measured = summarize(name, work)
+        except (OSError, KeyError, ValueError, TypeError, StopIteration) as err:
+            measured = f"(unreadable: {err!r})"
+    else:
+        measured = " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:])
+    print(f"[{name}] exit {code} in {took:.0f} s: {measured}", flush=True)
+    return {"name": name, "exit": code, "seconds": round(took, 1), "measured": measured}
+
+
+def step_seconds(run_dir: Path) -> tuple[float, int] | None:
+    """Median seconds a step (the sum of its phases) after the first, and the step count, from metrics.jsonl."""
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return None
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    times = [sum(v for k, v in r.items() if k.startswith("time/")) for r in rows]
+    times = [t for t in times if t > 0]  # evaluation rows carry no phase times
+    return (statistics.median(times[1:] or times), len(times)) if times else None
+
+
+def summarize(name: str, work: Path) -> str:
+    """One line of what a finished check measured."""
+    if name.startswith("decode"):
+        d = json.loads((work / f"{name}.json").read_text())
+        return (f"{d['dtype']}: {d['eager_ms_per_step']:.2f} ms eager -> {d['graph_ms_per_step']:.2f} ms graph a step "
+                f"at {d['rows']} rows ({d['speedup']:.1f}x); sampling 128 tokens {d['eager_sample_s']:.2f} -> "
+                f"{d['graph_sample_s']:.2f} s; rows identical {d['rows_identical']}")
+    if name.startswith("vs_trl"):
+        data = json.loads((work / f"{name}.json").read_text())
+        sides = {}
+        for side, runs in data.items():
+            steps = [s for r in runs for s in r["steps"][1:]]
+            sides[side] = (statistics.median(s["s"] for s in steps), statistics.median(s["tokens"] / s["s"] for s in steps),
+                           max(r["peak_rss"] for r in runs) / 1e9)
+        (mine, mine_tps, mine_gb), (theirs, theirs_tps, theirs_gb) = sides["rlvr"], sides["trl"]
+        return (f"rlvr {mine:.2f} s/step ({mine_tps:.0f} tok/s, {mine_gb:.2f} GB) vs TRL {theirs:.2f} "
+                f"({theirs_tps:.0f} tok/s, {theirs_gb:.2f} GB): ratio {mine / theirs:.2f}")
+    found = step_seconds(work / name)
+    text = f"{found[0]:.2f} s/step over {found[1]} steps" if found else "no metrics"
+    evals = work / name / "eval.jsonl"
+    if evals.exists():
+        last = json.loads(evals.read_text().splitlines()[-1])
+        text += f"; held-out pass@1 {last['pass@1']:.3f}, greedy {last.get('greedy', float('nan')):.3f}"
+    return text
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", tempfile.mkdtemp(prefix="gpu-check-"))))
+    parser.add_argument("--only", help="comma-separated check names")
+    parser.add_argument("--steps", type=int, default=4, help="vs_trl steps per side and round")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="gpu-check-work-"))
+    import torch
+
+    if not torch.cuda.is_available():
+        raise SystemExit("gpu_check: torch sees no CUDA device here")
+    print(f"gpu_check on {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
+    chosen = checks(work, args.steps)
+    if args.only:
+        chosen = {k: v for k, v in chosen.items() if k in args.only.split(",")}
+    results = [run_one(name, command, limit, args.out, work) for name, (command, limit) in chosen.items()]
+    print(f"\n{'check':<13}{'exit':>8}{'s':>6}  measured")
+    for r in results:
+        print(f"{r['name']:<13}{str(r['exit']):>8}{r['seconds']:>6.0f}  {r['measured']}")
+    (args.out / "gpu_check.json").write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

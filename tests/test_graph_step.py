@@ -1,0 +1,141 @@
+"""The static-KV-cache decode step (rlvr/rollout/graph_step.py, issue #23 item 4) run eagerly on the CPU: the very
+step a GPU records into CUDA graphs. It must compute what the eager fused step computes, sample the same tokens
+for the same seed (through bucket drops and sparse finish checks), and read the policy's CURRENT weights on
+every generate call although its buffers and copies are made once."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from rlvr.rollout.base import SamplingParams
+from rlvr.rollout.decode_steps import FusedStepper
+from rlvr.rollout.graph_step import StaticDecoders, bucket_for, buckets
+from rlvr.rollout.hf import HFRolloutEngine
+
+torch.set_num_threads(1)
+SIZES = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, max_position_embeddings=256)
+STOPS = [1, 2, 3, 4, 5, 6, 7, 8]  # 8 of 64 tokens stop a row: most rows finish within 24 tokens, so rows drop
+
+
+def tiny(bias: bool = False) -> LlamaForCausalLM:
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(**SIZES, attention_bias=bias, mlp_bias=bias))
+    for module in model.modules():  # transformers starts biases at 0, where a dropped bias would go unseen
+        if isinstance(module, torch.nn.Linear) and module.bias is not None:
+            torch.nn.init.normal_(module.bias, std=0.5)
+    return model.float().eval()
+
+
+def prompts():
+    """Prompts of 6 and 3 tokens, the second left-padded by 3 (mask 0)."""
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(9, 64, (2, 6), generator=g)
+    mask = torch.tensor([[1] * 6, [0, 0, 0, 1, 1, 1]])
+    return ids.masked_fill(mask == 0, 0), mask
+
+
+def engine(model, static: bool, sync_every: int | None = None) -> HFRolloutEngine:
+    e = HFRolloutEngine.__new__(HFRolloutEngine)
+    e.model, e.tokenizer, e.stop_ids = model, SimpleNamespace(pad_token_id=0), STOPS
+    e.static_decode, e.sync_every, e.cuda_graphs = static, sync_every, False
+    return e
+
+
+def test_buckets_halve_down_to_eight_rows() -> None:
+    assert buckets(64) == [64, 32, 16, 8]
+    assert buckets(48) == [48, 32, 16, 8]  # the batch itself, then powers of two below it
+    assert buckets(8) == [8] and buckets(5) == [5]
+    assert bucket_for(33, buckets(64)) == 64 and bucket_for(32, buckets(64)) == 32 and bucket_for(1, [16, 8]) == 8
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_static_step_logits_equal_the_fused_step(bias: bool) -> None:
+    """Same tokens fed to both for 10 steps, 8 rows per prompt; after 5 steps 7 rows leave (16 -> 9 live rows:
+    the static decoder keeps running the 16-row bucket, with its 7 spare rows ignored). fp32, 1e-5."""
+    model = tiny(bias)
+    ids, mask = prompts()
+    with torch.no_grad():
+        fused = FusedStepper(model, ids, mask, 8, 10)
+        static = StaticDecoders(graphs=False).stepper(model, torch.float32, ids, mask, 8, 10)
+        torch.testing.assert_close(static.first_logits, fused.first_logits, rtol=0, atol=1e-5)
+        g, rows = torch.Generator().manual_seed(5), 16
+        for step in range(10):
+            if step == 5:
+                keep = torch.tensor([0, 2, 3, 5, 8, 9, 11, 14, 15])
+                fused.keep(keep)
+                static.keep(keep)
+                rows = 9
+            tokens = torch.randint(9, 64, (rows,), generator=g)
+            a, b = fused.step(tokens), static.step(tokens)
+            assert b.shape == a.shape == (rows, 64)
+            torch.testing.assert_close(b, a, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("sampling", [SamplingParams(1.0, 1.0, 24, seed=11), SamplingParams(0.7, 0.9, 24, seed=12),
+                                      SamplingParams(0.0, 1.0, 24, seed=13)], ids=["T1", "T0.7-top0.9", "greedy"])
+def test_static_engine_samples_the_eager_engines_tokens(sampling: SamplingParams) -> None:
+    """The whole loop: eager fused step checking after every token, against the static step checking every 8
+    tokens (the GPU cadence) with rows leaving at the bucket of 8. Same ids, same width, log-probs to 1e-5."""
+    model = tiny()
+    ids, mask = prompts()
+    eager_ids, eager_lp = engine(model, static=False).sample(ids, mask, 8, sampling)
+    static_engine = engine(model, static=True, sync_every=8)
+    static_ids, static_lp = static_engine.sample(ids, mask, 8, sampling)
+    assert torch.equal(static_ids, eager_ids)
+    torch.testing.assert_close(static_lp, eager_lp, rtol=0, atol=1e-5)
+    (decoder,) = static_engine.decoders.by_shape.values()
+    if sampling.temperature > 0:  # sampled rows finish at different times: the batch must have shrunk
+        assert decoder.live <= 8, "rows never left: the bucket drop went untested"
+
+
+def test_sparse_finish_checks_cut_the_trailing_pad_columns() -> None:
+    """Checking every 8 tokens decodes up to 7 steps past the last finish; those all-pad columns are cut, so the
+    batch is exactly as wide as when every token is checked (the longest completion with its stop token)."""
+    model = tiny()
+    ids, mask = prompts()
+    sampling = SamplingParams(1.0, 1.0, 40, seed=21)
+    every, sparse = (engine(model, static=False, sync_every=s).sample(ids, mask, 8, sampling) for s in (1, 8))
+    assert every[0].shape[1] < 40, "every row hit the cap: nothing to cut"
+    assert torch.equal(sparse[0], every[0]) and torch.equal(sparse[1], every[1])
+
+
+def test_second_call_reads_the_updated_weights() -> None:
+    """The decoder (buffers, weight copies) is reused across calls; a weight update in place between them must
+    show in the next call's logits (a missing refresh() would replay the first call's weights)."""
+    model = tiny()
+    ids, mask = prompts()
+    decoders = StaticDecoders(graphs=False)
+    with torch.no_grad():
+        first = decoders.stepper(model, torch.float32, ids, mask, 2, 4).step(torch.full((4,), 20))
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))  # in place, as AdamW updates
+        second = decoders.stepper(model, torch.float32, ids, mask, 2, 4).step(torch.full((4,), 20))
+        expected = FusedStepper(model, ids, mask, 2, 4).step(torch.full((4,), 20))
+    assert len(decoders.by_shape) == 1  # the same decoder served both calls
+    assert (second - first).abs().max() > 1e-2  # the weights moved enough to show
+    torch.testing.assert_close(second, expected, rtol=0, atol=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (CI has none): the recorded graphs themselves")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_replayed_graphs_compute_what_the_eager_static_step_computes(dtype: torch.dtype) -> None:
+    """On CUDA: the graphs (recorded per bucket, replayed) against the same step run eagerly: the same kernels on
+    the same inputs, so the same tokens; also through a drop to a smaller bucket and a second call."""
+    model = tiny().to("cuda")
+    if dtype != torch.float32:
+        model.rlvr_compute_dtype = dtype  # what load_model records for a mixed-precision policy
+    ids, mask = (t.to("cuda") for t in prompts())
+    sampling = SamplingParams(1.0, 1.0, 24, seed=11)
+    eager = engine(model, static=True)
+    graphs = engine(model, static=True)
+    graphs.cuda_graphs = True
+    for _ in range(2):  # the second call replays the graphs recorded in the first
+        a, b = eager.sample(ids, mask, 8, sampling), graphs.sample(ids, mask, 8, sampling)
+        assert torch.equal(a[0], b[0])
+        torch.testing.assert_close(a[1], b[1], rtol=0, atol=1e-5 if dtype == torch.float32 else 1e-2)
+    (decoder,) = graphs.decoders.by_shape.values()
+    assert decoder.use_graphs and set(decoder.graphs) == {16, 8}

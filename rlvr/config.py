@@ -35,7 +35,12 @@ class LoraConfig(_Section):
 class ModelConfig(_Section):
     name_or_path: str = Field(EMBEDDED_MODEL, description="HF hub id, local HF directory, or the embedded default")
     dtype: Literal["float32", "bfloat16", "float16"] = Field(
-        "float32", description="weights dtype; keep float32 on CPU (bf16 matmul is ~600x slower there)")
+        "float32", description="compute dtype of the forwards and backwards (rlvr/precision.py); keep float32 on "
+                               "CPU, where bf16 matmul is ~600x slower")
+    master_weights: Literal["float32", "same"] = Field(
+        "float32", description="dtype the weights and AdamW state are stored in: float32 = mixed precision (fp32 "
+                               "master weights, forwards under torch.autocast in model.dtype) | same = pure "
+                               "model.dtype (half the memory; updates below ~2^-8 of a weight round away)")
     device: str = Field("cpu", pattern=r"^(cpu|cuda(:\d+)?|mps)$",
                         description="torch device for policy, reference and rollouts: cpu, cuda, cuda:N, mps")
     trust_remote_code: bool = Field(False, description="allow custom modeling code from the model directory")

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 def run_config_problems(c: "RunConfig") -> list[str]:
     return [*_batch_problems(c), *_task_problems(c), *_algorithm_problems(c), *_correction_problems(c),
-            *_lora_problems(c), *_engine_problems(c), *_ray_trainer_problems(c)]
+            *_lora_problems(c), *_engine_problems(c), *_ray_trainer_problems(c), *_precision_problems(c)]
 
 
 def _engine_problems(c: "RunConfig") -> list[str]:
@@ -167,6 +167,18 @@ def _correction_problems(c: "RunConfig") -> list[str]:
                 f"sampler's log-probs are then those of the renormalised nucleus, which differ from the trainer's on "
                 f"purpose; sample with top_p=1, or set rollout.correction.mode=none (with top_p < 1 the agreement "
                 f"check is skipped for the same reason)"]
+    return []
+
+
+def _precision_problems(c: "RunConfig") -> list[str]:
+    """Mixed fp16 needs dynamic loss scaling (fp16's smallest normal is 6e-5, so small gradients underflow to 0:
+    Micikevicius et al. 2018, sec. 3.2), which rlvr does not implement (issue #23, item 3); bf16 has fp32's exponent
+    range and needs none. Pure fp16 (master_weights=same) stays what it was before mixed precision existed."""
+    m = c.model
+    if m.dtype == "float16" and m.master_weights == "float32":
+        return ["model.dtype=float16 with model.master_weights=float32 (mixed fp16) needs loss scaling, which rlvr "
+                "does not implement: use model.dtype=bfloat16 (fp32's exponent range, no scaling needed), or "
+                "model.master_weights=same for pure fp16 weights"]
     return []
 
 

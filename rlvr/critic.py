@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from rlvr import precision
 from rlvr.config import ModelConfig
 from rlvr.gae import value_loss
 from rlvr.logprobs import completion_hidden_states, length_order
@@ -58,7 +59,8 @@ class ValueModel(nn.Module):
     def forward(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, rows: torch.Tensor,
                 completion_ids: torch.Tensor, completion_mask: torch.Tensor) -> torch.Tensor:
         """-> V [B, C] float32, V[:, t] = value of the state before completion token t (garbage past row ends)."""
-        states = completion_hidden_states(self, prompt_ids, prompt_mask, rows, completion_ids, completion_mask)
+        with precision.autocast(self):  # the backbone in bf16 under mixed precision; the one-column head in fp32
+            states = completion_hidden_states(self, prompt_ids, prompt_mask, rows, completion_ids, completion_mask)
         return self.head(states.float()).squeeze(-1)
 
 
@@ -91,6 +93,7 @@ class Critic:
         # Only the backbone is kept: the LM head (49k x hidden when untied) is dropped with `causal_lm`.
         # SmolLM2 ties it to the input embedding, which the backbone holds anyway.
         self.model = ValueModel(causal_lm.base_model, causal_lm.config.hidden_size).to(model_config.device)
+        precision.record_compute_dtype(self.model, precision.compute_dtype(causal_lm))  # as the policy (issue #23)
         self.model.eval()  # no dropout, as for the policy (rlvr.models.load_model)
         del causal_lm
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=settings.lr, betas=settings.betas,

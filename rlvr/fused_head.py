@@ -10,10 +10,17 @@ same buffer into d(log p)/d(logits) = onehot - softmax in place and runs the hea
 gradients as the plain path to float tolerance (tests/test_fused_head.py).
 
 Entropy is a metric here (no gradient through it); an entropy bonus in the loss takes the plain path.
+
+Mixed precision (rlvr/precision.py, issue #23): under the caller's autocast the head product runs in bf16 and the
+logits are upcast to fp32 before anything else, as in the plain `head(h).float()`; autocast is off while autograd
+runs a backward, so the backward replays the forward's autocast for its two products (what torch.amp.custom_bwd
+does for one fixed device type) instead of running them in fp32 on fp32 master weights.
 """
 from __future__ import annotations
 
 import torch
+
+from rlvr.precision import active_autocast, replay_autocast
 
 
 def fused_head_applies(head) -> bool:
@@ -73,6 +80,8 @@ class _HeadLogprob(torch.autograd.Function):
             entropy = log_total - weighted / total
         ctx.temperature = temperature
         ctx.consumed = False
+        # under mixed precision the product above ran in bf16: the backward's two products run the same way
+        ctx.autocast = active_autocast(states.device.type)
         ctx.save_for_backward(states, weight, targets, exps, total)
         ctx.mark_non_differentiable(entropy)
         return logprobs, entropy
@@ -88,9 +97,10 @@ class _HeadLogprob(torch.autograd.Function):
         scale = grad_logprobs / ctx.temperature
         grad_logits = exps.mul_((-scale / total)[:, None])
         grad_logits.scatter_add_(1, targets[:, None], scale[:, None])
-        grad_logits = grad_logits.to(weight.dtype)
-        grad_states = grad_logits @ weight if ctx.needs_input_grad[0] else None
-        grad_weight = grad_logits.t() @ states if ctx.needs_input_grad[1] else None
+        grad_logits = grad_logits.to(ctx.autocast or weight.dtype)  # the [N, V] copy autocast would make
+        with replay_autocast(states.device.type, ctx.autocast):  # autograd casts bf16 results to the inputs' fp32
+            grad_states = grad_logits @ weight if ctx.needs_input_grad[0] else None
+            grad_weight = grad_logits.t() @ states if ctx.needs_input_grad[1] else None
         return grad_states, grad_weight, None, None, None
 
 

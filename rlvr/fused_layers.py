@@ -10,7 +10,11 @@ for the backward on the benchmark's update, and fewer passes over memory. The fo
 own (same ops in the same order); gradients equal to float tolerance (tests/test_fused_layers.py).
 
 Applied for the duration of one forward with gradients (rlvr/logprobs.py), to Llama-family fp32 modules only: other
-dtypes (bf16 upcasts inside the norm) and other MLPs keep transformers' own forward.
+dtypes (bf16 upcasts inside the norm) and other MLPs keep transformers' own forward. Under mixed precision
+(torch.autocast over fp32 weights, rlvr/precision.py, issue #23) the norms still take the fused node, correctly: their
+input is the fp32 residual stream and they run no op autocast casts, so forward and backward are the fp32 ones
+transformers' norm computes there too; the SwiGLU product's inputs are then bf16 projections, and it keeps
+transformers' forward (tests/test_precision.py compares both paths under autocast).
 """
 from __future__ import annotations
 

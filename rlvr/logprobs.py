@@ -26,6 +26,7 @@ from rlvr.blocked_attention import blocked_attention_on, blocked_supported
 from rlvr.fused_layers import fused_layers_on
 from rlvr.fused_head import fused_head_applies, head_logprobs_fused, tied_input_embeddings
 from rlvr.packing import Packed, additive_mask, is_prefix_mask, pack, packed_tokens, row_groups
+from rlvr.precision import in_compute_dtype
 
 # Rows of [tokens, vocabulary] logits made at once: 1024 x 49152 fp32 = 200 MB for SmolLM2's vocabulary.
 HEAD_CHUNK_TOKENS = 1024
@@ -123,6 +124,7 @@ def _unpack(values: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
     return torch.zeros(real.shape, dtype=values.dtype, device=values.device).masked_scatter(real, values)
 
 
+@in_compute_dtype  # under torch.autocast for a mixed-precision model (rlvr/precision.py, issue #23)
 def completion_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, rows: torch.Tensor,
                         completion_ids: torch.Tensor, completion_mask: torch.Tensor, temperature: float = 1.0,
                         with_entropy: bool = False, entropy_grad: bool = False
@@ -165,6 +167,7 @@ def _packed_states(model, packed: Packed) -> torch.Tensor:
     return out.last_hidden_state[0, packed.state_index]
 
 
+@in_compute_dtype  # under torch.autocast for a mixed-precision model (rlvr/precision.py, issue #23)
 def padded_completion_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, rows: torch.Tensor,
                                completion_ids: torch.Tensor, completion_mask: torch.Tensor, temperature: float = 1.0,
                                with_entropy: bool = False, entropy_grad: bool = False

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from rlvr import precision
 from rlvr.config import LoraConfig
 
 ADAPTER_DIR = "adapter"  # inside final/ and checkpoints/step-N/model/
@@ -66,14 +67,16 @@ class _AdapterOff:
 class AdapterOffReference:
     """The frozen reference for the KL term: the policy's own modules with the adapter disabled.
 
-    It offers what rlvr/logprobs.py uses of a model (`base_model(...)`, `get_output_embeddings()(...)`, `dtype`), so
-    the reference forward stays one `batched_logprobs(run.reference, ...)` call as with a separate model.
+    It offers what rlvr/logprobs.py uses of a model (`base_model(...)`, `get_output_embeddings()(...)`, `dtype`,
+    and rlvr/precision.py's compute dtype and `device`), so the reference forward stays one
+    `batched_logprobs(run.reference, ...)` call as with a separate model.
     Exact: with the adapter off a LoRA layer returns its base layer's output unchanged.
     """
 
     def __init__(self, wrapped):
         self._wrapped = wrapped
         self._model = wrapped.get_base_model()
+        precision.record_compute_dtype(self, precision.compute_dtype(self._model))  # the policy's (issue #23)
 
     @property
     def base_model(self) -> _AdapterOff:
@@ -92,6 +95,10 @@ class AdapterOffReference:
     @property
     def config(self):  # the packed forward picks its attention path from the model's config
         return self._model.config
+
+    @property
+    def device(self) -> torch.device:  # precision.autocast takes the device type from it
+        return self._model.device
 
 
 def merged_state_dict(wrapped) -> dict[str, torch.Tensor]:

@@ -26,6 +26,7 @@ import math
 import os
 from dataclasses import dataclass, fields
 
+from rlvr import precision
 from rlvr.config import RunConfig
 from rlvr.logprobs import HEAD_CHUNK_TOKENS
 from rlvr.model_family import full_attention_llama
@@ -37,7 +38,6 @@ GB = 1e9
 # process after setup() held 467 MB (the safetensors weights are mapped, not yet read).
 RUNTIME_BYTES_CPU = 410_000_000
 FLOAT32 = 4
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
 @dataclass(frozen=True)
@@ -192,11 +192,11 @@ def scoring_bytes(s: ModelShape, micro: int, group_size: int, prompts: int, prom
         min(completions, HEAD_CHUNK_TOKENS) * s.vocab * FLOAT32
 
 
-def _prepacked(device: str, dtype: str) -> bool:
+def _prepacked(device: str, dtype_bytes: int) -> bool:
     """Does the CPU decode step copy every Linear weight into oneDNN's layout (decode_steps.Projection)?"""
     import torch
 
-    return device == "cpu" and dtype == "float32" and torch.backends.mkldnn.is_available()
+    return device == "cpu" and dtype_bytes == FLOAT32 and torch.backends.mkldnn.is_available()
 
 
 def _largest_round(config: RunConfig) -> int:
@@ -229,7 +229,10 @@ def plan_memory(config: RunConfig, model_config, device: str, *, prompt_tokens: 
     """The plan for `config` with the model whose HF config is `model_config` on `device`. prompt_tokens: the
     longest rendered prompt (longest_prompt_tokens); runtime_bytes: replaces the measured RUNTIME_BYTES_CPU."""
     c, r, lora = config, config.rollout, config.model.lora
-    b = DTYPE_BYTES[c.model.dtype]
+    # Mixed precision (rlvr/precision.py, issue #23): weights, gradients, AdamW moments and the decode (which does not
+    # enter autocast yet) in the storage dtype b; the forwards' activations in the compute dtype
+    b = precision.storage_dtype(c.model.dtype, c.model.master_weights).itemsize
+    compute = precision.DTYPES[c.model.dtype].itemsize
     s = model_shape(model_config, lora.target_modules if lora.enabled else None, lora.r, c.model.trust_remote_code)
     notes = []
     if prompt_tokens is None:
@@ -241,7 +244,7 @@ def plan_memory(config: RunConfig, model_config, device: str, *, prompt_tokens: 
     if r.engine.kind == "vllm":
         fused = False
         notes.append("vLLM's memory (rollout.engine.vllm_gpu_memory_utilization) is not in the plan")
-    copies = s.linear_params if _prepacked(device, c.model.dtype) else s.fused_copy_params
+    copies = s.linear_params if _prepacked(device, b) else s.fused_copy_params
     backbone = s.params - s.head_params  # the critic is a copy without the LM head
     gae = c.algorithm.advantage == "gae"
     plan = dict(
@@ -249,7 +252,7 @@ def plan_memory(config: RunConfig, model_config, device: str, *, prompt_tokens: 
         reference=s.params * b if c.algorithm.beta > 0 and not lora.enabled else 0,
         gradients=trainable * b, optimizer=2 * trainable * b,
         activations=update_activations(s, c.micro_batch_size, r.group_size, r.prompts_per_step, prompt_tokens,
-                                       r.max_new_tokens, b),
+                                       r.max_new_tokens, compute) + autocast_copies(s, b, compute),
         kv_cache=0, evaluation=0, engine_weights=copies * b if fused else 0,
         runtime=runtime_bytes if runtime_bytes is not None else (0 if cuda else RUNTIME_BYTES_CPU),
         critic=3 * backbone * b if gae else 0)
@@ -260,10 +263,17 @@ def plan_memory(config: RunConfig, model_config, device: str, *, prompt_tokens: 
         plan["evaluation"] = _eval_generation(c, s, prompt_tokens, b, fused)
     if gae:
         notes.append("the critic's forward is not in the plan")
-    return _with_phases(MemoryPlan(**plan, notes=tuple(notes)), c, s, prompt_tokens, b)
+    return _with_phases(MemoryPlan(**plan, notes=tuple(notes)), c, s, prompt_tokens, b, compute)
 
 
-def _with_phases(p: MemoryPlan, c: RunConfig, s: ModelShape, prompt_tokens: int, b: int) -> MemoryPlan:
+def autocast_copies(s: ModelShape, storage_bytes: int, compute_bytes: int) -> int:
+    """Mixed precision: autocast's compute-dtype copy of every weight, made in a forward (and kept by the update's
+    forward for its backward); 0 when weights are stored in the compute dtype."""
+    return s.params * compute_bytes if compute_bytes != storage_bytes else 0
+
+
+def _with_phases(p: MemoryPlan, c: RunConfig, s: ModelShape, prompt_tokens: int, b: int, compute: int
+                 ) -> MemoryPlan:
     """Phase totals. An engine in its own process (hf_process) holds its weights, decode copies and generation
     buffers for the whole run beside the trainer: it is added to every phase (the machine's total)."""
     from rlvr.recipes.stages import needs_old_logprobs
@@ -278,8 +288,8 @@ def _with_phases(p: MemoryPlan, c: RunConfig, s: ModelShape, prompt_tokens: int,
     phases = [Phase("rollout", held + engine + rollout + beside),
               Phase("update", held + p.gradients + p.critic // 3 + p.activations + beside)]
     if p.reference or needs_old_logprobs(c):
-        phases.append(Phase("scoring", held + beside + scoring_bytes(
-            s, c.micro_batch_size, r.group_size, r.prompts_per_step, prompt_tokens, r.max_new_tokens, b)))
+        phases.append(Phase("scoring", held + beside + autocast_copies(s, b, compute) + scoring_bytes(
+            s, c.micro_batch_size, r.group_size, r.prompts_per_step, prompt_tokens, r.max_new_tokens, compute)))
     if c.eval.at_end or c.eval.every:
         phases.append(Phase("evaluation", held + engine + evaluation + beside))
     return MemoryPlan(**{f.name: getattr(p, f.name) for f in fields(p) if f.name != "phases"}, phases=tuple(phases))

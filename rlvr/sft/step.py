@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
+from rlvr.precision import in_compute_dtype
 from rlvr.sft.batching import MicroBatch, micro_batches
 from rlvr.sft.masking import Example
 
@@ -50,6 +51,7 @@ def _head_nll(head, states: torch.Tensor, targets: torch.Tensor) -> torch.Tensor
     return F.cross_entropy(head(states).float(), targets, reduction="sum")
 
 
+@in_compute_dtype  # under torch.autocast for a mixed-precision policy (rlvr/precision.py, issue #23)
 def target_nll(policy, micro: MicroBatch) -> torch.Tensor:
     """Summed -log p of the micro-batch's target tokens (a scalar). Only target positions go through the LM
     head, as in rlvr/logprobs.py, and in chunks of HEAD_CHUNK whose logits are recomputed in the backward pass

@@ -47,11 +47,10 @@ def sampled_and_scored(model_dir, dtype: str):
         model.get_output_embeddings().weight.mul_(4.0)
     prompts = [Prompt(id="a", messages=({"role": "user", "content": "what is 2+3?"},), reference="5"),
                Prompt(id="b", messages=({"role": "user", "content": "hello there, 7*8"},), reference="56")]
-    # fused=False: the fused decode step's oneDNN-prepacked fp32 weights refuse bf16 inputs under CPU autocast.
-    # The rollout code does not enter the autocast itself yet (rlvr/precision.py's `autocast`): the test does.
-    engine = HFRolloutEngine(model, tokenizer, fused=False)
-    with precision.autocast(model):
-        batch = engine.generate(prompts, 16, SamplingParams(temperature=1.0, top_p=1.0, max_new_tokens=16, seed=3))
+    # The engine picks its own path: for a mixed model, the static-cache step with compute-dtype weight copies
+    # (rollout/graph_step.py); it enters no autocast from here, so this checks the rollout's own precision wiring.
+    engine = HFRolloutEngine(model, tokenizer)
+    batch = engine.generate(prompts, 16, SamplingParams(temperature=1.0, top_p=1.0, max_new_tokens=16, seed=3))
     inputs = (batch.prompt_ids, batch.prompt_mask, batch.prompt_index, batch.completion_ids, batch.completion_mask)
     trainer = batched_logprobs(model, *inputs, 1.0, 16)
     with torch.no_grad():

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from rlvr import precision
 from rlvr.logprobs import position_ids_from_mask
 from rlvr.rollout.decode_steps import _rotate, _signed_sin, fused_supported
 
@@ -274,7 +275,7 @@ class StaticDecoders:
                 self.by_shape.pop(next(iter(self.by_shape)))
             decoder = StaticDecoder(model, rows, capacity, compute_dtype, self.graphs)
         self.by_shape[key] = decoder
-        with torch.no_grad():
+        with torch.no_grad(), precision.autocast(model):  # the prefill is transformers' forward
             out = model(input_ids=prompt_ids, attention_mask=prompt_mask,
                         position_ids=position_ids_from_mask(prompt_mask), use_cache=True, logits_to_keep=1)
             layers = out.past_key_values.layers

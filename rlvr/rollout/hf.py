@@ -9,11 +9,14 @@ rows, and takes its decode steps from rollout/decode_steps.py (a fused Llama-fam
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
+from rlvr import precision
 from rlvr.rollout.decode_steps import make_stepper
 from rlvr.rollout.base import SamplingParams, sampling_generator
-from rlvr.rollout.graph_step import StaticDecoders, static_supported
+from rlvr.rollout.graph_step import GraphStepper, StaticDecoders, static_supported
 from rlvr.types import Prompt, RolloutBatch
 
 
@@ -92,11 +95,6 @@ def _should_drop(stepper, live: int, active: int) -> bool:
     return decide(live) if decide is not None else live <= DROP_AT_LIVE_SHARE * active
 
 
-def compute_dtype(model) -> torch.dtype:
-    """The dtype a model's forwards compute in (bf16 for an fp32 model trained in mixed precision)."""
-    return getattr(model, "rlvr_compute_dtype", None) or next(model.parameters()).dtype
-
-
 def _scatter(values: torch.Tensor, active: torch.Tensor, rows: int, fill: float) -> torch.Tensor:
     """[A] values of the active rows -> [rows], `fill` elsewhere."""
     return torch.full((rows,), fill, dtype=values.dtype, device=values.device).index_put((active,), values)
@@ -117,13 +115,19 @@ class HFRolloutEngine:
         self.cuda_graphs = cuda_graphs
 
     def _stepper(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, group_size: int, max_new: int):
+        """The static-cache step on a GPU, and for a mixed-precision model anywhere (it makes its own compute-dtype
+        weight copies, issue #23 item 3); else the eager fused step, or transformers' forward (under autocast when
+        the model is mixed)."""
+        model = self.model
         static = self.static_decode if self.static_decode is not None else prompt_ids.device.type == "cuda"
-        if self.fused and static and static_supported(self.model):
+        if self.fused and (static or precision.is_mixed(model)) and static_supported(model):
             if self.decoders is None:
                 self.decoders = StaticDecoders(graphs=self.cuda_graphs)
-            return self.decoders.stepper(self.model, compute_dtype(self.model), prompt_ids, prompt_mask,
+            return self.decoders.stepper(model, precision.compute_dtype(model), prompt_ids, prompt_mask,
                                          group_size, max_new)
-        return make_stepper(self.model, prompt_ids, prompt_mask, group_size, max_new, self.fused)
+        with precision.autocast(model):
+            return make_stepper(model, prompt_ids, prompt_mask, group_size, max_new,
+                                self.fused and not precision.is_mixed(model))
 
     def encode(self, prompts: list[Prompt]) -> tuple[torch.Tensor, torch.Tensor]:
         device = next(self.model.parameters()).device
@@ -145,6 +149,8 @@ class HFRolloutEngine:
         tokens, logprobs = [], []
         generator = sampling_generator(sampling.seed, device)
         sync_every = self.sync_every or (1 if device.type == "cpu" else SYNC_EVERY)
+        # transformers' forward needs the autocast on every step; the static step casts for itself
+        steps_in = contextlib.nullcontext() if isinstance(stepper, GraphStepper) else precision.autocast(self.model)
         for step in range(sampling.max_new_tokens):
             # Every row's random number is drawn each step, also for rows already dropped from the batch: a row's
             # draws then do not depend on when the others finish, so dropping rows changes no token (issue #12).
@@ -164,7 +170,8 @@ class HFRolloutEngine:
                     keep = live.nonzero().squeeze(1)  # only now and then: each drop copies the cache once
                     stepper.keep(keep)
                     active, token = active[keep], token[keep]
-            logits = stepper.step(token)
+            with steps_in:
+                logits = stepper.step(token)
         ids, logprobs = torch.stack(tokens, dim=1), torch.stack(logprobs, dim=1)
         # Steps taken after the last row finished (between two syncs) hold only pad: cut them, so the batch is
         # as wide as when every step checks (the longest completion, its stop token included).

@@ -36,7 +36,8 @@ class ModelConfig(_Section):
     name_or_path: str = Field(EMBEDDED_MODEL, description="HF hub id, local HF directory, or the embedded default")
     dtype: Literal["float32", "bfloat16", "float16"] = Field(
         "float32", description="weights dtype; keep float32 on CPU (bf16 matmul is ~600x slower there)")
-    device: str = Field("cpu", pattern=r"^(cpu|cuda(:\d+)?|mps)$",
+    # cpu:0 is the CPU too: the device trap's name for the policy's device (tests/device_trap.py, issue #23)
+    device: str = Field("cpu", pattern=r"^(cpu(:0)?|cuda(:\d+)?|mps)$",
                         description="torch device for policy, reference and rollouts: cpu, cuda, cuda:N, mps")
     trust_remote_code: bool = Field(False, description="allow custom modeling code from the model directory")
     lora: LoraConfig = Field(default_factory=LoraConfig)
@@ -88,7 +89,7 @@ class RewardConfig(_Section):
                                                      "reward component 'reward_model' (R1's last RL pass)")
     model_weight: float = Field(1.0, ge=0, description="weight of the reward model's score in the total reward")
     model_batch_size: int = Field(16, ge=1, description="completions per reward-model forward pass")
-    model_device: str | None = Field(None, pattern=r"^(cpu|cuda(:\d+)?|mps)$",
+    model_device: str | None = Field(None, pattern=r"^(cpu(:0)?|cuda(:\d+)?|mps)$",
                                      description="device for the reward model; None = model.device")
 
 

@@ -41,7 +41,8 @@ class ModelConfig(_Section):
         "float32", description="dtype the weights and AdamW state are stored in: float32 = mixed precision (fp32 "
                                "master weights, forwards under torch.autocast in model.dtype) | same = pure "
                                "model.dtype (half the memory; updates below ~2^-8 of a weight round away)")
-    device: str = Field("cpu", pattern=r"^(cpu|cuda(:\d+)?|mps)$",
+    # cpu:0 is the CPU too: the device trap's name for the policy's device (tests/device_trap.py, issue #23)
+    device: str = Field("cpu", pattern=r"^(cpu(:0)?|cuda(:\d+)?|mps)$",
                         description="torch device for policy, reference and rollouts: cpu, cuda, cuda:N, mps")
     trust_remote_code: bool = Field(False, description="allow custom modeling code from the model directory")
     lora: LoraConfig = Field(default_factory=LoraConfig)
@@ -93,7 +94,7 @@ class RewardConfig(_Section):
                                                      "reward component 'reward_model' (R1's last RL pass)")
     model_weight: float = Field(1.0, ge=0, description="weight of the reward model's score in the total reward")
     model_batch_size: int = Field(16, ge=1, description="completions per reward-model forward pass")
-    model_device: str | None = Field(None, pattern=r"^(cpu|cuda(:\d+)?|mps)$",
+    model_device: str | None = Field(None, pattern=r"^(cpu(:0)?|cuda(:\d+)?|mps)$",
                                      description="device for the reward model; None = model.device")
 
 

@@ -21,6 +21,7 @@ def select_groups(rollouts: RolloutBatch, scored: ScoredBatch, groups: list[int]
                   ) -> tuple[RolloutBatch, ScoredBatch]:
     """The listed prompt groups (in that order), rows and prompts alike."""
     G = rollouts.group_size
+    # host: indexes the host's scores and the policy's rollouts alike (CUDA takes host indices; issue #23)
     rows = torch.tensor([g * G + j for g in groups for j in range(G)], dtype=torch.long)
     picked = RolloutBatch(
         prompts=[rollouts.prompts[g] for g in groups], group_size=G,

@@ -37,7 +37,7 @@ def correct_mask(scored: ScoredBatch, names: list[str] | None = None) -> torch.T
     """[B] bool: every verifier in `names` (default: all) said CORRECT (format and answer alike)."""
     gated = [scored.verdicts[name] for name in (names if names is not None else scored.verdicts)]
     rows = [all(v.outcome == Outcome.CORRECT for v in verdicts) for verdicts in zip(*gated)]
-    return torch.tensor(rows, dtype=torch.bool)
+    return torch.tensor(rows, dtype=torch.bool)  # host: read back with .tolist() (issue #23)
 
 
 def gated_names(rewarder: Rewarder) -> list[str]:

@@ -125,7 +125,9 @@ def tied_input_embeddings(model, input_ids: torch.Tensor) -> torch.Tensor | None
         return None
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         return None
-    anchor = torch.empty(0, requires_grad=True)  # puts the lookup in the graph without tracking the weight itself
+    # puts the lookup in the graph without tracking the weight itself. host: an empty leaf whose gradient
+    # (backward's torch.empty(0)) must be on its device; no op combines it with the policy's tensors (#23)
+    anchor = torch.empty(0, requires_grad=True)
     return _RowsIntoGrad.apply(anchor, input_ids, [embed.weight], embed.padding_idx)
 
 
@@ -149,4 +151,4 @@ class _RowsIntoGrad(torch.autograd.Function):
         if weight.grad is None:
             weight.grad = torch.zeros_like(weight)
         weight.grad.index_add_(0, ids, rows)
-        return torch.empty(0), None, None, None
+        return torch.empty(0), None, None, None  # host: the host anchor's gradient (issue #23)

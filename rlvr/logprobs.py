@@ -47,7 +47,8 @@ def length_order(completion_mask: torch.Tensor, rows: torch.Tensor) -> torch.Ten
     prompt prefill per group (sorting single rows would split groups and prefill their prompt twice).
     """
     lengths = completion_mask.sum(dim=1)
-    group_max = torch.zeros(int(rows.max()) + 1, dtype=lengths.dtype).scatter_reduce(
+    # on the rows' device: a CPU tensor scattered into with CUDA indices crashed the first GPU step (issue #23)
+    group_max = torch.zeros(int(rows.max()) + 1, dtype=lengths.dtype, device=rows.device).scatter_reduce(
         0, rows, lengths, reduce="amax", include_self=False)
     key = group_max[rows] * (rows.numel() + 1) - rows  # descending length, then ascending prompt index
     return key.argsort(descending=True, stable=True)

@@ -196,7 +196,8 @@ def _prepacked(device: str, dtype_bytes: int) -> bool:
     """Does the CPU decode step copy every Linear weight into oneDNN's layout (decode_steps.Projection)?"""
     import torch
 
-    return device == "cpu" and dtype_bytes == FLOAT32 and torch.backends.mkldnn.is_available()
+    # cpu:0 is the CPU too (model.device=cpu:0: the device trap's spelling, issue #23)
+    return torch.device(device).type == "cpu" and dtype_bytes == FLOAT32 and torch.backends.mkldnn.is_available()
 
 
 def _largest_round(config: RunConfig) -> int:

@@ -108,15 +108,16 @@ class RewardModel:
     def _scores(self, rows: list[list[int]]) -> torch.Tensor:
         """Token rows -> [N] scores; batches of similar length (longest first) to waste little padding."""
         order = sorted(range(len(rows)), key=lambda i: -len(rows[i]))
-        scores = torch.zeros(len(rows), dtype=torch.float32)
+        scores = torch.zeros(len(rows), dtype=torch.float32)  # host: returned as a list of floats
         pad = self.tokenizer.pad_token_id
         for start in range(0, len(order), self.batch_size):
             chunk = order[start:start + self.batch_size]
             width = len(rows[chunk[0]])
+            # host: built on the host from token lists, moved to the model's device below (issue #23)
             ids = torch.full((len(chunk), width), pad, dtype=torch.long)  # [b, T], right-padded
-            mask = torch.zeros((len(chunk), width), dtype=torch.long)  # [b, T], 1 = real token
+            mask = torch.zeros((len(chunk), width), dtype=torch.long)  # [b, T], 1 = real token; host: as ids
             for j, i in enumerate(chunk):
-                ids[j, :len(rows[i])], mask[j, :len(rows[i])] = torch.tensor(rows[i]), 1
+                ids[j, :len(rows[i])], mask[j, :len(rows[i])] = torch.tensor(rows[i]), 1  # host: as ids
             logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits  # [b, L]
             scores[chunk] = preference_score(logits).cpu()
         return scores

@@ -149,10 +149,12 @@ def weigh(verdicts: Mapping[str, Sequence[Verdict]], weights: Mapping[str, float
     The one place the weighting happens, whether verdicts were computed here or in the reward service.
     """
     n = len(next(iter(verdicts.values()))) if verdicts else 0
+    # host: the verifiers' scores; stages.finish_scoring moves them to the rollouts' device (issue #23)
     scores = {name: torch.tensor([v.score for v in vs], dtype=torch.float32) for name, vs in verdicts.items()}
-    rewards = torch.zeros(n, dtype=torch.float32)
+    rewards = torch.zeros(n, dtype=torch.float32)  # host: as the scores
     for name, weight in weights.items():
         rewards += weight * scores[name]
+    # host: as the scores
     scorable = torch.tensor([all(v.scorable for v in row) for row in zip(*verdicts.values())], dtype=torch.bool)
     rewards = rewards.masked_fill(~scorable, 0.0)  # never rewarded, whatever another component said
     return ScoredBatch(rewards=rewards, scorable=scorable, verdicts=dict(verdicts), scores=scores)

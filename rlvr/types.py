@@ -89,6 +89,12 @@ class ScoredBatch:
     verdicts: dict[str, list[Verdict]]  # verifier name -> len-B verdicts (custom reward funcs get outcome from value)
     scores: dict[str, torch.Tensor]  # verifier name -> [B] score
 
+    def to(self, device: "torch.device | str") -> "ScoredBatch":
+        """The scores on `device`. The verifiers' scores are made on the host; the trainer moves them to the
+        rollouts' device before they meet the policy's tensors (a CUDA run crashed there, issue #23)."""
+        return ScoredBatch(self.rewards.to(device), self.scorable.to(device), self.verdicts,
+                           {name: score.to(device) for name, score in self.scores.items()})
+
 
 @dataclass
 class TrainBatch:

@@ -69,7 +69,7 @@ def group_row(step: int, rollouts: RolloutBatch, scored: ScoredBatch, advantages
         length = int(rollouts.completion_mask[row].sum())
         ids = rollouts.completion_ids[row, :length].tolist()
         per_token = advantages[row, :length] if advantages.dim() == 2 else advantages[row].expand(length)
-        shown = advantages[row] if advantages.dim() == 1 else per_token.mean() if length else torch.zeros(())
+        shown = advantages[row] if advantages.dim() == 1 else per_token.mean() if length else advantages.new_zeros(())
         completions.append({
             "text": rollouts.completions[row], "reward": scored.rewards[row].item(),
             "advantage": shown.item(),

@@ -133,8 +133,9 @@ def sync_engine(run: Run, step: int, rollouts: RolloutBatch) -> dict[str, float]
 
 
 def finish_scoring(run: Run, drawn: Drawn) -> ScoredBatch:
-    """Wait for the verifiers; feed the curriculum (dynamic sampling already fed it every draw)."""
-    scored = drawn.pending.result()
+    """Wait for the verifiers; feed the curriculum (dynamic sampling already fed it every draw). The scores come
+    from the verifiers on the host and go on to the rollouts' device here (issue #23)."""
+    scored = drawn.pending.result().to(drawn.rollouts.completion_mask.device)
     if drawn.draw is None:
         observe_pass_rates(run, drawn.rollouts, scored)
     return scored
@@ -306,7 +307,7 @@ def group_view_row(run: Run, step: int, rollouts: RolloutBatch, scored: ScoredBa
         run.policy, rollouts.prompt_ids, rollouts.prompt_mask, rollouts.prompt_index[rows],
         rollouts.completion_ids[rows], rollouts.completion_mask[rows], c.rollout.temperature, c.micro_batch_size)
     with torch.no_grad():
-        ratios = group_view.token_ratios(old, rollouts.sampling_logprobs, c.rollout.top_p,
-                                         torch.arange(group * g, (group + 1) * g), rescore)
+        rows = torch.arange(group * g, (group + 1) * g, device=rollouts.completion_ids.device)  # issue #23
+        ratios = group_view.token_ratios(old, rollouts.sampling_logprobs, c.rollout.top_p, rows, rescore)
     return group_view.group_row(step, rollouts, scored, advantages, group, run.tokenizer.decode,
                                 (c.algorithm.clip_epsilon, c.algorithm.clip_high), ratios)

@@ -55,4 +55,4 @@ def sampling_generator(seed: int | None, device: torch.device | str) -> torch.Ge
 
 def draw_seed() -> int:
     """A sampling seed from torch's global RNG (checkpointed with the run; per-rank under torchrun)."""
-    return int(torch.randint(0, 2**62, (1,)).item())
+    return int(torch.randint(0, 2**62, (1,)).item())  # host: torch's global CPU RNG, the checkpointed one

@@ -209,7 +209,8 @@ class StaticDecoder:
                 self._step_body(b)
         torch.cuda.current_stream().wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph), torch.no_grad():
+        # thread_local: a pipelined engine decodes in a thread while the trainer's thread runs its own kernels
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"), torch.no_grad():
             logits = self._step_body(b)
         for buffer, value in zip((self.position, self.column, self.mask), saved):
             buffer.copy_(value)

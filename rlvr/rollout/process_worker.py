@@ -96,7 +96,7 @@ def _exit_with_parent(parent_pid: int) -> None:
 def _receive(group, specs: list[TensorSpec]) -> Iterator[tuple[str, torch.Tensor]]:
     """The broadcast tensors one at a time (one buffer alive at once), for EngineHost.load_parameters."""
     for spec in specs:
-        buffer = torch.empty(spec.shape, dtype=spec.dtype)
+        buffer = torch.empty(spec.shape, dtype=spec.dtype)  # host: gloo broadcasts CPU tensors
         group.broadcast(buffer, 0).wait()
         yield spec.name, buffer
 

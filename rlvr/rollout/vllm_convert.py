@@ -67,7 +67,8 @@ def request_seeds(seed: int | None, prompts: int) -> list[int | None]:
     seeds from its request's seed."""
     if seed is None:
         return [None] * prompts
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed)  # host: seeds for vLLM's requests, as ints
+    # host: with the host generator above; read back as Python ints
     return [int(s) for s in torch.randint(0, 2**62, (prompts,), generator=generator)]
 
 
@@ -129,11 +130,12 @@ def rollout_from_outputs(outputs: Sequence[Any], prompts: list[Prompt], group_si
     rows = sampled_rows(outputs, group_size)
     width = max([len(r.token_ids) for r in rows] + [1])
     device = prompt_ids.device
+    # host: filled row by row from vLLM's Python lists, then moved to `device` once (issue #23)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # [B, C]
-    logprobs = torch.zeros((len(rows), width), dtype=torch.float32)  # [B, C]
+    logprobs = torch.zeros((len(rows), width), dtype=torch.float32)  # [B, C]; host: as ids
     for b, row in enumerate(rows):
-        ids[b, :len(row.token_ids)] = torch.tensor(row.token_ids, dtype=torch.long)
-        logprobs[b, :len(row.logprobs)] = torch.tensor(row.logprobs, dtype=torch.float32)
+        ids[b, :len(row.token_ids)] = torch.tensor(row.token_ids, dtype=torch.long)  # host: as ids
+        logprobs[b, :len(row.logprobs)] = torch.tensor(row.logprobs, dtype=torch.float32)  # host: as ids
     ids, logprobs = ids.to(device), logprobs.to(device)
     mask = completion_mask(ids, stop_ids)  # [B, C]
     stopped = (torch.isin(ids, torch.tensor(stop_ids, device=device)) & (mask > 0)).any(dim=-1)  # [B]
@@ -159,6 +161,7 @@ def completion_logprobs(outputs: Sequence[Any], rollouts: RolloutBatch) -> torch
     None (no context); completion token t of row b sits at index P_b + t."""
     requests = scoring_requests(rollouts)
     lengths = [int(n) for n in rollouts.completion_mask.sum(dim=1).tolist()]
+    # host: filled entry by entry from vLLM's Python lists, then moved to the rollouts' device (issue #23)
     out = torch.zeros(rollouts.completion_ids.shape, dtype=torch.float32)  # [B, C]
     if len(outputs) != len(requests):
         raise VLLMError(f"vLLM scored {len(outputs)} sequences, expected {len(requests)}")

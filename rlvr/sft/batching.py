@@ -61,12 +61,13 @@ class MicroBatch:
 def pad_rows(examples: list[Example], pad_id: int) -> MicroBatch:
     """One row per example, padded on the right (the positions of real tokens are then 0..T-1 as usual)."""
     width = max(e.length for e in examples)
+    # host: built from the examples on the host; sft/step._to moves each micro-batch (issue #23)
     ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
-    attention = torch.zeros((len(examples), width), dtype=torch.long)
-    target = torch.zeros((len(examples), width), dtype=torch.bool)
+    attention = torch.zeros((len(examples), width), dtype=torch.long)  # host: as ids
+    target = torch.zeros((len(examples), width), dtype=torch.bool)  # host: as ids
     for row, e in enumerate(examples):
         ids[row, :e.length], attention[row, :e.length], target[row, :e.length] = e.input_ids, 1, e.target_mask
-    positions = torch.arange(width).expand(len(examples), width).clone()
+    positions = torch.arange(width).expand(len(examples), width).clone()  # host: as ids above
     return MicroBatch(ids, positions, attention, target, len(examples))
 
 
@@ -74,7 +75,7 @@ def pack_rows(examples: list[Example]) -> MicroBatch:
     """All examples in one row [1, sum T]. Each example's first token is never a target (Example guarantees
     it), so no loss term predicts one example from the end of the previous one."""
     ids = torch.cat([e.input_ids for e in examples])[None]
-    positions = torch.cat([torch.arange(e.length) for e in examples])[None]
+    positions = torch.cat([torch.arange(e.length) for e in examples])[None]  # host: sft/step._to moves it
     target = torch.cat([e.target_mask for e in examples])[None]
     return MicroBatch(ids, positions, None, target, len(examples))
 

@@ -7,8 +7,11 @@ tiny model, a step or two each.
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -126,16 +129,26 @@ def test_the_first_bug_a_host_factory_scattered_into_with_policy_rows():
 
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+# On a machine with a GPU, RLVR_TEST_DEVICE=cuda runs the commands below on the GPU itself, without the trap, and
+# RLVR_TEST_DTYPE=bfloat16 in mixed precision (issue #23, item 1: every command on CUDA, fp32 and bf16).
+DEVICE = os.environ.get("RLVR_TEST_DEVICE", POLICY_DEVICE)
+DTYPE = [f"model.dtype={os.environ['RLVR_TEST_DTYPE']}"] if os.environ.get("RLVR_TEST_DTYPE") else []
+on_the_trap = pytest.mark.skipif(DEVICE != POLICY_DEVICE, reason="checks the trap itself")
+
+
+def trapped():
+    return device_trap() if DEVICE == POLICY_DEVICE else contextlib.nullcontext(SimpleNamespace(violations=[]))
 
 
 def tiny_train(model_dir, out, *extra, preset: str | None = None) -> list[str]:
     config = [str(CONFIGS / f"{preset}.yaml")] if preset else []
-    return ["train", *config, f"model.name_or_path={model_dir}", f"model.device={POLICY_DEVICE}",
+    return ["train", *config, f"model.name_or_path={model_dir}", f"model.device={DEVICE}", *DTYPE,
             f"output_dir={out}", "max_steps=1", "rollout.group_size=4", "rollout.prompts_per_step=2",
             "rollout.max_new_tokens=6", "optimizer.micro_batch_size=4", "eval.size=2", "eval.samples=2",
             "reward.workers=0", "threads=1", "rollout.dynamic_sampling.max_extra_prompts=2", *extra]
 
 
+@on_the_trap
 def test_the_second_bug_host_scores_meet_the_policy_rows(tiny_model_dir, tmp_path, monkeypatch):
     """Before issue #23 the verifiers' scores, and so the advantages, stayed on the host; TrainBatch.rows then
     indexed them with the policy's micro-batch order. Undoing stages.finish_scoring's move brings that back."""
@@ -147,7 +160,7 @@ def test_the_second_bug_host_scores_meet_the_policy_rows(tiny_model_dir, tmp_pat
 
 
 def run_trapped(argv: list[str]) -> None:
-    with device_trap() as trap:
+    with trapped() as trap:
         code = main(argv)
     assert not trap.violations, "would fail on a GPU:\n" + "\n".join(trap.violations)
     assert code == 0
@@ -183,13 +196,29 @@ def test_train_ppo_critic_with_lora_kl_in_the_reward_correction_and_a_resume(tin
     assert [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()] == [1, 2]
 
 
+@pytest.mark.parametrize("preset", sorted(p.stem for p in CONFIGS.glob("*.yaml") if p.stem != "ppo"))
+def test_every_preset_trains_a_step(tiny_model_dir, tmp_path, preset):
+    # dapo's overlong buffer (8 tokens) must be shorter than the budget: 10 tokens instead of 6
+    run_trapped(tiny_train(tiny_model_dir, tmp_path / "run", "eval.at_end=false", "rollout.max_new_tokens=10",
+                           preset=preset))
+
+
+@pytest.mark.skipif(DEVICE == POLICY_DEVICE, reason="the engine's own process runs without the trap")
+def test_async_engine_process_and_a_report_of_the_run(tiny_model_dir, tmp_path):
+    out = tmp_path / "run"
+    run_trapped(tiny_train(tiny_model_dir, out, "max_steps=2", "eval.at_end=false", "rollout.engine.kind=hf_process",
+                           "rollout.engine.max_staleness=1", "samples_per_step=8"))
+    assert main(["report", str(out), "--output", str(tmp_path / "report.html")]) == 0
+    assert (tmp_path / "report.html").stat().st_size > 10_000
+
+
 def test_recipe_r1_runs_sft_grpo_sample_and_evaluations(tiny_model_dir, tmp_path, monkeypatch):
     # a random model is never right: every sample is accepted, so the second SFT stage has rows (as in
     # test_pipeline_signals.py); the first SFT packs its rows (padding_free), the second pads them
     monkeypatch.setattr("rlvr.sampling.run.is_correct", lambda candidate, weights: True)
     monkeypatch.setattr("rlvr.sampling.select.is_correct", lambda candidate, weights: True)
     run_trapped(["recipe", "r1", "--output-dir", str(tmp_path / "r1"), f"model.name_or_path={tiny_model_dir}",
-                 f"model.device={POLICY_DEVICE}", "rollout.max_new_tokens=6", "rollout.group_size=2",
+                 f"model.device={DEVICE}", *DTYPE, "rollout.max_new_tokens=6", "rollout.group_size=2",
                  "rollout.prompts_per_step=2", "optimizer.micro_batch_size=4", "reward.workers=0",
                  "samples_per_step=0", "stages.cold_start.sft.cold_start_size=4", "stages.cold_start.sft.epochs=1",
                  "stages.cold_start.sft.batch_size=2", "stages.cold_start.sft.batching=padding_free",
@@ -202,7 +231,7 @@ def test_recipe_r1_runs_sft_grpo_sample_and_evaluations(tiny_model_dir, tmp_path
 
 def test_eval_scaling_and_generate_with_a_thinking_budget(tiny_model_dir, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    model = [str(tiny_model_dir), f"model.device={POLICY_DEVICE}", "rollout.max_new_tokens=6"]
+    model = [str(tiny_model_dir), f"model.device={DEVICE}", *DTYPE, "rollout.max_new_tokens=6"]
     run_trapped(["eval", *model, "--scaling", "--size", "2", "--n", "1", "--n-list", "1,2", "--budgets", "2"])
     run_trapped(["generate", *model, "--prompt", "What is 7 * 8?", "--n", "3", "--think-budget", "3",
                  "--mode", "best-of", "--reference", "56", "--json"])

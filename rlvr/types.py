@@ -72,6 +72,14 @@ class RolloutBatch:
     def prompt_of(self, row: int) -> Prompt:
         return self.prompts[row // self.group_size]
 
+    def to(self, device: "torch.device | str") -> "RolloutBatch":
+        """The batch's tensors on `device`. An engine in another process sends and receives host tensors only: CUDA
+        tensors shared across processes cannot be sent on again (a CUDA run of hf_process failed so, issue #23)."""
+        move = lambda t: t.to(device)  # noqa: E731
+        return RolloutBatch(self.prompts, self.group_size, move(self.prompt_ids), move(self.prompt_mask),
+                            move(self.completion_ids), move(self.completion_mask), move(self.sampling_logprobs),
+                            self.completions, move(self.truncated))
+
     @property
     def prompt_index(self) -> torch.Tensor:
         """[B] long: row -> its prompt's row in prompt_ids (rows are grouped contiguously)."""

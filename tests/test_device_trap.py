@@ -203,11 +203,26 @@ def test_every_preset_trains_a_step(tiny_model_dir, tmp_path, preset):
                            preset=preset))
 
 
-@pytest.mark.skipif(DEVICE == POLICY_DEVICE, reason="the engine's own process runs without the trap")
-def test_async_engine_process_and_a_report_of_the_run(tiny_model_dir, tmp_path):
+def test_async_engine_process_and_a_report_of_the_run(tiny_model_dir, tmp_path, monkeypatch):
+    """hf_process: the engine's own process (run without the trap) and the trainer exchange host tensors only over
+    their pipe; on CUDA a probe holding CUDA tensors received from the engine could not be sent back to it."""
+    from rlvr.rollout.process import ProcessEngine
+
+    sent, send = [], ProcessEngine._send
+
+    def checked_send(engine, command):
+        tensors = [v for v in vars(command).values() if isinstance(v, torch.Tensor)]
+        tensors += [v for r in vars(command).values() if hasattr(r, "completion_ids") for v in vars(r).values()
+                    if isinstance(v, torch.Tensor)]
+        sent.append([on_host(t) if DEVICE == POLICY_DEVICE else t.device.type == "cpu" for t in tensors])
+        return send(engine, command)
+
+    monkeypatch.setattr(ProcessEngine, "_send", checked_send)
     out = tmp_path / "run"
     run_trapped(tiny_train(tiny_model_dir, out, "max_steps=2", "eval.at_end=false", "rollout.engine.kind=hf_process",
-                           "rollout.engine.max_staleness=1", "samples_per_step=8"))
+                           "rollout.engine.max_staleness=1", "samples_per_step=8", "rollout.correction.mode=tis"))
+    assert any(len(flags) >= 5 for flags in sent), "no agreement probe was sent: the pipe's tensors went unchecked"
+    assert all(all(flags) for flags in sent), f"policy-device tensors sent over the pipe: {sent}"
     assert main(["report", str(out), "--output", str(tmp_path / "report.html")]) == 0
     assert (tmp_path / "report.html").stat().st_size > 10_000
 

@@ -32,6 +32,10 @@ class EngineHost:
         self.engine = HFRolloutEngine(self.model, self.tokenizer)
         self.version = -1  # the trainer step whose weights are loaded (-1: the checkpoint on disk)
 
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
     def generate(self, prompts: list[Prompt], group_size: int, sampling: SamplingParams) -> RolloutBatch:
         return self.engine.generate(prompts, group_size, sampling)
 

@@ -67,8 +67,9 @@ class PendingRollouts:
 class ProcessEngine:
     """SyncedEngine (rollout/base.py) over a child process. Use `start`."""
 
-    def __init__(self, process, conn, store):
+    def __init__(self, process, conn, store, device: str = "cpu"):
         self.process, self.conn, self.store = process, conn, store
+        self.device = device  # the trainer's: rollouts arrive as host tensors and are moved here
         self.group = None  # the gloo group, formed once the child has loaded its model
         self.sent, self.received = 0, 0  # tickets: replies arrive in the order commands were sent
         self.replies: dict[int, Reply] = {}
@@ -90,7 +91,7 @@ class ProcessEngine:
                                         os.getpid()))
         process.start()
         theirs.close()
-        engine = cls(process, ours, store)
+        engine = cls(process, ours, store, config.model.device)
         try:
             engine._wait(engine._expect(), "loading its model")  # the child's Ready
             engine.group = ProcessGroupGloo(PrefixStore(GROUP_PREFIX, store), 0, 2,
@@ -113,7 +114,7 @@ class ProcessEngine:
 
     def rollouts_of(self, pending: PendingRollouts, timeout: float | None = None) -> RolloutBatch:
         rollouts, pending.version = self._wait(pending.ticket, "generating rollouts", timeout)
-        return rollouts
+        return rollouts.to(self.device)
 
     def sync_weights(self, model: torch.nn.Module, version: int) -> None:
         """One Sync command, then a broadcast of every tensor in order. Queued behind a running generation, the
@@ -130,7 +131,9 @@ class ProcessEngine:
         self._wait(ticket, "loading the synced weights")
 
     def teacher_forced_logprobs(self, rollouts: RolloutBatch, temperature: float) -> torch.Tensor:
-        return self._wait(self._send(TeacherForced(rollouts, temperature)), "scoring the agreement probe")
+        # host tensors over the pipe, both ways (process_worker._handle says why)
+        scored = self._wait(self._send(TeacherForced(rollouts.to("cpu"), temperature)), "scoring the agreement probe")
+        return scored.to(rollouts.completion_ids.device)
 
     def close(self) -> None:
         """Ask the child to exit; what it is still doing may finish (CLOSE_TIMEOUT_S), then it is killed."""

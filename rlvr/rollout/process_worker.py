@@ -102,11 +102,14 @@ def _receive(group, specs: list[TensorSpec]) -> Iterator[tuple[str, torch.Tensor
 
 
 def _handle(host, group, command) -> Reply:
+    # The pipe carries host tensors both ways (issue #23): a CUDA tensor sent to another process arrives as a shared
+    # handle that cannot be sent on again, and keeps the sender's memory pinned until the receiver lets it go.
     if isinstance(command, Generate):
         rollouts = host.generate(command.prompts, command.group_size, command.sampling)
-        return Reply(True, (rollouts, host.version))
+        return Reply(True, (rollouts.to("cpu"), host.version))
     if isinstance(command, TeacherForced):
-        return Reply(True, host.teacher_forced_logprobs(command.rollouts, command.temperature))
+        rollouts = command.rollouts.to(host.device)
+        return Reply(True, host.teacher_forced_logprobs(rollouts, command.temperature).cpu())
     if isinstance(command, CheckLayout):
         problems = layout_problems(dict(host.parameters_in_order()), command.specs)
         if problems:

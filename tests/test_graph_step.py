@@ -12,7 +12,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.decode_steps import FusedStepper
-from rlvr.rollout.graph_step import StaticDecoders, bucket_for, buckets
+from rlvr.rollout.graph_step import StaticDecoders, bucket_for, buckets, row_capacity
 from rlvr.rollout.hf import HFRolloutEngine
 
 torch.set_num_threads(1)
@@ -50,6 +50,27 @@ def test_buckets_halve_down_to_eight_rows() -> None:
     assert buckets(48) == [48, 32, 16, 8]  # the batch itself, then powers of two below it
     assert buckets(8) == [8] and buckets(5) == [5]
     assert bucket_for(33, buckets(64)) == 64 and bucket_for(32, buckets(64)) == 32 and bucket_for(1, [16, 8]) == 8
+    assert [row_capacity(n) for n in (1, 8, 9, 16, 17, 96)] == [8, 8, 16, 16, 32, 128]
+
+
+def test_one_decoder_serves_smaller_batches_on_its_first_rows() -> None:
+    """Dynamic sampling's top-ups come in any row count: a batch of 5 rows after one of 16 reuses the 16-row
+    decoder (no new buffers, no new graphs on a GPU), on its first 5 rows, and samples the eager path's tokens;
+    a batch of 24 rows builds a 32-row decoder in its place."""
+    model = tiny()
+    ids, mask = prompts()
+    sampling = SamplingParams(1.0, 1.0, 16, seed=5)
+    static = engine(model, static=True)
+    static.sample(ids, mask, 8, sampling)
+    (first,) = static.decoders.by_shape.values()
+    small = static.sample(ids[1:], mask[1:], 5, sampling)  # the left-padded prompt alone: rows 0-4 of 16
+    assert list(static.decoders.by_shape.values()) == [first] and first.rows == 16
+    eager_ids, eager_lp = engine(model, static=False).sample(ids[1:], mask[1:], 5, sampling)
+    assert torch.equal(small[0], eager_ids)
+    torch.testing.assert_close(small[1], eager_lp, rtol=0, atol=1e-5)
+    static.sample(ids, mask, 12, sampling)
+    (grown,) = static.decoders.by_shape.values()
+    assert grown is not first and grown.rows == 32
 
 
 @pytest.mark.parametrize("bias", [False, True])

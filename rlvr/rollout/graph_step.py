@@ -3,14 +3,16 @@
 On an H100 the eager decode step of SmolLM2-135M took ~10 ms for 64 rows while its 0.54 GB of fp32 weights take
 ~0.2 ms to read: ~300 small kernels a step, each launched from Python, so the step was bound by launches. A CUDA
 graph launches a whole recorded step at once, but it replays fixed shapes at fixed addresses. Hence:
-- every buffer a step touches is allocated once per (rows, capacity) and reused across generate calls: the KV
-  cache [R, kv heads, capacity, d], an additive mask [R, 1, 1, capacity], positions [R], the write column t [1],
-  the token input [R]; the step attends over the whole capacity with not-yet-written columns masked (-inf);
+- every buffer a step touches is allocated once per capacity and reused across generate calls: the KV cache
+  [R, kv heads, capacity, d], an additive mask [R, 1, 1, capacity], positions [R], the write column t [1], the
+  token input [R]; the step attends over the whole capacity with not-yet-written columns masked (-inf). R is a
+  power of two, and a batch of fewer rows uses the first ones: dynamic sampling's top-ups (any row count) then
+  replay the graphs of a few buckets instead of recording new ones for every batch size;
 - the weights a step reads are the model's own parameters (embedding, norms) or copies made once and refreshed
   in place each call (fused q/k/v and gate/up products, and every matmul weight in the compute dtype), so the
   graph recorded for the first call stays valid while the policy trains (AdamW updates in place);
 - rows that finish leave only at bucket boundaries (64, 32, 16, 8 rows): live rows move to the front and the
-  graph of the smaller bucket runs on the first rows of the same buffers.
+  graph of the smaller bucket runs on the first rows of the same buffers (spare rows compute ignored values).
 Mixed precision (issue #23, item 3): the matmuls run in the compute dtype while the residual stream, norms and
 rotary stay in the parameters' dtype, the order autocast gives the trainer's forward, so sampler and trainer
 log-probs agree to bf16 rounding. Without a GPU (tests) the same step runs eagerly; tests/test_graph_step.py
@@ -39,6 +41,11 @@ def buckets(rows: int) -> list[int]:
             out.append(b)
         b //= 2
     return out
+
+
+def row_capacity(rows: int) -> int:
+    """Rows a decoder is built with: the next power of two (at least MIN_BUCKET), so its buckets serve any batch."""
+    return max(MIN_BUCKET, 1 << (rows - 1).bit_length())
 
 
 def bucket_for(live: int, sizes: list[int]) -> int:
@@ -138,6 +145,7 @@ class StaticDecoder:
     """Buffers and recorded graphs for one (rows, capacity). Lives across generate calls (the engine keeps it)."""
 
     def __init__(self, model, rows: int, capacity: int, compute_dtype: torch.dtype, graphs: bool):
+        """rows: a power of two (row_capacity); capacity: KV columns, a multiple of CAPACITY_STEP."""
         config, inner = model.config, model.model
         self.weights = DecodeWeights(model, compute_dtype)
         self.rotary, self.act = inner.rotary_emb, inner.layers[0].mlp.act_fn
@@ -158,18 +166,20 @@ class StaticDecoder:
 
     def start(self, prompt_keys: list[torch.Tensor], prompt_values: list[torch.Tensor], prompt_mask: torch.Tensor,
               group_size: int) -> None:
-        """Load the prompts' KV (N rows, repeated G times) and reset the state for a new generate call."""
-        prompt_len = prompt_mask.shape[1]
+        """Load the prompts' KV (N prompts, each repeated G times, into the first N G rows) and reset the state."""
+        prompt_len, rows = prompt_mask.shape[1], prompt_mask.shape[0] * group_size
         with torch.no_grad():
             self.weights.refresh()
             for cache, prompt in zip(self.keys + self.values, prompt_keys + prompt_values):
-                cache[:, :, :prompt_len].copy_(prompt.repeat_interleave(group_size, dim=0))
-            mask = prompt_mask.repeat_interleave(group_size, dim=0).bool()  # [R, P]
+                cache[:rows, :, :prompt_len].copy_(prompt.repeat_interleave(group_size, dim=0))
+            mask = prompt_mask.repeat_interleave(group_size, dim=0).bool()  # [rows, P]
             self.mask.fill_(float("-inf"))
-            self.mask[:, 0, 0, :prompt_len].masked_fill_(mask, 0.0)
-            self.position.copy_(mask.sum(dim=1))
+            self.mask[rows:, 0, 0, 0] = 0.0  # spare rows attend to one column: finite values nobody reads
+            self.mask[:rows, 0, 0, :prompt_len].masked_fill_(mask, 0.0)
+            self.position.zero_()
+            self.position[:rows].copy_(mask.sum(dim=1))
             self.column.fill_(prompt_len)
-        self.live = self.rows
+        self.live = rows
 
     def _step_body(self, b: int) -> torch.Tensor:
         """One decode step of the first b rows: reads self.tokens[:b], writes column self.column of the cache,
@@ -256,7 +266,7 @@ class GraphStepper:
 
 
 class StaticDecoders:
-    """The engine's StaticDecoders by shape (a few: training batch, top-ups, evaluation), most recent last."""
+    """The engine's StaticDecoders by (capacity, dtype), most recent last; one serves every batch up to its rows."""
 
     KEEP = 3
 
@@ -267,14 +277,15 @@ class StaticDecoders:
                 group_size: int, max_new: int) -> GraphStepper:
         rows = prompt_ids.shape[0] * group_size
         capacity = -(-(prompt_ids.shape[1] + max_new) // CAPACITY_STEP) * CAPACITY_STEP
-        key = (rows, capacity, compute_dtype)
+        key = (capacity, compute_dtype)
         decoder = self.by_shape.pop(key, None)
-        if decoder is not None and (decoder.weights.model is not model or not decoder.weights.still_valid()):
-            decoder = None
+        if decoder is not None and (decoder.weights.model is not model or not decoder.weights.still_valid()
+                                    or decoder.rows < rows):
+            decoder = None  # a larger batch than it holds: rebuilt with more rows (its buffers freed first)
         if decoder is None:
             while len(self.by_shape) >= self.KEEP:
                 self.by_shape.pop(next(iter(self.by_shape)))
-            decoder = StaticDecoder(model, rows, capacity, compute_dtype, self.graphs)
+            decoder = StaticDecoder(model, row_capacity(rows), capacity, compute_dtype, self.graphs)
         self.by_shape[key] = decoder
         with torch.no_grad(), precision.autocast(model):  # the prefill is transformers' forward
             out = model(input_ids=prompt_ids, attention_mask=prompt_mask,

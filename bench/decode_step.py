@@ -2,8 +2,9 @@
 
     .venv/bin/python bench/decode_step.py --device cuda [--dtype bfloat16] [--prompts 8 --group 8] [--json F]
 
-The embedded model (SmolLM2-135M-Instruct) decodes 8 arithmetic prompts x G 8 = 64 rows. Two measurements per
-path, in one process on the same card:
+The embedded model (SmolLM2-135M-Instruct) decodes 8 arithmetic prompts x G 8 = 64 rows, eagerly (fp32: the fused
+step; bf16 mixed: the static step without graphs) and replayed from graphs. Two measurements per path, in one
+process on the same card:
 - ms per decode step at a fixed row count (the rows never finish: the same token fed every step), timed over
   100 steps after 8 warm-up steps, with torch.cuda.synchronize() around the timed loop only;
 - a whole sampled generation (T 1.0, up to 128 new tokens, rows leave as they finish, the same seed for both
@@ -36,9 +37,11 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def engine_for(model, tokenizer, static: bool) -> HFRolloutEngine:
-    engine = HFRolloutEngine(model, tokenizer)
-    engine.static_decode = static
+def engine_for(model, tokenizer, graphs: bool) -> HFRolloutEngine:
+    """graphs=False: the eager step of the same precision: the fused step in fp32, the static step run eagerly for a
+    mixed-precision model (which always decodes through the static step, rollout/hf.py)."""
+    engine = HFRolloutEngine(model, tokenizer, cuda_graphs=graphs)
+    engine.static_decode = graphs
     return engine
 
 

@@ -8,34 +8,18 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.decode_steps import FusedStepper
 from rlvr.rollout.graph_step import StaticDecoders, bucket_for, buckets, row_capacity
 from rlvr.rollout.hf import HFRolloutEngine
+from test_decode_steps import left_padded_prompts as prompts, tiny as tiny_model  # the same tiny models
 
-torch.set_num_threads(1)
-SIZES = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-             num_key_value_heads=2, max_position_embeddings=256)
 STOPS = [1, 2, 3, 4, 5, 6, 7, 8]  # 8 of 64 tokens stop a row: most rows finish within 24 tokens, so rows drop
 
 
-def tiny(bias: bool = False) -> LlamaForCausalLM:
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(**SIZES, attention_bias=bias, mlp_bias=bias))
-    for module in model.modules():  # transformers starts biases at 0, where a dropped bias would go unseen
-        if isinstance(module, torch.nn.Linear) and module.bias is not None:
-            torch.nn.init.normal_(module.bias, std=0.5)
-    return model.float().eval()
-
-
-def prompts():
-    """Prompts of 6 and 3 tokens, the second left-padded by 3 (mask 0)."""
-    g = torch.Generator().manual_seed(3)
-    ids = torch.randint(9, 64, (2, 6), generator=g)
-    mask = torch.tensor([[1] * 6, [0, 0, 0, 1, 1, 1]])
-    return ids.masked_fill(mask == 0, 0), mask
+def tiny(bias: bool = False):
+    return tiny_model("llama-bias" if bias else "llama")
 
 
 def engine(model, static: bool, sync_every: int | None = None) -> HFRolloutEngine:

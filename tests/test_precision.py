@@ -258,3 +258,16 @@ def test_memory_plan_counts_fp32_storage_and_bf16_compute():
     assert mixed.weights == mixed.gradients == mixed.reference == UNTIED_PARAMS * 4 == 2 * pure.weights
     assert mixed.optimizer == 2 * UNTIED_PARAMS * 4 == 2 * pure.optimizer
     assert mixed.activations - pure.activations == UNTIED_PARAMS * 2
+
+
+def test_the_fsdp2_decode_view_keeps_the_policys_compute_dtype():
+    """Under FSDP2 the engine decodes through ShardedLM (rlvr/distributed/wrap.py); a mixed-precision policy seen
+    through it must still be mixed, or its rollouts would run in fp32 while the trainer runs in bf16."""
+    from types import SimpleNamespace
+
+    from rlvr.distributed.wrap import ShardedLM
+
+    model = precision.record_compute_dtype(tiny_llama(), torch.bfloat16)
+    view = ShardedLM(SimpleNamespace(model=model, trainer=None, strategy="fsdp2"))
+    assert precision.compute_dtype(view) == torch.bfloat16 and precision.is_mixed(view)
+    assert not precision.is_mixed(ShardedLM(SimpleNamespace(model=tiny_llama(), trainer=None, strategy="fsdp2")))

@@ -163,6 +163,11 @@ class ShardedLM:
     def config(self):
         return self._wrapped.model.config
 
+    @property
+    def rlvr_compute_dtype(self):
+        """The model's compute dtype (rlvr/precision.py): a mixed-precision policy decodes under its autocast too."""
+        return getattr(self._wrapped.model, "rlvr_compute_dtype", None)
+
 
 class DistributedEngine:
     """The rollout engine of one rank: the in-process HF engine inside `gathered`, so that FSDP2's decode loop

@@ -144,3 +144,49 @@ def test_replayed_graphs_compute_what_the_eager_static_step_computes(dtype: torc
         torch.testing.assert_close(a[1], b[1], rtol=0, atol=1e-5 if dtype == torch.float32 else 1e-2)
     (decoder,) = graphs.decoders.by_shape.values()
     assert decoder.use_graphs and set(decoder.graphs) == {16, 8}
+
+
+def lora_model():
+    """The tiny Llama with LoRA on q/v/gate/down, its B matrices made non-zero (peft starts them at 0, where a
+    dropped delta would go unseen)."""
+    peft = pytest.importorskip("peft")
+    model = tiny()
+    peft.get_peft_model(model, peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "gate_proj",
+                                                                                   "down_proj"]))
+    torch.manual_seed(1)
+    for name, p in model.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(p, std=0.3)
+    return model.eval()  # peft injected its layers into `model` in place: the loop keeps using the plain model
+
+
+def test_a_lora_policy_decodes_through_the_static_step_with_merged_weights() -> None:
+    """A LoRA policy (rlvr/lora.py) took transformers' eager forward; the static step merges W + B A s per call.
+    Same tokens as transformers' forward with the adapters, and an adapter update shows in the next call."""
+    from rlvr.rollout.graph_step import static_supported
+
+    model = lora_model()
+    assert static_supported(model)
+    ids, mask = prompts()
+    sampling = SamplingParams(1.0, 1.0, 16, seed=9)
+    static = engine(model, static=True)
+    for _ in range(2):
+        got_ids, got_lp = static.sample(ids, mask, 4, sampling)
+        want_ids, want_lp = engine(model, static=False).sample(ids, mask, 4, sampling)  # transformers + peft layers
+        assert torch.equal(got_ids, want_ids)
+        torch.testing.assert_close(got_lp, want_lp, rtol=0, atol=1e-5)
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if "lora_B" in name:
+                    p.add_(0.5)  # the adapters train between calls; the base weights stay as they are
+    (decoder,) = static.decoders.by_shape.values()  # one decoder served both calls: the second re-merged
+    assert decoder.weights.model is model
+
+
+def test_dora_layers_keep_transformers_forward() -> None:
+    peft = pytest.importorskip("peft")
+    from rlvr.rollout.graph_step import static_supported
+
+    model = tiny()
+    peft.get_peft_model(model, peft.LoraConfig(r=2, target_modules=["q_proj"], use_dora=True))
+    assert not static_supported(model)  # DoRA rescales the merged weight: not W + B A s

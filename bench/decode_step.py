@@ -94,16 +94,17 @@ def measure(args) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="embedded:SmolLM2-135M-Instruct")
-    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--group", type=int, default=8)
     parser.add_argument("--json", type=Path)
-    result = measure(parser.parse_args())
+    args = parser.parse_args()
+    result = measure(args)
     for key, value in result.items():
         print(f"{key:<34}{value:.3f}" if isinstance(value, float) else f"{key:<34}{value}")
-    if parser.parse_args().json:
-        parser.parse_args().json.write_text(json.dumps(result))
+    if args.json:
+        args.json.write_text(json.dumps(result))
 
 
 if __name__ == "__main__":

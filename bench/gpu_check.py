@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import torch
+
 ROOT = Path(__file__).resolve().parents[1]
 RLVR = [sys.executable, "-m", "rlvr"]
 CUDA = "model.device=cuda"
@@ -124,14 +126,16 @@ def main() -> None:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="gpu-check-work-"))
-    import torch
-
+    chosen = checks(work, args.steps)
+    if args.only:
+        names = args.only.split(",")
+        unknown = sorted(set(names) - set(chosen))
+        if unknown:
+            raise SystemExit(f"gpu_check: --only names no check {unknown}; the checks are {list(chosen)}")
+        chosen = {k: v for k, v in chosen.items() if k in names}
     if not torch.cuda.is_available():
         raise SystemExit("gpu_check: torch sees no CUDA device here")
     print(f"gpu_check on {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
-    chosen = checks(work, args.steps)
-    if args.only:
-        chosen = {k: v for k, v in chosen.items() if k in args.only.split(",")}
     results = [run_one(name, command, limit, args.out, work) for name, (command, limit) in chosen.items()]
     print(f"\n{'check':<13}{'exit':>8}{'s':>6}  measured")
     for r in results:

@@ -284,7 +284,7 @@ def main() -> None:
     parser.add_argument("--allocator", choices=["tcmalloc", "system"], default="tcmalloc",
                         help="memory allocator of both sides' processes (default: tcmalloc, as `rlvr` uses)")
     parser.add_argument("--json", type=Path, help="also write every child's raw per-step results here")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda (both sides)")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="both sides' device")
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
                         help="bfloat16: mixed precision on both sides (fp32 weights and optimizer state)")
     parser.add_argument("--prompts-per-step", type=int, default=Work.prompts_per_step)

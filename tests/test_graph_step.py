@@ -11,7 +11,7 @@ import torch
 
 from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.decode_steps import FusedStepper
-from rlvr.rollout.graph_step import StaticDecoders, bucket_for, buckets, row_capacity
+from rlvr.rollout.graph_step import StaticDecoders, bucket_for, buckets, row_capacity, static_supported
 from rlvr.rollout.hf import HFRolloutEngine
 from test_decode_steps import left_padded_prompts as prompts, tiny as tiny_model  # the same tiny models
 
@@ -163,8 +163,6 @@ def lora_model():
 def test_a_lora_policy_decodes_through_the_static_step_with_merged_weights() -> None:
     """A LoRA policy (rlvr/lora.py) took transformers' eager forward; the static step merges W + B A s per call.
     Same tokens as transformers' forward with the adapters, and an adapter update shows in the next call."""
-    from rlvr.rollout.graph_step import static_supported
-
     model = lora_model()
     assert static_supported(model)
     ids, mask = prompts()
@@ -185,8 +183,6 @@ def test_a_lora_policy_decodes_through_the_static_step_with_merged_weights() -> 
 
 def test_dora_layers_keep_transformers_forward() -> None:
     peft = pytest.importorskip("peft")
-    from rlvr.rollout.graph_step import static_supported
-
     model = tiny()
     peft.get_peft_model(model, peft.LoraConfig(r=2, target_modules=["q_proj"], use_dora=True))
     assert not static_supported(model)  # DoRA rescales the merged weight: not W + B A s

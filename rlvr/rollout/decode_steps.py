@@ -109,9 +109,12 @@ class _Layer:
     act: object
 
 
-def fused_supported(model) -> bool:
-    """Is `model` a Llama-family causal LM built from plain Linear layers (no LoRA layers, no sharded FSDP
-    wrapper), with full attention?"""
+PROJECTIONS = {"self_attn": ("q_proj", "k_proj", "v_proj", "o_proj"), "mlp": ("gate_proj", "up_proj", "down_proj")}
+
+
+def llama_blocks_supported(model, projection_ok) -> bool:
+    """Is `model` a Llama-family causal LM with full attention (no sharded FSDP wrapper) whose every projection
+    passes `projection_ok` and whose LM head is a plain Linear? The hand-written steps' shared precondition."""
     config = getattr(model, "config", None)
     inner = getattr(model, "model", None)
     if not full_attention_llama(config) or inner is None:
@@ -119,15 +122,22 @@ def fused_supported(model) -> bool:
     if getattr(inner, "rotary_emb", None) is None or not hasattr(inner, "layers"):
         return False
     for layer in inner.layers:
-        a, m = getattr(layer, "self_attn", None), getattr(layer, "mlp", None)
-        linears = [getattr(a, n, None) for n in ("q_proj", "k_proj", "v_proj", "o_proj")] + \
-                  [getattr(m, n, None) for n in ("gate_proj", "up_proj", "down_proj")]
-        if any(type(x) is not torch.nn.Linear for x in linears):
-            return False
+        for block, names in PROJECTIONS.items():
+            part = getattr(layer, block, None)
+            if not all(projection_ok(getattr(part, n, None)) for n in names):
+                return False
     return type(model.get_output_embeddings()) is torch.nn.Linear
 
 
-def _cat_bias(*linears: torch.nn.Linear) -> torch.Tensor | None:
+def fused_supported(model) -> bool:
+    """Llama-family blocks built from plain Linear layers (a LoRA layer's adapter would be skipped by a copy)."""
+    return llama_blocks_supported(model, lambda x: type(x) is torch.nn.Linear)
+
+
+def cat_bias(*linears) -> torch.Tensor | None:
+    """The concatenated biases of linears fused into one product (zeros for those without; a peft LoRA layer's
+    bias is its base layer's), or None when none has one."""
+    linears = [getattr(x, "base_layer", x) for x in linears]
     if all(x.bias is None for x in linears):
         return None
     return torch.cat([x.bias if x.bias is not None else x.weight.new_zeros(x.out_features) for x in linears])
@@ -137,20 +147,20 @@ def _fuse(layer) -> _Layer:
     a, m = layer.self_attn, layer.mlp
     return _Layer(attn_norm=_Norm(layer.input_layernorm),
                   qkv=Projection(torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]),
-                                 _cat_bias(a.q_proj, a.k_proj, a.v_proj)),
+                                 cat_bias(a.q_proj, a.k_proj, a.v_proj)),
                   o=Projection(a.o_proj.weight, a.o_proj.bias), mlp_norm=_Norm(layer.post_attention_layernorm),
                   gate_up=Projection(torch.cat([m.gate_proj.weight, m.up_proj.weight]),
-                                     _cat_bias(m.gate_proj, m.up_proj)),
+                                     cat_bias(m.gate_proj, m.up_proj)),
                   down=Projection(m.down_proj.weight, m.down_proj.bias), act=m.act_fn)
 
 
-def _signed_sin(sin: torch.Tensor) -> torch.Tensor:
+def signed_sin(sin: torch.Tensor) -> torch.Tensor:
     """sin [A, 1, d] = [s1, s2] -> [-s1, s2], so that rotate_half(x) * sin = roll(x, d/2) * signed sin."""
     half = sin.shape[-1] // 2
     return torch.cat([-sin[..., :half], sin[..., half:]], dim=-1)
 
 
-def _rotate(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+def rope_rotate(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
     """RoPE as transformers' Llama applies it, x cos + rotate_half(x) sin with rotate_half(x) = [-x2, x1], written
     x cos + [x2, x1] [-s1, s2]: a roll and one multiply-add instead of two slices, a negation, a cat, two products
     and a sum. x [A, heads, d], cos/signed_sin [A, 1, d] (the sign folded in once a step, not once a layer)."""
@@ -196,7 +206,7 @@ class FusedStepper:
         rows, t = tokens.shape[0], self.length
         x = self.inner.embed_tokens(tokens)  # [A, H]
         cos, sin = self.inner.rotary_emb(x[:, None], self.position[:, None])  # [A, 1, d] each
-        sin = _signed_sin(sin)
+        sin = signed_sin(sin)
         # additive, in x's dtype, made once a step: SDPA would turn a bool mask into one in every layer
         mask = torch.zeros((rows, 1, 1, t + 1), dtype=x.dtype, device=x.device).masked_fill_(
             ~self.mask[:, None, None, :t + 1], float("-inf"))  # broadcast over heads and grouped queries
@@ -205,7 +215,7 @@ class FusedStepper:
         for i, layer in enumerate(self.layers):
             qkv = layer.qkv(layer.attn_norm(x))
             # queries and keys rotated in one go: [A, Hq + Hkv, d]
-            qk = _rotate(qkv[:, :q_size + kv_size].view(rows, self.heads + self.kv_heads, self.head_dim), cos, sin)
+            qk = rope_rotate(qkv[:, :q_size + kv_size].view(rows, self.heads + self.kv_heads, self.head_dim), cos, sin)
             q, k = qk[:, :self.heads], qk[:, self.heads:]
             self.keys[i][:, :, t] = k
             self.values[i][:, :, t] = qkv[:, q_size + kv_size:].view(rows, self.kv_heads, self.head_dim)

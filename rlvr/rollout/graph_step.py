@@ -27,8 +27,7 @@ import torch.nn.functional as F
 
 from rlvr import precision
 from rlvr.logprobs import position_ids_from_mask
-from rlvr.model_family import full_attention_llama
-from rlvr.rollout.decode_steps import _rotate, _signed_sin
+from rlvr.rollout.decode_steps import cat_bias, llama_blocks_supported, rope_rotate, signed_sin
 
 CAPACITY_STEP = 64  # KV capacity is rounded up to this: fewer shapes to record, and aligned rows for the kernels
 MIN_BUCKET = 8
@@ -63,10 +62,6 @@ def _lora_supported(linear) -> bool:
     return not any(getattr(linear, "use_dora", {}).get(n) or getattr(linear, "lora_bias", {}).get(n) for n in names)
 
 
-def _base(linear) -> torch.nn.Linear:
-    return getattr(linear, "base_layer", linear)
-
-
 def effective_weight(linear) -> torch.Tensor:
     """The weight a forward multiplies by: a plain Linear's, or a LoRA layer's base weight plus its active adapters'
     deltas (peft's get_delta_weight: B A x scaling), so a LoRA policy decodes through the static step as well,
@@ -80,13 +75,6 @@ def effective_weight(linear) -> torch.Tensor:
         if name in linear.lora_A:
             weight = weight + linear.get_delta_weight(name)
     return weight
-
-
-def _cat_bias(*linears) -> torch.Tensor | None:
-    linears = [_base(x) for x in linears]
-    if all(x.bias is None for x in linears):
-        return None
-    return torch.cat([x.bias if x.bias is not None else x.weight.new_zeros(x.out_features) for x in linears])
 
 
 @dataclass
@@ -122,7 +110,7 @@ class DecodeWeights:
                 made = {}
                 for name, linears in _layer_sources(layer).items():
                     made[name] = torch.cat([effective_weight(x) for x in linears]).to(compute_dtype)
-                    bias = _cat_bias(*linears)
+                    bias = cat_bias(*linears)
                     made[name + "_bias"] = None if bias is None else bias.to(compute_dtype)
                 self.layers.append(_LayerWeights(attn_norm=layer.input_layernorm.weight,
                                                  mlp_norm=layer.post_attention_layernorm.weight, **made))
@@ -149,7 +137,7 @@ class DecodeWeights:
         for own, layer in zip(self.layers, self.model.model.layers):
             for name, linears in _layer_sources(layer).items():
                 getattr(own, name).copy_(torch.cat([effective_weight(x) for x in linears]))
-                bias = _cat_bias(*linears)
+                bias = cat_bias(*linears)
                 if bias is not None:
                     getattr(own, name + "_bias").copy_(bias)
         head = self.model.get_output_embeddings()
@@ -218,13 +206,13 @@ class StaticDecoder:
         position, mask = self.position[:b], self.mask[:b]
         x = F.embedding(self.tokens[:b], w.embed)  # [b, H] in the parameters' dtype
         cos, sin = self.rotary(x[:, None], position[:, None])  # [b, 1, d]
-        sin = _signed_sin(sin)
+        sin = signed_sin(sin)
         mask.index_fill_(-1, self.column, 0.0)  # each row now attends to the token it is adding
         q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
         groups = self.heads // self.kv_heads
         for i, (layer, (eps_attn, eps_mlp)) in enumerate(zip(w.layers, w.norm_eps)):
             qkv = _mm(_rms(x, layer.attn_norm, eps_attn), layer.qkv, layer.qkv_bias)
-            qk = _rotate(qkv[:, :q_size + kv_size].view(rows, self.heads + self.kv_heads, self.head_dim), cos, sin)
+            qk = rope_rotate(qkv[:, :q_size + kv_size].view(rows, self.heads + self.kv_heads, self.head_dim), cos, sin)
             keys, values = self.keys[i][:b], self.values[i][:b]
             keys.index_copy_(2, self.column, qk[:, self.heads:, None].to(keys.dtype))
             values.index_copy_(2, self.column, qkv[:, q_size + kv_size:].view(rows, self.kv_heads, 1, self.head_dim)
@@ -326,15 +314,8 @@ class StaticDecoders:
 
 
 def static_supported(model) -> bool:
-    """A Llama-family causal LM (rlvr/model_family.py) whose projections are plain Linear layers or LoRA layers over
-    them (merged per call), with a plain LM head and RMSNorms."""
-    config, inner = getattr(model, "config", None), getattr(model, "model", None)
-    if not full_attention_llama(config) or inner is None or getattr(inner, "rotary_emb", None) is None:
-        return False
-    if not hasattr(inner, "layers") or not hasattr(getattr(inner, "norm", None), "variance_epsilon"):
-        return False
-    for layer in inner.layers:
-        for linears in _layer_sources(layer).values():
-            if any(type(x) is not torch.nn.Linear and not _lora_supported(x) for x in linears):
-                return False
-    return type(model.get_output_embeddings()) is torch.nn.Linear
+    """Llama-family blocks (rollout/decode_steps.py) whose projections are plain Linear layers or LoRA layers over
+    them (merged per call), with RMSNorms."""
+    norm = getattr(getattr(model, "model", None), "norm", None)
+    return hasattr(norm, "variance_epsilon") and llama_blocks_supported(
+        model, lambda x: type(x) is torch.nn.Linear or _lora_supported(x))

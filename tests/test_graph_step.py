@@ -13,7 +13,7 @@ from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.decode_steps import FusedStepper
 from rlvr.rollout.graph_step import StaticDecoders, bucket_for, buckets, row_capacity, static_supported
 from rlvr.rollout.hf import HFRolloutEngine
-from test_decode_steps import left_padded_prompts as prompts, tiny as tiny_model  # the same tiny models
+from test_decode_steps import assert_steps_agree, left_padded_prompts as prompts, tiny as tiny_model  # same models
 
 STOPS = [1, 2, 3, 4, 5, 6, 7, 8]  # 8 of 64 tokens stop a row: most rows finish within 24 tokens, so rows drop
 
@@ -67,17 +67,7 @@ def test_static_step_logits_equal_the_fused_step(bias: bool) -> None:
         fused = FusedStepper(model, ids, mask, 8, 10)
         static = StaticDecoders(graphs=False).stepper(model, torch.float32, ids, mask, 8, 10)
         torch.testing.assert_close(static.first_logits, fused.first_logits, rtol=0, atol=1e-5)
-        g, rows = torch.Generator().manual_seed(5), 16
-        for step in range(10):
-            if step == 5:
-                keep = torch.tensor([0, 2, 3, 5, 8, 9, 11, 14, 15])
-                fused.keep(keep)
-                static.keep(keep)
-                rows = 9
-            tokens = torch.randint(9, 64, (rows,), generator=g)
-            a, b = fused.step(tokens), static.step(tokens)
-            assert b.shape == a.shape == (rows, 64)
-            torch.testing.assert_close(b, a, rtol=0, atol=1e-5)
+        assert_steps_agree(fused, static, steps=10, drop_at=5, keep=torch.tensor([0, 2, 3, 5, 8, 9, 11, 14, 15]))
 
 
 @pytest.mark.parametrize("sampling", [SamplingParams(1.0, 1.0, 24, seed=11), SamplingParams(0.7, 0.9, 24, seed=12),

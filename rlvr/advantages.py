@@ -121,7 +121,7 @@ def reinforce_pp_baseline_advantages(rewards: torch.Tensor, group_size: int, eps
 
 AdvantageFn = Callable[..., torch.Tensor]  # (rewards [B], group_size, eps, valid=[B] bool | None) -> [B]
 
-# The one place an outcome estimator is chosen (design.md principle 5). "gae" (learned critic) is in gae.py.
+# The one place an outcome estimator is chosen (docs/design.md principle 5). "gae" (learned critic) is in gae.py.
 ADVANTAGES: dict[str, AdvantageFn] = {
     "grpo": grpo_advantages,
     "dr_grpo": dr_grpo_advantages,

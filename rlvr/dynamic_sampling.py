@@ -45,7 +45,7 @@ def _pad_right(t: torch.Tensor, width: int) -> torch.Tensor:
 
 def concat_groups(parts: list[tuple[RolloutBatch, ScoredBatch]]) -> tuple[RolloutBatch, ScoredBatch]:
     """Batches from several draws -> one. Prompts are re-padded on the left, completions on the right; the
-    padding value is irrelevant because masks (not pad ids) say which tokens exist (design.md principle 6)."""
+    padding value is irrelevant because masks (not pad ids) say which tokens exist (docs/design.md principle 6)."""
     rollouts = [r for r, _ in parts]
     P = max(r.prompt_ids.shape[1] for r in rollouts)
     C = max(r.completion_ids.shape[1] for r in rollouts)

@@ -3,7 +3,7 @@
 GRPO objective (Shao et al. 2024, DeepSeekMath, eq. 3), minimised here as a loss:
   L = -1/|batch| sum_i 1/|o_i| sum_t [ min(rho_t A_i, clip(rho_t, 1-eps, 1+eps) A_i) - beta * KL_t ]
 The family differs in three separable places: the per-token surrogate (objectives.py), the KL estimator, and
-how per-token values are averaged into one number (design.md principle 4, "name the normalisation").
+how per-token values are averaged into one number (docs/design.md principle 4, "name the normalisation").
 Shapes: B sequences, C completion tokens; `mask` [B, C] is 1 on tokens that get a loss (EOS included).
 """
 from __future__ import annotations

@@ -98,5 +98,5 @@ def cispo(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.
 
 Objective = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, ClipRange], Surrogate]
 
-# The one place an objective is chosen (design.md principle 5).
+# The one place an objective is chosen (docs/design.md principle 5).
 OBJECTIVES: dict[str, Objective] = {"ppo_clip": ppo_clip, "dual_clip": dual_clip, "gspo": gspo, "cispo": cispo}

@@ -1,4 +1,4 @@
-"""Records passed between the stages of the loop (design.md: typed records, masks from the source).
+"""Records passed between the stages of the loop (docs/design.md: typed records, masks from the source).
 
 prompts -> RolloutBatch -> verdicts -> rewards -> advantages -> TrainBatch -> loss
 Shapes: B = completions in the batch (prompts x G), P = prompt length, C = completion length.
@@ -106,7 +106,7 @@ class ScoredBatch:
 
 @dataclass
 class TrainBatch:
-    """Everything the update needs; the trainer is algorithm-blind (design.md principle 3)."""
+    """Everything the update needs; the trainer is algorithm-blind (docs/design.md principle 3)."""
 
     prompt_ids: torch.Tensor  # [N, P] left-padded, one row per distinct prompt
     prompt_mask: torch.Tensor  # [N, P]

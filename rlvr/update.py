@@ -1,4 +1,4 @@
-"""One optimizer step on a TrainBatch. Algorithm-blind (design.md principle 3): it receives advantages,
+"""One optimizer step on a TrainBatch. Algorithm-blind (docs/design.md principle 3): it receives advantages,
 masks and log-probs, and minimises the loss its LossSpec names; it knows no reward or group."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A full GRPO run (rollout -> verify -> advantages -> update -> log -> checkpoint -> eval) on a tiny random
-model, in seconds. Checks the run-directory contract of design.md, not learning."""
+model, in seconds. Checks the run-directory contract of docs/design.md, not learning."""
 from __future__ import annotations
 
 import json

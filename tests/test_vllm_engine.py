@@ -72,7 +72,7 @@ def convert(pad: int, outputs=None) -> RolloutBatch:
                                 letters(pad))
 
 
-@pytest.mark.parametrize("pad", [0, STOP])  # pad != EOS, and pad == EOS (the EOS must still count, design.md 6)
+@pytest.mark.parametrize("pad", [0, STOP])  # pad != EOS, and pad == EOS (the EOS must still count, docs/design.md principle 6)
 def test_outputs_to_rollout_batch(pad):
     batch = convert(pad)
     # rows: p0 sample 0 [5, STOP], p0 sample 1 [7, 8, 7] (hit max_tokens), p1 [STOP], p1 [4, 4, STOP]; width 3

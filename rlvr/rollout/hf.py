@@ -45,7 +45,7 @@ def stop_token_ids(model, tokenizer) -> list[int]:
 
 def completion_mask(completion_ids: torch.Tensor, stop_ids: list[int]) -> torch.Tensor:
     """[B, C] 1 up to and including the first stop token. Derived from the stop token, never from pad ids,
-    so the EOS is kept even when pad == EOS (the simple_GRPO pitfall, design.md principle 6)."""
+    so the EOS is kept even when pad == EOS (the simple_GRPO pitfall, docs/design.md principle 6)."""
     is_stop = torch.isin(completion_ids, torch.tensor(stop_ids, device=completion_ids.device)).long()
     stops_before = is_stop.cumsum(dim=-1) - is_stop  # stop tokens strictly before position t
     return (stops_before == 0).long()

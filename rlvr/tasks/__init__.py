@@ -6,7 +6,7 @@ A Task has two views of its problems that never overlap:
   * `eval_prompts(size)`: the first `size` problems of the held-out split in a fixed order. When fewer than
     `size` exist, all of them are returned (callers read `len()`; nothing is padded or repeated).
 
-Tasks are chosen once from `TASKS` (design.md principle 5). The factories import their module lazily so
+Tasks are chosen once from `TASKS` (docs/design.md principle 5). The factories import their module lazily so
 that the arithmetic path never pays for importing `datasets`.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Verifiers: `verify(completion, reference) -> Verdict`, never raising (design.md principle 7).
+"""Verifiers: `verify(completion, reference) -> Verdict`, never raising (docs/design.md principle 7).
 
-`VERIFIERS` is the one place a verifier is chosen by name (design.md principle 5): name -> factory taking
+`VERIFIERS` is the one place a verifier is chosen by name (docs/design.md principle 5): name -> factory taking
 the TaskConfig. Factories import their module lazily because config validation imports this package to
 check `task.verifiers` names, and must not pay for torch or sympy to do so.
 """

@@ -1,4 +1,4 @@
-"""The Verifier contract (design.md principle 7): small, pure, total.
+"""The Verifier contract (docs/design.md principle 7): small, pure, total.
 
 `verify(completion, reference) -> Verdict` never raises. Anything that goes wrong inside becomes
 Outcome.ERROR with score 0 and a detail saying what, so one bad sample cannot stop a training step and

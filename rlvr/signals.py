@@ -53,19 +53,45 @@ KL_ALARM = 1.0  # k3 KL to the reference per token; the default run stays under 
 # |loss| below this prints as +0.0000 in the step line: what users ask about is the displayed 0, which at mu = 1 is
 # a float round-off away from 0 (a step's advantages sum to ~1e-8, not exactly 0)
 ZERO_LOSS = 5e-5
-ENTROPY_FLOOR = 0.05  # nats per token: sampling at T = 1 is then close to greedy and groups start to tie
+# nats per token. On its own a low mean says little: in the default run (arithmetic, ~16 tokens, most of them
+# "Answer:" boilerplate) it fell to 0.047 at step 10 while all 4 training groups still had reward spread and the
+# reward kept rising (issue 24, part 4). So the note also needs the consequence it warns of: groups tying.
+ENTROPY_FLOOR = 0.05
+TIED_SHARE = 0.5  # the training batch's tied-group share from which low entropy is costing the run its signal
+MASTERED = 0.95  # share of correct verdicts from which ties mean "solved", not "stuck"
 HACKING_DROP = 0.05  # a fall of held-out pass@1 this large while the training reward rises
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What the run already does, so that a note never advises turning on what is on (issue 24, part 4)."""
+
+    updates_per_batch: int = 1
+    dynamic_sampling: bool = False
+    max_extra_prompts: int = 0
+    curriculum: bool = False
+    clip_higher: bool = False  # DAPO clip-higher: the upper clip range above the lower one
+    entropy_bonus: bool = False
+
+    @classmethod
+    def of(cls, config: Any) -> "RunFacts":
+        """From a RunConfig whose dynamic_sampling.enabled is decided (config_rules.with_dynamic_sampling_decided)."""
+        a, sampling = config.algorithm, config.rollout.dynamic_sampling
+        return cls(a.updates_per_batch, sampling.enabled is True, sampling.max_extra_prompts,
+                   config.curriculum.enabled, a.clip_high > a.clip_epsilon, a.entropy_coef > 0)
 
 
 @dataclass
 class Diagnostics:
     """Known failure patterns of RL runs -> one explanatory line each, printed on the step a pattern begins (not on
     every step it lasts). The patterns are the questions users of GRPO trainers ask most ("loss is 0", "reward is
-    0", "reward fluctuates", KL or entropy running away); the lines say what it means and what to try."""
+    0", "reward fluctuates", KL or entropy running away); the lines say what it means and, where the run does
+    not do it already, what to try."""
 
-    updates_per_batch: int
+    facts: RunFacts = field(default_factory=RunFacts)
     active: set[str] = field(default_factory=set)
     said: set[str] = field(default_factory=set)
+    kl_high_before: bool = False
     rewards_since_eval: list[float] = field(default_factory=list)
     last_eval: tuple[float, float] | None = None  # (eval/pass@1, mean training reward of the steps before it)
 
@@ -80,22 +106,25 @@ class Diagnostics:
 
     def _patterns(self, r: dict[str, Any]) -> dict[str, str]:
         out = {}
+        solved = _solved_share(r)
         if r.get("zero_std_fraction") == 1.0:
-            out["tied"] = ("no learning signal: every group's rewards tied (the task is too easy or too hard for "
-                           "this model) - try rollout.dynamic_sampling.enabled=true or curriculum.enabled=true")
+            out["tied"] = _tied_note(self.facts, r, solved)
         loss = r.get("loss")
-        if self.updates_per_batch == 1 and _finite(loss) and abs(loss) < ZERO_LOSS:
+        if self.facts.updates_per_batch == 1 and _finite(loss) and abs(loss) < ZERO_LOSS:
             out["zero_loss"] = ("the loss shows as 0: expected at mu = 1 - the ratio is 1 and each group's "
                                 "advantages sum to 0, so the loss's value vanishes (with beta x KL, 0 while the policy "
                                 "equals the reference) while its gradient does not; watch reward and grad_norm")
         kl = r.get("kl")
-        if _finite(kl) and kl > KL_ALARM:
-            out["kl"] = (f"KL to the reference is {kl:.3g} per token (> {KL_ALARM}): the policy is moving far from "
-                         "it - lower optimizer.lr or raise algorithm.beta" + _largest_token(r.get("kl_max")))
+        high = _finite(kl) and kl > KL_ALARM
+        if high and self.kl_high_before:  # a one-step spike passes (README's step-18 example); two in a row do not
+            out["kl"] = (f"KL to the reference is {kl:.3g} per token (> {KL_ALARM}) two steps running: the policy "
+                         "is moving far from it - lower optimizer.lr or raise algorithm.beta"
+                         + _largest_token(r.get("kl_max")))
+        self.kl_high_before = high
         entropy = r.get("entropy")
-        if _finite(entropy) and entropy < ENTROPY_FLOOR:
-            out["entropy"] = (f"entropy is collapsing ({entropy:.3g} nats per token): sampling is nearly "
-                              "deterministic and groups will tie - lower optimizer.lr or raise rollout.temperature")
+        if _finite(entropy) and entropy < ENTROPY_FLOOR and _losing_signal(r) and not solved >= MASTERED:
+            out["entropy"] = (f"entropy is collapsing ({entropy:.3g} nats per token) and groups tie while the "
+                              "task is not solved: sampling has stopped exploring" + _exploration_advice(self.facts))
         return out
 
     def _held_out(self, r: dict[str, Any]) -> list[str]:
@@ -114,11 +143,53 @@ class Diagnostics:
                 "completions that satisfy the verifier without solving the task"]
 
 
+def _solved_share(r: dict[str, Any]) -> float:
+    """Share of the step's verdicts that were correct (NaN when the record has no outcome counts)."""
+    counts = {k: v for k, v in r.items() if k.startswith("outcomes/") and _finite(v)}
+    total = sum(counts.values())
+    return sum(v for k, v in counts.items() if k.endswith("/correct")) / total if total else math.nan
+
+
+def _losing_signal(r: dict[str, Any]) -> bool:
+    """Ties cost this step its signal: half the training groups tied, or dynamic sampling hit its cap and had to
+    fill the batch with tied groups."""
+    tied = r.get("zero_std_fraction")
+    return (_finite(tied) and tied >= TIED_SHARE) or (r.get("dynamic_sampling/topped_up") or 0) > 0
+
+
+def _tied_note(facts: RunFacts, r: dict[str, Any], solved: float) -> str:
+    extra = r.get("dynamic_sampling/extra_prompts")
+    drawn = (f", also among the {extra} extra problems dynamic sampling drew" if facts.dynamic_sampling
+             and _finite(extra) else "")
+    head = f"no learning signal: every group's rewards tied{drawn}"
+    if solved >= MASTERED:  # a fact, not a fault: nothing here asks to change the run
+        return (f"{head} - the model solves these problems every time, so this step teaches nothing; the held-out "
+                "evaluation says whether it carries over")
+    tries = []
+    if not facts.dynamic_sampling:
+        tries.append("rollout.dynamic_sampling.enabled=true")
+    elif _finite(extra) and extra >= facts.max_extra_prompts:
+        tries.append(f"a higher rollout.dynamic_sampling.max_extra_prompts (now {facts.max_extra_prompts})")
+    if not facts.curriculum:
+        tries.append("curriculum.enabled=true")
+    cause = "the task is too hard for this model" if solved == 0 else "the task is too easy or too hard for this model"
+    return f"{head} ({cause}) - " + (f"try {' or '.join(tries)}" if tries else "an easier task, or SFT first")
+
+
+def _exploration_advice(facts: RunFacts) -> str:
+    tries = ["lower optimizer.lr"]
+    if not facts.clip_higher:
+        tries.append("algorithm.clip_epsilon_high=0.28 (DAPO clip-higher)")
+    if not facts.entropy_bonus:
+        tries.append("a small algorithm.entropy_coef")
+    return " - try " + ", ".join(tries[:-1]) + " or " + tries[-1]
+
+
 def _largest_token(kl_max: Any) -> str:
-    """One token's share of a KL alarm: a spike carried by one sampled token the policy made rare while the reference
-    still likes it (k3 ~ pi_ref / pi there) passes on its own; a drift of every token does not."""
-    return (f" (largest single token: {kl_max:.3g}; far above the mean, it is a few sampled tokens the policy made "
-            "rare, and a one-step spike of that kind passes)") if _finite(kl_max) and kl_max > 0 else ""
+    """One token's share of a KL alarm: a few sampled tokens the policy made rare while the reference still likes
+    them (k3 ~ pi_ref / pi there) can carry the mean, which a drift of every token would not."""
+    return (f" (largest single token: {kl_max:.3g}; when far above the mean, a few sampled tokens the policy made "
+            "rare carry most of it)") if _finite(kl_max) and kl_max > 0 else ""
 
 
 def _finite(value: Any) -> bool:

@@ -41,10 +41,10 @@ def test_default_phrases_and_override() -> None:
     assert load_config(None, ["reflection_phrases=[]"]).reflection_phrases == []  # the metric off
 
 
-def _diagnose(records, mu=1):
-    from rlvr.signals import Diagnostics
+def _diagnose(records, mu=1, **facts):
+    from rlvr.signals import Diagnostics, RunFacts
 
-    diagnostics = Diagnostics(mu)
+    diagnostics = Diagnostics(RunFacts(updates_per_batch=mu, **facts))
     return [diagnostics.check({"step": i + 1, **r}) for i, r in enumerate(records)]
 
 
@@ -54,7 +54,24 @@ def test_tied_groups_are_explained_when_they_begin_only() -> None:
                      {"zero_std_fraction": 1.0}])
     assert [len(lines) for lines in out] == [1, 0, 0, 1]
     assert "no learning signal" in out[0][0] and out[0][0].startswith("note (step 1)")
-    assert "dynamic_sampling" in out[3][0]
+    assert "rollout.dynamic_sampling.enabled=true" in out[3][0] and "curriculum.enabled=true" in out[3][0]
+
+
+def test_tied_advice_knows_what_the_run_does() -> None:
+    """The issue-24 default-run case: dynamic sampling on and its 12 extra prompts drawn. The note must not advise
+    turning dynamic sampling on; it may advise a higher cap (now 12) and the curriculum (off)."""
+    stuck = {"zero_std_fraction": 1.0, "dynamic_sampling/extra_prompts": 12, "outcomes/math/correct": 10,
+             "outcomes/math/wrong": 22}
+    line = _diagnose([stuck], dynamic_sampling=True, max_extra_prompts=12)[0][0]
+    assert "dynamic_sampling.enabled=true" not in line and "also among the 12 extra problems" in line
+    assert "max_extra_prompts (now 12)" in line and "curriculum.enabled=true" in line
+    both_on = _diagnose([stuck], dynamic_sampling=True, max_extra_prompts=20, curriculum=True)[0][0]
+    assert "=true" not in both_on and "max_extra_prompts" not in both_on and "SFT first" in both_on
+    # every verdict correct (32 of 32 >= 0.95): ties mean solved; the note says so and asks to change nothing
+    solved = _diagnose([{**stuck, "outcomes/math/correct": 32, "outcomes/math/wrong": 0}], dynamic_sampling=True,
+                       max_extra_prompts=12)[0][0]
+    assert "solves these problems every time" in solved and "try" not in solved
+    assert "too hard" in _diagnose([{**stuck, "outcomes/math/correct": 0, "outcomes/math/wrong": 32}])[0][0]
 
 
 def test_zero_loss_is_explained_once_and_only_at_mu_1() -> None:
@@ -74,15 +91,48 @@ def test_zero_loss_note_covers_what_prints_as_zero() -> None:
     assert _diagnose([{"loss": float("nan")}]) == [[]]
 
 
-def test_kl_and_entropy_alarms() -> None:
-    out = _diagnose([{"kl": 0.2, "entropy": 1.2}, {"kl": 1.5, "entropy": 0.01}, {"kl": float("nan")}])
-    assert out[0] == []
-    assert any("KL to the reference is 1.5" in line for line in out[1])
-    assert any("entropy is collapsing (0.01" in line for line in out[1])
-    assert out[2] == []  # NaN is no alarm here (the skip guard reports non-finite steps)
-    assert not any("largest single token" in line for line in out[1])  # no kl_max in the record: not mentioned
-    spike = _diagnose([{"kl": 1.77, "kl_max": 842.0}])[0][0]
-    assert "KL to the reference is 1.77" in spike and "(largest single token: 842; far above the mean" in spike
+def test_kl_alarm_needs_two_steps_and_names_the_largest_token() -> None:
+    # README's default-run step 18: KL 1.77 for one step (one token with k3 = 562), 0.08 the next: no note
+    assert _diagnose([{"kl": 0.2}, {"kl": 1.77, "kl_max": 562.0}, {"kl": 0.08}]) == [[], [], []]
+    out = _diagnose([{"kl": 1.5}, {"kl": 1.6, "kl_max": 842.0}, {"kl": 1.7}, {"kl": float("nan")}, {"kl": 1.2}])
+    assert [len(lines) for lines in out] == [0, 1, 0, 0, 0]  # onset at the second high step; NaN breaks the run
+    assert "KL to the reference is 1.6 per token (> 1.0) two steps running" in out[1][0]
+    assert "(largest single token: 842; when far above the mean" in out[1][0]
+    assert "largest single token" not in _diagnose([{"kl": 1.5}, {"kl": 1.6}])[1][0]  # no kl_max: not mentioned
+
+
+# The default run of 2026-11-26 (`rlvr train`, metrics.jsonl): steps 9-11 as logged. Entropy 0.047 at step 10
+# with all 4 groups informative and no top-up: no note (the issue-24 default printed one here).
+DEFAULT_RUN_STEPS = [
+    {"entropy": 0.2821, "zero_std_fraction": 0.0, "dynamic_sampling/topped_up": 0, "reward_mean": 0.78125},
+    {"entropy": 0.0467, "zero_std_fraction": 0.0, "dynamic_sampling/topped_up": 0, "reward_mean": 0.8125},
+    {"entropy": 0.1533, "zero_std_fraction": 0.0, "dynamic_sampling/topped_up": 0, "reward_mean": 0.8125},
+]
+
+
+def test_entropy_note_needs_low_entropy_and_ties_on_an_unsolved_task() -> None:
+    assert _diagnose(DEFAULT_RUN_STEPS, dynamic_sampling=True, max_extra_prompts=12) == [[], [], []]
+    stuck = {"entropy": 0.01, "zero_std_fraction": 0.5, "outcomes/math/correct": 8, "outcomes/math/wrong": 24}
+    line = _diagnose([stuck])[0][0]
+    assert "entropy is collapsing (0.01" in line and "clip_epsilon_high=0.28" in line and "entropy_coef" in line
+    assert "clip_epsilon_high" not in _diagnose([stuck], clip_higher=True, entropy_bonus=True)[0][0]
+    topped = {**stuck, "zero_std_fraction": 0.25, "dynamic_sampling/topped_up": 1}  # DS filled in a tied group
+    assert "entropy is collapsing" in _diagnose([topped], dynamic_sampling=True)[0][0]
+    # each condition alone is not enough: entropy above the floor, fewer ties, or a solved task (31/32 correct)
+    assert _diagnose([{**stuck, "entropy": 0.06}]) == [[]]
+    assert _diagnose([{**stuck, "zero_std_fraction": 0.25}]) == [[]]
+    assert _diagnose([{**stuck, "outcomes/math/correct": 31, "outcomes/math/wrong": 1}]) == [[]]
+
+
+def test_run_facts_from_the_default_config() -> None:
+    from rlvr.config import load_config
+    from rlvr.config_rules import with_dynamic_sampling_decided
+    from rlvr.signals import RunFacts
+
+    facts = RunFacts.of(with_dynamic_sampling_decided(load_config(None, []), 1))
+    assert facts == RunFacts(updates_per_batch=1, dynamic_sampling=True, max_extra_prompts=12)
+    higher = RunFacts.of(with_dynamic_sampling_decided(load_config(None, ["algorithm.clip_epsilon_high=0.28"]), 1))
+    assert higher.clip_higher and not higher.curriculum
 
 
 def test_reward_rising_while_held_out_falls() -> None:

@@ -43,7 +43,7 @@ from rlvr.objectives import ClipRange
 from rlvr.recipes import stages
 from rlvr.recipes.records import sample_rows, step_record
 from rlvr.recipes.run_plan import start_of_run_lines
-from rlvr.signals import Diagnostics
+from rlvr.signals import Diagnostics, RunFacts
 from rlvr.sinks import build_sinks
 from rlvr.backends import build_engine, build_reward_service
 from rlvr.reward_service import RewardService
@@ -306,7 +306,7 @@ def _train_loop(run: Run, checkpoint: Checkpoint | None) -> Path:
         run.logger.message(line)
     r = config.rollout
     sampling, started = SamplingParams(r.temperature, r.top_p, r.max_new_tokens), time.monotonic()
-    diagnostics = Diagnostics(config.algorithm.updates_per_batch)  # "is it working?" lines (issue #13)
+    diagnostics = Diagnostics(RunFacts.of(config))  # "is it working?" lines (issue #13), knowing the run (#24)
     with GracefulStop(say=run.logger.message) as stop:
         for step in range(first, config.max_steps + 1):
             record, samples, group = grpo_step(run, step, sampling)

@@ -1,0 +1,88 @@
+"""The one-line mutations bench/mutations.py applies, one at a time (issue 24, part 1).
+
+Each names the README claim it attacks, the line (stripped; it must occur exactly once in the file), its
+broken replacement, and the tests that must fail. Add one whenever README gains a claim that a test protects.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str  # the claim, in a few words (--only matches on it)
+    path: str  # relative to the repository root
+    original: str  # the line as it stands, stripped
+    replacement: str  # the broken line (re-indented like the original)
+    tests: tuple[str, ...]  # pytest ids, run from the repository root
+
+
+def _m(name: str, path: str, original: str, replacement: str, *tests: str) -> Mutation:
+    return Mutation(name, path, original, replacement, tests)
+
+
+# --- the math: advantages, objectives, KL, aggregation, pass@k (README "Algorithms") ------------------------
+MATH = [
+    _m("advantage sign", "rlvr/advantages.py",
+       "return torch.where(keep, (grouped - mean) / (std + eps), 0.0).view(-1)",
+       "return torch.where(keep, (mean - grouped) / (std + eps), 0.0).view(-1)",
+       "tests/test_advantages.py"),
+    _m("advantage std is Bessel's", "rlvr/advantages.py",
+       "var = torch.where(ok, (grouped - mean) ** 2, 0.0).sum(dim=1, keepdim=True) / (count - 1).clamp(min=1)",
+       "var = torch.where(ok, (grouped - mean) ** 2, 0.0).sum(dim=1, keepdim=True) / count.clamp(min=1)",
+       "tests/test_advantages.py"),
+    _m("rloo leave-one-out scale", "rlvr/advantages.py",
+       "scale = count / (count - 1).clamp(min=1)", "scale = 1.0",
+       "tests/test_family_advantages.py"),
+    _m("tied groups get no advantage", "rlvr/advantages.py",
+       "return ~((high > low) & (ok.sum(dim=1) > 1))", "return ~(ok.sum(dim=1) > 1)",
+       "tests/test_advantages.py", "tests/test_dynamic_sampling.py"),
+    _m("ppo clip: pessimistic min", "rlvr/objectives.py",
+       "return Surrogate(-torch.minimum(unclipped, clipped), binds, binds & (ratio > 1.0))",
+       "return Surrogate(-torch.maximum(unclipped, clipped), binds, binds & (ratio > 1.0))",
+       "tests/test_loss.py"),
+    _m("ppo clip: the clamp", "rlvr/objectives.py",
+       "clipped = torch.clamp(ratio, 1.0 - clip.low, 1.0 + clip.high) * adv",
+       "clipped = ratio * adv",
+       "tests/test_loss.py"),
+    _m("ratio is pi / pi_old", "rlvr/objectives.py",
+       "return _clipped_surrogate(torch.exp(logprobs - old_logprobs), _per_token(advantages), clip)",
+       "return _clipped_surrogate(torch.exp(old_logprobs - logprobs), _per_token(advantages), clip)",
+       "tests/test_loss.py"),
+    _m("kl k3 formula", "rlvr/loss.py",
+       "return torch.exp(delta) - delta - 1.0", "return torch.exp(delta) - 1.0",
+       "tests/test_loss.py"),
+    _m("kl k3 direction", "rlvr/loss.py",
+       "delta = ref_logprobs - logprobs", "delta = logprobs - ref_logprobs",
+       "tests/test_loss.py"),
+    _m("kl penalty sign in the loss", "rlvr/loss.py",
+       "loss = policy + spec.beta * kl - spec.entropy_coef * mean_entropy",
+       "loss = policy - spec.beta * kl - spec.entropy_coef * mean_entropy",
+       "tests/test_loss.py"),
+    _m("sequence_mean averages per sequence", "rlvr/loss.py",
+       "return (values * mask).sum(dim=-1) / mask.sum(dim=-1).clamp(min=1.0)",
+       "return (values * mask).sum(dim=-1)",
+       "tests/test_loss.py"),
+    _m("pass@k unbiased estimator", "rlvr/voting.py",
+       "return float(1 - Fraction(math.comb(n - c, k), math.comb(n, k)))  # exact, then one rounding",
+       "return float(Fraction(c, n))",
+       "tests/test_voting.py"),
+    _m("gradient clipping", "rlvr/update.py",
+       "if not bool(full <= max_norm):  # NaN included: the step is then skipped, as with clip_grad_norm_",
+       "if False:",
+       "tests/test_update.py"),
+]
+
+# --- data parallel: the full-batch gradient is the sum of the ranks' (README "Scale-out") -------------------
+DISTRIBUTED = [
+    _m("ddp gradient sum", "rlvr/distributed/wrap.py",
+       "return dist.all_reduce(bucket.buffer(), async_op=True).get_future().then(lambda fut: fut.value()[0])",
+       "return dist.all_reduce(bucket.buffer().div_(dist.get_world_size()), async_op=True).get_future().then("
+       "lambda fut: fut.value()[0])",
+       "tests/test_distributed.py::test_two_ranks_match_one_process_after_three_steps"),
+    _m("fsdp2 gradient sum", "rlvr/distributed/wrap.py",
+       "module.set_gradient_divide_factor(1.0)", "pass",
+       "tests/test_distributed.py::test_two_ranks_match_one_process_after_three_steps"),
+]
+
+CATALOGUE: list[Mutation] = MATH + DISTRIBUTED

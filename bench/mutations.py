@@ -11,7 +11,8 @@ test or take the claim out of README.
     .venv/bin/python bench/mutations.py --list
 
 Before the mutants, the named tests run once on the unmutated copy: a test that already fails proves nothing
-about a mutant, so the script stops there. The exit status is 1 when any mutant survives (or cannot be applied).
+about a mutant, so the script stops there. The exit status is 1 when any mutant survives, times out or cannot be
+applied.
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @dataclass
 class Outcome:
     mutation: Mutation
-    status: str  # caught | SURVIVED | NOT APPLIED
+    status: str  # caught | SURVIVED | TIMED OUT | NOT APPLIED
     seconds: float
     detail: str  # the first failing test, or why it could not be applied
 
@@ -71,14 +72,15 @@ def apply(mutation: Mutation, tree: Path) -> str | None:
     return text
 
 
-def run_tests(tests: tuple[str, ...], tree: Path, timeout: float) -> tuple[bool, str]:
-    """-> (passed, first failing test id or the tail of the output)."""
+def run_tests(tests: tuple[str, ...], tree: Path, timeout: float) -> tuple[bool | None, str]:
+    """-> (passed, first failing test id or the tail of the output); passed is None when the run timed out: on a
+    busy machine that says nothing about the mutant, so it is reported, not counted as caught."""
     env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
     command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *tests]
     try:
         done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return False, f"timed out after {timeout:.0f} s"  # a hang is a failure the suite would also report
+        return None, f"timed out after {timeout:.0f} s (rerun with a larger --timeout)"
     failed = [line.split(" ")[1] for line in done.stdout.splitlines() if line.startswith(("FAILED ", "ERROR "))]
     if done.returncode == 0:
         return True, ""
@@ -98,13 +100,14 @@ def check(mutation: Mutation, tree: Path, timeout: float) -> Outcome:
     finally:
         (tree / mutation.path).write_text(original)
     seconds = time.monotonic() - started
-    return Outcome(mutation, "SURVIVED" if passed else "caught", seconds, detail if not passed else "tests passed")
+    status = {True: "SURVIVED", False: "caught", None: "TIMED OUT"}[passed]
+    return Outcome(mutation, status, seconds, detail or "tests passed")
 
 
 def baseline(mutations: list[Mutation], tree: Path, timeout: float) -> str | None:
     tests = tuple(dict.fromkeys(t for m in mutations for t in m.tests))
     passed, detail = run_tests(tests, tree, timeout * 4)
-    return None if passed else detail
+    return None if passed else detail or "timed out"
 
 
 def main(argv: list[str] | None = None) -> int:

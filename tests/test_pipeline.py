@@ -168,6 +168,24 @@ def test_interrupted_model_stage_resumes_from_its_checkpoint_or_restarts_aside(t
     assert dict(fakes.calls)["02-rl"]["checkpoint"]["resume"] == "auto"
 
 
+def test_interrupted_model_stage_with_a_checkpoint_continues_in_its_own_directory(tmp_path, tiny_model_dir,
+                                                                                  monkeypatch):
+    # The other branch of the test above: a complete checkpoint, so the stage resumes from it where it is (a
+    # stage restarted from scratch would lose every step before the checkpoint, issue #24)
+    from rlvr.checkpoint.store import write_checkpoint
+
+    recipe_path, run_dir = write_recipe(tmp_path, tiny_model_dir, R1_LIKE[:2]), tmp_path / "run"
+    fakes = Fakes(monkeypatch, stop_at="rl")
+    run_recipe(load_recipe(recipe_path), run_dir, evaluator=fakes.evaluator, say=lambda _: None)
+    stage = run_dir / "stages" / "02-rl"
+    write_checkpoint(stage / "checkpoints", 1, lambda d: (d / "trainer_state.pt").write_text("step 1"))
+    fakes.calls.clear()
+    run_recipe(load_recipe(recipe_path), run_dir, evaluator=fakes.evaluator, say=lambda _: None)
+    assert sorted(p.name for p in (run_dir / "stages").iterdir()) == ["01-cold", "02-rl"]  # nothing moved aside
+    assert (stage / "checkpoints" / "step-000001" / "COMPLETE").is_file()  # the checkpoint the stage resumes from
+    assert dict(fakes.calls)["02-rl"]["checkpoint"]["resume"] == "auto"
+
+
 def test_changed_config_of_a_started_stage_is_refused(tmp_path, tiny_model_dir, monkeypatch):
     recipe_path, run_dir = write_recipe(tmp_path, tiny_model_dir, R1_LIKE), tmp_path / "run"
     fakes = Fakes(monkeypatch, stop_at="rs")

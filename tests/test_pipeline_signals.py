@@ -90,9 +90,36 @@ def count_calls(monkeypatch) -> list[str]:
     return ran
 
 
+def count_steps_in(monkeypatch, target: str) -> list[int]:
+    """Calls of the target stage's hooked function (its optimizer step, or generate), one count per attempt."""
+    module_name, attribute = HOOKS[target]
+    owner = _resolve(module_name)
+    original, counts, active = getattr(owner, attribute), [], [False]
+
+    def counted(*args, **kwargs):
+        if active[0]:
+            counts[-1] += 1
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, attribute, counted)
+    for kind, run in runner.STAGE_RUNNERS.copy().items():
+        def tracking(config, directory, run=run):
+            mine = directory.name.endswith(f"-{target}")
+            if mine:
+                counts.append(0)
+            active[0] = mine
+            try:
+                return run(config, directory)
+            finally:
+                active[0] = False
+        monkeypatch.setitem(runner.STAGE_RUNNERS, kind, tracking)
+    return counts
+
+
 @pytest.mark.parametrize("target", ["cold", "rl", "rs", "sft2"])
 def test_sigterm_in_any_stage_then_rerun_continues(recipe_file, tmp_path, monkeypatch, target):
     run_dir = tmp_path / "run"
+    attempts = count_steps_in(monkeypatch, target)
     with monkeypatch.context() as patch:
         sigterm_once_inside(patch, target)
         first = run_recipe(load_recipe(recipe_file), run_dir, say=lambda _: None)
@@ -110,6 +137,9 @@ def test_sigterm_in_any_stage_then_rerun_continues(recipe_file, tmp_path, monkey
         steps = [json.loads(line)["step"] for line in (tmp_path / stage.directory / "metrics.jsonl").read_text()
                  .splitlines() if "loss" in line]
         assert steps == list(range(1, len(steps) + 1)) and len(steps) >= 2
+        # ... and only the steps after it ran again: a stage restarted from scratch (issue #24) would log the
+        # same step numbers, but run all of its steps a second time
+        assert len(attempts) == 2 and attempts[0] >= 1 and attempts[1] == len(steps) - attempts[0], attempts
     else:  # sampling continued from its progress file: the dataset has a row per prompt done
         report = json.loads((tmp_path / stage.directory / "report.json").read_text())
         assert report["prompts_done"] == 4

@@ -1,5 +1,6 @@
 """Ray back-end (issue #11, item 5) on a local two-CPU Ray cluster: a run with the engine and the verifiers as
-actors equals the in-process run (the trainer seeds every generate call), and failures are clear errors."""
+actors equals the in-process run (the trainer seeds every generate call), a weight sync reaches the actor, and
+failures are clear errors."""
 from __future__ import annotations
 
 import json
@@ -41,8 +42,11 @@ def _run(tiny_model_dir, out, extra):
 def test_ray_run_equals_local_run(tiny_model_dir, tmp_path):
     # No cluster yet: the back-end starts a local one sized to this machine, and shuts down only that one.
     assert not ray.is_initialized()
-    local_final, local, local_samples = _run(tiny_model_dir, tmp_path / "local", [])
-    ray_final, remote, ray_samples = _run(tiny_model_dir, tmp_path / "ray", ["ray.enabled=true",
+    # the random model earns no reward (zero advantages): the entropy bonus is what moves the weights, so the
+    # actor samples step 2 from weights it only has if the sync after step 1 reached it (issue #24)
+    moving = ["algorithm.entropy_coef=0.1"]
+    local_final, local, local_samples = _run(tiny_model_dir, tmp_path / "local", moving)
+    ray_final, remote, ray_samples = _run(tiny_model_dir, tmp_path / "ray", [*moving, "ray.enabled=true",
                                                                                 "ray.verifier_actors=2"])
     assert [r["step"] for r in remote] == [1, 2]
     assert [r["reward_mean"] for r in remote] == [r["reward_mean"] for r in local]
@@ -50,9 +54,12 @@ def test_ray_run_equals_local_run(tiny_model_dir, tmp_path):
                                                                     for s in local_samples]
     # the post-sync probe ran and found the actor's copy equal to the trainer's (same weights, same code)
     assert all(r["engine/agreement_kl"] <= 1e-6 for r in remote)
+    initial = AutoModelForCausalLM.from_pretrained(tiny_model_dir).state_dict()
     before = AutoModelForCausalLM.from_pretrained(local_final).state_dict()
     after = AutoModelForCausalLM.from_pretrained(ray_final).state_dict()
-    assert max((before[k] - after[k]).abs().max().item() for k in before) <= 1e-5
+    assert max((before[k] - initial[k]).abs().max().item() for k in before) > 1e-4  # it trained
+    # the trainer is this process in both runs and saw the same completions: the same weights, bit for bit
+    assert all(torch.equal(before[k], after[k]) for k in before)
     assert not ray.is_initialized()  # engine and reward service closed: the cluster they started is gone
 
 
@@ -60,13 +67,28 @@ def _config(tiny_model_dir, tmp_path, extra=()):
     return load_config(None, tiny_overrides(tiny_model_dir, tmp_path / "unused") + ["ray.enabled=true", *extra])
 
 
-def test_dead_engine_actor_is_one_clear_error(tiny_model_dir, tmp_path, cluster):
+def test_weight_sync_reaches_the_actor_and_a_dead_actor_is_one_clear_error(tiny_model_dir, tmp_path, cluster):
+    from rlvr.rollout.agreement import trainer_logprobs
+
     config = _config(tiny_model_dir, tmp_path)
     policy, tokenizer = load_model(config.model, trainable=False), load_tokenizer(config.model)
     engine = RayEngine.start(config, policy, tokenizer)
     prompts = build_task(config.task).eval_prompts(2)
-    batch = engine.generate(prompts, 2, SamplingParams(max_new_tokens=4, seed=7))
-    assert batch.size == 4 and engine.version == 0
+    batch = engine.generate(prompts, 2, SamplingParams(max_new_tokens=6, seed=7))
+    assert batch.size == 4 and engine.version == 0 and batch.completion_mask.sum() > 0
+    mask = batch.completion_mask
+    start = engine.teacher_forced_logprobs(batch, 1.0)
+    torch.testing.assert_close(start, trainer_logprobs(policy, batch, 1.0) * mask, rtol=0, atol=1e-6)
+    torch.manual_seed(0)
+    with torch.no_grad():  # the trainer's weights move; the actor's copy stays as it was until the sync
+        for p in policy.parameters():
+            p.add_(0.01 * torch.randn_like(p))
+    moved = trainer_logprobs(policy, batch, 1.0) * mask
+    assert (moved - start).abs().max() > 1e-3  # a stale copy would score visibly differently
+    engine.sync_weights(policy, 1)
+    assert engine.version == 1
+    torch.testing.assert_close(engine.teacher_forced_logprobs(batch, 1.0), moved, rtol=0, atol=1e-6)
+
     ray.kill(engine._actor, no_restart=True)
     with pytest.raises(RayBackendError, match="generate .*Ray rollout engine actor.*died") as err:
         engine.generate(prompts, 2, SamplingParams(max_new_tokens=4, seed=7))

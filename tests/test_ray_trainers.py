@@ -1,6 +1,6 @@
 """Trainer ranks as Ray actors (issue #11, item 5) on a local two-CPU Ray cluster: `rlvr train ray.enabled=true
-ray.trainer_ranks=2` trains exactly as torchrun's two ranks do (the same final parameters, one run directory,
-resume), and a failing rank is one clear error that leaves no actor or reservation behind."""
+ray.trainer_ranks=2` trains exactly as torchrun's two ranks do (the same final parameters, torch.equal, one run
+directory, SIGTERM and resume), and a failing rank is one clear error that leaves no actor or reservation behind."""
 from __future__ import annotations
 
 import json
@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from rlvr.config_base import ConfigError  # noqa: E402
 from test_distributed import ROOT, _env, _tiny_train_args, _torchrun, gloo  # noqa: E402
 
 RAY_RANKS = ("ray.enabled=true", "ray.trainer_ranks=2", "distributed.backend=gloo")
+MOVING = ("algorithm.entropy_coef=0.05",)  # no completion earns a reward: the entropy bonus moves the weights
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +34,63 @@ def cluster():
     ray.init(num_cpus=2, object_store_memory=200 * 1024 * 1024, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
+
+
+@dataclass
+class StoppedRun:
+    """A Ray-ranks run stopped by SIGTERM, then resumed one step further."""
+
+    out: Path
+    returncode: int
+    output: str  # the driver's output up to the stop
+    saved: list[int]  # the checkpoints' steps after the stop
+    cpus_free: bool  # after the stop, before the resume
+    resumed_rc: int
+
+
+@pytest.fixture(scope="module")
+def stopped_run(tiny_model_dir, tmp_path_factory, cluster) -> StoppedRun:
+    """`rlvr train` in its own process, joining this cluster by address as on a real one, SIGTERM after its first
+    step, then `--resume` to one step after the checkpoint (wherever the signal landed: the driver polls every
+    0.5 s, so some steps later)."""
+    cwd = tmp_path_factory.mktemp("stopped")
+    out, address = cwd / "run", ray.get_runtime_context().gcs_address
+    argv = ["-m", "rlvr", "train", *_tiny_train_args(tiny_model_dir, out, *MOVING, *RAY_RANKS, "max_steps=500",
+                                                      f"ray.address={address}")]
+    driver = subprocess.Popen([sys.executable, *argv], cwd=cwd, env={**_env(), "PYTHONPATH": str(ROOT)},
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert _wait_for_steps(out / "metrics.jsonl", 1, driver), "no step logged within the deadline"
+        driver.send_signal(signal.SIGTERM)
+        output, _ = driver.communicate(timeout=120)
+    finally:
+        driver.kill()
+    saved = [int(p.name.split("-")[1]) for p in (out / "checkpoints").iterdir()]
+    cpus_free = _all_cpus_free_again()
+    resumed_rc = main(["train", "--resume", str(out), f"max_steps={saved[0] + 1}"]) if saved else -1
+    return StoppedRun(out, driver.returncode, output, saved, cpus_free, resumed_rc)
+
+
+@pytest.fixture(scope="module")
+def torchrun_reference(tiny_model_dir, tmp_path_factory, stopped_run) -> Path:
+    """torchrun's two gloo ranks on the same config, as many steps as the resumed run: the weights the Ray ranks
+    must reach, in both Ray tests (one torchrun launch for both)."""
+    cwd = tmp_path_factory.mktemp("torchrun")
+    out, steps = cwd / "run", stopped_run.saved[0] + 1
+    _torchrun(["-m", "rlvr", "train", *_tiny_train_args(tiny_model_dir, out, *MOVING, f"max_steps={steps}")], cwd=cwd)
+    return out
+
+
+def _assert_same_weights_as_torchrun(run: Path, reference: Path, initial: Path) -> None:
+    """torch.equal on every tensor (both launchers run the same ranks: same seeds, prompt shares, reduction
+    order), after asserting that the weights moved, or the comparison would prove nothing (issue #24)."""
+    mine, theirs = load_file(run / "final" / "model.safetensors"), load_file(reference / "final" / "model.safetensors")
+    start = load_file(initial / "model.safetensors")
+    assert set(mine) == set(theirs) == set(start)
+    moved = max((theirs[k] - start[k]).abs().max().item() for k in start)
+    assert moved > 1e-4, f"the weights moved by {moved:.3g} only"
+    different = [k for k in mine if not torch.equal(mine[k], theirs[k])]
+    assert not different, f"{len(different)} tensors differ from torchrun's, e.g. {different[0]}"
 
 
 def _all_cpus_free_again(deadline_s: float = 30.0) -> bool:
@@ -115,50 +174,35 @@ def _no_ray(address):
 
 
 @gloo
-def test_ray_ranks_train_as_torchrun_ranks(tiny_model_dir, tmp_path, cluster, monkeypatch):
-    """Same config, same two gloo DDP ranks: the final parameters of the Ray run equal the torchrun run's (each
-    rank's sampling seed, prompt share and gradient sum are those of its torchrun rank; tolerance 1e-5 for float32
-    sums in another order). An entropy bonus moves the weights even when no completion earns a reward."""
-    args = ("algorithm.entropy_coef=0.05",)
-    torchrun_out, ray_out = tmp_path / "torchrun", tmp_path / "ray"
-    _torchrun(["-m", "rlvr", "train", *_tiny_train_args(tiny_model_dir, torchrun_out, *args)], cwd=tmp_path)
+def test_ray_ranks_train_as_torchrun_ranks(tiny_model_dir, tmp_path, cluster, stopped_run, torchrun_reference,
+                                           monkeypatch):
+    """Same config, same two gloo DDP ranks: the final parameters of the Ray run equal, bit for bit, the torchrun
+    run's (each rank's sampling seed, prompt share and gradient sum are those of its torchrun rank)."""
+    ray_out, steps = tmp_path / "ray", stopped_run.saved[0] + 1
     monkeypatch.chdir(tmp_path)  # the ranks work in the driver's directory: a rank claiming runs/ would show
-    assert main(["train", *_tiny_train_args(tiny_model_dir, ray_out, *args, *RAY_RANKS)]) == 0
-    _check_one_run_directory(ray_out, tmp_path, [1, 2])
-    one, two = (load_file(out / "final" / "model.safetensors") for out in (torchrun_out, ray_out))
-    initial = load_file(tiny_model_dir / "model.safetensors")
-    assert set(one) == set(two) and any(not (one[k] == initial[k]).all() for k in one)  # it trained
-    moved = max((one[k] - two[k]).abs().max().item() for k in one)
-    assert moved <= 1e-5, f"max abs parameter difference {moved:.3g} between torchrun and Ray trainer ranks"
+    assert main(["train", *_tiny_train_args(tiny_model_dir, ray_out, *MOVING, *RAY_RANKS, f"max_steps={steps}")]) == 0
+    _check_one_run_directory(ray_out, tmp_path, list(range(1, steps + 1)))
+    _assert_same_weights_as_torchrun(ray_out, torchrun_reference, tiny_model_dir)
     assert _all_cpus_free_again()  # both actors and their placement group are gone
 
 
-def test_sigterm_stops_the_ranks_at_a_checkpoint_and_resume_continues(tiny_model_dir, tmp_path, cluster):
-    """`rlvr train` in its own process, joining this cluster by address as on a real one: SIGTERM to the driver
-    reaches the ranks (finish the step, checkpoint, exit 0, as under torchrun), no actor is left, and `--resume`
-    starts two ranks again from the run's own config and goes on from the checkpoint."""
-    out, address = tmp_path / "run", ray.get_runtime_context().gcs_address
-    argv = ["-m", "rlvr", "train", *_tiny_train_args(tiny_model_dir, out, *RAY_RANKS, "max_steps=500",
-                                                      f"ray.address={address}")]
-    driver = subprocess.Popen([sys.executable, *argv], cwd=tmp_path, env={**_env(), "PYTHONPATH": str(ROOT)},
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        assert _wait_for_steps(out / "metrics.jsonl", 2, driver), "no step logged within the deadline"
-        driver.send_signal(signal.SIGTERM)
-        output, _ = driver.communicate(timeout=120)
-    finally:
-        driver.kill()
-    assert driver.returncode == 0, output[-3000:]
+@gloo
+def test_sigterm_stops_the_ranks_at_a_checkpoint_and_resume_continues(tiny_model_dir, stopped_run, torchrun_reference):
+    """SIGTERM to the driver reaches the ranks (finish the step, checkpoint, exit 0, as under torchrun), no actor
+    is left, and `--resume` starts two ranks again from the run's own config and goes on from the checkpoint: one
+    step more gives torchrun's weights after that step, bit for bit (a resume that lost the weights, AdamW or a
+    rank's RNG would not)."""
+    run, output = stopped_run, stopped_run.output
+    assert run.returncode == 0, output[-3000:]
     assert "SIGTERM passed on to trainer rank 0" in output and "SIGTERM received" in output
     assert output.count("run directory:") == 1  # the ranks' output reaches the driver; rank 0 alone opened it
-    saved = [int(p.name.split("-")[1]) for p in (out / "checkpoints").iterdir()]
-    assert len(saved) == 1 and 2 <= saved[0] < 500
-    state = torch.load(out / "checkpoints" / f"step-{saved[0]:06d}" / "trainer_state.pt", weights_only=False)
+    assert len(run.saved) == 1 and 1 <= run.saved[0] < 500
+    state = torch.load(run.out / "checkpoints" / f"step-{run.saved[0]:06d}" / "trainer_state.pt", weights_only=False)
     assert state["extra"]["world_size"] == 2 and len(state["extra"]["rank_rng"]) == 2  # both ranks' streams
-    assert _all_cpus_free_again()
-    assert main(["train", "--resume", str(out), f"max_steps={saved[0] + 1}"]) == 0
-    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in rows] == list(range(1, saved[0] + 2))  # each step once, then one more
+    assert run.cpus_free and run.resumed_rc == 0
+    rows = [json.loads(line) for line in (run.out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == list(range(1, run.saved[0] + 2))  # each step once, then one more
+    _assert_same_weights_as_torchrun(run.out, torchrun_reference, tiny_model_dir)
     assert _all_cpus_free_again()
 
 

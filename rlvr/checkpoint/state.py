@@ -104,7 +104,13 @@ def load_policy_weights(policy: torch.nn.Module, model_dir: Path) -> None:
 # Keys a resumed run may change without breaking exactness: how long to run, how often to save or evaluate,
 # checkpointing itself, where logs go, how many verifier workers (verification is deterministic).
 FREE_KEYS = ("max_steps", "save_every", "checkpoint.", "output_dir", "eval.", "logging.", "reward.workers",
-             "reward.deadline_s", "reward.retries", "threads", "samples_per_step")
+             "reward.deadline_s", "reward.retries", "samples_per_step")
+# Keys that change no setting of the algorithm yet still break exactness, with the reason the refusal gives
+# (issue #24: `threads` used to be free, so a resume on another thread count drifted without a word).
+WHY_EXACTNESS_NEEDS = {
+    "threads": "torch's CPU kernels split their sums over the threads, so another thread count adds in another "
+               "order and the weights drift from the uninterrupted run's in the last bits",
+}
 
 
 def with_current_defaults(saved: dict[str, Any]) -> dict[str, Any]:
@@ -129,5 +135,6 @@ def config_differences(saved: dict[str, Any], requested: dict[str, Any], prefix:
         if isinstance(a, dict) and isinstance(b, dict):
             out += config_differences(a, b, dotted + ".")
         elif a != b:
-            out.append(f"{dotted}: {a!r} -> {b!r}")
+            why = WHY_EXACTNESS_NEEDS.get(dotted)
+            out.append(f"{dotted}: {a!r} -> {b!r}" + (f" ({why})" if why else ""))
     return out

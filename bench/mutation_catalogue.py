@@ -73,6 +73,56 @@ MATH = [
        "tests/test_update.py::test_grad_clipping_scheduler_and_zero_grad"),
 ]
 
+# --- runs that survive: resume, RNG, the lock, OOM retry, pipeline stages (README "Runs that survive") ---------
+RESUME = [
+    _m("resume restores the weights", "rlvr/checkpoint/resume.py",
+       "load_policy_weights(parts.policy, checkpoint.path / MODEL_DIR)", "pass",
+       "tests/test_resume.py::test_sigterm_then_resume_is_bit_exact"),
+    _m("resume restores AdamW", "rlvr/checkpoint/resume.py",
+       "parts.optimizer.load_state_dict(state.optimizer)", "pass",
+       "tests/test_resume.py::test_sigterm_then_resume_is_bit_exact"),
+    _m("resume restores the critic", "rlvr/checkpoint/resume.py",
+       "parts.critic.load_state_dict(state.critic)", "pass",
+       "tests/test_resume.py::test_stateful_variants_resume_bit_exact"),
+    _m("resume restores the RNG", "rlvr/checkpoint/resume.py",
+       "restore_rng(rng)  # last: loading models and replaying the stream must not shift it", "pass",
+       "tests/test_resume.py::test_sigterm_then_resume_is_bit_exact"),
+    _m("resume restores numpy's RNG", "rlvr/checkpoint/state.py",
+       'numpy.random.set_state(state["numpy"])', "pass",
+       "tests/test_resume.py::test_rng_state_round_trip_includes_numpy"),
+    _m("the run-directory lock", "rlvr/checkpoint/resume.py",
+       "fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)", "fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)",
+       "tests/test_resume.py::test_a_second_trainer_on_a_running_run_is_refused_and_the_first_goes_on"),
+    _m("resume refuses another thread count", "rlvr/checkpoint/state.py",
+       '"reward.deadline_s", "reward.retries", "samples_per_step")',
+       '"reward.deadline_s", "reward.retries", "samples_per_step", "threads")',
+       "tests/test_resume.py::test_resume_with_another_thread_count_is_one_clear_error"),
+    _m("oom retry keeps the halved micro-batch", "rlvr/recipes/grpo.py",
+       "run.update_settings = replace(run.update_settings, micro_batch_size=used)", "pass",
+       "tests/test_oom_guard.py::test_the_halved_micro_batch_is_kept_for_the_next_steps"),
+    _m("pipeline stage resumes from its checkpoint", "rlvr/pipeline/runner.py",
+       'if directory.exists() and latest_good(directory / "checkpoints", log=say) is None:',
+       "if directory.exists():",
+       "tests/test_pipeline.py::test_interrupted_model_stage_with_a_checkpoint_continues_in_its_own_directory"),
+    _m("fsdp2 resume loads the shards", "rlvr/checkpoint/resume.py",
+       "load_into_shards(parts.policy, parts.optimizer, checkpoint.path / MODEL_DIR, state.optimizer)", "pass",
+       "tests/test_distributed.py::test_torchrun_fsdp2_resume_continues_the_run_exactly"),
+    _m("cold start keeps the chat template", "rlvr/models.py",
+       "if not tokenizer.chat_template:", "if tokenizer.chat_template:",
+       "tests/test_cold_start.py::test_token_lengths_fit_short_rollouts"),
+]
+
+# --- Ray: weights reach the actors; each rank keeps its own RNG (README "Ray") -------------------------------
+RAY = [
+    _m("ray weight sync sends the weights", "rlvr/cluster/ray_backend.py",
+       'named = [(name, p.detach().to("cpu", copy=True)) for name, p in synced_parameters(model)]', "named = []",
+       "tests/test_ray.py::test_weight_sync_reaches_the_actor_and_a_dead_actor_is_one_clear_error"),
+    _m("each rank resumes its own RNG", "rlvr/distributed/state.py",
+       'return extra["rank_rng"][ctx.rank] if ctx.enabled else default',
+       'return extra["rank_rng"][0] if ctx.enabled else default',
+       "tests/test_ray_trainers.py::test_sigterm_stops_the_ranks_at_a_checkpoint_and_resume_continues"),
+]
+
 # --- data parallel: the full-batch gradient is the sum of the ranks' (README "Scale-out") -------------------
 DISTRIBUTED = [
     _m("ddp gradient sum", "rlvr/distributed/wrap.py",
@@ -82,6 +132,9 @@ DISTRIBUTED = [
        "tests/test_distributed.py::test_two_ranks_match_one_process_after_three_steps"),
     _m("fsdp2 gradient sum", "rlvr/distributed/wrap.py",
        "module.set_gradient_divide_factor(1.0)", "pass",
+       "tests/test_distributed.py::test_two_ranks_match_one_process_after_three_steps"),
+    _m("ddp uses the summing hook", "rlvr/distributed/wrap.py",
+       "ddp.register_comm_hook(None, _sum_allreduce_hook)", "pass",
        "tests/test_distributed.py::test_two_ranks_match_one_process_after_three_steps"),
 ]
 
@@ -99,4 +152,4 @@ NOTES = [
        "tests/test_signals.py::test_tied_advice_knows_what_the_run_does"),
 ]
 
-CATALOGUE: list[Mutation] = MATH + DISTRIBUTED + NOTES
+CATALOGUE: list[Mutation] = MATH + RESUME + RAY + DISTRIBUTED + NOTES

@@ -141,8 +141,11 @@ DISTRIBUTED = [
 # --- the console's notes fit the run (README "What the log says", issue 24 part 4) ----------------------------
 NOTES = [
     _m("kl note needs two high steps", "rlvr/signals.py",
-       "if high and self.kl_high_before:  # a one-step spike passes (README's step-18 example); two in a row do not",
-       "if high:", "tests/test_signals.py::test_kl_alarm_needs_two_steps_and_names_the_largest_token"),
+       'PERSIST = {"kl": 2, "tied": 2, "entropy": 2}', 'PERSIST = {"kl": 1, "tied": 2, "entropy": 2}',
+       "tests/test_signals.py::test_kl_alarm_needs_two_steps_and_names_the_largest_token"),
+    _m("one tied step is no pattern", "rlvr/signals.py",
+       "found = {name: text for name, text in seen.items() if self.streak[name] >= PERSIST.get(name, 1)}",
+       "found = seen", "tests/test_signals.py::test_tied_groups_are_explained_when_they_persist_and_only_at_onset"),
     _m("entropy note needs ties", "rlvr/signals.py",
        "if _finite(entropy) and entropy < ENTROPY_FLOOR and _losing_signal(r) and not solved >= MASTERED:",
        "if _finite(entropy) and entropy < ENTROPY_FLOOR and not solved >= MASTERED:",

@@ -60,6 +60,11 @@ ENTROPY_FLOOR = 0.05
 TIED_SHARE = 0.5  # the training batch's tied-group share from which low entropy is costing the run its signal
 MASTERED = 0.95  # share of correct verdicts from which ties mean "solved", not "stuck"
 HACKING_DROP = 0.05  # a fall of held-out pass@1 this large while the training reward rises
+# Steps in a row a pattern must hold before its note: one step is noise, not a pattern. Measured on the default run
+# of 2026-11-26 (30 steps): KL above 1 came as one-step spikes (README's step-18 example), and dynamic sampling met
+# 16 problems that all tied once (step 20: entropy 0.009, 3 groups always right, 1 always wrong), the step after
+# had signal again. The notes' advice would change settings for what the next step undoes.
+PERSIST = {"kl": 2, "tied": 2, "entropy": 2}
 
 
 @dataclass(frozen=True)
@@ -91,12 +96,14 @@ class Diagnostics:
     facts: RunFacts = field(default_factory=RunFacts)
     active: set[str] = field(default_factory=set)
     said: set[str] = field(default_factory=set)
-    kl_high_before: bool = False
+    streak: dict[str, int] = field(default_factory=dict)  # pattern -> consecutive steps it has held
     rewards_since_eval: list[float] = field(default_factory=list)
     last_eval: tuple[float, float] | None = None  # (eval/pass@1, mean training reward of the steps before it)
 
     def check(self, record: dict[str, Any]) -> list[str]:
-        step, found = record.get("step"), self._patterns(record)
+        step, seen = record.get("step"), self._patterns(record)
+        self.streak = {name: self.streak.get(name, 0) + 1 for name in seen}
+        found = {name: text for name, text in seen.items() if self.streak[name] >= PERSIST.get(name, 1)}
         # on onset only; the zero loss (normal at mu = 1) once per run
         lines = [text for name, text in found.items() if name not in self.active and name not in self.said]
         self.active = set(found)
@@ -115,12 +122,10 @@ class Diagnostics:
                                 "advantages sum to 0, so the loss's value vanishes (with beta x KL, 0 while the policy "
                                 "equals the reference) while its gradient does not; watch reward and grad_norm")
         kl = r.get("kl")
-        high = _finite(kl) and kl > KL_ALARM
-        if high and self.kl_high_before:  # a one-step spike passes (README's step-18 example); two in a row do not
+        if _finite(kl) and kl > KL_ALARM:
             out["kl"] = (f"KL to the reference is {kl:.3g} per token (> {KL_ALARM}) two steps running: the policy "
                          "is moving far from it - lower optimizer.lr or raise algorithm.beta"
                          + _largest_token(r.get("kl_max")))
-        self.kl_high_before = high
         entropy = r.get("entropy")
         if _finite(entropy) and entropy < ENTROPY_FLOOR and _losing_signal(r) and not solved >= MASTERED:
             out["entropy"] = (f"entropy is collapsing ({entropy:.3g} nats per token) and groups tie while the "

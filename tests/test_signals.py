@@ -48,13 +48,21 @@ def _diagnose(records, mu=1, **facts):
     return [diagnostics.check({"step": i + 1, **r}) for i, r in enumerate(records)]
 
 
-def test_tied_groups_are_explained_when_they_begin_only() -> None:
-    """Steps 1-2 all tied (said at step 1 only), step 3 not, step 4 tied again (said again)."""
-    out = _diagnose([{"zero_std_fraction": 1.0}, {"zero_std_fraction": 1.0}, {"zero_std_fraction": 0.5},
-                     {"zero_std_fraction": 1.0}])
-    assert [len(lines) for lines in out] == [1, 0, 0, 1]
-    assert "no learning signal" in out[0][0] and out[0][0].startswith("note (step 1)")
-    assert "rollout.dynamic_sampling.enabled=true" in out[3][0] and "curriculum.enabled=true" in out[3][0]
+def _second(record, **facts) -> str:
+    """The note a pattern gets on its second step in a row (PERSIST = 2), or "" when there is none."""
+    lines = _diagnose([record, record], **facts)
+    assert lines[0] == [], "one step of a pattern is no pattern yet"
+    return " | ".join(lines[1])
+
+
+def test_tied_groups_are_explained_when_they_persist_and_only_at_onset() -> None:
+    """Steps 1-3 all tied (said at step 2 only: one tied step is noise), step 4 not, step 5 tied (a streak of 1:
+    nothing), step 6 tied again (said again)."""
+    tied, mixed = {"zero_std_fraction": 1.0}, {"zero_std_fraction": 0.5}
+    out = _diagnose([tied, tied, tied, mixed, tied, tied])
+    assert [len(lines) for lines in out] == [0, 1, 0, 0, 0, 1]
+    assert "no learning signal" in out[1][0] and out[1][0].startswith("note (step 2)")
+    assert "rollout.dynamic_sampling.enabled=true" in out[5][0] and "curriculum.enabled=true" in out[5][0]
 
 
 def test_tied_advice_knows_what_the_run_does() -> None:
@@ -62,16 +70,16 @@ def test_tied_advice_knows_what_the_run_does() -> None:
     turning dynamic sampling on; it may advise a higher cap (now 12) and the curriculum (off)."""
     stuck = {"zero_std_fraction": 1.0, "dynamic_sampling/extra_prompts": 12, "outcomes/math/correct": 10,
              "outcomes/math/wrong": 22}
-    line = _diagnose([stuck], dynamic_sampling=True, max_extra_prompts=12)[0][0]
+    line = _second(stuck, dynamic_sampling=True, max_extra_prompts=12)
     assert "dynamic_sampling.enabled=true" not in line and "also among the 12 extra problems" in line
     assert "max_extra_prompts (now 12)" in line and "curriculum.enabled=true" in line
-    both_on = _diagnose([stuck], dynamic_sampling=True, max_extra_prompts=20, curriculum=True)[0][0]
+    both_on = _second(stuck, dynamic_sampling=True, max_extra_prompts=20, curriculum=True)
     assert "=true" not in both_on and "max_extra_prompts" not in both_on and "SFT first" in both_on
     # every verdict correct (32 of 32 >= 0.95): ties mean solved; the note says so and asks to change nothing
-    solved = _diagnose([{**stuck, "outcomes/math/correct": 32, "outcomes/math/wrong": 0}], dynamic_sampling=True,
-                       max_extra_prompts=12)[0][0]
+    solved = _second({**stuck, "outcomes/math/correct": 32, "outcomes/math/wrong": 0}, dynamic_sampling=True,
+                     max_extra_prompts=12)
     assert "solves these problems every time" in solved and "try" not in solved
-    assert "too hard" in _diagnose([{**stuck, "outcomes/math/correct": 0, "outcomes/math/wrong": 32}])[0][0]
+    assert "too hard" in _second({**stuck, "outcomes/math/correct": 0, "outcomes/math/wrong": 32})
 
 
 def test_zero_loss_is_explained_once_and_only_at_mu_1() -> None:
@@ -113,15 +121,15 @@ DEFAULT_RUN_STEPS = [
 def test_entropy_note_needs_low_entropy_and_ties_on_an_unsolved_task() -> None:
     assert _diagnose(DEFAULT_RUN_STEPS, dynamic_sampling=True, max_extra_prompts=12) == [[], [], []]
     stuck = {"entropy": 0.01, "zero_std_fraction": 0.5, "outcomes/math/correct": 8, "outcomes/math/wrong": 24}
-    line = _diagnose([stuck])[0][0]
+    line = _second(stuck)
     assert "entropy is collapsing (0.01" in line and "clip_epsilon_high=0.28" in line and "entropy_coef" in line
-    assert "clip_epsilon_high" not in _diagnose([stuck], clip_higher=True, entropy_bonus=True)[0][0]
+    assert "clip_epsilon_high" not in _second(stuck, clip_higher=True, entropy_bonus=True)
     topped = {**stuck, "zero_std_fraction": 0.25, "dynamic_sampling/topped_up": 1}  # DS filled in a tied group
-    assert "entropy is collapsing" in _diagnose([topped], dynamic_sampling=True)[0][0]
+    assert "entropy is collapsing" in _second(topped, dynamic_sampling=True)
     # each condition alone is not enough: entropy above the floor, fewer ties, or a solved task (31/32 correct)
-    assert _diagnose([{**stuck, "entropy": 0.06}]) == [[]]
-    assert _diagnose([{**stuck, "zero_std_fraction": 0.25}]) == [[]]
-    assert _diagnose([{**stuck, "outcomes/math/correct": 31, "outcomes/math/wrong": 1}]) == [[]]
+    assert "entropy" not in _second({**stuck, "entropy": 0.06})
+    assert "entropy" not in _second({**stuck, "zero_std_fraction": 0.25})
+    assert "entropy" not in _second({**stuck, "outcomes/math/correct": 31, "outcomes/math/wrong": 1})
 
 
 def test_run_facts_from_the_default_config() -> None:

@@ -234,8 +234,10 @@ class MathVerifier:
             return error_verdict(f"reference answer unparseable ({problem}): {_short(repr(reference))}",
                                  scorable=False)
         final = final_answer(completion, self.mode)
-        if final is None:
-            inside_think = final_answer(completion.replace("<think>", " ").replace("</think>", " "), self.mode)
+        if final is None:  # the same search with the reasoning kept, when there is any (no second pass otherwise)
+            tagged = "<think>" in completion or "</think>" in completion
+            inside_think = tagged and final_answer(completion.replace("<think>", " ").replace("</think>", " "),
+                                                   self.mode)
             return Verdict(Outcome.UNPARSEABLE, 0.0, ONLY_IN_THINK if inside_think else _NO_ANSWER[self.mode])
         pred = answer_text(final, gold)  # several boxes joined when the reference lists several values
         if len(pred) > MAX_ANSWER_CHARS:

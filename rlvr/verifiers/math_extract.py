@@ -47,13 +47,13 @@ from rlvr.verifiers.math_latex import connective as _connective
 from rlvr.verifiers.math_latex import latex_level, list_gap, refine
 from rlvr.verifiers.math_numbers import (  # noqa: F401  (re-exported: rlvr.verifiers.math and the tests use them)
     as_number, canonical, last_number, number_readings)
+from rlvr.verifiers.math_scan import ascii_lower, last_marks, nth_last, tail
 
 Mode = Literal["strict", "last_number", "latex"]
 MODES: tuple[str, ...] = get_args(Mode)
 
 MAX_ANSWER_CHARS = 2000  # longer extracted answers are not sent to sympy (parse time grows with length)
 MAX_DISTINCT_ANSWERS = 3  # more different final answers of one kind than this is answer spam
-_MAX_MARKS = 4096  # 'Answer:' / '####' markers examined, from the last one back
 _RECENT = 64  # candidates materialized per kind: enough to see spam, bounded work on 1 MB inputs
 NO_ANSWER = "no final answer found (expected \\boxed{}, 'Answer:' or '####')"
 NO_ANSWER_OR_NUMBER = "no final answer found (no \\boxed{}, 'Answer:', '####' or number)"
@@ -117,15 +117,16 @@ def _box_spans(text: str) -> list[tuple[int, int, int, int, str]]:
     """(start, content start, content end, end, kind) of the last _RECENT boxes, last box last; kind is
     "braced", "bare" (`\\boxed 5`) or "open" (cut at MAX_ANSWER_CHARS).
 
-    Walks the box starts backwards. A box cannot close after a later box start unless that later box closes
-    first (it would take the closing brace), so each scan stops at the next start: linear in all. It also
-    stops MAX_ANSWER_CHARS into the content; such a box is returned cut there (an over-long answer, never
-    checked), so a 1 MB run of braces costs one bounded scan.
+    Walks the box starts backwards (the last MAX_MARKS, rlvr.verifiers.math_scan). A box cannot close after a
+    later box start unless that later box closes first (it would take the closing brace), so each scan stops
+    at the next start: linear in all. It also stops MAX_ANSWER_CHARS into the content; such a box is returned
+    cut there (an over-long answer, never checked), so a 1 MB run of braces costs one bounded scan.
     """
     spans: list[tuple[int, int, int, int, str]] = []
     limit = len(text)
-    bare = [(m.start(), m.start(1), m.end(1), m.end(), "bare") for m in _BOXED_BARE.finditer(text)]
-    for match in reversed(list(_BOX_START.finditer(text))[-_MAX_MARKS:]):
+    marks = last_marks(text, (_BOX_START, _BOXED_BARE), ("\\boxed", "\\fbox"))
+    bare = [(m.start(), m.start(1), m.end(1), m.end(), "bare") for m in marks if m.re is _BOXED_BARE]
+    for match in reversed([m for m in marks if m.re is _BOX_START]):
         start, content = match.span()
         while bare and bare[-1][0] > start:
             spans.append(bare.pop())
@@ -164,9 +165,12 @@ def _boxed(text: str) -> list[Candidate]:
 def _marked_lines(text: str, mark: re.Pattern, refined: bool = False) -> list[Candidate]:
     """Answers after a marker: the rest of the line up to the next marker (or, when that is empty, the next
     non-empty line), refined as in mode latex when asked. Walks backwards and stops after _RECENT answers or
-    _MAX_MARKS markers, so 1 MB of markers stays cheap (no honest solution writes thousands of empty
+    MAX_MARKS markers, so 1 MB of markers stays cheap (no honest solution writes thousands of empty
     'Answer:' markers)."""
-    marks = [m.span() for m in mark.finditer(text)][-_MAX_MARKS:]
+    if mark is _ANSWER_MARK:  # case-insensitive: its literal is searched in a lowered copy
+        marks = [m.span() for m in last_marks(text, (mark,), ("answer",), ascii_lower(text))]
+    else:
+        marks = [m.span() for m in last_marks(text, (mark,), ("####",))]
     found: list[Candidate] = []
     for i in range(len(marks) - 1, -1, -1):
         start, value = marks[i]
@@ -186,7 +190,7 @@ def _marked_lines(text: str, mark: re.Pattern, refined: bool = False) -> list[Ca
 
 
 def _answer_tags(text: str, mode: Mode) -> list[Candidate]:
-    found, pos = [], 0
+    found, pos = [], nth_last(text, "<answer>")  # tags are paired from the last MAX_MARKS openers
     while (start := text.find("<answer>", pos)) >= 0:
         close = text.find("</answer>", start + len("<answer>"))
         if close < 0:
@@ -239,11 +243,12 @@ def _final(text: str, mode: Mode, tags: bool = True, fallback: bool = True) -> F
     if not fallback:
         return None
     if mode == "latex" and not _BOX_OR_TAG.search(text):  # a box or tag that never closed is no answer
+        text = tail(text)  # the last environment or number is in the last paragraphs (math_scan)
         candidates = [Candidate(span.text, span.start, span.end) for span in latex_level(text) if span.text]
         # Environments are mostly reasoning ('$x = 3$'): only the final run counts as answers (spam check).
         final = _with_run(text, "latex", candidates) if candidates else None
         return None if final is None else replace(final, recent=final.run)
-    number = last_number(text) if mode == "last_number" else None
+    number = last_number(tail(text)) if mode == "last_number" else None
     return None if number is None else FinalAnswer(number, "last_number", (number,), (number,))
 
 

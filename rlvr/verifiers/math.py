@@ -37,6 +37,8 @@ from rlvr.verifiers.math_extract import (  # noqa: F401  (re-exported: tests and
     MAX_ANSWER_CHARS, MODES, NO_ANSWER, NO_ANSWER_LATEX, NO_ANSWER_OR_NUMBER, ONLY_IN_THINK, Mode, answer_text,
     as_number, canonical, extract_answer, extract_reference, final_answer, hedge_problem, last_boxed,
     number_readings)
+from rlvr.verifiers.math_forms import value_problem
+from rlvr.verifiers.math_numbers import numbers_match, rounded_fractions
 
 _NO_ANSWER = {"strict": NO_ANSWER, "last_number": NO_ANSWER_OR_NUMBER, "latex": NO_ANSWER_LATEX}
 
@@ -252,21 +254,24 @@ class MathVerifier:
         return self._compare(pred, gold)
 
     def _compare(self, pred: str, gold: str) -> Verdict:
-        """Exact numbers, else math-verify behind the shape checks."""
-        gold_values, pred_values = number_readings(gold), number_readings(pred)
-        if gold_values and pred_values:
-            return self._judge(bool(gold_values & pred_values), pred, gold)
+        """Exact numbers, else math-verify behind the shape checks and the value guards."""
+        same = numbers_match(pred, gold)
+        if same is not None:
+            return self._judge(same, pred, gold)
         # Identical text still goes to math-verify (cached): only it can tell that a gold answer such as
         # '\\text{}' is unreadable, and a copy of an unreadable gold must not score 1 (open-r1 PR#566).
         problem = shape_problem(pred)
         if problem:
             return Verdict(Outcome.UNPARSEABLE, 0.0, f"not checked: {problem}")
+        problem = value_problem(pred, gold)  # what math-verify would drop: '5 \\text{ million}', '3 \\to 4'
+        if problem:
+            return Verdict(Outcome.WRONG, 0.0, f"extracted {_short(pred)}, expected {_short(gold)} ({problem})")
         return self._math_verify(pred, gold)
 
     def _math_verify(self, pred: str, gold: str) -> Verdict:
         if not _HAVE_MATH_VERIFY:
             return error_verdict("math-verify is not installed (pip install math-verify)")
-        key = (canonical(gold), canonical(pred))
+        key = (canonical(gold), canonical(rounded_fractions(pred, gold)))
         reply = self._replies.get(key)
         if reply is None:
             reply = self.worker.check(*key, self.timeout_s)

@@ -44,7 +44,7 @@ from typing import Literal, get_args
 
 from rlvr.verifiers.math_latex import clean as _clean
 from rlvr.verifiers.math_latex import connective as _connective
-from rlvr.verifiers.math_latex import latex_level, list_gap, refine
+from rlvr.verifiers.math_latex import latex_level, list_gap, refine, stated_value
 from rlvr.verifiers.math_numbers import (  # noqa: F401  (re-exported: rlvr.verifiers.math and the tests use them)
     as_number, canonical, last_number, number_readings)
 from rlvr.verifiers.math_scan import ascii_lower, last_marks, nth_last, tail
@@ -183,7 +183,8 @@ def _marked_lines(text: str, mark: re.Pattern, refined: bool = False) -> list[Ca
             value, end = nxt.start(1), nxt.end(1)
             answer = _cut(text, value, end)
         if answer:
-            found.append(Candidate((refined and _cut(text, value, end, True)) or answer, start, end, answer))
+            stated = (refined and _cut(text, value, end, True)) or stated_value(answer) or answer
+            found.append(Candidate(stated, start, end, answer))
             if len(found) == _RECENT:
                 break
     return found[::-1]
@@ -202,6 +203,7 @@ def _answer_tags(text: str, mode: Mode) -> list[Candidate]:
         inner = text[start + len("<answer>"):close]
         final = _final(inner, mode, tags=False, fallback=False)
         answer = final.text if final is not None else _cut(inner, 0, len(inner), mode == "latex")
+        answer = (final is None and mode != "latex" and stated_value(answer)) or answer
         if answer:
             candidates.append(Candidate(answer, start, close + len("</answer>")))
     return candidates
@@ -263,11 +265,12 @@ def extract_answer(text: str, mode: Mode = "strict") -> str | None:
 
 
 def extract_reference(reference: str) -> str | None:
-    """The gold answer: marked the same way as completions, else the whole (plain) reference text."""
+    """The gold answer: marked the same way as completions, else the whole (plain) reference text. Several boxes
+    joined by commas or 'and' are one list ('\\boxed{1}, \\boxed{2}' -> '1, 2', issue 24), as in completions."""
     found = _final(reference, "strict")
     if found is None and _MARKER.search(reference):  # '#### ' or '\\boxed{' with nothing readable after it
         return None
-    answer = found.text if found is not None else _clean(reference)
+    answer = _clean(reference) if found is None else ", ".join(found.run) if found.listed else found.text
     return answer or None
 
 
@@ -283,6 +286,8 @@ def top_level_items(answer: str) -> list[str]:
         return [answer]
     items, depth, start, text = [], 0, 0, _AND.sub(",", answer)
     for i, ch in enumerate(text):
+        if ch in ",;" and i and text[i - 1] == "\\":  # '\\,' '\\;' are spacing ('12\\,\\text{cm}', issue 24)
+            continue
         if ch in "([{":
             depth += 1
         elif ch in ")]}":

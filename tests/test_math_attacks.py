@@ -82,6 +82,28 @@ ATTACKS = [
     ("\\boxed{[0,1]}", "[0,1)", Outcome.WRONG, ""),
     ("\\boxed{\\pm 2}", "2", Outcome.WRONG, ""),
     ("\\boxed{\\frac{1}{0}}", "\\frac{2}{0}", Outcome.WRONG, ""),
+    # ---- issue 24: text after a number that changes it is no unit (math-verify drops it: 5 million == 5)
+    ("\\boxed{5 \\text{ million}}", "5", Outcome.WRONG, "expected 5"),  # read as 5000000
+    ("\\boxed{3\\text{ dozen}}", "3", Outcome.WRONG, "expected 3"),
+    ("\\boxed{7 \\text{ (mod 5)}}", "7", Outcome.WRONG, "'(mod 5)' after a number changes its value"),
+    ("\\boxed{5 \\text{ below zero}}", "5", Outcome.WRONG, "'below zero' after a number changes its value"),
+    ("\\boxed{5\\mathrm{k}}", "5", Outcome.WRONG, "'k' after a number changes its value"),
+    ("Answer: 5 \\text{ or more}", "5", Outcome.WRONG, HEDGED),
+    # ---- issue 24: two percents compare as written; arrows and false chains are no values
+    ("\\boxed{0.25\\%}", "25\\%", Outcome.WRONG, "expected 25"),
+    ("\\boxed{25\\%}", "0.25\\%", Outcome.WRONG, "expected 0.25"),
+    ("\\boxed{x = 3 = 4}", "4", Outcome.WRONG, "a false equation"),  # math-verify: equal
+    ("\\boxed{3 \\to 4}", "4", Outcome.WRONG, "an arrow ('\\\\to')"),  # math-verify: equal
+    ("Answer: 3 -> 4", "4", Outcome.WRONG, "an arrow ('->')"),
+    ("Answer: \u2212 3", "3", Outcome.WRONG, "expected 3"),  # U+2212 is a minus sign, spaced or not
+    # ---- issue 24: a short decimal for a fraction stays tolerance bait; only a double-precision print counts
+    ("\\boxed{\\begin{pmatrix} 0.33 & 1 \\end{pmatrix}}", "\\begin{pmatrix} \\frac13 & 1 \\end{pmatrix}",
+     Outcome.WRONG, ""),
+    ("\\boxed{0.083333333333333}", "\\frac{1}{12}", Outcome.WRONG, ""),  # 14 significant digits: short of 15
+    ("\\boxed{0.0833333333333343}", "\\frac{1}{12}", Outcome.WRONG, ""),  # 15 digits, but 1e-15 away
+    ("\\boxed{x > 3}", "[3, \\infty)", Outcome.WRONG, ""),  # the interval it describes is open
+    ("\\boxed{1,22}", "1.22", Outcome.WRONG, HEDGED),  # a completion's decimal comma stays a list (a hedge)
+    ("Answer: the largest $n$ is 34. Wait, $n$ is 35", "34", Outcome.WRONG, "expected 34"),  # the later one
 ]
 
 

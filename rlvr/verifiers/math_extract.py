@@ -44,7 +44,7 @@ from typing import Literal, get_args
 
 from rlvr.verifiers.math_latex import clean as _clean
 from rlvr.verifiers.math_latex import connective as _connective
-from rlvr.verifiers.math_latex import latex_level, list_gap, refine, stated_value
+from rlvr.verifiers.math_latex import latex_level, list_gap, refine, solves_nothing, stated_value
 from rlvr.verifiers.math_numbers import (  # noqa: F401  (re-exported: rlvr.verifiers.math and the tests use them)
     as_number, canonical, last_number, number_readings)
 from rlvr.verifiers.math_scan import ascii_lower, last_marks, nth_last, tail
@@ -250,7 +250,8 @@ def _final(text: str, mode: Mode, tags: bool = True, fallback: bool = True) -> F
         # Environments are mostly reasoning ('$x = 3$'): only the final run counts as answers (spam check).
         final = _with_run(text, "latex", candidates) if candidates else None
         return None if final is None else replace(final, recent=final.run)
-    number = last_number(tail(text)) if mode == "last_number" else None
+    window = tail(text)
+    number = last_number(window) if mode == "last_number" and not solves_nothing(window) else None
     return None if number is None else FinalAnswer(number, "last_number", (number,), (number,))
 
 

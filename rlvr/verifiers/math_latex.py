@@ -108,6 +108,19 @@ def last_side(answer: str, before: str = "") -> str:
     return answer if _free_variable(sides[-1]) else sides[-1].strip()
 
 
+def solves_nothing(text: str) -> bool:
+    """Whether the last number of `text` is the side of an equation in unknowns in its last environment
+    ('So $2x + 3 = 7$.'): mode last_number then has no answer, as mode latex refuses it (guard 3 of
+    rlvr.verifiers.math_worker). Assignments, identities and what last_side cuts stay values."""
+    envs = latex_envs(text)
+    if not envs or not envs[-1].start <= last_digit(text) < envs[-1].end:
+        return False
+    env = envs[-1]
+    sides = _EQUALS.split(env.text)
+    return (len(sides) >= 2 and last_side(env.text, text[max(0, env.start - 80):env.start]) == env.text
+            and not _SUBJECT.fullmatch(sides[0].strip()) and any(_free_variable(side) for side in sides[:-1]))
+
+
 def _free_variable(side: str) -> bool:
     """Whether `side` has a letter outside commands that is not a function name ('f(2)')."""
     return _FREE.search(_COMMAND.sub(" ", side)) is not None
@@ -197,7 +210,9 @@ def stated_value(region: str, envs: list[Span] | None = None) -> str | None:
     start = stated.end() if stated else last.end
     if subjects < len(envs) and not region[start:envs[subjects].start].strip():  # 'is $34$'
         return _chain(region, envs[subjects:])
-    value = trim_prose(clean(region[start:envs[subjects].start if subjects < len(envs) else len(region)]))
+    if subjects < len(envs):  # '$n$ is 34. Wait, $n$ is 35': what comes later may overrule it
+        return None
+    value = trim_prose(clean(region[start:]))
     return value if as_number(value) is not None else None
 
 

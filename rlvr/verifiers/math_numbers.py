@@ -29,7 +29,7 @@ _PERCENT_WORD = r"(?:\s*\\?%|\s*\\text\{\s*\\?%\s*\}|\s*percent\b|\s*\\text\{\s*
 # simple fractions, a decimal comma only next to a euro sign, an optional percent. '-', an en dash and the
 # minus sign U+2212 (issue 24: '−3' read as 3) are a sign only when they do not follow a word character (so
 # '3-5' yields 5, not -5). Every branch is linear-time.
-_SIGN = r"(?:-|\u2212 ?|\u2013)"
+_SIGN = r"[-\u2212\u2013]"
 NUMBER_IN_TEXT = re.compile(
     rf"(?<![\w.])(?:€\s?\d+,\d{{1,2}}(?![\d,])|\d+,\d{{1,2}}\s*{_EURO})"
     rf"|(?:(?<![\w.])(?:(?<![\w)]){_SIGN})?(?:\d{{1,3}}(?:(?:,|,\\!|\{{,\}}|\\,)\d{{3}})+(?!\d)"
@@ -204,10 +204,13 @@ def canonical(answer: str) -> str:
 _BEFORE = re.compile(r"(?:[\^_/×÷&<>≤≥≠]|(?<!\*)\*"
                      r"|\\(?:[dtc]?frac|sqrt|binom|cdot|times|div|pm|mp|[gl]eq?|neq?|[gl]t)"
                      r"|(?:[\w})\]]|\\[A-Za-z]+)\s*\+"
-                     r"|(?:\\[A-Za-z]+|(?<![A-Za-z])[A-Za-z]|[})\]])\s*-)\s*$")
+                     r"|(?:\\[A-Za-z]+|(?<![A-Za-z])[A-Za-z]|[})\]])\s*-"
+                     r"|(?<!\S)[\u2212\u2013])\s*$")  # a detached minus or dash: 'is − 3' is not 3 (issue 24)
 _AFTER = re.compile(r"\s*(?:\^(?!\s*\{?\s*\\circ)|_|/|[×÷&]|\*(?!\*)|\\\\|\+\s*[\w\\(]"
                     r"|\\(?!(?:text|mathrm|mbox|textbf|right|circ|degree|q?quad)(?![A-Za-z]))[A-Za-z])")
 # what follows a number and changes it: a text group that is not a unit, a magnitude ('5 million', '5k')
+_CHANGING_WORDS = frozenset({"below", "squared", "cubed", "factorial", "halves", "thirds", "quarters", "tenths",
+                             "hundredths", "thousandths", "millionths", "percentile", "mod", "modulo"})
 _NEXT_WORDS = re.compile(r"\s*(?:\\[,;:! ]\s*)*\\(?:text|textrm|mathrm|mbox)\s*\{([^{}]*)\}|(\s*)([A-Za-z]+)")
 _GLUED_PREFIXES = frozenset({"k", "K", "M", "B", "bn", "mn"})
 _TEXT_GROUP = re.compile(r"\\(?:text|textbf|textit|textrm|mbox|mathrm|mathbf|emph)\s*$")
@@ -272,7 +275,7 @@ def _changed_after(text: str, end: int) -> bool:
     if match.group(1) is not None:
         return not is_unit(match.group(1))
     word = match.group(3)
-    return (magnitude(word) is not None or word.lower() == "below"
+    return (magnitude(word) is not None or word.lower() in _CHANGING_WORDS
             or (not match.group(2) and word in _GLUED_PREFIXES))
 
 

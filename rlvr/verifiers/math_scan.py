@@ -66,9 +66,9 @@ def tail(text: str, size: int = FALLBACK_CHARS) -> str:
     if len(text) <= size:
         return text
     cut = len(text) - size
-    for boundary in ("\n\n", "\n"):
-        at = text.find(boundary, cut, cut + size // 2)
+    for boundary in ("\n\n", "\n"):  # a boundary ending right at the cut counts: the window starts after it
+        at = text.find(boundary, cut - len(boundary), cut + size // 2)
         if at >= 0:
             return text[at + len(boundary):]
-    space = _SPACE.search(text, cut, cut + size // 2)
+    space = _SPACE.search(text, cut - 1, cut + size // 2)
     return "" if space is None else text[space.end():]

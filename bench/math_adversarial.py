@@ -39,7 +39,8 @@ _UNITS = {  # name -> (repeated unit, tail)
     # markers: boxes, answer lines, GSM8K hashes, tags, opened and never closed
     "boxes_open": ("\\boxed{", ""), "boxes": ("\\boxed{1} ", ""), "boxes_bare": ("\\boxed 1 ", ""),
     "brace_then_boxes": ("{", "\\boxed{1}"), "answer_marks": ("Answer:", ""), "answer_lines": ("Answer: 1\n", ""),
-    "answer_empty_lines": ("Answer:\n", ""), "answer_mixed_case": ("aNsWeR: ", "1"), "answer_words": ("the answer is ", ""),
+    "answer_empty_lines": ("Answer:\n", ""), "answer_mixed_case": ("aNsWeR: ", "1"),
+    "answer_words": ("the answer is ", ""),
     "answer_words_no_colon": ("answer ", "Answer: 1"), "hashes": ("#### ", ""), "hash_run": ("#", " 1"),
     "answer_tags": ("<answer>1</answer>", ""), "answer_tags_open": ("<answer>", "1"),
     "think_tags": ("<think>", "</answer>"), "think_answer_tags": ("<think></think><answer>", ""),

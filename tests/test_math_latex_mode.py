@@ -83,7 +83,8 @@ FORMS = [
     ("So $t = \\boxed{2}$ and $t = \\boxed{7}$.", "2, 7", C), ("The zeros are \\boxed{-1}, \\boxed{4}", "4", W),
     ("Either \\boxed{-1} or \\boxed{4}.", "\\{-1, 4\\}", W), ("The zeros are $x = -1$ and $x = 4$.", "{-1, 4}", C),
     # issue 24: a formula named right before it ('... is $-\\frac{b}{a} = -5$') states the number after '='
-    ("The sum of the roots is $-\\frac{b}{a} = -5$.", "-5", C), ("The sum of the roots is $-\\frac{b}{a} = 5$.", "-5", W),
+    ("The sum of the roots is $-\\frac{b}{a} = -5$.", "-5", C),
+    ("The sum of the roots is $-\\frac{b}{a} = 5$.", "-5", W),
     ("So the number of diagonals is \\(\\frac{n(n-3)}{2} = 20\\).", "20", C),
     ("The equation is $2x + 3 = 7$.", "7", W), ("The value is $5 = 7$.", "7", W),  # an equation; a false identity
     # issue 24: signs, magnitudes and thousands in running text; the value stated after the asked variable

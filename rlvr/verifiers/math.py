@@ -9,9 +9,11 @@ Pipeline per completion (decisions in rlvr.verifiers.math_extract and rlvr.verif
      braces that do not balance -> UNPARSEABLE. Hedged or several different final answers -> WRONG
      ("hedged: several answers"); several boxes where the reference lists several values are one list.
   3. plain numbers on both sides -> exact Fraction comparison ("7" == "7.0", "0.5" == "1/2" == "50%",
-     "1e-10" != "0"). This is the training hot path: microseconds, no sympy, no process hop.
-  4. otherwise, after cheap shape checks (nesting depth, huge exponents), math-verify (sympy) in a worker
-     process with a deadline, plus guards against its false positives (math_worker).
+     "1e-10" != "0"; math_numbers.numbers_match). This is the training hot path: microseconds, no sympy,
+     no process hop.
+  4. otherwise, after cheap shape checks (nesting depth, huge exponents) and the value guards of
+     math_forms (text after a number that is not a unit, arrows: math-verify drops both), math-verify
+     (sympy) in a worker process with a deadline, plus guards against its false positives (math_worker).
      math-verify's own timeouts use signal.alarm, which only works in the main thread (verl PR#5635:
      signal timeouts fail off the main thread), and sympy can hang for minutes on inputs like
      9^{9^{9^{9^9}}}. So we disable its timeouts and run it in a child process that we kill and replace

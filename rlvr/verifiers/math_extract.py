@@ -30,11 +30,17 @@ Decisions (each one a line; the tests in tests/test_math_attacks.py and tests/te
   teach the model broken LaTeX. `\\frac12` itself is valid LaTeX and reads as 1/2.
 - Plain numbers (read in rlvr.verifiers.math_numbers) are compared exactly as fractions, never with a
   tolerance: 0.333 != 1/3, 1e-10 != 0, 0.0001 != 0.0002, 3.1416 != 3.14. Scientific notation (1e-10) is a
-  plain number here (math-verify reads '1e-10' as e - 10). A percent 'X%' reads as X/100 or as X (50% ==
-  0.5 == 1/2 and 50% == 50, but 50 != 0.5). Trailing units (`\\text{ cm}`, `^\\circ`, `\\$`) are dropped
-  from a number. A decimal reference is matched exactly too: 3.1416 and \\pi are both wrong for 3.14 (a
-  question that wants rounding states the precision, and its reference is the rounded value); a decimal
-  answer to an exact reference (3.14 for \\pi, 0.333 for 1/3) is wrong (tolerance bait).
+  plain number here (math-verify reads '1e-10' as e - 10). A percent 'X%' on one side reads as X/100 or as
+  X (50% == 0.5 == 1/2 and 50% == 50, but 50 != 0.5); two percents compare as written (0.25% != 25%).
+  Trailing units (`\\text{ cm}`, `^\\circ`, `\\$`) are dropped from a number, text that changes it is not
+  (`5 \\text{ million}`; rlvr.verifiers.math_forms). A decimal reference is matched exactly too: 3.1416 and
+  \\pi are both wrong for 3.14 (a question that wants rounding states the precision, and its reference is
+  the rounded value); a decimal answer to an exact reference (3.14 for \\pi, 0.333 for 1/3) is wrong
+  (tolerance bait), unless it is a fraction printed at double precision (0.0833333333333333 for 1/12:
+  rlvr.verifiers.math_forms.machine_rounding).
+- Issue 24: a reference in several boxes joined by commas is one list, as a completion's is; an 'Answer:'
+  line or <answer> block that names the asked variable and then states the value ('the largest $n$ is
+  34') reads that value (rlvr.verifiers.math_latex.stated_value). Long completions: math_scan.
 """
 from __future__ import annotations
 

@@ -40,6 +40,7 @@ VALUE_WORDS = frozenset({
     "deficit", "short", "loss"})
 _FIRST_ONLY = frozenset({"squared", "cubed"})  # '5 squared' is 25, '5 m squared' is 5 m²
 _PREFIXES = frozenset({"k", "K", "M", "B", "G", "T"})  # alone: thousand/million/... or kelvin/molar/tesla
+_CONSTANTS = frozenset({"e", "E", "i", "I"})  # 2\\mathrm{i} is a complex number; rlvr.verifiers.math_numbers.canonical
 _UNIT_TEXT = re.compile(r"(?:[^\W\d_]|°|')+(?:[\s./·-]+(?:[^\W\d_]|°|')+)*\.?")  # cm, km/h, sq. ft., °C
 _WORD = re.compile(r"[^\W\d_]+")
 # A text group that ends a value: at the end of the answer or of an item (',', ')', '&', '\\}', '\\\\').
@@ -55,7 +56,7 @@ _DECIMAL = re.compile(r"[-+]?(\d*)\.(\d+)")
 def is_unit(text: str) -> bool:
     """Whether the words of a trailing text group name a unit, so dropping them keeps the value."""
     text = text.strip()
-    if not text or text in _PREFIXES or not _UNIT_TEXT.fullmatch(text):
+    if not text or text in _PREFIXES or text in _CONSTANTS or not _UNIT_TEXT.fullmatch(text):
         return False
     words = [w.lower() for w in _WORD.findall(text)]
     return not (VALUE_WORDS.intersection(words) or words[0] in _FIRST_ONLY)
@@ -73,7 +74,7 @@ def value_problem(pred: str, gold: str) -> str | None:
     gold_texts = {" ".join(m.group(1).split()) for m in _TRAILING_TEXT.finditer(gold)}
     for match in _TRAILING_TEXT.finditer(pred):
         words = " ".join(match.group(1).split())
-        if not is_unit(words) and words not in gold_texts:
+        if not is_unit(words) and words not in gold_texts and words not in _CONSTANTS:
             return f"{words!r} after a number changes its value; it is not a unit"
     arrow = _ARROW.search(pred)
     if arrow and not _ARROW.search(gold):

@@ -12,12 +12,16 @@ Decisions (tests/test_math_latex_mode.py; precedence in rlvr.verifiers.math_extr
 - An 'Answer:' / 'answer is' / '####' line is read as math-verify reads it: its first LaTeX environment and
   the environments chained to it by ',', 'and', 'or' (kept in the text, so 'or' still reads as a hedge);
   without one, its text minus leading and trailing prose words ('42 apples.' -> '42'), except words that
-  change the value or hedge ('minus', 'thousand', 'or', 'at least', ...: _KEEP).
+  change the value or hedge ('minus', 'thousand', 'or', 'at least', ...: _KEEP). A line whose environments
+  only name the asked variable reads the value stated after them: 'the largest $n$ is 34.' -> '34'
+  (stated_value, issue 24), unless a later environment may overrule it.
 - `$` pairs only on one line; a `$` right before a digit whose partner follows a space or precedes a digit is
   a currency sign ('$5 and $10'), not a delimiter; `\\$` is a dollar sign. A percent right after an
   environment belongs to it ('$28$\\%').
 - The last level reads a function's value at numbers ('$f(f(2)) = 26$') as that value (last_side), as
-  math-verify does; equations in unknowns ('2x + 3 = 7' is not 7) and identities go to the worker's guard 3.
+  math-verify does, and so a formula set to a number right after 'is' ('the sum of the roots is
+  $-\\frac{b}{a} = -5$'); equations in unknowns ('So $2x + 3 = 7$' is not 7, in mode last_number too:
+  solves_nothing) and identities go to the worker's guard 3.
 - Numbers and bare fractions outside environments are guarded as in last_number (rlvr.verifiers.math_numbers):
   when the rightmost thing is a number inside a larger expression, there is no answer.
 """

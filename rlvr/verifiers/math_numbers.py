@@ -4,15 +4,20 @@ Decisions (pinned by tests/test_math_forms.py and tests/test_math_latex_mode.py)
 - Plain numbers are compared exactly as fractions, never with a tolerance (see rlvr.verifiers.math_extract).
 - Written forms read as one number (issue 8, section 2; math-verify's number regex accepts the same ones):
   thousands separators '1,000.99' and '1 000' (also LaTeX spacing '1\\,000' and '1{,}000'), a leading dot
-  '.4', a currency sign '$5' / '\\$5' / '€5' / '5 €', a percent 'X%' / 'X \\%' / 'X percent' (read as X/100 or
-  as X), trailing units ('\\text{ cm}', '^\\circ'), and a decimal comma '2,74 €' only next to a euro sign: a
-  bare '2,74' stays a list of two numbers, as in '\\boxed{3,5}' (a hedge), never 3.5.
+  '.4', a currency sign '$5' / '\\$5' / '€5' / '5 €' / '18\\$', a percent 'X%' / 'X \\%' / 'X percent' (read as
+  X/100 or as X; two percents compare as written), trailing units ('\\text{ cm}', '12\\,\\text{cm}^2',
+  '^\\circ', '\\text{5 cm}'; rlvr.verifiers.math_forms decides what a unit is), magnitudes as factors
+  ('5 million', '3\\text{ dozen}'), a repeating decimal '0.\\overline{3}', a minus sign U+2212 or a leading
+  en dash, and a decimal comma '2,74 €' only next to a euro sign: a bare '2,74' stays a list of two numbers,
+  as in '\\boxed{3,5}' (a hedge), never 3.5, except in a reference ('1,22' == 1.22: reference_readings).
 - A number in running text is not the answer when it sits inside a larger expression (issue 8, section 2:
   last_number read '$\\frac{1+\\sqrt{5}}{2}$' as 2 and scored it against gold 2): inside a brace group
   (fraction, root, exponent; '\\text{..}' groups excepted), right after '^', '_', '/', '\\frac', '\\sqrt', a
   binary operator or a relation ('x \\geq 2' bounds x, it is not 2), right before '^', '/', '*', '\\cdot',
   '\\pi', '\\end' or any other command, in a matrix cell ('&', '\\\\'), as the end of an interval, tuple
-  or set '[0, 2)' / '\\{1, 2\\}', or as the argument of 'f(2)'; also digits glued to a word ('\\frac12').
+  or set '[0, 2)' / '\\{1, 2\\}', or as the argument of 'f(2)'; also digits glued to a word ('\\frac12'),
+  after a detached minus or dash ('is − 3'), and before words that change it ('5 million', '5k', '5 below
+  zero', '7 \\text{ (mod 5)}'; issue 24).
   `last_number` then gives no number at all, rather than an earlier one, which could be a distractor.
 """
 from __future__ import annotations
@@ -46,7 +51,8 @@ _PERCENT = re.compile(rf"{_PERCENT_WORD}$")
 _SPACING = re.compile(r"\\[,;: ]|~|\\q?quad\b|[\u00a0\u2009\u202f]")
 # A trailing text group (with a power: '\\text{cm}^2') is a unit only if rlvr.verifiers.math_forms.is_unit says so;
 # never a lone e or i (2\\mathrm{i} is a complex number, not 2 of a unit).
-_UNIT = re.compile(r"\s*\\(?:text|mbox|mathrm|textrm)\s*\{((?!\s*[eEiI]\s*\})[^{}]*)\}(?:\s*\^\s*(?:\{\s*[23]\s*\}|[23]))?\s*$")
+_UNIT = re.compile(r"\s*\\(?:text|mbox|mathrm|textrm)\s*\{((?!\s*[eEiI]\s*\})[^{}]*)\}"
+                   r"(?:\s*\^\s*(?:\{\s*[23]\s*\}|[23]))?\s*$")
 _DEGREES = re.compile(r"\s*(?:\^\s*\{?\s*\\circ\s*\}?|°)\s*$")
 _WHOLE_TEXT = re.compile(r"\\(?:text|textbf|textrm|mbox|mathrm)\s*\{([^{}]*\d[^{}]*)\}")  # '\\text{5 cm}'
 _TRAILING_WORDS = re.compile(r"(?<=[\d.])\s*((?:[^\W\d_]|°)[^\d\\{}$]*)$")
@@ -165,7 +171,8 @@ def numbers_match(pred: str, gold: str) -> bool | None:
 
 
 _DECIMAL_IN_TEXT = re.compile(r"(?<![\d.])\d*\.\d+(?![\d.])")
-_FRACTION_IN_TEXT = re.compile(r"\\[dtc]?frac(?:\{\s*(\d+)\s*\}|(\d))(?:\{\s*(\d+)\s*\}|(\d))|(?<![\d.])(\d+)/(\d+)(?![\d.])")
+_FRACTION_IN_TEXT = re.compile(r"\\[dtc]?frac(?:\{\s*(\d+)\s*\}|(\d))(?:\{\s*(\d+)\s*\}|(\d))"
+                               r"|(?<![\d.])(\d+)/(\d+)(?![\d.])")
 
 
 def rounded_fractions(pred: str, gold: str) -> str:
@@ -174,8 +181,7 @@ def rounded_fractions(pred: str, gold: str) -> str:
     '(0.333333333333333, 1)' answers '(\\frac13, 1)'; '(0.33, 1)' does not."""
     fractions = set()
     for match in _FRACTION_IN_TEXT.finditer(gold):
-        numerator, denominator = [int(a or b or 0) for a, b in ((match[1], match[2] or match[5]),
-                                                                (match[3], match[4] or match[6]))]
+        numerator, denominator = int(match[1] or match[2] or match[5]), int(match[3] or match[4] or match[6])
         if denominator:
             fractions.add(Fraction(numerator, denominator))
     if not fractions:

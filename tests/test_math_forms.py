@@ -54,6 +54,7 @@ EQUIVALENT = [
     ("the answer is 3 \\text{ or } 4", "3 or 4"),  # a reference that itself offers alternatives
     # issue 24: units after spacing, whole text groups, currency after the number, magnitudes as factors
     ("\\boxed{12\\,\\text{cm}^2}", "12"), ("\\boxed{12\\;\\mathrm{cm}^{2}}", "12"), ("\\boxed{\\text{5 cm}}", "5"),
+    ("\\boxed{2\\sqrt{3}\\,\\text{cm}}", "2\\sqrt{3}"),  # '\\,' is spacing, not a list comma (math-verify path)
     ("\\boxed{5\\text{ km/h}}", "5"), ("\\boxed{18\\$}", "18"), ("Answer: 18\\$", "18"),
     ("\\boxed{5 \\text{ million}}", "5000000"), ("\\boxed{3\\text{ dozen}}", "36"), ("\\boxed{5 \\text{ more}}", "5"),
     # issue 24: repeating decimals, double-precision prints of fractions, a reference's decimal comma
@@ -200,6 +201,7 @@ def test_machine_rounding_rule():
 @pytest.mark.parametrize("pred, gold, same", [
     ("0.25\\%", "25\\%", False), ("25\\%", "25%", True), ("25\\%", "0.25", True), ("25", "25\\%", True),
     ("1.22", "1,22", True), ("1.22", "1,234", False), ("1234", "1,234", True), ("0.125", "0,125", True),
+    ("3", "3,0", None),  # '3,0' is the list {3, 0}: no decimal reading that a partial '3' would match
     ("0.0833333333333333", "\\frac{1}{12}", True), ("0.3333333333", "\\frac13", False),
     ("5 \\text{ million}", "5000000", True), ("5 million", "5", False), ("x", "5", None), ("5", "x", None),
 ])

@@ -42,7 +42,7 @@ NUMBER_IN_TEXT = re.compile(
 # a thousands group never starts with 0: '0,125' is a decimal comma, not 125
 _PLAIN_NUMBER = re.compile(
     r"[-+]?(?:(?:[1-9]\d{0,2}(?:,\d{3})+|\d{1,3}(?: \d{3})+|\d+)(?:\.\d*)?|\.\d+)(?:(?:/\d+)|(?:[eE][-+]?\d{1,3}))?")
-_REFERENCE_DECIMAL_COMMA = re.compile(r"[-+]?\d+,\d+")
+_REFERENCE_DECIMAL_COMMA = re.compile(r"[-+]?\d+,\d*[1-9]\d*")  # '3,0' stays a list: '3' must not answer {3, 0}
 _LEADING_SIGN = re.compile(r"^(?:[-\u2212\u2013]\s*(?=[\d.\\])|\+\s+(?=[\d.]))")
 _EN_DASH_SIGN = re.compile(r"^\u2013(?=\s*[\d.\\])")  # a leading en dash is a minus ('–3'); '3–5' is a range
 _DECIMAL_COMMA = re.compile(r"[-+]?\d+,\d{1,2}")
@@ -149,8 +149,9 @@ def number_readings(answer: str) -> frozenset[Fraction]:
 
 def reference_readings(reference: str) -> frozenset[Fraction]:
     """number_readings of a reference, where a comma that cannot separate thousands is a decimal comma
-    ('1,22' == 1.22, '0,125' == 0.125; '1,234' stays 1234). Only references: a completion's '3,5' is a list
-    (a hedge for one value). The reference keeps its list reading for math-verify too ('1, 22' matches)."""
+    ('1,22' == 1.22, '0,125' == 0.125; '1,234' stays 1234; '3,0' stays the list {3, 0}, which a partial
+    '3' must not answer). Only references: a completion's '3,5' is a list (a hedge for one value). The
+    reference keeps its list reading for math-verify too ('1, 22' matches)."""
     readings = number_readings(reference)
     if readings or not _REFERENCE_DECIMAL_COMMA.fullmatch(reference.strip()):
         return readings

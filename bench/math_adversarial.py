@@ -71,7 +71,7 @@ def math_adversarial_cases() -> list[AdversarialCase]:
     return cases
 
 
-def parent_cpu(verifier: MathVerifier, case: AdversarialCase, tries: int = 2) -> float:
+def parent_cpu(verifier: MathVerifier, case: AdversarialCase, tries: int = 1) -> float:
     """CPU seconds this process spends verifying `case` (the math-verify worker is another process): the
     least of `tries` runs, with the garbage collector paused, so that a collection of the caller's own objects
     (a test session holds millions) or a descheduled core on a loaded machine is not charged to the verifier."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -81,6 +82,29 @@ ATTACKS = [
     ("\\boxed{[0,1]}", "[0,1)", Outcome.WRONG, ""),
     ("\\boxed{\\pm 2}", "2", Outcome.WRONG, ""),
     ("\\boxed{\\frac{1}{0}}", "\\frac{2}{0}", Outcome.WRONG, ""),
+    # ---- issue 24: text after a number that changes it is no unit (math-verify drops it: 5 million == 5)
+    ("\\boxed{5 \\text{ million}}", "5", Outcome.WRONG, "expected 5"),  # read as 5000000
+    ("\\boxed{3\\text{ dozen}}", "3", Outcome.WRONG, "expected 3"),
+    ("\\boxed{7 \\text{ (mod 5)}}", "7", Outcome.WRONG, "'(mod 5)' after a number changes its value"),
+    ("\\boxed{5 \\text{ below zero}}", "5", Outcome.WRONG, "'below zero' after a number changes its value"),
+    ("\\boxed{5\\mathrm{k}}", "5", Outcome.WRONG, "'k' after a number changes its value"),
+    ("Answer: 5 \\text{ or more}", "5", Outcome.WRONG, HEDGED),
+    # ---- issue 24: two percents compare as written; arrows and false chains are no values
+    ("\\boxed{0.25\\%}", "25\\%", Outcome.WRONG, "expected 25"),
+    ("\\boxed{25\\%}", "0.25\\%", Outcome.WRONG, "expected 0.25"),
+    ("\\boxed{x = 3 = 4}", "4", Outcome.WRONG, "a false equation"),  # math-verify: equal
+    ("\\boxed{3 \\to 4}", "4", Outcome.WRONG, "an arrow ('\\\\to')"),  # math-verify: equal
+    ("Answer: 3 -> 4", "4", Outcome.WRONG, "an arrow ('->')"),
+    ("Answer: \u2212 3", "3", Outcome.WRONG, "expected 3"),  # U+2212 is a minus sign, spaced or not
+    # ---- issue 24: a short decimal for a fraction stays tolerance bait; only a double-precision print counts
+    ("\\boxed{\\begin{pmatrix} 0.33 & 1 \\end{pmatrix}}", "\\begin{pmatrix} \\frac13 & 1 \\end{pmatrix}",
+     Outcome.WRONG, ""),
+    ("\\boxed{0.083333333333333}", "\\frac{1}{12}", Outcome.WRONG, ""),  # 14 significant digits: short of 15
+    ("\\boxed{0.0833333333333343}", "\\frac{1}{12}", Outcome.WRONG, ""),  # 15 digits, but 1e-15 away
+    ("\\boxed{x > 3}", "[3, \\infty)", Outcome.WRONG, ""),  # the interval it describes is open
+    ("\\boxed{1,22}", "1.22", Outcome.WRONG, HEDGED),  # a completion's decimal comma stays a list (a hedge)
+    ("\\boxed{3}", "3,0", Outcome.WRONG, ""),  # half of the list {3, 0}; a reference's '3,0' is not 3.0
+    ("Answer: the largest $n$ is 34. Wait, $n$ is 35", "34", Outcome.WRONG, "expected 34"),  # the later one
 ]
 
 
@@ -141,6 +165,24 @@ def test_pathological_inputs_end_quickly_and_the_verifier_survives(mode):
     # killed workers are reaped; only the live one remains (children from before the test, such as the resource
     # tracker of an earlier test's spawned process, are not this verifier's)
     assert len(child_pids() - before) <= 1
+
+
+def test_adversarial_completions_cost_little_parent_cpu():
+    # Issue 24, part 2: <= 0.2 s of the trainer's CPU per ~1 MB completion (was 1-2 s, up to 5 s for 1 MB of
+    # '{'); ~0.05 s at worst after the bounded scans of rlvr/verifiers/math_scan.py. CPU time, not wall time,
+    # so the 4x margin is not eaten by other processes on the machine.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import math_adversarial
+
+    verifiers = {mode: MathVerifier(mode, worker=math_adversarial.NoWorker()) for mode in MODES}
+    cases = math_adversarial.math_adversarial_cases()
+    assert len(cases) >= 50 and min(len(case.completion) for case in cases) > 0.99 * MB
+    for case in cases:
+        for mode in MODES:
+            cost = math_adversarial.parent_cpu(verifiers[mode], case)
+            if cost > math_adversarial.BUDGET_S:  # measured again before failing: the machine may be loaded
+                cost = math_adversarial.parent_cpu(verifiers[mode], case, tries=2)
+            assert cost <= math_adversarial.BUDGET_S, (case.name, mode, cost)
 
 
 def _verify_in_child(case: tuple[str, str, str]) -> str:

@@ -11,8 +11,11 @@ import pytest
 
 from rlvr.types import Outcome
 from rlvr.verifiers.math import MODES, MathVerifier, brace_problem, shape_problem
-from rlvr.verifiers.math_extract import (extract_answer, final_answer, hedge_problem, number_readings,
+from rlvr.verifiers.math_extract import (_ANSWER_MARK, extract_answer, final_answer, hedge_problem, number_readings,
                                          strip_thinking, top_level_items)
+from rlvr.verifiers.math_forms import is_unit, machine_rounding, value_problem
+from rlvr.verifiers.math_numbers import numbers_match, rounded_fractions
+from rlvr.verifiers.math_scan import FALLBACK_CHARS, MAX_MARKS, ascii_lower, last_marks, nth_last, tail
 
 
 @pytest.fixture(scope="module", params=MODES)
@@ -49,6 +52,24 @@ EQUIVALENT = [
     ("\\boxed{7} \\boxed{7}", "7"), ("\\boxed{\\frac12} or equivalently \\boxed{0.5}", "0.5"),
     ("\\boxed{x = 3, y = 4}", "(3, 4)"),  # named values are one answer, not alternatives
     ("the answer is 3 \\text{ or } 4", "3 or 4"),  # a reference that itself offers alternatives
+    # issue 24: units after spacing, whole text groups, currency after the number, magnitudes as factors
+    ("\\boxed{12\\,\\text{cm}^2}", "12"), ("\\boxed{12\\;\\mathrm{cm}^{2}}", "12"), ("\\boxed{\\text{5 cm}}", "5"),
+    ("\\boxed{2\\sqrt{3}\\,\\text{cm}}", "2\\sqrt{3}"),  # '\\,' is spacing, not a list comma (math-verify path)
+    ("\\boxed{5\\text{ km/h}}", "5"), ("\\boxed{18\\$}", "18"), ("Answer: 18\\$", "18"),
+    ("\\boxed{5 \\text{ million}}", "5000000"), ("\\boxed{3\\text{ dozen}}", "36"), ("\\boxed{5 \\text{ more}}", "5"),
+    # issue 24: repeating decimals, double-precision prints of fractions, a reference's decimal comma
+    ("\\boxed{0.\\overline{3}}", "\\frac{1}{3}"), ("\\boxed{-0.1\\overline{6}}", "-\\frac{1}{6}"),
+    ("\\boxed{(0.\\overline{3}, 1)}", "(\\frac13, 1)"),
+    ("\\boxed{0.0833333333333333}", "\\frac{1}{12}"),  # 1/12 = 0.08333...: 15 digits, truncated
+    ("\\boxed{0.666666666666667}", "\\frac{2}{3}"), ("Answer: -0.6666666666666666", "-2/3"),  # rounded; 16
+    ("\\boxed{(0.333333333333333, 1)}", "(\\frac13, 1)"),  # in a tuple, the same rule (math-verify path)
+    ("\\boxed{1.22}", "1,22"), ("\\boxed{0.125}", "0,125"), ("\\boxed{1, 22}", "1,22"),
+    ("\\boxed{11,\\!111,\\!111}", "11111111"), ("Answer: −3", "-3"),
+    # issue 24: inequalities for intervals, lists across boxes, the value stated after the asked variable
+    ("\\boxed{x > 3}", "(3, \\infty)"), ("\\boxed{1 < x \\leq 2}", "(1, 2]"), ("\\boxed{x \\ge 3}", "[3,\\infty)"),
+    ("\\boxed{1, 2}", "\\boxed{1}, \\boxed{2}"), ("\\boxed{1}, \\boxed{2}", "\\boxed{1} and \\boxed{2}"),
+    ("The answer: the largest $n$ is 34.", "34"), ("So the answer is $n$ = 34.", "34"),
+    ("<answer>The largest $n$ is $34$.</answer>", "34"),
 ]
 
 
@@ -59,7 +80,8 @@ def test_equivalent_forms_are_correct(verifier, completion, reference):
 
 
 @pytest.mark.parametrize("completion, reference", [("Answer: 50", "0.5"), ("\\boxed{\\frac{1}{2}}", "50"),
-                                                   ("Answer: 3.1416", "3.14"), ("\\boxed{\\pi}", "3.14")])
+                                                   ("Answer: 3.1416", "3.14"), ("\\boxed{\\pi}", "3.14"),
+                                                   ("\\boxed{0.33}", "\\frac{1}{3}")])
 def test_documented_non_equivalences(verifier, completion, reference):
     # 50 is not 0.5 (only a '%' sign allows both readings); a decimal reference is matched exactly, so neither
     # a longer decimal nor the exact value it rounds counts (questions that want rounding say so).
@@ -141,3 +163,88 @@ def test_worker_guards_overrule_math_verify():
     assert math_worker.check("\\{10^{500}, 1\\}", "\\{1, 10^{500}\\}") == {"status": "equal"}
     assert math_worker.check("\\frac{\\pi}{2}", "0.5\\pi") == {"status": "equal"}
     assert math_worker.check("\\{1, 2\\}", "\\{2, 1\\}") == {"status": "equal"}
+
+
+# ---------------------------------------------------------------- issue 24: forms that keep or change a value
+@pytest.mark.parametrize("text, unit", [
+    ("cm", True), (" km/h ", True), ("sq. ft.", True), ("°C", True), ("m squared", True), ("apples", True),
+    ("more", True), ("m", True), (" million", False), ("dozen", False), ("k", False), ("K", False), ("M", False),
+    ("(mod 5)", False), ("below zero", False), ("or more", False), ("squared", False), ("1000s", False), ("", False),
+])
+def test_is_unit(text, unit):
+    assert is_unit(text) is unit
+
+
+def test_value_problem_names_what_changes_the_value():
+    assert value_problem("7 \\text{ (mod 5)}", "7") == "'(mod 5)' after a number changes its value; it is not a unit"
+    assert value_problem("7 \\text{ (mod 5)}", "7 \\text{ (mod 5)}") is None  # the reference says the same
+    assert value_problem("(5 \\text{ cm}, 3\\,\\text{cm}^2)", "(5, 3)") is None  # units, item by item
+    assert value_problem("x \\text{ for all } x", "x") is None  # not after a number
+    assert value_problem("3 \\Rightarrow 4", "4") == "an arrow ('\\\\Rightarrow') is not a value"
+    assert value_problem("\\lim_{x \\to 0} f", "\\lim_{x \\to 0} f") is None
+
+
+def test_machine_rounding_rule():
+    # 1/12 = 0.083333...: '0.0833333333333333' has 15 significant digits (8 and fourteen 3s) and is within
+    # 1e-16 (one unit of its 16th decimal) of 1/12: |0.0833333333333333 - 1/12| = 1/(3 * 10^16)
+    assert machine_rounding("0.0833333333333333", Fraction(1, 12))
+    assert not machine_rounding("0.083333333333333", Fraction(1, 12))  # 14 digits
+    # 0.0833333333333335 - 1/12 = 2e-16 - 1/(3 * 10^16) = 5/(3 * 10^16) > 1e-16: neither rounding nor truncation
+    assert not machine_rounding("0.0833333333333335", Fraction(1, 12))
+    assert machine_rounding("0.0833333333333334", Fraction(1, 12))  # 2/(3 * 10^16) < 1e-16: rounded up
+    # 2/3 = 0.666...: rounded up at 15 digits, 0.666666666666667 - 2/3 = 1/(3 * 10^15) < 1e-15
+    assert machine_rounding("0.666666666666667", Fraction(2, 3))
+    assert not machine_rounding("0.125000000000000", Fraction(1, 8))  # 1/8 terminates: exact comparison only
+    assert not machine_rounding("3.14159265358979", Fraction(22, 7))  # 3.142857...: far off
+
+
+@pytest.mark.parametrize("pred, gold, same", [
+    ("0.25\\%", "25\\%", False), ("25\\%", "25%", True), ("25\\%", "0.25", True), ("25", "25\\%", True),
+    ("1.22", "1,22", True), ("1.22", "1,234", False), ("1234", "1,234", True), ("0.125", "0,125", True),
+    ("3", "3,0", None),  # '3,0' is the list {3, 0}: no decimal reading that a partial '3' would match
+    ("0.0833333333333333", "\\frac{1}{12}", True), ("0.3333333333", "\\frac13", False),
+    ("5 \\text{ million}", "5000000", True), ("5 million", "5", False), ("x", "5", None), ("5", "x", None),
+])
+def test_numbers_match(pred, gold, same):
+    assert numbers_match(pred, gold) is same
+
+
+def test_rounded_fractions_only_where_the_reference_has_that_fraction():
+    gold = "\\begin{pmatrix} \\frac13 & -\\frac{1}{12} \\\\ 2/3 & 1 \\end{pmatrix}"
+    pred = "\\begin{pmatrix} 0.333333333333333 & -0.0833333333333333 \\\\ 0.67 & 1.0 \\end{pmatrix}"
+    assert rounded_fractions(pred, gold) == \
+        "\\begin{pmatrix} \\frac{1}{3} & -\\frac{1}{12} \\\\ 0.67 & 1.0 \\end{pmatrix}"
+    assert rounded_fractions(pred, "(1, 2)") == pred  # no fraction in the reference: nothing to round to
+
+
+def test_worker_reads_chains_and_inequalities():
+    from rlvr.verifiers import math_worker
+
+    assert math_worker.check("4", "x = 3 = 4") == {"status": "different", "detail": "a false equation is not a value"}
+    assert math_worker.check("7", "x = 3 + 4 = 7") == {"status": "equal"}  # every link holds
+    assert math_worker.check("(3, \\infty)", "x > 3") == {"status": "equal"}
+    assert math_worker.check("(-\\infty, -3) \\cup (3, \\infty)", "x^2 > 9") == {"status": "equal"}
+    assert math_worker.check("(3, \\infty)", "x^2 > 9")["status"] == "different"
+    assert math_worker.check("(3, \\infty)", "x > y")["status"] == "different"  # two unknowns: no set
+
+
+# ---------------------------------------------------------------- issue 24, part 2: bounded scans
+def test_markers_are_found_from_the_end():
+    marks = last_marks("A: answer: 1 ANSWER: 2 Answer is 3", (_ANSWER_MARK,), ("answer",),
+                       ascii_lower("A: answer: 1 ANSWER: 2 Answer is 3"))
+    assert [m.group() for m in marks] == ["answer:", "ANSWER:", "Answer is "]
+    assert extract_answer("##### 72") == "72"  # in a run of '#', the last four are the marker
+    assert extract_answer("Answer: 7\n" + "answer " * MAX_MARKS) is None  # only the last MAX_MARKS are read
+    assert extract_answer("Answer: 7\n" + "answer " * (MAX_MARKS - 1)) == "7"
+    assert nth_last("a.a.a", "a", 2) == 2 and nth_last("a.a", "a", 5) == 0
+
+
+def test_the_fallbacks_read_the_last_paragraphs():
+    assert tail("x" * 10, 20) == "x" * 10
+    text = "a" * 100 + "\n\nkept\nend"
+    assert tail(text, 12) == "kept\nend" and tail("ab\ncd ef", 5) == "cd ef" and tail("ab cdefgh", 7) == "cdefgh"
+    assert tail("abcdefghij", 6) == ""  # no line or word start in the window's first half: no prose, no answer
+    far = "So the total is 12." + " and so on" * (FALLBACK_CHARS // 10 + 1)
+    assert extract_answer(far, "last_number") is None and extract_answer(far, "latex") is None
+    near = "x " * 500_000 + "\n\nSo the total is $12$ and so on."
+    assert extract_answer(near, "last_number") == "12" and extract_answer(near, "latex") == "12"

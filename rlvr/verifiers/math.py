@@ -9,9 +9,11 @@ Pipeline per completion (decisions in rlvr.verifiers.math_extract and rlvr.verif
      braces that do not balance -> UNPARSEABLE. Hedged or several different final answers -> WRONG
      ("hedged: several answers"); several boxes where the reference lists several values are one list.
   3. plain numbers on both sides -> exact Fraction comparison ("7" == "7.0", "0.5" == "1/2" == "50%",
-     "1e-10" != "0"). This is the training hot path: microseconds, no sympy, no process hop.
-  4. otherwise, after cheap shape checks (nesting depth, huge exponents), math-verify (sympy) in a worker
-     process with a deadline, plus guards against its false positives (math_worker).
+     "1e-10" != "0"; math_numbers.numbers_match). This is the training hot path: microseconds, no sympy,
+     no process hop.
+  4. otherwise, after cheap shape checks (nesting depth, huge exponents) and the value guards of
+     math_forms (text after a number that is not a unit, arrows: math-verify drops both), math-verify
+     (sympy) in a worker process with a deadline, plus guards against its false positives (math_worker).
      math-verify's own timeouts use signal.alarm, which only works in the main thread (verl PR#5635:
      signal timeouts fail off the main thread), and sympy can hang for minutes on inputs like
      9^{9^{9^{9^9}}}. So we disable its timeouts and run it in a child process that we kill and replace
@@ -37,6 +39,8 @@ from rlvr.verifiers.math_extract import (  # noqa: F401  (re-exported: tests and
     MAX_ANSWER_CHARS, MODES, NO_ANSWER, NO_ANSWER_LATEX, NO_ANSWER_OR_NUMBER, ONLY_IN_THINK, Mode, answer_text,
     as_number, canonical, extract_answer, extract_reference, final_answer, hedge_problem, last_boxed,
     number_readings)
+from rlvr.verifiers.math_forms import value_problem
+from rlvr.verifiers.math_numbers import numbers_match, rounded_fractions
 
 _NO_ANSWER = {"strict": NO_ANSWER, "last_number": NO_ANSWER_OR_NUMBER, "latex": NO_ANSWER_LATEX}
 
@@ -234,8 +238,10 @@ class MathVerifier:
             return error_verdict(f"reference answer unparseable ({problem}): {_short(repr(reference))}",
                                  scorable=False)
         final = final_answer(completion, self.mode)
-        if final is None:
-            inside_think = final_answer(completion.replace("<think>", " ").replace("</think>", " "), self.mode)
+        if final is None:  # the same search with the reasoning kept, when there is any (no second pass otherwise)
+            tagged = "<think>" in completion or "</think>" in completion
+            inside_think = tagged and final_answer(completion.replace("<think>", " ").replace("</think>", " "),
+                                                   self.mode)
             return Verdict(Outcome.UNPARSEABLE, 0.0, ONLY_IN_THINK if inside_think else _NO_ANSWER[self.mode])
         pred = answer_text(final, gold)  # several boxes joined when the reference lists several values
         if len(pred) > MAX_ANSWER_CHARS:
@@ -250,21 +256,24 @@ class MathVerifier:
         return self._compare(pred, gold)
 
     def _compare(self, pred: str, gold: str) -> Verdict:
-        """Exact numbers, else math-verify behind the shape checks."""
-        gold_values, pred_values = number_readings(gold), number_readings(pred)
-        if gold_values and pred_values:
-            return self._judge(bool(gold_values & pred_values), pred, gold)
+        """Exact numbers, else math-verify behind the shape checks and the value guards."""
+        same = numbers_match(pred, gold)
+        if same is not None:
+            return self._judge(same, pred, gold)
         # Identical text still goes to math-verify (cached): only it can tell that a gold answer such as
         # '\\text{}' is unreadable, and a copy of an unreadable gold must not score 1 (open-r1 PR#566).
         problem = shape_problem(pred)
         if problem:
             return Verdict(Outcome.UNPARSEABLE, 0.0, f"not checked: {problem}")
+        problem = value_problem(pred, gold)  # what math-verify would drop: '5 \\text{ million}', '3 \\to 4'
+        if problem:
+            return Verdict(Outcome.WRONG, 0.0, f"extracted {_short(pred)}, expected {_short(gold)} ({problem})")
         return self._math_verify(pred, gold)
 
     def _math_verify(self, pred: str, gold: str) -> Verdict:
         if not _HAVE_MATH_VERIFY:
             return error_verdict("math-verify is not installed (pip install math-verify)")
-        key = (canonical(gold), canonical(pred))
+        key = (canonical(gold), canonical(rounded_fractions(pred, gold)))
         reply = self._replies.get(key)
         if reply is None:
             reply = self.worker.check(*key, self.timeout_s)

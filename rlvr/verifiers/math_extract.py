@@ -30,11 +30,17 @@ Decisions (each one a line; the tests in tests/test_math_attacks.py and tests/te
   teach the model broken LaTeX. `\\frac12` itself is valid LaTeX and reads as 1/2.
 - Plain numbers (read in rlvr.verifiers.math_numbers) are compared exactly as fractions, never with a
   tolerance: 0.333 != 1/3, 1e-10 != 0, 0.0001 != 0.0002, 3.1416 != 3.14. Scientific notation (1e-10) is a
-  plain number here (math-verify reads '1e-10' as e - 10). A percent 'X%' reads as X/100 or as X (50% ==
-  0.5 == 1/2 and 50% == 50, but 50 != 0.5). Trailing units (`\\text{ cm}`, `^\\circ`, `\\$`) are dropped
-  from a number. A decimal reference is matched exactly too: 3.1416 and \\pi are both wrong for 3.14 (a
-  question that wants rounding states the precision, and its reference is the rounded value); a decimal
-  answer to an exact reference (3.14 for \\pi, 0.333 for 1/3) is wrong (tolerance bait).
+  plain number here (math-verify reads '1e-10' as e - 10). A percent 'X%' on one side reads as X/100 or as
+  X (50% == 0.5 == 1/2 and 50% == 50, but 50 != 0.5); two percents compare as written (0.25% != 25%).
+  Trailing units (`\\text{ cm}`, `^\\circ`, `\\$`) are dropped from a number, text that changes it is not
+  (`5 \\text{ million}`; rlvr.verifiers.math_forms). A decimal reference is matched exactly too: 3.1416 and
+  \\pi are both wrong for 3.14 (a question that wants rounding states the precision, and its reference is
+  the rounded value); a decimal answer to an exact reference (3.14 for \\pi, 0.333 for 1/3) is wrong
+  (tolerance bait), unless it is a fraction printed at double precision (0.0833333333333333 for 1/12:
+  rlvr.verifiers.math_forms.machine_rounding).
+- Issue 24: a reference in several boxes joined by commas is one list, as a completion's is; an 'Answer:'
+  line or <answer> block that names the asked variable and then states the value ('the largest $n$ is
+  34') reads that value (rlvr.verifiers.math_latex.stated_value). Long completions: math_scan.
 """
 from __future__ import annotations
 
@@ -44,16 +50,16 @@ from typing import Literal, get_args
 
 from rlvr.verifiers.math_latex import clean as _clean
 from rlvr.verifiers.math_latex import connective as _connective
-from rlvr.verifiers.math_latex import latex_level, list_gap, refine
+from rlvr.verifiers.math_latex import latex_level, list_gap, refine, solves_nothing, stated_value
 from rlvr.verifiers.math_numbers import (  # noqa: F401  (re-exported: rlvr.verifiers.math and the tests use them)
     as_number, canonical, last_number, number_readings)
+from rlvr.verifiers.math_scan import ascii_lower, last_marks, nth_last, tail
 
 Mode = Literal["strict", "last_number", "latex"]
 MODES: tuple[str, ...] = get_args(Mode)
 
 MAX_ANSWER_CHARS = 2000  # longer extracted answers are not sent to sympy (parse time grows with length)
 MAX_DISTINCT_ANSWERS = 3  # more different final answers of one kind than this is answer spam
-_MAX_MARKS = 4096  # 'Answer:' / '####' markers examined, from the last one back
 _RECENT = 64  # candidates materialized per kind: enough to see spam, bounded work on 1 MB inputs
 NO_ANSWER = "no final answer found (expected \\boxed{}, 'Answer:' or '####')"
 NO_ANSWER_OR_NUMBER = "no final answer found (no \\boxed{}, 'Answer:', '####' or number)"
@@ -117,15 +123,16 @@ def _box_spans(text: str) -> list[tuple[int, int, int, int, str]]:
     """(start, content start, content end, end, kind) of the last _RECENT boxes, last box last; kind is
     "braced", "bare" (`\\boxed 5`) or "open" (cut at MAX_ANSWER_CHARS).
 
-    Walks the box starts backwards. A box cannot close after a later box start unless that later box closes
-    first (it would take the closing brace), so each scan stops at the next start: linear in all. It also
-    stops MAX_ANSWER_CHARS into the content; such a box is returned cut there (an over-long answer, never
-    checked), so a 1 MB run of braces costs one bounded scan.
+    Walks the box starts backwards (the last MAX_MARKS, rlvr.verifiers.math_scan). A box cannot close after a
+    later box start unless that later box closes first (it would take the closing brace), so each scan stops
+    at the next start: linear in all. It also stops MAX_ANSWER_CHARS into the content; such a box is returned
+    cut there (an over-long answer, never checked), so a 1 MB run of braces costs one bounded scan.
     """
     spans: list[tuple[int, int, int, int, str]] = []
     limit = len(text)
-    bare = [(m.start(), m.start(1), m.end(1), m.end(), "bare") for m in _BOXED_BARE.finditer(text)]
-    for match in reversed(list(_BOX_START.finditer(text))[-_MAX_MARKS:]):
+    marks = last_marks(text, (_BOX_START, _BOXED_BARE), ("\\boxed", "\\fbox"))
+    bare = [(m.start(), m.start(1), m.end(1), m.end(), "bare") for m in marks if m.re is _BOXED_BARE]
+    for match in reversed([m for m in marks if m.re is _BOX_START]):
         start, content = match.span()
         while bare and bare[-1][0] > start:
             spans.append(bare.pop())
@@ -164,9 +171,12 @@ def _boxed(text: str) -> list[Candidate]:
 def _marked_lines(text: str, mark: re.Pattern, refined: bool = False) -> list[Candidate]:
     """Answers after a marker: the rest of the line up to the next marker (or, when that is empty, the next
     non-empty line), refined as in mode latex when asked. Walks backwards and stops after _RECENT answers or
-    _MAX_MARKS markers, so 1 MB of markers stays cheap (no honest solution writes thousands of empty
+    MAX_MARKS markers, so 1 MB of markers stays cheap (no honest solution writes thousands of empty
     'Answer:' markers)."""
-    marks = [m.span() for m in mark.finditer(text)][-_MAX_MARKS:]
+    if mark is _ANSWER_MARK:  # case-insensitive: its literal is searched in a lowered copy
+        marks = [m.span() for m in last_marks(text, (mark,), ("answer",), ascii_lower(text))]
+    else:
+        marks = [m.span() for m in last_marks(text, (mark,), ("####",))]
     found: list[Candidate] = []
     for i in range(len(marks) - 1, -1, -1):
         start, value = marks[i]
@@ -179,14 +189,15 @@ def _marked_lines(text: str, mark: re.Pattern, refined: bool = False) -> list[Ca
             value, end = nxt.start(1), nxt.end(1)
             answer = _cut(text, value, end)
         if answer:
-            found.append(Candidate((refined and _cut(text, value, end, True)) or answer, start, end, answer))
+            stated = (refined and _cut(text, value, end, True)) or stated_value(answer) or answer
+            found.append(Candidate(stated, start, end, answer))
             if len(found) == _RECENT:
                 break
     return found[::-1]
 
 
 def _answer_tags(text: str, mode: Mode) -> list[Candidate]:
-    found, pos = [], 0
+    found, pos = [], nth_last(text, "<answer>")  # tags are paired from the last MAX_MARKS openers
     while (start := text.find("<answer>", pos)) >= 0:
         close = text.find("</answer>", start + len("<answer>"))
         if close < 0:
@@ -198,6 +209,7 @@ def _answer_tags(text: str, mode: Mode) -> list[Candidate]:
         inner = text[start + len("<answer>"):close]
         final = _final(inner, mode, tags=False, fallback=False)
         answer = final.text if final is not None else _cut(inner, 0, len(inner), mode == "latex")
+        answer = (final is None and mode != "latex" and stated_value(answer)) or answer
         if answer:
             candidates.append(Candidate(answer, start, close + len("</answer>")))
     return candidates
@@ -239,11 +251,13 @@ def _final(text: str, mode: Mode, tags: bool = True, fallback: bool = True) -> F
     if not fallback:
         return None
     if mode == "latex" and not _BOX_OR_TAG.search(text):  # a box or tag that never closed is no answer
+        text = tail(text)  # the last environment or number is in the last paragraphs (math_scan)
         candidates = [Candidate(span.text, span.start, span.end) for span in latex_level(text) if span.text]
         # Environments are mostly reasoning ('$x = 3$'): only the final run counts as answers (spam check).
         final = _with_run(text, "latex", candidates) if candidates else None
         return None if final is None else replace(final, recent=final.run)
-    number = last_number(text) if mode == "last_number" else None
+    window = tail(text)
+    number = last_number(window) if mode == "last_number" and not solves_nothing(window) else None
     return None if number is None else FinalAnswer(number, "last_number", (number,), (number,))
 
 
@@ -258,11 +272,12 @@ def extract_answer(text: str, mode: Mode = "strict") -> str | None:
 
 
 def extract_reference(reference: str) -> str | None:
-    """The gold answer: marked the same way as completions, else the whole (plain) reference text."""
+    """The gold answer: marked the same way as completions, else the whole (plain) reference text. Several boxes
+    joined by commas or 'and' are one list ('\\boxed{1}, \\boxed{2}' -> '1, 2', issue 24), as in completions."""
     found = _final(reference, "strict")
     if found is None and _MARKER.search(reference):  # '#### ' or '\\boxed{' with nothing readable after it
         return None
-    answer = found.text if found is not None else _clean(reference)
+    answer = _clean(reference) if found is None else ", ".join(found.run) if found.listed else found.text
     return answer or None
 
 
@@ -278,6 +293,8 @@ def top_level_items(answer: str) -> list[str]:
         return [answer]
     items, depth, start, text = [], 0, 0, _AND.sub(",", answer)
     for i, ch in enumerate(text):
+        if ch in ",;" and i and text[i - 1] == "\\":  # '\\,' '\\;' are spacing ('12\\,\\text{cm}', issue 24)
+            continue
         if ch in "([{":
             depth += 1
         elif ch in ")]}":

@@ -12,12 +12,16 @@ Decisions (tests/test_math_latex_mode.py; precedence in rlvr.verifiers.math_extr
 - An 'Answer:' / 'answer is' / '####' line is read as math-verify reads it: its first LaTeX environment and
   the environments chained to it by ',', 'and', 'or' (kept in the text, so 'or' still reads as a hedge);
   without one, its text minus leading and trailing prose words ('42 apples.' -> '42'), except words that
-  change the value or hedge ('minus', 'thousand', 'or', 'at least', ...: _KEEP).
+  change the value or hedge ('minus', 'thousand', 'or', 'at least', ...: _KEEP). A line whose environments
+  only name the asked variable reads the value stated after them: 'the largest $n$ is 34.' -> '34'
+  (stated_value, issue 24), unless a later environment may overrule it.
 - `$` pairs only on one line; a `$` right before a digit whose partner follows a space or precedes a digit is
   a currency sign ('$5 and $10'), not a delimiter; `\\$` is a dollar sign. A percent right after an
   environment belongs to it ('$28$\\%').
 - The last level reads a function's value at numbers ('$f(f(2)) = 26$') as that value (last_side), as
-  math-verify does; equations in unknowns ('2x + 3 = 7' is not 7) and identities go to the worker's guard 3.
+  math-verify does, and so a formula set to a number right after 'is' ('the sum of the roots is
+  $-\\frac{b}{a} = -5$'); equations in unknowns ('So $2x + 3 = 7$' is not 7, in mode last_number too:
+  solves_nothing) and identities go to the worker's guard 3.
 - Numbers and bare fractions outside environments are guarded as in last_number (rlvr.verifiers.math_numbers):
   when the rightmost thing is a number inside a larger expression, there is no answer.
 """
@@ -28,7 +32,7 @@ import re
 from collections import deque
 from typing import NamedTuple
 
-from rlvr.verifiers.math_numbers import NUMBER_IN_TEXT, brace_depths, in_expression, last_digit
+from rlvr.verifiers.math_numbers import NUMBER_IN_TEXT, as_number, brace_depths, in_expression, last_digit
 
 RECENT = 64  # candidates kept from the end of the text (enough to see a run of alternatives)
 _DELIMITERS = re.compile(r"\\\\|\\\$|\$\$|\$|\\\[|\\\]|\\\(|\\\)")
@@ -45,6 +49,11 @@ _APPLICATION = re.compile(r"[A-Za-z](?:_\{?\w+\}?)?\s*\(.*\)")  # f(2), g_1(f(3)
 _COMMAND = re.compile(r"\\[A-Za-z]+")
 _FREE = re.compile(r"[A-Za-z](?!\s*\()")
 _PROSE = re.compile(r"(?:[A-Z]?[a-z]{2,}|[A-Z][a-z]|I)[.,:;!?]*")  # a word, never a variable like 'x'
+_NAMED = re.compile(r"\b(?:is|are|was|equals|becomes)\s*$")  # 'the number of diagonals is $..$'
+_EQUATION_WORD = re.compile(r"\b(?:equations?|inequalit(?:y|ies)|system|conditions?|constraints?|identity)\b[^.$]*$",
+                            re.IGNORECASE)
+_SUBJECT = re.compile(r"[A-Za-z](?:_\{?\w+\}?)?\s*=?")  # what a question asks for: $n$, $a_5$, $x =$
+_STATED = re.compile(r"\s*(?:(?:is|was|equals)(?![\w'])|=|:)\s*")
 _KEEP = frozenset({  # prose words that change the value or hedge: never trimmed from an answer
     "or", "and", "either", "neither", "nor", "maybe", "perhaps", "possibly", "not", "no", "minus", "negative",
     "plus", "times", "over", "under", "above", "below", "less", "more", "fewer", "least", "most", "than", "at",
@@ -67,7 +76,10 @@ def clean(answer: str) -> str:
     while answer != previous:
         previous = answer
         for wrapper in ("**", "$", "\\(", "\\)", "\\[", "\\]"):
-            answer = answer.removeprefix(wrapper).removesuffix(wrapper).strip()
+            answer = answer.removeprefix(wrapper)
+            if not answer.endswith("\\$"):  # '18\\$' ends with a dollar sign, not a delimiter (issue 24)
+                answer = answer.removesuffix(wrapper)
+            answer = answer.strip()
         if not answer.endswith("\\right."):  # '\\right.' is an invisible delimiter, not a full stop
             answer = answer.removesuffix(".").strip()
     return answer
@@ -83,16 +95,34 @@ def list_gap(gap: str) -> bool:
     return len(gap) <= 200 and all(w.lower() == "and" for w in _GAP_NOISE.sub(" ", gap).split())
 
 
-def last_side(answer: str) -> str:
+def last_side(answer: str, before: str = "") -> str:
     """'f(f(2)) = 26' -> '26': a function's value at numbers, stated in running text, names that value as
     'x = 26' does (math-verify reads the last side too: get_last_eq). The worker cannot check it (f is
-    unknown) and guard 3 of rlvr.verifiers.math_worker would refuse it, so it is cut here. Nothing else is:
-    '2x + 3 = 7' stays an equation (not 7), '5 = 7' a false identity, '2 \\cdot 81 = 162' a true one that
-    the worker checks; boxes and 'Answer:' lines are never cut."""
+    unknown) and guard 3 of rlvr.verifiers.math_worker would refuse it, so it is cut here. So is a formula
+    set equal to a number right after 'is' (`before`, the text before the environment): 'the sum of the
+    roots is $-\\frac{b}{a} = -5$' states -5 (the formula names the quantity), unless that text calls it
+    an equation. Nothing else is: 'So $2x + 3 = 7$' stays an equation (not 7), '5 = 7' a false identity,
+    '2 \\cdot 81 = 162' a true one that the worker checks; boxes and 'Answer:' lines are never cut."""
     sides = _EQUALS.split(answer)
+    if len(sides) == 2 and _free_variable(sides[0]) and as_number(sides[1]) is not None \
+            and _NAMED.search(before) and not _EQUATION_WORD.search(before):
+        return sides[1].strip()
     if len(sides) < 2 or not _APPLICATION.fullmatch(sides[0].strip()) or _free_variable(sides[0]):
         return answer
     return answer if _free_variable(sides[-1]) else sides[-1].strip()
+
+
+def solves_nothing(text: str) -> bool:
+    """Whether the last number of `text` is the side of an equation in unknowns in its last environment
+    ('So $2x + 3 = 7$.'): mode last_number then has no answer, as mode latex refuses it (guard 3 of
+    rlvr.verifiers.math_worker). Assignments, identities and what last_side cuts stay values."""
+    envs = latex_envs(text)
+    if not envs or not envs[-1].start <= last_digit(text) < envs[-1].end:
+        return False
+    env = envs[-1]
+    sides = _EQUALS.split(env.text)
+    return (len(sides) >= 2 and last_side(env.text, text[max(0, env.start - 80):env.start]) == env.text
+            and not _SUBJECT.fullmatch(sides[0].strip()) and any(_free_variable(side) for side in sides[:-1]))
 
 
 def _free_variable(side: str) -> bool:
@@ -164,7 +194,30 @@ def trim_prose(answer: str) -> str:
 def refine(region: str) -> str:
     """The answer in an 'Answer:' line or an <answer> block (see the module docstring)."""
     envs = latex_envs(region)
-    return _chain(region, envs) if envs else trim_prose(clean(region))
+    return stated_value(region, envs) or (_chain(region, envs) if envs else trim_prose(clean(region)))
+
+
+def stated_value(region: str, envs: list[Span] | None = None) -> str | None:
+    """The value stated after what the question asks for, when the environments before it only name that:
+    'the largest $n$ is 34.' -> '34', 'so $x$ = $5$' -> '5' (issue 24: the answer stated in words after the
+    last LaTeX expression; math-verify reads the first environment, $n$). None for any other line."""
+    envs = latex_envs(region) if envs is None else envs
+    subjects = 0
+    while subjects < len(envs) and _SUBJECT.fullmatch(envs[subjects].text):
+        subjects += 1
+    if not subjects:
+        return None
+    last = envs[subjects - 1]
+    stated = _STATED.match(region, last.end)
+    if stated is None and not last.text.endswith("="):
+        return None
+    start = stated.end() if stated else last.end
+    if subjects < len(envs) and not region[start:envs[subjects].start].strip():  # 'is $34$'
+        return _chain(region, envs[subjects:])
+    if subjects < len(envs):  # '$n$ is 34. Wait, $n$ is 35': what comes later may overrule it
+        return None
+    value = trim_prose(clean(region[start:]))
+    return value if as_number(value) is not None else None
 
 
 def latex_level(text: str) -> list[Span]:
@@ -181,7 +234,7 @@ def latex_level(text: str) -> list[Span]:
             blocked = max(blocked, match.end())
         else:
             spans.append(Span(match.start(), match.end(), clean(match.group())))
-    spans = [Span(s.start, s.end, last_side(s.text)) for s in spans]
+    spans = [Span(s.start, s.end, last_side(s.text, text[max(0, s.start - 80):s.start])) for s in spans]
     spans.sort(key=lambda s: s.start)
     end = spans[-1].end if spans else -1
     if blocked > end or last_digit(text) >= end:  # every environment is a span: these digits are outside

@@ -21,6 +21,8 @@ Guards applied on top of `math_verify.verify` (cases from Math-Verify issue #14 
 4. Undefined values (zoo, nan: '\\frac{1}{0}', '12:00') never equal anything.
 5. A side math-verify reads only as a string (its LaTeX failed to parse) is unparseable: its string is a
    truncated prefix ('1 - \\frac{1}{' for '1 - \\frac{1}{\\mathrm{e}}'), equal to other truncated prefixes.
+A reading added before the comparison: an inequality in one unknown answers an interval reference as the
+set it describes ('x > 3' == '(3, \\infty)'; as_interval).
 """
 from __future__ import annotations
 
@@ -113,13 +115,14 @@ def equation_problem(gold, pred) -> str | None:
     relations = list(getattr(pred, "_unsorted_args", pred.args)) if isinstance(pred, And) else [pred]
     if isinstance(gold, (Relational, And)) or not all(isinstance(r, Eq) for r in relations):
         return None
+    # every link of a chain without unknowns must hold, also after an assignment: 'x = 3 = 4' is no value
+    # (issue 24; math-verify took its last side, 4), 'x = 3 + 4 = 7' is 7
+    if any(not r.free_symbols and not close(r.lhs, r.rhs) for r in relations):
+        return "a false equation is not a value"
     if is_assignment_relation(pred):
         return None
-    for relation in relations:
-        if relation.free_symbols:
-            return "an equation is not a value (only 'x = value' is read as one)"
-        if not close(relation.lhs, relation.rhs):
-            return "a false equation is not a value"
+    if any(r.free_symbols for r in relations):
+        return "an equation is not a value (only 'x = value' is read as one)"
     return None
 
 
@@ -138,6 +141,24 @@ def guard(gold, pred) -> str | None:
     return f"values differ beyond a relative {RELATIVE_TOLERANCE:g} (math-verify rounds tiny values to 0)"
 
 
+def as_interval(pred, gold):
+    """`pred` as the set it describes when the reference is an interval and `pred` an inequality in one unknown:
+    'x > 3' for '(3, \\infty)' (issue 24; math-verify matches them only the other way round). Unchanged
+    otherwise; sympy decides the set, so 'x^2 > 9' is not '(3, \\infty)'."""
+    from sympy import And, Interval, Union
+    from sympy.core.relational import Eq, Ne, Relational
+
+    relations = pred.args if isinstance(pred, And) else (pred,)
+    if not isinstance(gold, (Interval, Union)) or len(getattr(pred, "free_symbols", ())) != 1:
+        return pred
+    if not all(isinstance(r, Relational) and not isinstance(r, (Eq, Ne)) for r in relations):
+        return pred
+    try:
+        return pred.as_set()
+    except Exception:  # sympy cannot solve it: compare as written
+        return pred
+
+
 def parsed(latex: str) -> list:
     """math-verify's reading of one answer, sympy objects only (see guard 5)."""
     from math_verify import parse
@@ -154,7 +175,7 @@ def check(gold_text: str, pred_text: str) -> dict:
     gold = [exact_decimals(x) for x in parsed(gold_text)]
     if not gold:
         return {"status": "gold_unparseable"}
-    pred = [exact_decimals(x) for x in parsed(pred_text)]
+    pred = [as_interval(exact_decimals(x), gold[0]) for x in parsed(pred_text)]
     if not pred:
         return {"status": "pred_unparseable"}
     if not verify(gold, pred, timeout_seconds=None):

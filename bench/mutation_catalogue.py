@@ -112,6 +112,39 @@ RESUME = [
        "tests/test_cold_start.py::test_token_lengths_fit_short_rollouts"),
 ]
 
+# --- the math verifier's guards (README "Verifiers", issue 24 part 3) -----------------------------------------
+MATH_VERIFIER = [
+    _m("math: a rounded decimal is no fraction", "rlvr/verifiers/math_forms.py",
+       "MACHINE_DIGITS = 15  # significant digits a double always prints correctly (DBL_DIG)",
+       "MACHINE_DIGITS = 10  # significant digits a double always prints correctly (DBL_DIG)",
+       "tests/test_math_attacks.py::test_math_attack_scores_zero"),
+    _m("math: double-precision rounding rule", "rlvr/verifiers/math_forms.py",
+       "return abs(Fraction(decimal.strip()) - exact) < Fraction(1, 10 ** len(match.group(2)))", "return True",
+       "tests/test_math_forms.py::test_machine_rounding_rule"),
+    _m("math: two percents compare as written", "rlvr/verifiers/math_numbers.py",
+       "return _percent_value(gold) == _percent_value(pred)", "return bool(gold_values & pred_values)",
+       "tests/test_math_attacks.py::test_math_attack_scores_zero"),
+    _m("math: value-changing words are no unit", "rlvr/verifiers/math_forms.py",
+       "return not (VALUE_WORDS.intersection(words) or words[0] in _FIRST_ONLY)", "return True",
+       "tests/test_math_attacks.py::test_math_attack_scores_zero"),
+    _m("math: arrows are no value", "rlvr/verifiers/math_forms.py",
+       "if arrow and not _ARROW.search(gold):", "if False:",
+       "tests/test_math_attacks.py::test_math_attack_scores_zero"),
+    _m("math: chains x = 3 = 4 are checked", "rlvr/verifiers/math_worker.py",
+       "if any(not r.free_symbols and not close(r.lhs, r.rhs) for r in relations):", "if False:",
+       "tests/test_math_forms.py::test_worker_reads_chains_and_inequalities"),
+    _m("math: an inequality against an interval", "rlvr/verifiers/math_worker.py",
+       "pred = [as_interval(exact_decimals(x), gold[0]) for x in parsed(pred_text)]",
+       "pred = [exact_decimals(x) for x in parsed(pred_text)]",
+       "tests/test_math_forms.py::test_worker_reads_chains_and_inequalities"),
+    _m("math: a thin space before a unit", "rlvr/verifiers/math_extract.py",
+       "if ch in \",;\" and i and text[i - 1] == \"\\\\\":  # '\\\\,' '\\\\;' are spacing ('12\\\\,\\\\text{cm}', issue 24)",
+       "if False:", "tests/test_math_forms.py::test_equivalent_forms_are_correct"),
+    _m("math: bounded scans of long completions", "rlvr/verifiers/math_scan.py",
+       "FALLBACK_CHARS = 16_384  # the tail read by the fallbacks; a final sentence or paragraph is far shorter",
+       "FALLBACK_CHARS = 10**7", "tests/test_math_attacks.py::test_adversarial_completions_cost_little_parent_cpu"),
+]
+
 # --- Ray: weights reach the actors; each rank keeps its own RNG (README "Ray") -------------------------------
 RAY = [
     _m("ray weight sync sends the weights", "rlvr/cluster/ray_backend.py",
@@ -155,4 +188,4 @@ NOTES = [
        "tests/test_signals.py::test_tied_advice_knows_what_the_run_does"),
 ]
 
-CATALOGUE: list[Mutation] = MATH + RESUME + RAY + DISTRIBUTED + NOTES
+CATALOGUE: list[Mutation] = MATH + RESUME + RAY + DISTRIBUTED + NOTES + MATH_VERIFIER

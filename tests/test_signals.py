@@ -79,6 +79,10 @@ def test_tied_advice_knows_what_the_run_does() -> None:
     solved = _second({**stuck, "outcomes/math/correct": 32, "outcomes/math/wrong": 0}, dynamic_sampling=True,
                      max_extra_prompts=12)
     assert "solves these problems every time" in solved and "try" not in solved
+    # 26 of 32 (0.81 >= CONVERGED 0.75, < SOLVED 0.95): converged, said without advice
+    converged = _second({**stuck, "outcomes/math/correct": 26, "outcomes/math/wrong": 6}, dynamic_sampling=True,
+                        max_extra_prompts=12)
+    assert "converged at this difficulty" in converged and "81% of them right" in converged and "try" not in converged
     assert "too hard" in _second({**stuck, "outcomes/math/correct": 0, "outcomes/math/wrong": 32})
 
 
@@ -130,6 +134,13 @@ def test_entropy_note_needs_low_entropy_and_ties_on_an_unsolved_task() -> None:
     assert "entropy" not in _second({**stuck, "entropy": 0.06})
     assert "entropy" not in _second({**stuck, "zero_std_fraction": 0.25})
     assert "entropy" not in _second({**stuck, "outcomes/math/correct": 31, "outcomes/math/wrong": 1})
+    # the default run's steps 27-28: entropy 0.023 / 0.029, 3 of 4 groups topped up, 27 and 25 of 32 correct
+    # (>= CONVERGED 0.75): converged, not collapsed
+    late = [{"entropy": e, "zero_std_fraction": 0.75, "dynamic_sampling/topped_up": 3, "outcomes/math/correct": c,
+             "outcomes/math/wrong": 32 - c} for e, c in ((0.0231, 27), (0.0288, 25))]
+    assert _diagnose(late, dynamic_sampling=True, max_extra_prompts=12) == [[], []]
+    assert "entropy is collapsing" in _diagnose([{**x, "outcomes/math/correct": 23, "outcomes/math/wrong": 9}
+                                                 for x in late], dynamic_sampling=True)[1][0]  # 23/32 = 0.72
 
 
 def test_run_facts_from_the_default_config() -> None:

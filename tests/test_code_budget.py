@@ -35,10 +35,10 @@ def judge_values(reference: str, value: object, budget_s: float = 0.1) -> tuple[
 
 
 @pytest.mark.parametrize("assertion,value", [
-    ("assert sum(1 for x in f(1) if x >= 0) == 5", list(range(300_000))),  # ~900k steps at ~2 us: ~2 s
-    ("assert sum(f(1), []) == []", [[k] for k in range(100_000)]),  # quadratic: 5e9 item copies in one C call
-    ("assert len({x for x in f(1)}) == 0", [k * ((1 << 61) - 1) for k in range(1, 40)] + list(range(300_000))),
-])
+    ("assert not all(x >= 0 for x in f(1))", list(range(300_000))),  # ~900k steps at ~2 us: ~2 s unbudgeted
+    ("assert sum(f(1), []) == []", [[k] for k in range(20_000)]),  # quadratic: 2e8 item copies in one C call
+    ("assert len({x for x in f(1)}) == 0", list(range(300_000))),
+], ids=["evaluation_steps", "sum_of_lists", "set_comprehension"])
 def test_the_budget_stops_the_parent(assertion, value):
     outcomes, cpu = judge_values(refs(assertion), value)
     assert outcomes[0][0] is False and "CPU budget" in outcomes[0][1], outcomes

@@ -2,12 +2,14 @@
 
 Reference (a JSON string): {"asserts": ["assert add(1, 2) == 3", ...]} and/or
 {"io": [{"input": "1 2\\n", "output": "3\\n"}, ...]}, optional "entry" (the function under test, also
-bound as `candidate`, HumanEval style) and "time_limit_s" (per sandbox run, capped at 60 s).
+bound as `candidate`, HumanEval style), "time_limit_s" (per sandbox run, capped at 60 s) and "rel_tol"
+(two floats then match within math.isclose(rel_tol=...); without it, `==` is exactly Python's).
 
   * Code: the last ```python / ```py / bare ``` block of the completion, else the whole completion.
   * Asserts: judged in this process on plain data; the sandbox only runs the candidate's own calls, on
     arguments computed here, one sandboxed run per round of nested calls (code_tests.py says why). Calls
-    only an untaken branch may need run last in a round, with a quarter of the time limit of their own.
+    that only a branch Python may not take needs (speculative) run last in a round, with a quarter of the
+    time limit of their own; one that does not answer is dropped, never failed.
     The parent spends at most code_budget.PARENT_CPU_S of CPU judging one completion (issue #24).
   * stdin/stdout: one sandboxed run per case; a case passes when stdout equals the expected output
     (trailing whitespace per line and trailing blank lines ignored), the program exited 0, within time.

@@ -6,6 +6,7 @@ the parent's judging alone.
 """
 from __future__ import annotations
 
+import gc
 import json
 import math
 import time
@@ -133,3 +134,15 @@ def test_speculative_call_without_an_answer_is_dropped_not_failed():
     assert [c.ops[0][1] for c in calls] == [[2], [3]] and rounds.needed == 1 and rounds.cut_rounds == 1
     rounds.record(calls, {0: CallResult(True, 0, 1), 1: CallResult(True, 9, 1)})
     assert rounds.calls() == [] and rounds.outcomes() == [(True, "")]
+
+
+def test_collector_is_paused_while_judging_and_resumed_after():
+    # a full collection of the trainer's heap, triggered by decoding a big result, cost 0.135 s (code_budget.py)
+    assert gc.isenabled()
+    first, second = Budget(), Budget()
+    with first:
+        assert not gc.isenabled()
+        with second:  # another completion judged meanwhile (verifier threads)
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # still judging the first one
+    assert gc.isenabled()

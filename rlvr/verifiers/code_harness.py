@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 
-from rlvr.verifiers.code_budget import Failed, OverBudget, check
+from rlvr.verifiers.code_budget import DECODE_S_PER_BYTE, Failed, OverBudget, check
 from rlvr.verifiers.code_eval import CallResult, CandidateCall
 from rlvr.verifiers.code_wire import Reader
 
@@ -188,7 +188,7 @@ def read_results(channel: bytes, calls: list[CandidateCall]) -> tuple[dict[int, 
     ready, load_error, reader = False, "", Reader()
     for raw in channel.split(b"\n"):
         try:
-            check()  # a line of plain lists has no tagged object, whose decoding checks the budget as it goes
+            check(len(raw) * DECODE_S_PER_BYTE)  # json.loads of one line cannot be interrupted
             line = reader.loads(raw, untagged=1)
             if line.get("ready") is True:
                 ready = True

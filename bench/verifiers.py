@@ -2,7 +2,12 @@
 the same harness as a bare subprocess (no bwrap, cgroup, rlimits, seccomp) for the sandbox's overhead, and
 math verifications/s (numeric fast path, and LaTeX through math-verify in its worker process).
 
+`--adversarial` instead measures the parent's CPU (time.process_time of this process: the trainer's share, not
+the sandbox's) per completion over adversarial completions built to make the parent work (issue #24): the
+code set (`adversarial_code_cases`) and the math set (`adversarial_math_cases`). Goal: <= 0.2 s each.
+
     .venv/bin/python bench/verifiers.py [--n 40] [--threads 2 4] [--math-n 2000] [--latex-n 100]
+    .venv/bin/python bench/verifiers.py --adversarial [--time-limit 2]
 """
 from __future__ import annotations
 
@@ -15,9 +20,11 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from rlvr.verifiers.base import Verifier
 from rlvr.verifiers.code import CodeVerifier
 from rlvr.verifiers.code_tests import AssertRounds, harness_files, parse_reference, read_results
 from rlvr.verifiers.math import MathVerifier
+from rlvr.verifiers.math_extract import MODES
 from rlvr.verifiers.sandbox import SYSTEM_PYTHON, SandboxConfig, probe
 
 CODE = "```python\ndef add(a, b):\n    return a + b\n```"
@@ -108,14 +115,120 @@ def bench_math(n: int, latex_n: int) -> None:
           f"{latex_rate:8.1f} verifications/s")
 
 
+# ---------------------------------------------------------------- adversarial completions (issue #24)
+PARENT_CPU_GOAL_S = 0.2
+
+
+def _asserts(*tests: str, **extra) -> str:
+    return json.dumps({"asserts": list(tests), **extra})
+
+
+def _io(n: int = 1) -> str:
+    return json.dumps({"io": [{"input": f"{i}\n", "output": f"{i}\n"} for i in range(n)]})
+
+
+_BIG = "(1 << 65535) + 12345"  # an int at the parent's 65,536-bit bound
+ADVERSARIAL_CODE = {  # name -> (completion, reference); none of them is a right answer
+    "fraction_sum": ("from fractions import Fraction\ndef f(n):\n    return [Fraction(1, k) for k in range(1, 30000)]",
+                     _asserts("assert sum(f(1)) == 1")),
+    "fraction_sum_made_here": ("def f(n):\n    return list(range(2, 30000))",
+                               _asserts("assert sum(Fraction(1, k) for k in f(1)) == 1")),
+    "fraction_sorted_big": ("from fractions import Fraction\nimport random\ndef f(n):\n    random.seed(n)\n"
+                            "    return [Fraction(random.getrandbits(2000), random.getrandbits(2000) | 1) "
+                            "for _ in range(1000)]", _asserts("assert sorted(f(1)) == []")),
+    "fraction_exponent": ("from fractions import Fraction\ndef f(n):\n    return Fraction(10 ** 7)",
+                          _asserts("assert 3 ** f(1) == 1")),
+    "fraction_base_power": ("from fractions import Fraction\ndef f(n):\n    return Fraction(3, 2)",
+                            _asserts("assert f(1) ** 200000 == 1")),
+    "modular_power": (f"def f(n):\n    return ({_BIG}) >> (45000 if n == 1 else 0)",
+                      _asserts("assert pow(3, f(1), f(2)) == 1")),
+    "comb": ("def f(n):\n    return 100000", _asserts("assert math.comb(f(1), f(1) // 2) == 1")),
+    "bigint_divisions": (f"def f(n):\n    return [({_BIG}) - k for k in range(16)]",
+                         _asserts("assert all(x % (y >> 30000) == 1 for x in f(1) for y in f(1))")),
+    "generator_iteration": ("def f(n):\n    return iter(range(100000))",
+                            _asserts("assert sum(1 for x in f(1) if x >= 0) == 5")),
+    "comprehension_over_result": ("def f(n):\n    return list(range(120000))",
+                                  _asserts("assert [x * 2 for x in f(1)] == []")),
+    "list_sum_quadratic": ("def f(n):\n    return [[k] for k in range(100000)]",
+                           _asserts("assert sum(f(1), []) == []")),
+    "hash_collisions": ("def f(n):\n    return [k * ((1 << 61) - 1) for k in range(1, 40000)]",
+                        _asserts("assert len(set(f(1))) == 1")),
+    "tuples_one_mib": ("def f(n):\n    return [(k,) for k in range(100000)]", _asserts("assert f(1) == []")),
+    "floats_repr": ("def f(n):\n    return [k / 7 for k in range(60000)]", _asserts("assert str(f(1)) == ''")),
+    "tolerant_compare": ("def f(n):\n    return [[k / 7] for k in range(50000)] + [n]",
+                         _asserts("assert f(1) == f(2)", rel_tol=1e-9)),
+    "deep_nesting": ("def f(n):\n    x = []\n    for _ in range(99):\n        x = [x, x]\n    return x",
+                     _asserts("assert f(1) == []")),
+    "stderr_and_stdout_flood": ("import sys\nsys.stderr.write('x' * (50 << 20))\nsys.stdout.write('y' * (50 << 20))\n"
+                                "def f(n):\n    return 0", _asserts("assert f(1) == 1")),
+    "channel_flood": ("import os, sys\nwhile True:\n    os.write(int(sys.argv[1]), b'{\"i\": 0}\\n' * 4096)",
+                      _asserts("assert f(1) == 1")),
+    "stdout_flood_io": ("import sys\nwhile True:\n    sys.stdout.write('x' * 65536)", _io()),
+    "stdout_drip_io": ("import os\nwhile True:\n    os.write(1, b'x')", _io()),
+    "newlines_io_cases": ("import sys\nsys.stdout.write('\\n' * ((1 << 20) - 8) + 'x')", _io(8)),  # under the cap
+    "speculative_hang": ("def ok(x):\n    while x < 0:\n        pass\n    return True\ndef g(x):\n    return x",
+                         _asserts("assert any(ok(x) for x in [1, -1])", "assert g(g(1) + 1) == 0")),
+}
+
+
+def adversarial_code_cases() -> dict[str, tuple[str, str]]:
+    """Code completions that try to make the *parent* (the trainer) work: big or costly results, floods."""
+    return dict(ADVERSARIAL_CODE)
+
+
+def adversarial_math_cases() -> dict[str, tuple[str, str]]:
+    """Math completions that try to make the parent work, run in every answer mode. The math verifier's owner
+    (rlvr/verifiers/math*.py) extends this set: issue #24's 1 MB completions are measured here, not fixed."""
+    mb = 1 << 20
+    return {"open_braces_1mb": ("{" * mb + "1", "1"), "dollars_1mb": ("$" * mb, "1"),
+            "answer_lines_1mb": ("Answer:\n" * (mb // 8), "1")}
+
+
+def parent_cpu(verifier: Verifier, cases: dict[str, tuple[str, str]]) -> dict[str, tuple[float, float, object]]:
+    """name -> (parent CPU s, wall s, verdict): CPU of this process only, so the sandbox's own work is excluded."""
+    out = {}
+    for name, (completion, reference) in cases.items():
+        cpu, wall = time.process_time(), time.perf_counter()
+        verdict = verifier.verify(completion, reference)
+        out[name] = (time.process_time() - cpu, time.perf_counter() - wall, verdict)
+    return out
+
+
+def _print_cpu(kind: str, table: dict[str, tuple[float, float, object]]) -> None:
+    for name, (cpu, wall, verdict) in table.items():
+        flag = "" if cpu <= PARENT_CPU_GOAL_S else f"  OVER the {PARENT_CPU_GOAL_S:g} s goal"
+        print(f"  {kind} {name:28s} parent CPU {1000 * cpu:7.1f} ms  wall {wall:5.2f} s  "
+              f"{verdict.outcome.value:9s} {verdict.score:.2f}{flag}")
+    worst = max(table.items(), key=lambda item: item[1][0])
+    print(f"{kind}: worst parent CPU {1000 * worst[1][0]:.1f} ms ({worst[0]}) over {len(table)} completions")
+
+
+def bench_adversarial(time_limit_s: float) -> None:
+    state = probe()
+    print(f"sandbox: {state.reason}")
+    if state.ok:
+        code = CodeVerifier(sandbox=SandboxConfig(time_limit_s=time_limit_s))
+        code.verify(CODE, REFERENCE)  # warm: imports and the first sandbox run
+        _print_cpu("code", parent_cpu(code, adversarial_code_cases()))
+    else:
+        print("code: skipped (no sandbox)")
+    for mode in MODES:
+        _print_cpu(f"math {mode}", parent_cpu(MathVerifier(mode), adversarial_math_cases()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=40, help="code verifications per measurement")
     parser.add_argument("--threads", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--math-n", type=int, default=2000)
     parser.add_argument("--latex-n", type=int, default=100)
+    parser.add_argument("--adversarial", action="store_true", help="parent CPU per adversarial completion instead")
+    parser.add_argument("--time-limit", type=float, default=2.0, help="sandbox time limit for --adversarial")
     args = parser.parse_args()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+    if args.adversarial:
+        bench_adversarial(args.time_limit)
+        return
     bench_code(args.n, args.threads)
     bench_math(args.math_n, args.latex_n)
 

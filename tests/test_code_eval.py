@@ -9,9 +9,11 @@ import time
 
 import pytest
 
+from rlvr.verifiers.code_budget import PARENT_CPU_S, Budget
 from rlvr.verifiers.code_eval import MAX_ROUNDS, BadReference, CallResult
 from rlvr.verifiers.code_tests import AssertRounds, parse_reference, read_results
-from rlvr.verifiers.code_values import decode, encode, same
+from rlvr.verifiers.code_values import same
+from rlvr.verifiers.code_wire import decode, encode
 
 
 def refs(*asserts: str, **extra) -> str:
@@ -33,9 +35,10 @@ def _fake_run(root: str, ops: list, functions: dict) -> tuple[object, str]:
     return functions[root](*values, **{k: decode(v) for k, v in kwargs}), f"{root}({', '.join(shown)})"
 
 
-def judge(reference: str, functions: dict) -> tuple[list[tuple[bool, str]], list[list[str]]]:
-    """(outcomes, the calls of each round as 'name(args)') with `functions` as the candidate's namespace."""
-    rounds, log = AssertRounds(parse_reference(reference)), []
+def judge(reference: str, functions: dict, budget_s: float = 10.0) -> tuple[list[tuple[bool, str]], list[list[str]]]:
+    """(outcomes, the calls of each round as 'name(args)') with `functions` as the candidate's namespace. The
+    fake runs the candidate in this thread, so its work counts against the parent's CPU budget: 10 s here."""
+    rounds, log = AssertRounds(parse_reference(reference), Budget(budget_s)), []
     while calls := rounds.calls():
         results, names = {}, []
         for i, call in enumerate(calls):
@@ -179,8 +182,8 @@ def test_generator_results_behave_as_in_python():
 ])
 def test_candidate_values_cannot_blow_up_the_parent(assertion, value):
     start = time.monotonic()
-    outcomes, _ = judge(refs(assertion), {"f": lambda x: value})
-    assert outcomes[0][0] is False and ("bound" in outcomes[0][1] or "steps" in outcomes[0][1]), outcomes
+    outcomes, _ = judge(refs(assertion), {"f": lambda x: value}, budget_s=PARENT_CPU_S)  # the verifier's budget
+    assert outcomes[0][0] is False and any(w in outcomes[0][1] for w in ("bound", "steps", "budget")), outcomes
     assert time.monotonic() - start < 30  # a liveness bound with slack, not a speed test
 
 
@@ -203,16 +206,23 @@ def test_wire_round_trip_and_strict_decoding():
 
 
 def test_equality_on_plain_data():
-    assert same([1, (2, 3)], ((1, [2, 3]))) and same(1, 1.0) and same(True, 1) and not same("1", 1)
-    assert same(0.1 + 0.2, 0.3) and not same(1.0, 1.0001) and not same(None, 0)  # rel_tol 1e-9
+    # Python's own == (issue #24): a tuple is not a list, even nested; numbers mix (1 == 1.0 == True)
+    assert not same([1, (2, 3)], ((1, [2, 3]))) and same(1, 1.0) and same(True, 1) and not same("1", 1)
+    assert not same(0.1 + 0.2, 0.3) and not same(None, 0)  # 0.30000000000000004 != 0.3 in Python
     assert same({"a": 2}, {"a": 2.0}) and not same({1, 2}, [1, 2]) and same(frozenset({1}), {1})
+    # with a reference's rel_tol, two floats match within it: |0.30000000000000004 - 0.3| = 5.6e-17 <= 1e-9 * 0.3
+    assert same(0.1 + 0.2, 0.3, 1e-9) and same([0.1 + 0.2], [0.3], 1e-9) and not same(1.0, 1.0001, 1e-9)
+    assert not same([0.3], (0.3,), 1e-9) and not same(1, 1.0000000001, 1e-9)  # types and ints stay exact
 
 
 def test_int_answers_get_no_float_tolerance():
     # review F1: 1e12 is 999 away from 1000000000999 but within rel 1e-9; 1.0000000005 is not True
-    outcomes, _ = judge(refs("assert f(3) == 1000000000999", "assert g(3) == True", "assert h(1) == 0.3"),
-                        {"f": lambda n: 1e12, "g": lambda n: 1.0000000005, "h": lambda n: 0.1 + 0.2})
-    assert [ok for ok, _ in outcomes] == [False, False, True]  # two floats still compare within 1e-9
+    functions = {"f": lambda n: 1e12, "g": lambda n: 1.0000000005, "h": lambda n: 0.1 + 0.2}
+    asserts = ("assert f(3) == 1000000000999", "assert g(3) == True", "assert h(1) == 0.3")
+    outcomes, _ = judge(refs(*asserts, rel_tol=1e-9), functions)
+    assert [ok for ok, _ in outcomes] == [False, False, True]  # two floats compare within the reference's rel_tol
+    outcomes, _ = judge(refs(*asserts), functions)
+    assert [ok for ok, _ in outcomes] == [False, False, False]  # without it, exactly as Python: 0.1 + 0.2 != 0.3
 
 
 def test_stop_iteration_in_a_comprehension_fails_the_test_only():

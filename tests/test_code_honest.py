@@ -51,7 +51,7 @@ HONEST = {
     "math_float": ("import math\ndef hyp(a, b):\n    return math.sqrt(a * a + b * b)",
                    asserts("assert hyp(3, 4) == 5.0", "assert abs(hyp(1, 1) - 1.41421356) < 1e-6",
                            "assert math.isclose(hyp(1, 2), 5 ** 0.5)")),
-    "float_tolerance": ("def add(a, b):\n    return a + b", asserts("assert add(0.1, 0.2) == 0.3")),
+    "float_tolerance": ("def add(a, b):\n    return a + b", asserts("assert add(0.1, 0.2) == 0.3", rel_tol=1e-9)),
     "regex": ("import re\ndef words(s):\n    return re.findall(r'[a-z]+', s.lower())",
               asserts("assert words('Hello, World!') == ['hello', 'world']", "assert words('42') == []")),
     "heapq": ("import heapq\ndef k_smallest(xs, k):\n    return heapq.nsmallest(k, xs)",

@@ -5,6 +5,7 @@ import glob
 import json
 import os
 import threading
+import time
 
 import pytest
 
@@ -107,6 +108,34 @@ def test_wall_clock_kill_and_output_cap():
     assert result.timed_out and result.signal == 9 and result.exit_code is None
     assert 1.0 <= result.wall_s < 3.0
     assert len(result.stdout) == 1000 and result.truncated == frozenset({"stdout"})
+
+
+def test_stream_over_its_cap_is_closed():
+    # issue #24: a flood was drained until the deadline (0.7 s of parent CPU in 3 s); now the program's next
+    # write after the cap fails with EPIPE, so it ends at once (exit 3 here) and the parent reads 64 KiB only
+    program = ("import os, sys\ntry:\n    while True:\n        os.write(1, b'x' * 65536)\n"
+               "except BrokenPipeError:\n    sys.exit(3)")
+    cpu = time.process_time()
+    result = run_sandboxed(program, b"", SandboxConfig(time_limit_s=10.0, max_output_bytes=1 << 16))
+    assert result.exit_code == 3 and result.truncated == frozenset({"stdout"}) and len(result.stdout) == 1 << 16
+    assert result.wall_s < 5.0 and time.process_time() - cpu < 0.2
+
+
+def test_a_byte_at_a_time_is_read_in_batches():
+    # after 64 wakeups with data the parent reads at most every 5 ms: ~200 reads/s, not one per byte written
+    cpu = time.process_time()
+    result = run_sandboxed("import os, time\nwhile True:\n    os.write(1, b'x')\n    time.sleep(0.0001)", b"",
+                           SandboxConfig(time_limit_s=2.0))
+    assert result.timed_out and len(result.stdout) > 1000
+    assert time.process_time() - cpu < 0.1  # measured: 17 ms/s throttled, 84 ms/s reading every byte
+
+
+def test_cut_after_marker_shortens_the_deadline():
+    program = "import os, sys, time\nos.write(int(sys.argv[1]), b'needed\\nMARK\\n')\ntime.sleep(30)"
+    cut = run_sandboxed(program, b"", SandboxConfig(time_limit_s=10.0), channel=True, cut_after=(b"MARK\n", 0.3))
+    assert cut.cut and not cut.timed_out and cut.channel == b"needed\nMARK\n" and cut.wall_s < 5.0
+    late = run_sandboxed(program, b"", SandboxConfig(time_limit_s=1.0), channel=True, cut_after=(b"NEVER\n", 0.3))
+    assert late.timed_out and not late.cut  # no marker: the full limit, a timeout
 
 
 def test_memory_file_size_and_process_limits():

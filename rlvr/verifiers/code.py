@@ -2,11 +2,15 @@
 
 Reference (a JSON string): {"asserts": ["assert add(1, 2) == 3", ...]} and/or
 {"io": [{"input": "1 2\\n", "output": "3\\n"}, ...]}, optional "entry" (the function under test, also
-bound as `candidate`, HumanEval style) and "time_limit_s" (per sandbox run, capped at 60 s).
+bound as `candidate`, HumanEval style), "time_limit_s" (per sandbox run, capped at 60 s) and "rel_tol"
+(two floats then match within math.isclose(rel_tol=...); without it, `==` is exactly Python's).
 
   * Code: the last ```python / ```py / bare ``` block of the completion, else the whole completion.
   * Asserts: judged in this process on plain data; the sandbox only runs the candidate's own calls, on
-    arguments computed here, one sandboxed run per round of nested calls (code_tests.py says why).
+    arguments computed here, one sandboxed run per round of nested calls (code_tests.py says why). Calls
+    that only a branch Python may not take needs (speculative) run last in a round, with a quarter of the
+    time limit of their own; one that does not answer is dropped, never failed.
+    The parent spends at most code_budget.PARENT_CPU_S of CPU judging one completion (issue #24).
   * stdin/stdout: one sandboxed run per case; a case passes when stdout equals the expected output
     (trailing whitespace per line and trailing blank lines ignored), the program exited 0, within time.
     The exit status alone never passes anything.
@@ -23,12 +27,13 @@ from typing import Literal
 
 from rlvr.types import Outcome, Verdict
 from rlvr.verifiers.base import error_verdict
-from rlvr.verifiers.code_tests import (AssertRounds, BadReference, CodeTests, harness_files, parse_reference,
-                                       read_results, short)
+from rlvr.verifiers.code_tests import (SPECULATIVE_MARK, AssertRounds, BadReference, CodeTests, harness_files,
+                                       parse_reference, short)
 from rlvr.verifiers.sandbox import (CHANNEL_FD, PYTHON, SandboxConfig, SandboxUnavailable, probe, run_sandboxed,
                                     warn_unsandboxed)
 
 MAX_CODE_BYTES = 256 << 10  # longer extracted code is not run
+SPECULATIVE_SHARE = 0.25  # of the time limit, for a round's speculative calls once the needed ones answered
 _PYTHON_FENCES = ("python", "py", "python3", "")
 
 
@@ -116,15 +121,17 @@ class CodeVerifier:
         rounds = AssertRounds(tests)
         while calls := rounds.calls():
             run = run_sandboxed([PYTHON, "-I", "-B", "harness.py", CHANNEL_FD], b"", config,
-                                files=harness_files(code, calls, tests.entry), channel=True)
-            results, ready, load_error = read_results(run.channel, calls)
+                                files=harness_files(code, calls, tests.entry, rounds.needed), channel=True,
+                                cut_after=(SPECULATIVE_MARK, config.time_limit_s * SPECULATIVE_SHARE))
+            results, ready, load_error = rounds.read(run.channel, calls)
             rounds.record(calls, results)
-            if not ready and not run.timed_out:  # the harness never started: the sandbox itself failed
+            needed_missing = any(i not in results for i in range(rounds.needed))
+            if not ready and not run.timed_out and not run.cut:  # the harness never started: the sandbox failed
                 problems.append(f"sandbox failed (exit {run.exit_code}, signal {run.signal}): "
                                 f"{run.stderr.decode(errors='replace').strip()[-300:]}")
             elif load_error:
                 problems.append(load_error)
-            elif run.timed_out:
+            elif run.timed_out or (run.cut and needed_missing):  # a cut that left needed calls: a forged mark
                 problems.append("timeout after some tests" if results else "timeout")
             if problems:  # the code does not load, the sandbox fails or time ran out: stop here
                 rounds.stopped = problems[-1]
@@ -141,8 +148,8 @@ class CodeVerifier:
         if run.timed_out:
             problems.append("timeout")
             return False, f"io case {index}: timed out after {config.time_limit_s:g}s"
-        got, want = _normalise(run.stdout.decode("utf-8", "replace")), _normalise(expected)
-        if "stdout" in run.truncated or got != want:
+        got, want = run.stdout.decode("utf-8", "replace").replace("\r\n", "\n").rstrip(), _normalise(expected)
+        if "stdout" in run.truncated or not _same_output(got, want):
             return False, f"io case {index}: printed {short(got)}, expected {short(want)}"
         if run.exit_code != 0:
             return False, f"io case {index}: right output but exit {run.exit_code} (signal {run.signal})"
@@ -162,7 +169,11 @@ class CodeVerifier:
 
 
 def _normalise(text: str) -> str:
-    lines = [line.rstrip() for line in text.replace("\r\n", "\n").split("\n")]
-    while lines and not lines[-1]:
-        lines.pop()
-    return "\n".join(lines)
+    """Trailing whitespace per line and trailing blank lines dropped."""
+    return "\n".join(map(str.rstrip, text.replace("\r\n", "\n").split("\n"))).rstrip("\n")
+
+
+def _same_output(got: str, want: str) -> bool:
+    """`got` (already rstripped) normalises to `want`. Lines are only split when the counts agree, so the work
+    is the reference's size, not the candidate's: normalising 1 MiB of newlines took 140 ms (issue #24)."""
+    return got.count("\n") == want.count("\n") and _normalise(got) == want

@@ -17,8 +17,10 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from rlvr.verifiers.code_values import (LIBRARIES, MODULES, NAMES, UNARY, UNSUPPORTED_BUILTINS, Failed, attribute,
-                                        binary, call_allowed, check_size, compare, encode, fresh, hash_bound)
+from rlvr.verifiers.code_budget import OverBudget, check
+from rlvr.verifiers.code_values import (LIBRARIES, MODULES, NAMES, UNSUPPORTED_BUILTINS, Failed, attribute, binary,
+                                        call_allowed, check_size, compare, hash_bound, unary)
+from rlvr.verifiers.code_wire import encode, fresh
 
 MAX_STEPS = 500_000  # expression nodes evaluated per assert (comprehensions over big ranges)
 MAX_ROUNDS = 4  # depth of candidate calls nested in candidate calls' arguments
@@ -74,8 +76,8 @@ class Evaluator:
     a generator) to gather all calls whose arguments are known, so one sandbox run answers them together."""
 
     def __init__(self, known: dict[str, CallResult], requests: dict[str, CandidateCall], entry: str | None,
-                 collect: bool = False, site: int = 0):
-        self.known, self.requests, self.entry, self.collect = known, requests, entry, collect
+                 collect: bool = False, site: int = 0, rel_tol: float | None = None):
+        self.known, self.requests, self.entry, self.collect, self.rel_tol = known, requests, entry, collect, rel_tol
         self.steps, self.first_value, self.site = 0, None, site
         self.occurrences: dict[str, int] = {}  # each evaluation of a call site is its own call (no dedup)
 
@@ -83,6 +85,8 @@ class Evaluator:
         self.steps += 1
         if self.steps > MAX_STEPS:
             raise Failed(f"the assert took more than {MAX_STEPS} evaluation steps")
+        if self.steps % 8 == 0:  # a clock read costs about a quarter of a step
+            check()
         chain = candidate_chain(node, scope.keys(), self.entry)
         if chain is not None:
             return self._candidate(*chain, scope, node)
@@ -96,6 +100,8 @@ class Evaluator:
         for n in nodes:
             try:
                 values.append(self.eval(n, scope))
+            except OverBudget:
+                raise
             except Exception:
                 unknown = True
         if unknown:
@@ -210,33 +216,37 @@ class Evaluator:
         return binary(type(node.op).__name__, left, right)
 
     def _UnaryOp(self, node: ast.UnaryOp, scope: dict) -> Any:
-        return check_size(UNARY[type(node.op).__name__](self.eval(node.operand, scope)))
+        return unary(type(node.op).__name__, self.eval(node.operand, scope))
+
+    def _operands(self, nodes: list[ast.expr], scope: dict) -> Callable[[int], Any]:
+        """Operand i of a short-circuiting form, evaluated when Python evaluates it. In collect mode all are
+        evaluated once up front (Pending if one is unknown) and never again: a second evaluation would count
+        each call site twice, asking the sandbox for a call Python never makes (issue #24)."""
+        if self.collect:
+            return self._all(nodes, scope).__getitem__
+        return lambda i: self.eval(nodes[i], scope)
 
     def _BoolOp(self, node: ast.BoolOp, scope: dict) -> Any:
-        if self.collect:
-            self._all(node.values, scope)
-        value = None
-        for child in node.values:  # short-circuit as Python does
-            value = self.eval(child, scope)
+        operand, value = self._operands(node.values, scope), None
+        for i in range(len(node.values)):  # short-circuit as Python does
+            value = operand(i)
             if bool(value) == isinstance(node.op, ast.Or):
                 return value
         return value
 
     def _Compare(self, node: ast.Compare, scope: dict) -> bool:
-        if self.collect:
-            self._all([node.left, *node.comparators], scope)
-        left = self.eval(node.left, scope)
-        for op, comparator in zip(node.ops, node.comparators):
-            right = self.eval(comparator, scope)
-            if not compare(type(op).__name__, left, right):
+        operand = self._operands([node.left, *node.comparators], scope)
+        left = operand(0)
+        for i, op in enumerate(node.ops, 1):
+            right = operand(i)
+            if not compare(type(op).__name__, left, right, self.rel_tol):
                 return False
             left = right
         return True
 
     def _IfExp(self, node: ast.IfExp, scope: dict) -> Any:
-        if self.collect:
-            self._all([node.test, node.body, node.orelse], scope)
-        return self.eval(node.body if self.eval(node.test, scope) else node.orelse, scope)
+        operand = self._operands([node.test, node.body, node.orelse], scope)
+        return operand(1) if operand(0) else operand(2)
 
     def _Subscript(self, node: ast.Subscript, scope: dict) -> Any:
         value, index = self._all([node.value, node.slice], scope)
@@ -313,10 +323,14 @@ class Evaluator:
             _bind(comp.target, item, inner)
             try:
                 keep = all(self._all(comp.ifs, inner))
+            except OverBudget:
+                raise
             except Exception:
                 keep, unknown = True, True  # walk the element anyway, to gather its calls
             try:
                 out.extend(self._collect_all(element, generators[1:], inner) if keep else [])
+            except OverBudget:
+                raise
             except Exception:
                 unknown = True
         if unknown:

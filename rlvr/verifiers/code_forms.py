@@ -2,6 +2,10 @@
 
 A form outside this set makes the reference unscorable with a detail naming the form, so a pass is never
 decided in the sandbox. README's "Assert forms the code verifier evaluates" lists the same set.
+
+Each candidate name is also recorded as *tested* (in the first operand of a comparison that has one, or outside
+comparisons) or *expected* (in a later operand: `Fraction` in `f(3) == Fraction(1, 3)`). Without an "entry",
+parse_reference refuses a name that is only ever expected (issue #24): the candidate could define it to match.
 """
 from __future__ import annotations
 
@@ -13,17 +17,19 @@ from rlvr.verifiers.code_values import BINARY, LIBRARIES, METHOD_NAMES, MODULES,
 _COMPARE_OPS = {"Eq", "NotEq", "Lt", "LtE", "Gt", "GtE", "Is", "IsNot", "In", "NotIn"}
 
 
-def check_supported(test: ast.expr, source: str, entry: str | None) -> None:
-    """Raise BadReference naming the first form of `test` the parent cannot evaluate, or when it never calls
-    the candidate (a test of constants)."""
+def check_supported(test: ast.expr, source: str, entry: str | None) -> tuple[frozenset[str], frozenset[str]]:
+    """(tested names, expected names) of `test`'s candidate calls. Raises BadReference naming the first form the
+    parent cannot evaluate, or when `test` never calls the candidate (a test of constants)."""
     checker = _Checker(entry)
     try:
         checker.visit(test, frozenset())
     except _Unsupported as err:
         raise BadReference(f"{source[:80]!r} uses {err}, which rlvr does not evaluate (README: supported assert "
                            "forms); the sample is unscorable") from None
-    if not checker.uses_candidate:
+    if not checker.roots:
         raise BadReference(f"{source[:80]!r} tests only constants")
+    return (frozenset(root for root, expected in checker.roots if not expected),
+            frozenset(root for root, expected in checker.roots if expected))
 
 
 class _Unsupported(Exception):
@@ -37,7 +43,8 @@ _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 
 class _Checker:
     def __init__(self, entry: str | None):
-        self.entry, self.uses_candidate = entry, False
+        self.entry, self.expected = entry, False  # expected: visiting an operand after the tested one
+        self.roots: list[tuple[str, bool]] = []  # (candidate name, on the expected side?)
 
     def visit(self, node: ast.AST | None, bound: frozenset[str]) -> None:
         if node is None:
@@ -62,7 +69,7 @@ class _Checker:
         elif isinstance(node, ast.UnaryOp) and type(node.op).__name__ in UNARY:
             self.visit(node.operand, bound)
         elif isinstance(node, ast.Compare) and all(type(op).__name__ in _COMPARE_OPS for op in node.ops):
-            self._children([node.left, *node.comparators], bound)
+            self._compare(node, bound)
         elif isinstance(node, ast.keyword):
             self.visit(node.value, bound)
         elif isinstance(node, _COMPREHENSIONS):
@@ -80,7 +87,23 @@ class _Checker:
             # trusts (HumanEval/32's poly) would then be the candidate's own (issue #8 review).
             raise _Unsupported(f"the name {root!r}, which is neither the entry {self.entry!r} nor a builtin rlvr "
                                "evaluates (a helper the test trusts would be the candidate's own)")
-        self.uses_candidate = True
+        self.roots.append((root, self.expected))
+
+    def _compare(self, node: ast.Compare, bound: frozenset[str]) -> None:
+        """The first operand holding a candidate call is the tested one; every later operand is expected."""
+        operands = [node.left, *node.comparators]
+        for op, left, right in zip(node.ops, operands, operands[1:]):
+            safe = _identity_safe(left, bound) or _identity_safe(right, bound)
+            if isinstance(op, (ast.Is, ast.IsNot)) and not safe:
+                raise _Unsupported("`is` between two values (results cross the sandbox as copies, so identity is "
+                                   "not kept; use ==, or `is` with None/True/False or a type)")
+        outer, tested = self.expected, False
+        for operand in operands:
+            before = len(self.roots)
+            self.expected = outer or tested
+            self.visit(operand, bound)
+            tested = tested or len(self.roots) > before
+        self.expected = outer
 
     def _children(self, nodes: list, bound: frozenset[str]) -> None:
         for child in nodes:
@@ -120,6 +143,16 @@ class _Checker:
 
 _FORM_NAMES = {"Lambda": "a lambda", "NamedExpr": "the walrus operator", "JoinedStr": "an f-string",
                "Await": "await", "Yield": "yield", "YieldFrom": "yield from", "MatMult": "the @ operator"}
+
+
+def _identity_safe(node: ast.expr, bound: frozenset[str]) -> bool:
+    """None/True/False/Ellipsis, a builtin type or `type(x)`: objects whose identity the parent's copy keeps."""
+    if isinstance(node, ast.Constant):
+        return node.value is None or node.value is True or node.value is False or node.value is Ellipsis
+    if isinstance(node, ast.Name):
+        return node.id not in bound and isinstance(NAMES.get(node.id), type)
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type" \
+        and "type" not in bound
 
 
 def _target_names(target: ast.expr) -> frozenset[str]:

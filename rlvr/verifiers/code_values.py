@@ -1,12 +1,14 @@
-"""Plain data in the parent: the wire format, equality, and the fixed allow-list the parent evaluates asserts with.
+"""Plain data in the parent: equality, size bounds, and the fixed allow-list the parent evaluates asserts with.
 
 Issue #8: a pass must never depend on anything the candidate can define or patch. So everything in an assert
 except the candidate's own calls runs here, in the trusted parent, on *plain* values: exactly None, bool,
-int, float, str, bytes, list, tuple, dict, set, frozenset (decoded from the sandbox's wire format, so they
-carry no overridden methods), combined only by the functions below. Each function is a real builtin or
-`math` function, called through `call_allowed`, which refuses anything else and bounds the ones that could
-blow up the trainer's memory or time (`2 ** f(x)`, `"a" * f(x)`, `range(10**12)`, `math.factorial(10**9)`).
-A bound that trips fails the test (the value came from the candidate); it never crashes or stalls a step.
+int, float, complex, Fraction, str, bytes, list, tuple, dict, OrderedDict, Counter, set, frozenset (decoded
+from the sandbox's wire format, code_wire.py, so they carry no overridden methods), combined only by the
+functions below. Each function is a real builtin or `math` function, called through `call_allowed`, which
+refuses anything else and bounds the ones that could blow up the trainer's memory or time (`2 ** f(x)`,
+`"a" * f(x)`, `range(10**12)`, `math.factorial(10**9)`, `pow(a, f(x), m)`). A bound that trips fails the test
+(the value came from the candidate); it never crashes or stalls a step. What no single bound covers (loops
+over candidate data) is covered by the parent's CPU budget (code_budget.py).
 """
 from __future__ import annotations
 
@@ -17,19 +19,17 @@ from collections import Counter, OrderedDict
 from fractions import Fraction
 from typing import Any, Callable, Iterable
 
+from rlvr.verifiers.code_budget import CHECK_EVERY, Failed, check, guarded, produced
+
 MAX_ITEMS = 1_000_000  # longest str/list/range the parent builds from a reference expression
-MAX_INT_BITS = 1 << 18  # ~79,000 decimal digits: 1000! has 2,568; a gcd of two such ints takes milliseconds
+# ~19,700 decimal digits (1000! has 2,568). Issue #24: at 2**18 bits one division took 56 ms and one gcd ~100 ms
+# here; at 2**16 they take 2 ms and 7 ms, so a few of them stay within the parent's budget.
+MAX_INT_BITS = 1 << 16
 MAX_HASH_COLLISIONS = 32  # distinct values sharing one hash, in a set or dict built from candidate data
-MAX_FACTORIAL_ARG = 20_000
-MAX_COMB_ARG = 100_000
+MAX_FACTORIAL_ARG = 5_000  # 5000! has ~54,000 bits (1.2 ms); 20000! took 15 ms and is over MAX_INT_BITS anyway
+MAX_COMB_ARG = 20_000  # comb(20000, 10000): 12 ms here; comb(100000, 50000) took 208 ms
 MAX_ROUND_DIGITS = 10_000
-FLOAT_REL_TOL = 1e-9
-
-
-class Failed(ValueError):
-    """The test fails; the message says why (a candidate value the parent cannot use, or a bound hit). A
-    ValueError, so a result line whose decoding trips a bound is dropped like any unreadable line."""
-
+MAX_MODPOW_WORK = 1 << 32  # pow(b, e, m): bits(e) * bits(m)**2; pow with a 20,000-bit e and 65,536-bit m took 211 s
 
 NUMBERS = (bool, int, float, complex, Fraction)
 
@@ -37,11 +37,17 @@ NUMBERS = (bool, int, float, complex, Fraction)
 def hash_bound(items: Iterable[Any]) -> list[Any]:
     """The items as a list, refused when many *different* values share one hash: ints k * (2**61 - 1) all hash
     to 0 and make building a set or dict of them quadratic (a 43,000-item set took 21 s in review). Equal
-    values sharing a hash are fine: Python finds them at the first probe."""
+    values sharing a hash are fine: Python finds them at the first probe. Hashes are counted in C; only a hash
+    shared by more than MAX_HASH_COLLISIONS items is looked at item by item."""
     items = list(items)
+    hashes = list(map(hash, items))  # raises TypeError on an unhashable item, as set() would
+    if len(items) <= MAX_HASH_COLLISIONS or Counter(hashes).most_common(1)[0][1] <= MAX_HASH_COLLISIONS:
+        return items
     groups: dict[int, list[Any]] = {}  # keyed by the hash value itself: an int, which hashes to itself
-    for item in items:
-        group = groups.setdefault(hash(item), [])
+    for i, (item, h) in enumerate(zip(items, hashes)):
+        if i % CHECK_EVERY == 0:
+            check()
+        group = groups.setdefault(h, [])
         if len(group) <= MAX_HASH_COLLISIONS and not any(item == seen for seen in group):
             group.append(item)
             if len(group) > MAX_HASH_COLLISIONS:
@@ -49,128 +55,58 @@ def hash_bound(items: Iterable[Any]) -> list[Any]:
     return items
 
 
-class Materialized(list):
-    """An iterator the candidate returned, drained in the sandbox. Each use of the value gets a fresh iterator,
-    so `list(gen(3))` works and `gen(3) == [1]` is False, as in Python."""
-
-
-# ---------------------------------------------------------------- the wire (both directions, tagged JSON)
-def decode(x: Any) -> Any:
-    """Wire value -> plain value: lists; {"t": items} tuple; {"i": hex} big int; {"d": pairs}; {"s": items};
-    {"f": items} frozenset; {"b": hex} bytes; {"it": items} a drained iterator (Materialized)."""
-    if type(x) is list:
-        return [decode(v) for v in x]
-    if type(x) is not dict:
-        if x is None or type(x) in (bool, int, float, str):
-            return x
-        raise ValueError(f"bad wire value of type {type(x).__name__}")
-    if len(x) != 1:
-        raise ValueError("bad tagged value")
-    (tag, v), = x.items()
-    if tag == "i" and type(v) is str:
-        return _bounded_int(int(v, 16))
-    if tag == "b" and type(v) is str:
-        return bytes.fromhex(v)
-    if type(v) is not list:
-        raise ValueError(f"bad tagged value {tag!r}")
-    if tag == "d" and all(type(p) is list and len(p) == 2 for p in v):
-        keys = hash_bound(decode(k) for k, _ in v)
-        return dict(zip(keys, (decode(val) for _, val in v)))
-    if tag in ("c", "q") and len(v) == 2:
-        parts = [decode(p) for p in v]
-        if tag == "c" and all(type(p) is float for p in parts):
-            return complex(*parts)
-        if tag == "q" and all(type(p) is int for p in parts) and parts[1] > 0:
-            return Fraction(*parts)
-        raise ValueError(f"bad tagged value {tag!r}")
-    decoders = {"t": tuple, "s": set, "f": frozenset, "it": Materialized}
-    if tag not in decoders:
-        raise ValueError(f"bad tagged value {tag!r}")
-    items = [decode(e) for e in v]
-    return decoders[tag](hash_bound(items) if tag in ("s", "f") else items)
-
-
-def _bounded_int(x: int) -> int:
-    if x.bit_length() > MAX_INT_BITS:
-        raise ValueError(f"integer of {x.bit_length()} bits is over the {MAX_INT_BITS}-bit bound")
-    return x
-
-
-def encode(x: Any, depth: int = 0) -> Any:
-    """Plain value -> wire value, for the arguments the parent sends to the candidate's functions."""
-    t = type(x)
-    if x is None or t in (bool, str, float):
-        return x
-    if t is int:
-        return x if -(1 << 53) < x < (1 << 53) else {"i": hex(x)}
-    if depth > 100:
-        raise Failed("argument nested too deeply")
-    if t is list:
-        return [encode(v, depth + 1) for v in x]
-    if t is tuple:
-        return {"t": [encode(v, depth + 1) for v in x]}
-    if isinstance(x, dict) and t in (dict, Counter, OrderedDict):
-        return {"d": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in x.items()]}
-    if t in (set, frozenset):
-        return {"s" if t is set else "f": [encode(v, depth + 1) for v in x]}
-    if t is bytes:
-        return {"b": x.hex()}
-    if t is complex:
-        return {"c": [x.real, x.imag]}
-    if t is Fraction:
-        return {"q": [encode(x.numerator), encode(x.denominator)]}
-    if t is range or t is Materialized or hasattr(x, "__next__"):  # ranges and iterators travel as their items
-        items = list(x)
-        return {"it": [encode(v, depth + 1) for v in items]} if t is not range else [encode(v) for v in items]
-    raise Failed(f"cannot pass a {t.__name__} to the candidate")
-
-
-def fresh(x: Any) -> Any:
-    """A stored call result as the assert sees it: a drained iterator becomes a new iterator each time."""
-    return iter(list(x)) if type(x) is Materialized else x
-
-
 # ---------------------------------------------------------------- equality and comparisons
-def same(got: Any, want: Any) -> bool:
-    """`==` of the asserts: Python's, except that tuples equal lists (references written for JSON-minded
-    harnesses mix them) and two floats compare within FLOAT_REL_TOL, so 0.1 + 0.2 == 0.3 passes. An int or
-    bool against a float is Python's exact `==`: a tolerance there would let `return 1e12` pass
-    `f(3) == 1000000000999` (issue #8 review)."""
-    if type(got) is float and type(want) is float:
-        return got == want or math.isclose(got, want, rel_tol=FLOAT_REL_TOL)
-    if isinstance(got, NUMBERS) and isinstance(want, NUMBERS):
-        return got == want
-    if isinstance(got, (list, tuple)) and isinstance(want, (list, tuple)):
-        return len(got) == len(want) and all(same(g, w) for g, w in zip(got, want))
-    if isinstance(got, dict) and isinstance(want, dict):
-        return got.keys() == want.keys() and all(same(got[k], want[k]) for k in got)
-    if isinstance(got, (set, frozenset)) and isinstance(want, (set, frozenset)):
-        return got == want
-    return type(got) is type(want) and got == want
+def same(got: Any, want: Any, rel_tol: float | None = None) -> bool:
+    """`==` of the asserts: Python's own on plain data (issue #24: Python's comparison is the specification, so
+    `[1, 2] != (1, 2)`, OrderedDicts compare by order, `0.1 + 0.2 != 0.3`, `1 == 1.0 == True`). With the
+    reference's "rel_tol", two floats at the same place of the compared values (lists and tuples item by item,
+    mappings key by key) also match within math.isclose(rel_tol=rel_tol); an int or bool against a float stays
+    exact (`return 1e12` must not pass `f(3) == 1000000000999`, issue #8 review) and set members and dict keys
+    stay Python's hashed lookups."""
+    if rel_tol is None:
+        return bool(got == want)
+    return _close(got, want, rel_tol, [0])
 
 
-def _as_lists(x: Any) -> Any:
-    return [_as_lists(v) for v in x] if isinstance(x, (list, tuple)) else x
+_MAPPINGS = (dict, OrderedDict, Counter)
+
+
+def _close(a: Any, b: Any, rel_tol: float, seen: list[int]) -> bool:
+    """Python's `==` with float tolerance, following its rules per type (`x is y` first, as containers do)."""
+    seen[0] += 1
+    if seen[0] % CHECK_EVERY == 0:
+        check()
+    if a is b:
+        return True
+    if type(a) is float and type(b) is float:
+        return a == b or math.isclose(a, b, rel_tol=rel_tol)
+    if type(a) is type(b) and type(a) in (list, tuple):
+        return len(a) == len(b) and all(_close(x, y, rel_tol, seen) for x, y in zip(a, b))
+    if type(a) in _MAPPINGS and type(b) in _MAPPINGS:
+        if type(a) is Counter and type(b) is Counter:  # Python 3.10+: a missing key counts as zero
+            return all(_close(a[k], b[k], rel_tol, seen) for c in (a, b) for k in c)
+        if type(a) is OrderedDict and type(b) is OrderedDict and list(a) != list(b):
+            return False  # two OrderedDicts compare by order too; with a dict, like dicts
+        return a.keys() == b.keys() and all(_close(a[k], b[k], rel_tol, seen) for k in a)
+    return bool(a == b)
 
 
 _ORDER = {"Lt": operator.lt, "LtE": operator.le, "Gt": operator.gt, "GtE": operator.ge}
 
 
-def compare(op: str, left: Any, right: Any) -> bool:
-    """One comparison of an assert (ast operator class name). Errors (1 < "a") propagate: the test fails,
-    and `not (f(x) < 5)` cannot pass by making the comparison raise."""
+def compare(op: str, left: Any, right: Any, rel_tol: float | None = None) -> bool:
+    """One comparison of an assert (ast operator class name), as Python does it. Errors (1 < "a", 1 in 5)
+    propagate: the test fails, and `not (f(x) < 5)` cannot pass by making the comparison raise."""
     if op in ("Eq", "NotEq"):
-        return same(left, right) == (op == "Eq")
-    if op in ("Is", "IsNot"):
+        return same(left, right, rel_tol) == (op == "Eq")
+    if op in ("Is", "IsNot"):  # code_forms allows `is` only against None/True/False/Ellipsis or a type
         return (left is right) == (op == "Is")
     if op in _ORDER:
-        return bool(_ORDER[op](_as_lists(left), _as_lists(right)))
-    if isinstance(right, (list, tuple, set, frozenset, dict)) or hasattr(right, "__next__"):
-        found = any(same(left, v) for v in right)
-    elif isinstance(right, (str, bytes)):
-        found = left in right
+        return bool(_ORDER[op](left, right))
+    if rel_tol is not None and (type(right) in (list, tuple) or hasattr(right, "__next__")):
+        found = any(left is v or same(left, v, rel_tol) for v in right)  # Python's `in`: item by item
     else:
-        raise Failed(f"'in' needs a container, got {type(right).__name__}")
+        found = left in right
     return found == (op == "In")
 
 
@@ -178,15 +114,37 @@ def compare(op: str, left: Any, right: Any) -> bool:
 def check_size(x: Any) -> Any:
     if type(x) is int and x.bit_length() > MAX_INT_BITS:
         raise Failed(f"integer of {x.bit_length()} bits is over the {MAX_INT_BITS}-bit bound")
+    if type(x) is Fraction and max(x.numerator.bit_length(), x.denominator.bit_length()) > MAX_INT_BITS:
+        raise Failed(f"Fraction with a part over the {MAX_INT_BITS}-bit bound")
     if isinstance(x, (str, bytes, list, tuple, dict, set, frozenset)) and len(x) > MAX_ITEMS:
         raise Failed(f"value of length {len(x)} is over the {MAX_ITEMS} bound")
     return x
 
 
-def _pow_bound(base: Any, exp: Any) -> None:
-    if type(base) in (int, bool) and type(exp) in (int, bool) and exp > 0 and abs(base) > 1:
-        if exp * base.bit_length() > MAX_INT_BITS:
-            raise Failed(f"{base} ** {exp} is over the {MAX_INT_BITS}-bit bound")
+def _bits(x: Any) -> int | None:
+    """Bits of an exact number's largest part (int, bool, Fraction); None for floats and complex (fast)."""
+    if type(x) in (int, bool):
+        return abs(x).bit_length()
+    if type(x) is Fraction:
+        return max(abs(x.numerator).bit_length(), x.denominator.bit_length())
+    return None
+
+
+def _pow_bound(base: Any, exp: Any, mod: Any = None) -> None:
+    """Refuse powers whose exact result or work is too big, before computing them. Issue #24: a Fraction
+    exponent (2 ** Fraction(10**7)) is an int power in Python, and so is Fraction(3, 2) ** 10**6."""
+    if mod is not None:
+        if all(type(v) in (int, bool) for v in (base, exp, mod)) \
+                and abs(exp).bit_length() * abs(mod).bit_length() ** 2 > MAX_MODPOW_WORK:
+            raise Failed(f"pow() with a {abs(exp).bit_length()}-bit exponent modulo a {abs(mod).bit_length()}-bit "
+                         "number is over the bound")
+        return
+    n = exp.numerator if type(exp) is Fraction and exp.denominator == 1 else exp if type(exp) in (int, bool) else None
+    bits = _bits(base)
+    if n is None or bits is None or bits <= 1 or (n < 0 and type(base) is not Fraction):
+        return  # trivial bases, and negative or fractional exponents of ints/floats: float results, fast
+    if abs(n) * bits > MAX_INT_BITS:
+        raise Failed(f"a {bits}-bit number to the power {n} is over the {MAX_INT_BITS}-bit bound")
 
 
 def _repeat_bound(a: Any, b: Any) -> None:
@@ -213,6 +171,10 @@ BINARY = {"Add": (operator.add, None), "Sub": (operator.sub, None), "Mult": (ope
 UNARY = {"USub": operator.neg, "UAdd": operator.pos, "Invert": operator.invert, "Not": operator.not_}
 
 
+def _heavy(x: Any) -> bool:
+    return type(x) is Fraction or (type(x) is int and x.bit_length() > 4096)
+
+
 def binary(op: str, left: Any, right: Any) -> Any:
     func, bound = BINARY[op]
     if bound is not None:
@@ -220,7 +182,13 @@ def binary(op: str, left: Any, right: Any) -> Any:
     if isinstance(left, (str, bytes, list, tuple)) and isinstance(right, (str, bytes, list, tuple)) \
             and len(left) + len(right) > MAX_ITEMS:
         raise Failed(f"concatenation is over the {MAX_ITEMS} bound")
-    return check_size(func(left, right))
+    if _heavy(left) or _heavy(right):  # milliseconds each at the size bounds: checked one by one
+        check()
+    return produced(check_size(func(left, right)))
+
+
+def unary(op: str, operand: Any) -> Any:
+    return produced(check_size(UNARY[op](operand)))
 
 
 # ---------------------------------------------------------------- the allow-list of callables and names
@@ -232,16 +200,34 @@ def _bounded_range(*args: Any) -> range:
 
 
 def _bounded_pow(base: Any, exp: Any, mod: Any = None) -> Any:
-    if mod is None:
-        _pow_bound(base, exp)
+    _pow_bound(base, exp, mod)
     return pow(base, exp, mod)
 
 
+def _bounded_sum(iterable: Iterable[Any], /, start: Any = 0) -> Any:
+    """Python's sum, with budget checks between items: summing 30,000 Fractions, or lists (quadratic), ran for
+    seconds inside one C call (issue #24)."""
+    return sum(guarded(iterable), start)
+
+
+def _bounded_prod(iterable: Iterable[Any], /, *, start: Any = 1) -> Any:
+    return math.prod(guarded(iterable), start=start)
+
+
+def _fraction_bound(*args: Any, **kwargs: Any) -> None:
+    """Fraction('1e99999999') computes 10 ** 99999999: the exponent of a string stays under MAX_ROUND_DIGITS."""
+    for arg in args:
+        if isinstance(arg, str) and "e" in arg.lower():
+            exponent = arg.lower().rsplit("e", 1)[1].strip().lstrip("+-").replace("_", "")
+            if len(exponent) > len(str(MAX_ROUND_DIGITS)):
+                raise Failed(f"Fraction({arg[:40]!r}) has an exponent over the bound {MAX_ROUND_DIGITS}")
+
+
 def _arg_bound(limit: int, what: str) -> Callable[..., None]:
-    def check(*args: Any, **kwargs: Any) -> None:
+    def bound(*args: Any, **kwargs: Any) -> None:
         if args and type(args[0]) in (int, bool) and abs(args[0]) > limit:
             raise Failed(f"{what} argument {args[0]} is over the bound {limit}")
-    return check
+    return bound
 
 
 def _round_bound(x: Any, ndigits: Any = None) -> None:
@@ -252,7 +238,7 @@ def _round_bound(x: Any, ndigits: Any = None) -> None:
 def _total_bits_bound(*args: Any, **kwargs: Any) -> None:
     """lcm/prod grow with their inputs: their inputs' bits together stay under the int bound."""
     values = list(args[0]) if len(args) == 1 and isinstance(args[0], (list, tuple, set, frozenset)) else args
-    if sum(v.bit_length() for v in values if type(v) is int) > MAX_INT_BITS:
+    if sum(_bits(v) or 0 for v in values) > MAX_INT_BITS:
         raise Failed(f"arguments of more than {MAX_INT_BITS} bits together")
 
 
@@ -269,11 +255,14 @@ _MATH_NAMES = ("pi e tau inf nan sqrt isqrt cbrt isclose fabs floor ceil trunc g
                "expm1 sin cos tan asin acos atan atan2 sinh cosh tanh asinh acosh atanh hypot dist degrees radians "
                "factorial comb perm prod fsum isfinite isinf isnan copysign fmod remainder modf frexp").split()
 MODULES = {"math": {n: getattr(math, n) for n in _MATH_NAMES if hasattr(math, n)},
-           "collections": {"Counter": Counter, "OrderedDict": OrderedDict}}
-NAMES: dict[str, Any] = {**BUILTINS, "Counter": Counter, "OrderedDict": OrderedDict}
+           "collections": {"Counter": Counter, "OrderedDict": OrderedDict}, "fractions": {"Fraction": Fraction}}
+# Fraction is the parent's too (issue #24): as a candidate name on the expected side, `f(3) == Fraction(1, 3)`
+# compared with the candidate's own Fraction class.
+NAMES: dict[str, Any] = {**BUILTINS, "Counter": Counter, "OrderedDict": OrderedDict, "Fraction": Fraction}
 # Called through a substitute (same result, bounded) or after a bound check.
-_SUBSTITUTES = {range: _bounded_range, pow: _bounded_pow}
-_BOUNDS = {round: _round_bound, bytes: _bytes_bound, math.factorial: _arg_bound(MAX_FACTORIAL_ARG, "factorial"),
+_SUBSTITUTES = {range: _bounded_range, pow: _bounded_pow, sum: _bounded_sum, math.prod: _bounded_prod}
+_BOUNDS = {round: _round_bound, bytes: _bytes_bound, Fraction: _fraction_bound,
+           math.factorial: _arg_bound(MAX_FACTORIAL_ARG, "factorial"),
            math.comb: _arg_bound(MAX_COMB_ARG, "comb"), math.perm: _arg_bound(MAX_COMB_ARG, "perm"),
            math.lcm: _total_bits_bound, math.prod: _total_bits_bound}
 _HASHED = (set, frozenset, dict, Counter, OrderedDict)  # built from candidate data: hash_bound first
@@ -283,9 +272,10 @@ _ALLOWED_IDS = {id(f) for f in (*NAMES.values(), *(v for m in MODULES.values() f
 UNSUPPORTED_BUILTINS = frozenset(n for n in dir(builtins) if not n.startswith("_")) - set(NAMES)
 # Libraries a reference might call through the candidate's namespace (np.allclose(f(x), want)): the sandbox
 # would then decide the pass with the expected value in hand. Refused up front with the form named.
+# Common `from ... import` names (deque, Decimal) too: as the candidate's, they would be whatever it defines.
 LIBRARIES = frozenset("np numpy pd pandas scipy sympy torch re itertools functools operator random sys os json "
-                      "string heapq bisect statistics decimal fractions cmath datetime time copy typing unittest "
-                      "pytest builtins inspect ast types".split())
+                      "string heapq bisect statistics decimal cmath datetime time copy typing unittest "
+                      "pytest builtins inspect ast types deque defaultdict namedtuple Decimal".split())
 
 _DICT_METHODS = {"keys", "values", "items", "get", "copy"}
 _SET_METHODS = {"union", "intersection", "difference", "symmetric_difference", "issubset", "issuperset",
@@ -299,7 +289,8 @@ METHODS: dict[type, frozenset[str]] = {k: frozenset(v) for k, v in {
     list: {"count", "index", "copy"}, tuple: {"count", "index"},
     dict: _DICT_METHODS, OrderedDict: _DICT_METHODS, Counter: _DICT_METHODS | {"most_common", "total"},
     set: _SET_METHODS, frozenset: _SET_METHODS,
-    int: {"bit_length", "bit_count"}, bool: {"bit_length", "bit_count"}, float: {"is_integer"}}.items()}
+    int: {"bit_length", "bit_count"}, bool: {"bit_length", "bit_count"}, float: {"is_integer"},
+    Fraction: {"limit_denominator", "as_integer_ratio"}}.items()}
 METHOD_NAMES = frozenset().union(*METHODS.values())
 
 
@@ -327,6 +318,7 @@ def attribute(value: Any, name: str) -> Any:
 def call_allowed(func: Any, args: list[Any], kwargs: dict[str, Any], wrap: Callable[[Any], Any]) -> Any:
     """Call an allow-listed function. `wrap` turns a callable argument (map's function, sorted's key) into
     one that goes through this check too, so `map(pow, ...)` cannot dodge the bound on pow."""
+    check()
     if isinstance(func, BoundMethod):
         return func(*args, **kwargs)
     if id(func) not in _ALLOWED_IDS:
@@ -345,4 +337,4 @@ def call_allowed(func: Any, args: list[Any], kwargs: dict[str, Any], wrap: Calla
     bound = _BOUNDS.get(func)
     if bound is not None:
         bound(*args, **kwargs)
-    return check_size(_SUBSTITUTES.get(func, func)(*args, **kwargs))
+    return produced(check_size(_SUBSTITUTES.get(func, func)(*args, **kwargs)))

@@ -16,18 +16,15 @@ No account, no service. Layers, each measured on this machine (/work/shared/sand
      descendant starts inside: no spawn-then-move race, and no preexec_fn (unsafe with threads).
   5. A seccomp deny-list from Debian's python3-seccomp when installed (facts #6).
   6. The trusted parent: a wall-clock deadline, then SIGKILL to the launcher's process group and to every
-     pid in the cgroup (facts: orphans outlive a plain child kill); stdout/stderr/channel reads are capped
-     (the rest is drained and dropped, so a flood can neither block the child nor fill the parent).
+     pid in the cgroup (facts: orphans outlive a plain child kill); stdout/stderr/channel reads are capped,
+     and a stream over its cap is closed, so a flood cannot keep the parent reading (sandbox_io.py).
 """
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
-import select
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -37,6 +34,7 @@ from typing import NamedTuple
 
 from rlvr.verifiers import sandbox_host
 from rlvr.verifiers.sandbox_host import SYSTEM_PYTHON
+from rlvr.verifiers.sandbox_io import Streams, collect
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +45,6 @@ SANDBOX_UID = 65534
 _PATH = "/usr/bin:/bin"
 _BWRAP_PROCS = 2  # bwrap (the monitor) and the program itself count against pids.max
 _NPROC_BACKSTOP = 1024  # processes of uid 65534, system-wide (facts: RLIMIT_NPROC counts per real uid)
-_GRACE_S = 0.5  # after the program exits (or is killed): time to drain pipes still held by leftovers
 _JOIN_CGROUPS = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
 _CHECK_PROGRAM = ("import os\nst = dict(l.split(':', 1) for l in open('/proc/self/status'))\n"
                   "print(os.getuid(), int(st['CapEff'], 16))\n")
@@ -84,9 +81,10 @@ class SandboxResult:
     stdout: bytes  # at most max_output_bytes
     stderr: bytes
     channel: bytes  # what the program wrote to the CHANNEL_FD pipe, capped likewise
-    truncated: frozenset[str]  # names of the streams cut at the cap
+    truncated: frozenset[str]  # names of the streams cut at the cap (and closed there)
     wall_s: float
     sandboxed: bool  # False only in the explicitly allowed unsandboxed mode
+    cut: bool = False  # killed at the shorter deadline that `cut_after`'s marker set (not a timeout)
 
 
 @dataclass(frozen=True)
@@ -146,11 +144,14 @@ def warn_unsandboxed(reason: str) -> None:
 
 
 def run_sandboxed(program: str | list[str], stdin: bytes = b"", config: SandboxConfig | None = None, *,
-                  files: dict[str, bytes] | None = None, channel: bool = False) -> SandboxResult:
+                  files: dict[str, bytes] | None = None, channel: bool = False,
+                  cut_after: tuple[bytes, float] | None = None) -> SandboxResult:
     """Run `program` (Python source, or an argv that may use PYTHON / CHANNEL_FD) under the sandbox.
 
     `files` are placed read-only in the work dir (the program's cwd). With `channel`, a pipe's write end
     is open in the program (Python source gets its number as sys.argv[1]); its data comes back capped.
+    `cut_after=(marker, seconds)`: once the channel holds `marker`, the program has at most `seconds` more
+    (the rest of its work is optional); a kill then sets `cut`, not `timed_out`.
     Thread-safe. Raises SandboxUnavailable when the probe failed and config.allow_unsandboxed is False.
     """
     config = config or SandboxConfig()
@@ -166,7 +167,7 @@ def run_sandboxed(program: str | list[str], stdin: bytes = b"", config: SandboxC
     for name in files:
         if not name or "/" in name or name.startswith("."):
             raise ValueError(f"file names must be plain names, got {name!r}")
-    return _run(list(program), stdin, config, _host, state.ok, files, channel)
+    return _run(list(program), stdin, config, _host, state.ok, files, channel, cut_after)
 
 
 def _check(host: _Host) -> Probe:
@@ -179,7 +180,7 @@ def _check(host: _Host) -> Probe:
         return Probe(False, "missing " + ", ".join(missing))
     try:
         result = _run([PYTHON, "-I", "-c", _CHECK_PROGRAM], b"", SandboxConfig(time_limit_s=30), host, True,
-                      {}, False)
+                      {}, False, None)
     except OSError as err:
         return Probe(False, f"bubblewrap could not be started: {err}")
     if result.stdout.split() != [str(SANDBOX_UID).encode(), b"0"]:
@@ -192,7 +193,7 @@ def _check(host: _Host) -> Probe:
 
 # ---------------------------------------------------------------- one run
 def _run(argv: list[str], stdin: bytes, config: SandboxConfig, host: _Host, sandboxed: bool,
-         files: dict[str, bytes], channel: bool) -> SandboxResult:
+         files: dict[str, bytes], channel: bool, cut_after: tuple[bytes, float] | None) -> SandboxResult:
     owned: list[int] = []  # every fd we opened; all closed at the end
     child_fds: list[int] = []  # write ends and memfds the child needs; closed in the parent after spawn
     scratch, cgroups, readers = None, [], {}
@@ -226,7 +227,8 @@ def _run(argv: list[str], stdin: bytes, config: SandboxConfig, host: _Host, sand
         for fd in child_fds + [stdin_fd]:
             os.close(fd)
             owned.remove(fd)
-        data, truncated, timed_out = _collect(proc, readers, config, start + config.time_limit_s, cgroups)
+        data, truncated, timed_out, cut = collect(proc, Streams(readers, owned, config.max_output_bytes),
+                                                   start + config.time_limit_s, cgroups, cut_after)
         wall = time.monotonic() - start
     finally:
         for fd in owned:
@@ -239,7 +241,7 @@ def _run(argv: list[str], stdin: bytes, config: SandboxConfig, host: _Host, sand
         code, sig = None, -code if code < 0 else code - 128
     started = b'"child-pid"' in data.get("status", b"") if sandboxed else True
     return SandboxResult(code, sig, timed_out, started, data["stdout"], data["stderr"], data.get("channel", b""),
-                         frozenset(truncated - {"status"}), wall, sandboxed)
+                         frozenset(truncated - {"status"}), wall, sandboxed, cut)
 
 
 def _bwrap_argv(host: _Host, config: SandboxConfig, files: dict[str, bytes], status_fd: int, owned: list[int],
@@ -283,102 +285,3 @@ def _launcher(host: _Host, config: SandboxConfig, cgroups: list[str]) -> list[st
     if host.setpriv:
         cmd += [host.setpriv, f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups", "--"]
     return cmd
-
-
-def _collect(proc: subprocess.Popen, readers: dict[str, int], config: SandboxConfig, deadline: float,
-             cgroups: list[str]) -> tuple[dict[str, bytes], set[str], bool]:
-    """Read every pipe (capped) until the program has exited and the pipes are closed, or the deadline."""
-    data = {name: bytearray() for name in readers}
-    names = {fd: name for name, fd in readers.items()}
-    truncated: set[str] = set()
-    poller = select.poll()  # not select(): fds above 1024 are common in a busy trainer
-    for fd in names:
-        poller.register(fd, select.POLLIN)
-    try:
-        wake = os.pidfd_open(proc.pid)  # readable when the launcher exits: no polling loop
-        poller.register(wake, select.POLLIN)
-    except (AttributeError, OSError):
-        wake = None  # kernel < 5.3: poll every 10 ms instead
-    end, timed_out, exited, inner = deadline, False, False, None
-    try:
-        while names or not exited:
-            now = time.monotonic()
-            if now >= end:
-                if exited:
-                    break
-                timed_out, exited, end = True, True, now + _GRACE_S  # kill, then drain what is left
-                _kill_tree(proc, cgroups, inner)
-                continue
-            step = end - now if wake is not None or exited else min(end - now, 0.01)
-            for fd, _ in poller.poll(max(1, math.ceil(step * 1000))):
-                if fd in names:
-                    _read_into(fd, names, data, truncated, config.max_output_bytes, poller)
-            if inner is None and b"\n" in data.get("status", b""):
-                inner = _open_program(bytes(data["status"]))
-            if not exited and _has_exited(proc):
-                exited, end = True, min(end, time.monotonic() + _GRACE_S)
-                if wake is not None:
-                    poller.unregister(wake)
-                _kill_tree(proc, cgroups, inner)  # leftovers (unsandboxed daemons) would hold the pipes open
-    finally:
-        _kill_tree(proc, cgroups, inner)
-        proc.wait()
-        for fd in (wake, inner):
-            if fd is not None and fd >= 0:
-                os.close(fd)
-    return {name: bytes(buf) for name, buf in data.items()}, truncated, timed_out
-
-
-def _read_into(fd: int, names: dict[int, str], data: dict[str, bytearray], truncated: set[str], cap: int,
-               poller: select.poll) -> None:
-    chunk = os.read(fd, 1 << 16)
-    if not chunk:
-        poller.unregister(fd)
-        del names[fd]
-        return
-    buf = data[names[fd]]
-    room = cap - len(buf)
-    if len(chunk) > room:
-        truncated.add(names[fd])
-    if room > 0:
-        buf += chunk[:room]
-
-
-def _has_exited(proc: subprocess.Popen) -> bool:
-    """Without reaping: the pid (and so the process-group id) must stay reserved until we have killed."""
-    try:
-        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    except (AttributeError, ChildProcessError):
-        return proc.poll() is not None
-
-
-def _open_program(status: bytes) -> int:
-    """A pidfd for the sandboxed program (bwrap's child, from --json-status-fd), or -1."""
-    try:
-        return os.pidfd_open(int(json.loads(status.split(b"\n", 1)[0])["child-pid"]))
-    except (ValueError, KeyError, TypeError, AttributeError, OSError):
-        return -1
-
-
-def _kill_tree(proc: subprocess.Popen, cgroups: list[str], program: int | None = None) -> None:
-    """SIGKILL the program first, then the launcher's process group, then whatever is left in the cgroups.
-
-    Program first: with --as-pid-1 it is bwrap's direct child, so bwrap reaps it and exits. Killing bwrap
-    first orphans the program to the host's init as a zombie (measured here: reaped only ~2 s later).
-    The pidfd makes this exact (no pid reuse race).
-    """
-    if program is not None and program >= 0 and not _has_exited(proc):
-        try:
-            signal.pidfd_send_signal(program, signal.SIGKILL)
-            for _ in range(100):  # bwrap notices at once; bounded in case it does not
-                if _has_exited(proc):
-                    break
-                time.sleep(0.002)
-        except OSError:
-            pass
-    if proc.returncode is None:  # not reaped yet, so the group id cannot belong to anyone else
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    sandbox_host.kill(cgroups)

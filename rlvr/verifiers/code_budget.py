@@ -1,0 +1,121 @@
+"""The parent's CPU budget for one completion (issue #24): what the trainer may spend on one candidate's values.
+
+The parent (the process that calls `CodeVerifier.verify`, the trainer or its reward workers) decodes the
+candidate's results and evaluates the asserts on them. Size bounds (code_values) keep each single operation
+small, but a candidate can still make the parent loop: 30,000 Fractions summed took 18 s, iterating a 100,000-item
+generator result 2-3 s (issue #24). So every loop the parent runs over candidate data (evaluation steps, builtin
+calls and their callbacks, decoding, `sum`) checks the thread's CPU time against a deadline taken when the
+completion's judging began; past it, the test fails with a detail saying so, never a pass. A budget hit
+depends on this machine's speed, as the sandbox's time limit does; honest asserts use a few milliseconds.
+
+The budget is reached through a context variable because the checks sit deep in helpers (hash_bound, the wire
+decoder, the guarded iterators) that should not all carry it as a parameter.
+
+While a budget is active (decoding and judging, never while waiting for the sandbox) Python's cyclic garbage
+collector is paused. The parent's values there are acyclic and freed by reference counting, but allocating
+100,000 of them triggered a full collection of the whole trainer heap: 0.135 s of the 0.204 s one completion
+cost with torch loaded (bench's list_sum_quadratic under pytest). Paused, that collection never happens.
+"""
+from __future__ import annotations
+
+import gc
+import threading
+import time
+from contextvars import ContextVar
+from fractions import Fraction
+from typing import Any, Iterable, Iterator
+
+PARENT_CPU_S = 0.1  # per completion; with the sandbox's own overhead, the total stays under 0.2 s (bench)
+FRACTION_BITS = 1 << 17  # Fractions per completion, each counted as max(64, numerator + denominator bits)
+CHECK_EVERY = 64  # items between two clock reads in guarded loops (a clock read costs ~0.5 us)
+DECODE_S_PER_BYTE = 5e-8  # json.loads of a 1 MB result line took 25-45 ms here: decoded only if the budget has it
+
+
+class Failed(ValueError):
+    """The test fails; the message says why (a candidate value the parent cannot use, or a bound hit). A
+    ValueError, so a result line whose decoding trips a bound is dropped like any unreadable line."""
+
+
+class OverBudget(Failed):
+    """The completion's budget is spent: every later evaluation fails too, so walks stop at once."""
+
+
+class Budget:
+    """The CPU the parent may still spend on one completion, and the Fraction bits it may still hold.
+
+    Fractions are counted apart: their arithmetic runs as Python code inside single C calls (sorted() of 1,000
+    Fractions of 4,000 bits took 146 ms here), where no clock check can interrupt it.
+    """
+
+    def __init__(self, seconds: float = PARENT_CPU_S, fraction_bits: int = FRACTION_BITS):
+        if not seconds > 0 or not fraction_bits > 0:
+            raise ValueError(f"Budget needs seconds > 0 and fraction_bits > 0, got {seconds!r}, {fraction_bits!r}")
+        self.seconds, self.fraction_bits = seconds, fraction_bits
+        self.deadline = time.thread_time() + seconds
+        self._tokens: list = []
+
+    def check(self, cost_s: float = 0.0) -> None:
+        """Fail once the budget is spent, or when `cost_s` more (an uninterruptible step) would overspend it."""
+        if time.thread_time() + cost_s > self.deadline:
+            raise OverBudget(f"the parent's CPU budget for one completion ({self.seconds:g} s) is spent: the "
+                             "candidate's values cost too much to evaluate")
+
+    def fraction(self, value: Fraction) -> None:
+        self.fraction_bits -= max(64, value.numerator.bit_length() + value.denominator.bit_length())
+        if self.fraction_bits < 0:
+            raise OverBudget(f"more Fractions than the parent evaluates for one completion ({FRACTION_BITS} bits)")
+
+    def __enter__(self) -> Budget:
+        self._tokens.append(_ACTIVE.set(self))
+        _pause_gc(+1)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _pause_gc(-1)
+        _ACTIVE.reset(self._tokens.pop())
+
+
+_gc_lock = threading.Lock()
+_gc_state = {"pauses": 0, "was_enabled": False}  # across threads: the collector resumes when the last one leaves
+
+
+def _pause_gc(step: int) -> None:
+    with _gc_lock:
+        if step > 0 and _gc_state["pauses"] == 0:
+            _gc_state["was_enabled"] = gc.isenabled()
+            gc.disable()
+        _gc_state["pauses"] += step
+        if _gc_state["pauses"] == 0 and _gc_state["was_enabled"]:
+            gc.enable()
+
+
+_ACTIVE: ContextVar[Budget | None] = ContextVar("rlvr_code_budget", default=None)
+
+
+def check(cost_s: float = 0.0) -> None:
+    """Fail the test when the active budget is spent, or cannot pay for `cost_s` more (no budget active: no
+    limit, e.g. in unit tests)."""
+    budget = _ACTIVE.get()
+    if budget is not None:
+        budget.check(cost_s)
+
+
+def produced(value: Any) -> Any:
+    """Count a Fraction the parent made or decoded against the active budget; other values pass."""
+    if type(value) is Fraction:
+        budget = _ACTIVE.get()
+        if budget is not None:
+            budget.fraction(value)
+    return value
+
+
+_CHEAP = (bool, int, float, complex)  # adding two of them costs at most microseconds (ints are size-bounded)
+
+
+def guarded(items: Iterable[Any]) -> Iterator[Any]:
+    """`items` with budget checks, for C loops whose per-item work can be large (sum() concatenating lists or
+    adding Fractions): before every such item, and every CHECK_EVERY cheap ones."""
+    for i, item in enumerate(items):
+        if i % CHECK_EVERY == 0 or type(item) not in _CHEAP:
+            check()
+        yield item

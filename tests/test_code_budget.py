@@ -1,0 +1,148 @@
+"""Issue #24 without a sandbox: the parent's CPU budget, the bounds it relies on, the wire's Python types, the
+assert forms refused for not being exactly evaluable, and speculative calls that never answered.
+
+Candidate results are recorded straight into AssertRounds (no fake run in this thread), so the CPU measured is
+the parent's judging alone.
+"""
+from __future__ import annotations
+
+import gc
+import json
+import math
+import time
+from collections import Counter, OrderedDict
+from fractions import Fraction
+
+import pytest
+
+from rlvr.verifiers.code_budget import Budget
+from rlvr.verifiers.code_eval import CallResult
+from rlvr.verifiers.code_tests import AssertRounds, BadReference, parse_reference, read_results
+from rlvr.verifiers.code_values import compare, same
+from rlvr.verifiers.code_wire import decode, encode
+
+
+def refs(*asserts: str, **extra) -> str:
+    return json.dumps({"asserts": list(asserts), **extra})
+
+
+def judge_values(reference: str, value: object, budget_s: float = 0.1) -> tuple[list[tuple[bool, str]], float]:
+    """(outcomes, parent CPU s) when every candidate call returns `value` (one round of calls)."""
+    rounds = AssertRounds(parse_reference(reference), Budget(budget_s))
+    start = time.process_time()
+    calls = rounds.calls()
+    rounds.record(calls, {i: CallResult(True, value, 1) for i in range(len(calls))})
+    return rounds.outcomes(), time.process_time() - start
+
+
+@pytest.mark.parametrize("assertion,value", [
+    ("assert not all(x >= 0 for x in f(1))", list(range(300_000))),  # ~900k steps at ~2 us: ~2 s unbudgeted
+    ("assert sum(f(1), []) == []", [[k] for k in range(20_000)]),  # quadratic: 2e8 item copies in one C call
+    ("assert len({x for x in f(1)}) == 0", list(range(300_000))),
+], ids=["evaluation_steps", "sum_of_lists", "set_comprehension"])
+def test_the_budget_stops_the_parent(assertion, value):
+    outcomes, cpu = judge_values(refs(assertion), value)
+    assert outcomes[0][0] is False and "CPU budget" in outcomes[0][1], outcomes
+    assert cpu < 0.2
+
+
+def test_fractions_are_counted_while_decoding():
+    # 2,000 Fractions 1/k: each counts max(64, bits) >= 64, so 2,000 * 64 = 128,000 bits fit in the 131,072;
+    # 3,000 * 64 = 192,000 do not, and the call fails saying so instead of summing them (issue #24: 18 s)
+    def line(n: int) -> bytes:
+        return json.dumps({"i": 0, "ok": True, "value": encode([Fraction(1, k) for k in range(2, n + 2)]),
+                           "done": 1}).encode()
+    calls = AssertRounds(parse_reference(refs("assert sum(f(1)) == 1"))).calls()
+    with Budget(10.0):
+        assert read_results(line(2000), calls)[0][0].ok
+    with Budget(10.0):
+        result = read_results(line(3000), calls)[0][0]
+    assert not result.ok and "Fractions" in result.value
+
+
+@pytest.mark.parametrize("assertion,value", [
+    ("assert 3 ** f(1) > 0", Fraction(10 ** 7)),  # an int power in Python: 3 ** 10**7 took seconds
+    ("assert f(1) ** 200000 > 0", Fraction(3, 2)),  # 2-bit parts * 200,000 > 65,536 bits
+    ("assert pow(3, f(1), f(1) + 2) == 1", (1 << 20000) - 1),  # 20,000 * 20,000**2 > 2**32 (took minutes at 65k)
+    ("assert math.comb(f(1), 2) > 0", 100_000),  # over MAX_COMB_ARG 20,000: comb(100000, 50000) took 208 ms
+], ids=["fraction_exponent", "fraction_base", "modular", "comb"])
+def test_costly_powers_are_refused_before_computing(assertion, value):
+    outcomes, cpu = judge_values(refs(assertion), value)
+    assert outcomes[0][0] is False and "bound" in outcomes[0][1], outcomes
+    assert cpu < 0.05
+
+
+def test_small_powers_still_evaluate():
+    # 2 ** Fraction(10) = 1024; Fraction(3, 2) ** 3 = 27/8; pow(3, 5, 7) = 243 % 7 = 5 (hand)
+    for assertion, value in (("assert 2 ** f(1) == 1024", Fraction(10)), ("assert f(1) ** 3 == Fraction(27, 8)",
+                             Fraction(3, 2)), ("assert pow(3, f(1), 7) == 5", 5)):
+        assert judge_values(refs(assertion), value)[0][0] == (True, "")
+
+
+def test_wire_keeps_python_types():
+    ordered, counter = OrderedDict([("b", 1), ("a", 2)]), Counter({"a": 1, "b": 0})
+    back = decode(encode([ordered, counter, {"x": (1, [2])}]))
+    assert type(back[0]) is OrderedDict and list(back[0]) == ["b", "a"]
+    assert type(back[1]) is Counter and back[1] == Counter({"a": 1}) and back[2] == {"x": (1, [2])}
+    nans = decode([math.nan, math.nan])
+    assert nans[0] is not nans[1]  # else [x] == [x] by identity: NaNs from the candidate are new objects
+    with pytest.raises(ValueError):
+        decode([{"a": 1, "b": 2}])  # an untagged object inside a value
+
+
+def test_comparisons_follow_python():
+    with pytest.raises(TypeError):
+        compare("Lt", [1, 2], (1, 3))  # Python: '<' not supported between list and tuple
+    assert compare("In", 0.1 + 0.2, [0.3], 1e-9) and not compare("In", 0.1 + 0.2, {0.3}, 1e-9)  # hashed: exact
+    assert same(Counter(a=0.1 + 0.2), Counter(a=0.3, b=0), 1e-9)  # Counter: missing is zero, values within tol
+    assert not same(OrderedDict(a=0.3, b=1.0), OrderedDict(b=1.0, a=0.3), 1e-9)  # two OrderedDicts: order counts
+    assert same(OrderedDict(a=0.3, b=1.0), {"b": 1.0, "a": 0.1 + 0.2}, 1e-9)  # with a dict: like dicts
+
+
+@pytest.mark.parametrize("reference,name", [
+    (refs("assert f(1) is not f(2)"), "`is` between two values"),
+    (refs("assert f(1) == g(1)"), "'g'"),  # g only on the expected side, no entry
+    (refs("assert f(deque([1])) == 1"), "library 'deque'"),
+])
+def test_forms_not_exactly_evaluable_are_refused(reference, name):
+    with pytest.raises(BadReference, match="unscorable") as err:
+        parse_reference(reference)
+    assert name in str(err.value)
+
+
+@pytest.mark.parametrize("reference", [
+    refs("assert f(1) is None", "assert type(f(1)) is int", "assert f(2) is not True"),
+    refs("assert f(1) == g(1)", "assert g(2) == 4"),  # g is tested by the second assert
+    refs("assert 5 == add(2, 3)", "assert f(3) == f(2) + 1"),  # the first operand with a call is the tested one
+    refs("assert f(1) == g(1)", entry="f"),  # with an entry, g is refused by the entry rule instead
+])
+def test_exactly_evaluable_forms_parse(reference):
+    if '"entry"' in reference:
+        with pytest.raises(BadReference, match="neither the entry"):
+            parse_reference(reference)
+    else:
+        assert parse_reference(reference).asserts
+
+
+def test_speculative_call_without_an_answer_is_dropped_not_failed():
+    # f(1) == 0 or f(2) == 0 or f(3) == 0: Python calls f(1) first (needed); f(2), f(3) only if it is not 0
+    rounds = AssertRounds(parse_reference(refs("assert f(1) == 0 or f(2) == 0 or f(3) == 0")))
+    calls = rounds.calls()
+    assert [c.ops[0][1] for c in calls] == [[1], [2], [3]] and rounds.needed == 1
+    rounds.record(calls, {0: CallResult(True, 5, 1)})  # the run ended while f(2) ran: f(2), f(3) never answered
+    calls = rounds.calls()  # f(1) = 5, so f(2) is needed now; f(3) is speculative again, f(2) never will be
+    assert [c.ops[0][1] for c in calls] == [[2], [3]] and rounds.needed == 1 and rounds.cut_rounds == 1
+    rounds.record(calls, {0: CallResult(True, 0, 1), 1: CallResult(True, 9, 1)})
+    assert rounds.calls() == [] and rounds.outcomes() == [(True, "")]
+
+
+def test_collector_is_paused_while_judging_and_resumed_after():
+    # a full collection of the trainer's heap, triggered by decoding a big result, cost 0.135 s (code_budget.py)
+    assert gc.isenabled()
+    first, second = Budget(), Budget()
+    with first:
+        assert not gc.isenabled()
+        with second:  # another completion judged meanwhile (verifier threads)
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # still judging the first one
+    assert gc.isenabled()

@@ -177,11 +177,11 @@ def adversarial_code_cases() -> dict[str, tuple[str, str]]:
 
 
 def adversarial_math_cases() -> dict[str, tuple[str, str]]:
-    """Math completions that try to make the parent work, run in every answer mode. The math verifier's owner
-    (rlvr/verifiers/math*.py) extends this set: issue #24's 1 MB completions are measured here, not fixed."""
-    mb = 1 << 20
-    return {"open_braces_1mb": ("{" * mb + "1", "1"), "dollars_1mb": ("$" * mb, "1"),
-            "answer_lines_1mb": ("Answer:\n" * (mb // 8), "1")}
+    """Math completions that try to make the parent work (about 1 MB each), run in every answer mode: the set of
+    bench/math_adversarial.py, one definition for both scripts."""
+    from math_adversarial import math_adversarial_cases
+
+    return {case.name: (case.completion, case.reference) for case in math_adversarial_cases()}
 
 
 def parent_cpu(verifier: Verifier, cases: dict[str, tuple[str, str]]) -> dict[str, tuple[float, float, object]]:

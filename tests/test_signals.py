@@ -163,3 +163,25 @@ def test_reward_rising_while_held_out_falls() -> None:
                      {"reward_mean": 0.9, "eval/pass@1": 0.85}])
     assert [len(lines) for lines in out] == [0, 0, 0, 1, 0]
     assert "possible reward hacking" in out[3][0] and "0.450 -> 0.700" in out[3][0] and "0.800 -> 0.700" in out[3][0]
+
+
+def test_the_measured_default_run_gets_no_advice_to_change_a_default() -> None:
+    """Replays the 30 logged steps of `rlvr train` (default config, 2026-11-26; tests/data/default_run_metrics.jsonl
+    keeps the keys the notes read). The code before issue 24 printed 5 entropy notes (steps 10, 13, 16, 20, 22:
+    "lower optimizer.lr or raise rollout.temperature") and 3 tied notes ("try rollout.dynamic_sampling.enabled=true"
+    while it was on) on this run. Now: the zero-loss explanation, and at step 26 (the second of two steps whose 16
+    problems were all solved every time) the fact that the model solves them - no setting named."""
+    import json
+    from pathlib import Path
+
+    from rlvr.config import load_config
+    from rlvr.config_rules import with_dynamic_sampling_decided
+    from rlvr.signals import Diagnostics, RunFacts
+
+    rows = [json.loads(line) for line in (Path(__file__).parent / "data" / "default_run_metrics.jsonl").open()]
+    assert [r["step"] for r in rows] == list(range(1, 31))
+    diagnostics = Diagnostics(RunFacts.of(with_dynamic_sampling_decided(load_config(None, []), 1)))
+    notes = [line for row in rows for line in diagnostics.check(row)]
+    assert [n.split(":")[0] for n in notes] == ["note (step 1)", "note (step 26)"]
+    assert "the loss shows as 0" in notes[0] and "solves these problems every time" in notes[1]
+    assert not any(word in note for note in notes for word in ("try", "lower ", "raise ", "=true"))

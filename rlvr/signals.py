@@ -60,7 +60,7 @@ ENTROPY_FLOOR = 0.05
 TIED_SHARE = 0.5  # the training batch's tied-group share from which low entropy is costing the run its signal
 SOLVED = 0.95  # share of correct verdicts from which ties mean "solved", not "stuck"
 # Share of correct verdicts from which ties and low entropy mean "converged": the default run of 2026-11-26 spent its
-# steps 20-30 here (entropy 0.005-0.051, 0-4 informative groups among 16 drawn, 72-100 % correct except steps 24 and
+# steps 20-30 here (entropy 0.005-0.051, 0-4 informative groups among 16 drawn, 75-100 % correct except steps 24 and
 # 30, each alone: 50 % and 72 %), the kind of run that ends near held-out pass@1 0.90. Below it, for two steps in a
 # row, a collapsed policy is stuck rather than done, and the advice applies.
 CONVERGED = 0.75

@@ -11,14 +11,15 @@ test or take the claim out of README.
     .venv/bin/python bench/mutations.py --list
 
 Before the mutants, the named tests run once on the unmutated copy: a test that already fails proves nothing
-about a mutant, so the script stops there. The exit status is 1 when any mutant survives, times out or cannot be
-applied.
+about a mutant, so the script stops there. The exit status is 1 when any mutant survives, is undecided (a timeout) or
+cannot be applied.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -35,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @dataclass
 class Outcome:
     mutation: Mutation
-    status: str  # caught | SURVIVED | TIMED OUT | NOT APPLIED
+    status: str  # caught | SURVIVED | UNDECIDED (timed out, no tests) | NOT APPLIED
     seconds: float
     detail: str  # the first failing test, or why it could not be applied
 
@@ -73,19 +74,25 @@ def apply(mutation: Mutation, tree: Path) -> str | None:
 
 
 def run_tests(tests: tuple[str, ...], tree: Path, timeout: float) -> tuple[bool | None, str]:
-    """-> (passed, first failing test id or the tail of the output); passed is None when the run timed out: on a
-    busy machine that says nothing about the mutant, so it is reported, not counted as caught."""
+    """-> (passed, first failing test id or the tail of the output); passed is None when the run timed out (on a
+    busy machine that says nothing about the mutant) or collected no test: reported, never counted as caught."""
     env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
-    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *tests]
+    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
+    # its own session, so that a timeout kills the trainers the tests started too (they hold the output pipes open)
+    process = subprocess.Popen(command, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, start_new_session=True)
     try:
-        done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
+        stdout, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
         return None, f"timed out after {timeout:.0f} s (rerun with a larger --timeout)"
+    done = subprocess.CompletedProcess(command, process.returncode, stdout, "")
     failed = [line.split(" ")[1] for line in done.stdout.splitlines() if line.startswith(("FAILED ", "ERROR "))]
     if done.returncode == 0:
         return True, ""
     if done.returncode == 5:
-        return False, "no tests collected (a wrong test id?)"
+        return None, "no tests collected (a wrong test id?)"
     return False, failed[0] if failed else done.stdout.strip().splitlines()[-1:][0] if done.stdout.strip() else ""
 
 
@@ -100,7 +107,7 @@ def check(mutation: Mutation, tree: Path, timeout: float) -> Outcome:
     finally:
         (tree / mutation.path).write_text(original)
     seconds = time.monotonic() - started
-    status = {True: "SURVIVED", False: "caught", None: "TIMED OUT"}[passed]
+    status = {True: "SURVIVED", False: "caught", None: "UNDECIDED"}[passed]
     return Outcome(mutation, status, seconds, detail or "tests passed")
 
 

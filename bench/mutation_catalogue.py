@@ -145,6 +145,42 @@ MATH_VERIFIER = [
        "FALLBACK_CHARS = 10**7", "tests/test_math_attacks.py::test_adversarial_completions_cost_little_parent_cpu"),
 ]
 
+# --- the code verifier decides in the parent, as Python would (README "Verifiers", issue 24 part 2) -----------
+CODE_VERIFIER = [
+    _m("code: floats compare exactly", "rlvr/verifiers/code_values.py",
+       "return bool(got == want)", "return _close(got, want, 1e-9, [0])",
+       "tests/test_code_semantics.py::test_forged_pass_is_wrong"),
+    _m("code: a fresh NaN per decoded value", "rlvr/verifiers/code_wire.py",
+       "value = json.loads(text, object_hook=self._object, parse_constant=lambda name: _CONSTANTS[name]())",
+       "value = json.loads(text, object_hook=self._object)",
+       "tests/test_code_semantics.py::test_what_python_calls_equal_passes"),
+    _m("code: OrderedDict keeps its order", "rlvr/verifiers/code_harness.py",
+       "if issubclass(t, OrderedDict):  # before dict: Python compares two OrderedDicts by order (C items: no overrides)",
+       "if False:", "tests/test_code_semantics.py::test_forged_pass_is_wrong"),
+    _m("code: no candidate names on the expected side", "rlvr/verifiers/code_tests.py",
+       "if entry is None and name not in tested:  # issue #24: the candidate could define it to match", "if False:",
+       "tests/test_code_semantics.py::test_form_the_parent_cannot_evaluate_is_unscorable"),
+    _m("code: Fraction is the parent's", "rlvr/verifiers/code_values.py",
+       'NAMES: dict[str, Any] = {**BUILTINS, "Counter": Counter, "OrderedDict": OrderedDict, "Fraction": Fraction}',
+       'NAMES: dict[str, Any] = {**BUILTINS, "Counter": Counter, "OrderedDict": OrderedDict}',
+       "tests/test_code_semantics.py::test_forged_pass_is_wrong"),
+    _m("code: a speculative call gets its own bound", "rlvr/verifiers/code.py",
+       "cut_after=(SPECULATIVE_MARK, config.time_limit_s * SPECULATIVE_SHARE))", "cut_after=None)",
+       "tests/test_code_semantics.py::test_untaken_branch_that_hangs_costs_no_later_assert"),
+    _m("code: an unanswered speculative call is dropped", "rlvr/verifiers/code_tests.py",
+       "if i >= self.needed and i not in results:", "if False:",
+       "tests/test_code_budget.py::test_speculative_call_without_an_answer_is_dropped_not_failed"),
+    _m("code: the parent's CPU budget", "rlvr/verifiers/code_budget.py",
+       "if time.thread_time() + cost_s > self.deadline:", "if False:",
+       "tests/test_code_budget.py::test_the_budget_stops_the_parent"),
+    _m("code: sum is budgeted", "rlvr/verifiers/code_values.py",
+       "return sum(guarded(iterable), start)", "return sum(iterable, start)",
+       "tests/test_code_budget.py::test_the_budget_stops_the_parent"),
+    _m("code: a stream over its cap is closed", "rlvr/verifiers/sandbox_io.py",
+       "if chunk:  # over the cap: close our end now (EOF just stops reading; the run closes it)", "if False:",
+       "tests/test_sandbox.py::test_stream_over_its_cap_is_closed"),
+]
+
 # --- Ray: weights reach the actors; each rank keeps its own RNG (README "Ray") -------------------------------
 RAY = [
     _m("ray weight sync sends the weights", "rlvr/cluster/ray_backend.py",
@@ -173,6 +209,8 @@ DISTRIBUTED = [
 
 # --- the console's notes fit the run (README "What the log says", issue 24 part 4) ----------------------------
 NOTES = [
+    _m("converged is not collapsed", "rlvr/signals.py", "CONVERGED = 0.75", "CONVERGED = 0.95",
+       "tests/test_signals.py::test_the_measured_default_run_gets_no_advice_to_change_a_default"),
     _m("kl note needs two high steps", "rlvr/signals.py",
        'PERSIST = {"kl": 2, "tied": 2, "entropy": 2}', 'PERSIST = {"kl": 1, "tied": 2, "entropy": 2}',
        "tests/test_signals.py::test_kl_alarm_needs_two_steps_and_names_the_largest_token"),
@@ -180,12 +218,12 @@ NOTES = [
        "found = {name: text for name, text in seen.items() if self.streak[name] >= PERSIST.get(name, 1)}",
        "found = seen", "tests/test_signals.py::test_tied_groups_are_explained_when_they_persist_and_only_at_onset"),
     _m("entropy note needs ties", "rlvr/signals.py",
-       "if _finite(entropy) and entropy < ENTROPY_FLOOR and _losing_signal(r) and not solved >= MASTERED:",
-       "if _finite(entropy) and entropy < ENTROPY_FLOOR and not solved >= MASTERED:",
+       "if _finite(entropy) and entropy < ENTROPY_FLOOR and _losing_signal(r) and not solved >= CONVERGED:",
+       "if _finite(entropy) and entropy < ENTROPY_FLOOR and not solved >= CONVERGED:",
        "tests/test_signals.py::test_entropy_note_needs_low_entropy_and_ties_on_an_unsolved_task"),
     _m("tied advice knows dynamic sampling is on", "rlvr/signals.py",
        "if not facts.dynamic_sampling:", "if True:",
        "tests/test_signals.py::test_tied_advice_knows_what_the_run_does"),
 ]
 
-CATALOGUE: list[Mutation] = MATH + RESUME + RAY + DISTRIBUTED + NOTES + MATH_VERIFIER
+CATALOGUE: list[Mutation] = MATH + RESUME + RAY + DISTRIBUTED + NOTES + MATH_VERIFIER + CODE_VERIFIER

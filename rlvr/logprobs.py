@@ -165,7 +165,11 @@ def _packed_states(model, packed: Packed) -> torch.Tensor:
     else:
         out = model.base_model(**tokens, position_ids=packed.positions,
                                attention_mask=additive_mask(packed.allowed, model.dtype), use_cache=False)
-    return out.last_hidden_state[0, packed.state_index]
+    # index_select, not out.last_hidden_state[0, state_index]: the G rows of a group all read their prompt's last
+    # state, and indexing's backward (index_put with accumulate) adds those duplicates from several threads in a
+    # racy order on a CPU (torch.use_deterministic_algorithms' list), so two runs of one seed ended ~1e-7 apart
+    # (issue 28). index_select's backward is index_add, which sums the duplicates in index order on a CPU.
+    return out.last_hidden_state[0].index_select(0, packed.state_index)
 
 
 @in_compute_dtype  # under torch.autocast for a mixed-precision model (rlvr/precision.py, issue #23)

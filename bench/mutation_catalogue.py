@@ -192,6 +192,14 @@ RAY = [
        "tests/test_ray_trainers.py::test_sigterm_stops_the_ranks_at_a_checkpoint_and_resume_continues"),
 ]
 
+# --- same seed, same weights (README "Exactness promised", issue 28) -------------------------------------------
+DETERMINISM = [
+    _m("packed states read in one order", "rlvr/logprobs.py",
+       "return out.last_hidden_state[0].index_select(0, packed.state_index)",
+       "return out.last_hidden_state[0, packed.state_index]",
+       "tests/test_determinism.py::test_packed_backward_sums_a_groups_shared_state_in_one_order"),
+]
+
 # --- data parallel: the full-batch gradient is the sum of the ranks' (README "Scale-out") -------------------
 DISTRIBUTED = [
     _m("ddp gradient sum", "rlvr/distributed/wrap.py",
@@ -226,4 +234,4 @@ NOTES = [
        "tests/test_signals.py::test_tied_advice_knows_what_the_run_does"),
 ]
 
-CATALOGUE: list[Mutation] = MATH + RESUME + RAY + DISTRIBUTED + NOTES + MATH_VERIFIER + CODE_VERIFIER
+CATALOGUE: list[Mutation] = MATH + RESUME + DETERMINISM + RAY + DISTRIBUTED + NOTES + MATH_VERIFIER + CODE_VERIFIER

@@ -198,6 +198,15 @@ DETERMINISM = [
        "return out.last_hidden_state[0].index_select(0, packed.state_index)",
        "return out.last_hidden_state[0, packed.state_index]",
        "tests/test_determinism.py::test_packed_backward_sums_a_groups_shared_state_in_one_order"),
+    _m("fused head sums embedding grads in one order", "rlvr/fused_head.py",
+       "weight.grad.index_add_(0, ids, rows)", "weight.grad.index_put_((ids,), rows, accumulate=True)",
+       "tests/test_determinism.py::test_packed_backward_sums_a_groups_shared_state_in_one_order"),
+    _m("verdicts placed by row, not arrival", "rlvr/reward_service.py",
+       "self._verdicts[row] = verdicts", "self._verdicts[len(self._verdicts) - self._missing] = verdicts",
+       "tests/test_determinism.py::test_late_verifier_workers_change_nothing"),
+    _m("the run is seeded", "rlvr/recipes/grpo.py",
+       "torch.manual_seed(config.seed)", "torch.seed()",
+       "tests/test_determinism.py::test_two_runs_of_one_seed_are_bit_identical"),
 ]
 
 # --- data parallel: the full-batch gradient is the sum of the ranks' (README "Scale-out") -------------------

@@ -62,7 +62,7 @@ def with_tcmalloc(allocator: str) -> None:
     import os
     import sys
 
-    from rlvr.allocator import find_tcmalloc, preload_env
+    from rlvr.cli.allocator import find_tcmalloc, preload_env
 
     env = preload_env(os.environ, find_tcmalloc()) if allocator == "tcmalloc" else None  # None: already, or none
     if env is not None:
@@ -76,15 +76,15 @@ def main() -> None:
     parser.add_argument("--new", type=int, default=48)
     parser.add_argument("--model", default="embedded:SmolLM2-135M-Instruct")
     parser.add_argument("--allocator", choices=["tcmalloc", "system"], default="tcmalloc",
-                        help="tcmalloc as the `rlvr` command preloads it (rlvr/allocator.py), or glibc's malloc")
+                        help="tcmalloc as the `rlvr` command preloads it (rlvr/cli/allocator.py), or glibc's malloc")
     args = parser.parse_args()
     with_tcmalloc(args.allocator)
     import tempfile
     from pathlib import Path
 
-    from rlvr.config import load_config
-    from rlvr.recipes import stages
-    from rlvr.recipes.grpo import _close, setup, update
+    from rlvr.config.run import load_config
+    from rlvr.grpo import stages
+    from rlvr.grpo.loop import _close, setup, update
     from rlvr.rollout.base import SamplingParams
 
     config = load_config(None, [f"model.name_or_path={args.model}", "task.one_shot=false", "reward.workers=0",

@@ -23,8 +23,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rlvr.config import load_config  # noqa: E402
-from rlvr.models import load_model, load_tokenizer  # noqa: E402
+from rlvr.config.run import load_config  # noqa: E402
+from rlvr.model.load import load_model, load_tokenizer  # noqa: E402
 from rlvr.rollout.base import SamplingParams  # noqa: E402
 from rlvr.rollout.hf import HFRolloutEngine  # noqa: E402
 from rlvr.tasks import build_task  # noqa: E402

@@ -18,8 +18,8 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from rlvr.config import load_config
-from rlvr.recipes.grpo import train
+from rlvr.config.run import load_config
+from rlvr.grpo.loop import train
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 

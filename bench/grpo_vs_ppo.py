@@ -43,8 +43,8 @@ def state_bytes(run) -> int:
 
 
 def child(algorithm: str, steps: int, model: str) -> None:
-    from rlvr.config import load_config
-    from rlvr.recipes.grpo import grpo_step, setup
+    from rlvr.config.run import load_config
+    from rlvr.grpo.loop import grpo_step, setup
     from rlvr.rollout.base import SamplingParams
 
     out = Path(tempfile.mkdtemp(prefix=f"rlvr-{algorithm}-"))

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rlvr.verifiers.math import MODES, MathVerifier  # noqa: E402
+from rlvr.verifiers.math.verifier import MODES, MathVerifier  # noqa: E402
 
 MB = 1_000_000
 BUDGET_S = 0.2  # parent CPU per completion (issue 24, part 2)

@@ -3,7 +3,7 @@
     .venv/bin/python bench/memory_plan.py [--steps N] [dotted.key=value ...]
 
 Runs `rlvr train output_dir=<tmp> [max_steps=N] [overrides]` as a child process (it re-executes itself under tcmalloc
-with the same pid, rlvr/allocator.py) and measures:
+with the same pid, rlvr/cli/allocator.py) and measures:
 - its peak RSS from os.wait4 (ru_maxrss: the largest of the trainer and its reaped children, the trainer here);
 - the per-step peak_memory_gb of metrics.jsonl (the trainer's ru_maxrss at the end of each step);
 - the phase of the peak: the child's VmRSS sampled every SAMPLE_S seconds, each sample tagged with the log's last
@@ -31,10 +31,10 @@ SAMPLE_S = 0.25
 def plan_for(overrides: list[str]):
     from transformers import AutoConfig
 
-    from rlvr.config import load_config
-    from rlvr.config_rules import with_dynamic_sampling_decided
-    from rlvr.memory_plan import plan_memory, run_prompt_tokens
-    from rlvr.models import load_tokenizer, resolve_model_path
+    from rlvr.config.run import load_config
+    from rlvr.config.rules import with_dynamic_sampling_decided
+    from rlvr.grpo.memory_plan import plan_memory, run_prompt_tokens
+    from rlvr.model.load import load_tokenizer, resolve_model_path
     from rlvr.tasks import build_task
 
     config = with_dynamic_sampling_decided(load_config(None, overrides), 1)  # as setup() decides it
@@ -99,7 +99,7 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*", help="dotted.key=value overrides for `rlvr train`")
     args = parser.parse_args()
     overrides = args.overrides + ([f"max_steps={args.steps}"] if args.steps else [])
-    from rlvr.memory_plan import GB, plan_lines
+    from rlvr.grpo.memory_plan import GB, plan_lines
 
     plan, prompt_tokens = plan_for(overrides)
     print(f"config: {' '.join(overrides) or 'defaults'}; longest prompt {prompt_tokens} tokens")

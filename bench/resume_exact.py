@@ -46,7 +46,7 @@ PER_PROCESS = ("time/", "reward_service/")
 
 
 def command(out: Path, variant: Variant) -> list[str]:
-    return [sys.executable, "-m", "rlvr.cli", "train", f"output_dir={out}", f"max_steps={variant.steps}",
+    return [sys.executable, "-m", "rlvr.cli.main", "train", f"output_dir={out}", f"max_steps={variant.steps}",
             "eval.at_end=false", *variant.overrides]
 
 
@@ -85,7 +85,7 @@ def compare(name: str, variant: Variant, root: Path) -> bool:
     straight, stopped = root / name / "straight", root / name / "stopped"
     t_straight = run(command(straight, variant))
     t_first = run(command(stopped, variant), variant.stop_after, stopped / "metrics.jsonl")
-    t_resume = run([sys.executable, "-m", "rlvr.cli", "train", "--resume", str(stopped)])
+    t_resume = run([sys.executable, "-m", "rlvr.cli.main", "train", "--resume", str(stopped)])
     a, b = load_file(straight / "final/model.safetensors"), load_file(stopped / "final/model.safetensors")
     identical = a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     same_metrics = run_metrics(straight) == run_metrics(stopped)

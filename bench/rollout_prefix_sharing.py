@@ -13,8 +13,8 @@ import time
 
 import torch
 
-from rlvr.config import RunConfig
-from rlvr.models import load_model, load_tokenizer
+from rlvr.config.run import RunConfig
+from rlvr.model.load import load_model, load_tokenizer
 from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.hf import HFRolloutEngine
 from rlvr.tasks import build_task

@@ -35,7 +35,7 @@ def configurations() -> list[tuple[str, int, dict[str, int]]]:
 
 
 def child(model_dir: str, prompts: Path, steps: int, work: dict[str, int]) -> dict:
-    from rlvr.config import load_config
+    from rlvr.config.run import load_config
 
     def no_stop_token(run) -> None:
         run.engine.stop_ids = [-1]  # no token id is -1: every completion runs to max_new_tokens
@@ -107,7 +107,7 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.model_dir, args.prompts, args.steps, json.loads(args.child))))
         return
-    from rlvr.models import resolve_model_path
+    from rlvr.model.load import resolve_model_path
 
     model_dir = resolve_model_path(args.model)
     prompts = Path(tempfile.mkdtemp(prefix="rlvr-scaling-")) / "prompts.jsonl"

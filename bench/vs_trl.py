@@ -96,7 +96,7 @@ def peak_memory_bytes(device: str) -> int:
 
 def timed_rlvr_steps(config, run_dir: Path, prepare=None) -> list[dict]:
     """rlvr's GRPO steps, timed by phase (also bench/scaling.py's); `prepare(run)` may adjust the run first."""
-    from rlvr.recipes.grpo import _close, grpo_step, setup
+    from rlvr.grpo.loop import _close, grpo_step, setup
     from rlvr.rollout.base import SamplingParams
 
     run = setup(config, run_dir)
@@ -121,7 +121,7 @@ def timed_rlvr_steps(config, run_dir: Path, prepare=None) -> list[dict]:
 
 
 def child_rlvr(model_dir: str, prompts: Path, steps: int, work: Work) -> dict:
-    from rlvr.config import load_config
+    from rlvr.config.run import load_config
 
     out = Path(tempfile.mkdtemp(prefix="vs-trl-rlvr-"))
     config = load_config(None, rlvr_overrides(model_dir, prompts, steps, out / "run", work))
@@ -152,7 +152,7 @@ def trl_dataset(model_dir: str, prompts: Path, work: Work):
     """The same chat messages rlvr's qa task renders (system turn left to the chat template on both sides)."""
     from datasets import Dataset
 
-    from rlvr.config import load_config
+    from rlvr.config.run import load_config
     from rlvr.tasks import build_task
 
     config = load_config(None, rlvr_overrides(model_dir, prompts, 1, Path(tempfile.mkdtemp()), work))
@@ -164,7 +164,7 @@ def trl_dataset(model_dir: str, prompts: Path, work: Work):
 
 
 def math_reward():
-    from rlvr.verifiers.math import MathVerifier
+    from rlvr.verifiers.math.verifier import MathVerifier
 
     verifier = MathVerifier(mode="last_number", timeout_s=5.0)
 
@@ -232,9 +232,9 @@ def summary(result: dict) -> dict:
 
 
 def child_env(allocator: str) -> dict[str, str]:
-    """Both sides get the same allocator: tcmalloc (what the `rlvr` command preloads, rlvr/allocator.py; it speeds
+    """Both sides get the same allocator: tcmalloc (what the `rlvr` command preloads, rlvr/cli/allocator.py; it speeds
     TRL up too) or glibc's malloc."""
-    from rlvr.allocator import find_tcmalloc
+    from rlvr.cli.allocator import find_tcmalloc
 
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     library = find_tcmalloc() if allocator == "tcmalloc" else None
@@ -298,7 +298,7 @@ def main() -> None:
         child = child_rlvr if args.child == "rlvr" else child_trl
         print(json.dumps(child(args.model_dir, args.prompts, args.steps, work)))
         return
-    from rlvr.models import resolve_model_path
+    from rlvr.model.load import resolve_model_path
 
     model_dir = resolve_model_path(args.model)  # converts the embedded GGUF once (cached); both sides load it
     prompts = Path(tempfile.mkdtemp(prefix="vs-trl-")) / "prompts.jsonl"

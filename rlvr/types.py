@@ -138,6 +138,6 @@ class TrainBatch:
 
     def by_length(self) -> "torch.Tensor":
         """Row order for micro-batches: longest group first, groups kept whole (logprobs.length_order)."""
-        from rlvr.logprobs import length_order
+        from rlvr.model.logprobs import length_order
 
         return length_order(self.completion_mask, self.prompt_index)

@@ -7,8 +7,8 @@ cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
 torch_spec=${TORCH_SPEC:-torch==2.13.0}
 [ -x .venv/bin/python ] || "$python" -m venv .venv
-# Code rewards run model-written code under bubblewrap (rlvr/verifiers/sandbox.py); python3-seccomp adds its
-# syscall deny-list. tcmalloc: the `rlvr` command preloads it (rlvr/allocator.py; ~20 % off a CPU update step).
+# Code rewards run model-written code under bubblewrap (rlvr/verifiers/code/sandbox.py); python3-seccomp adds its
+# syscall deny-list. tcmalloc: the `rlvr` command preloads it (rlvr/cli/allocator.py; ~20 % off a CPU update step).
 # Only root can apt-get: anyone else gets a clear refusal from the code verifier, and glibc's malloc.
 # chromium + chromedriver: the tests drive `rlvr report` / `rlvr dashboard` pages in a real headless browser
 # (tests/test_viz_browser.py; they fail under CI=true without it). rlvr itself never needs a browser, so it is

@@ -59,7 +59,7 @@ def pytest_runtest_setup(item):
     fail, so a machine without a sandbox cannot pass CI with the whole security suite skipped (issue #8)."""
     if item.get_closest_marker("sandbox") is None:
         return
-    from rlvr.verifiers.sandbox import probe
+    from rlvr.verifiers.code.sandbox import probe
 
     state = probe()
     if not state.ok:

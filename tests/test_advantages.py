@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from rlvr.advantages import ADVANTAGES, grpo_advantages, tied_groups
+from rlvr.algorithms.advantages import ADVANTAGES, grpo_advantages, tied_groups
 
 torch.set_num_threads(1)
 

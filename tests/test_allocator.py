@@ -1,12 +1,12 @@
-"""The `rlvr` command restarts itself once with tcmalloc preloaded (rlvr/allocator.py, issue #12) — and only then."""
+"""The `rlvr` command restarts itself once with tcmalloc preloaded (rlvr/cli/allocator.py, issue #12) — and only then."""
 from __future__ import annotations
 
 import sys
 
 import pytest
 
-from rlvr import allocator
-from rlvr.allocator import find_tcmalloc, preload_env
+from rlvr.cli import allocator
+from rlvr.cli.allocator import find_tcmalloc, preload_env
 
 LIB = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
 

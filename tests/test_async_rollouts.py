@@ -12,8 +12,8 @@ import pytest
 
 from test_train_tiny import tiny_overrides
 
-from rlvr.cli import main
-from rlvr.recipes import stages
+from rlvr.cli.main import main
+from rlvr.grpo import stages
 
 STEPS = 3
 

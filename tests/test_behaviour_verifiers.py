@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from rlvr.config import TaskConfig
+from rlvr.config.run import TaskConfig
 from rlvr.types import Outcome
 from rlvr.verifiers import VERIFIERS, build_verifiers
 from rlvr.verifiers.format import (FormatVerifier, LanguageVerifier, TagCountVerifier, ThinkFormatVerifier,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rlvr import logprobs as logprobs_module
-from rlvr.blocked_attention import NAME, blocked_attention_on, blocked_supported
-from rlvr.logprobs import completion_logprobs
-from rlvr.packing import pack
+from rlvr.model import logprobs as logprobs_module
+from rlvr.model.blocked_attention import NAME, blocked_attention_on, blocked_supported
+from rlvr.model.logprobs import completion_logprobs
+from rlvr.model.packing import pack
 from test_logprobs import TEMPERATURE, batch, tiny_llama
 
 torch.set_num_threads(1)

@@ -43,7 +43,7 @@ def test_config_differences_name_keys_and_ignore_free_ones():
 
 _STOPPER = textwrap.dedent("""
     import sys, time
-    from rlvr.checkpoint.signals import GracefulStop
+    from rlvr.checkpoint.stop import GracefulStop
     with GracefulStop() as stop:
         print("ready", flush=True)
         for step in range(100):

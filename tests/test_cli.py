@@ -1,6 +1,6 @@
 """CLI: every expected failure is one `rlvr: error: ...` line on stderr with exit code 2, never a traceback.
 
-All commands run in-process through `rlvr.cli.main` except one subprocess test of the real entry point.
+All commands run in-process through `rlvr.cli.main.main` except one subprocess test of the real entry point.
 Nothing here loads a model: `train` and `eval` are only driven into failures that happen before loading.
 """
 from __future__ import annotations
@@ -12,9 +12,9 @@ import sys
 
 import pytest
 
-from rlvr.cli import main
-from rlvr.config import TaskConfig
-from rlvr.verify_file import VerifyInputError, verify_file
+from rlvr.cli.main import main
+from rlvr.config.run import TaskConfig
+from rlvr.cli.verify import VerifyInputError, verify_file
 
 
 @pytest.fixture(autouse=True)
@@ -311,13 +311,13 @@ def test_verify_file_api(tmp_path, capsys):
 
 def test_real_entry_point_prints_no_traceback(tmp_path):
     data = write_jsonl(tmp_path / "in.jsonl", LINES)
-    command = [sys.executable, "-m", "rlvr.cli", "verify", "--verifier", "math"]
+    command = [sys.executable, "-m", "rlvr.cli.main", "verify", "--verifier", "math"]
     bad = subprocess.run(command + ["--input", str(tmp_path / "missing.jsonl")],
                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert bad.returncode == 2
     assert "Traceback" not in bad.stderr
     assert bad.stderr.strip().startswith("rlvr: error: ") and len(bad.stderr.strip().splitlines()) == 1
-    unknown = subprocess.run([sys.executable, "-m", "rlvr.cli", "verify", "--verifier", "nope", "--input", data],
+    unknown = subprocess.run([sys.executable, "-m", "rlvr.cli.main", "verify", "--verifier", "nope", "--input", data],
                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert unknown.returncode == 2 and "Traceback" not in unknown.stderr and "valid verifiers" in unknown.stderr
     good = subprocess.run(command + ["--input", data], capture_output=True, text=True, timeout=120, cwd=tmp_path)
@@ -380,7 +380,7 @@ def test_verify_survives_lone_surrogates_in_error_text(tmp_path, capsys):
 def test_overrides_may_follow_flags():
     """`rlvr eval RUN --size 100 k=v` once failed with 'unrecognized arguments' (argparse binds the
     positional list before the first flag); overrides on both sides of a flag are kept in order."""
-    from rlvr.cli import parse
+    from rlvr.cli.main import parse
 
     args = parse(["eval", "run-dir", "a.b=1", "--size", "100", "c.d=2", "--no-greedy", "e=3"])
     assert (args.model, args.size, args.greedy) == ("run-dir", 100, False)

@@ -19,7 +19,7 @@ import time
 import pytest
 
 from rlvr.types import Outcome
-from rlvr.verifiers.sandbox import SandboxConfig, probe
+from rlvr.verifiers.code.sandbox import SandboxConfig, probe
 
 _PROBE = probe()  # cached; the `sandbox` mark decides skip or fail
 pytestmark = pytest.mark.sandbox  # skips without bubblewrap, fails under CI=true (conftest.py)
@@ -320,7 +320,7 @@ def _files() -> set[str]:
 
 
 def _cgroups() -> set[str]:
-    from rlvr.verifiers import sandbox
+    from rlvr.verifiers.code import sandbox
 
     return {os.path.join(base, name) for base in sandbox._host.cgroup_bases.values() for name in os.listdir(base)
             if name.startswith(f"rlvr-sbx-{os.getpid()}-")}
@@ -362,7 +362,7 @@ def host_unchanged(monkeypatch, loopback_listener):
 
 
 def _verifier(mode: str = "fraction"):
-    from rlvr.verifiers.code import CodeVerifier
+    from rlvr.verifiers.code.verifier import CodeVerifier
 
     return CodeVerifier(mode, SandboxConfig(time_limit_s=LIMIT_S, memory_mb=256, max_output_bytes=1 << 16))
 

@@ -15,11 +15,11 @@ from fractions import Fraction
 
 import pytest
 
-from rlvr.verifiers.code_budget import Budget
-from rlvr.verifiers.code_eval import CallResult
-from rlvr.verifiers.code_tests import AssertRounds, BadReference, parse_reference, read_results
-from rlvr.verifiers.code_values import compare, same
-from rlvr.verifiers.code_wire import decode, encode
+from rlvr.verifiers.code.budget import Budget
+from rlvr.verifiers.code.evaluate import CallResult
+from rlvr.verifiers.code.reference import AssertRounds, BadReference, parse_reference, read_results
+from rlvr.verifiers.code.values import compare, same
+from rlvr.verifiers.code.wire import decode, encode
 
 
 def refs(*asserts: str, **extra) -> str:
@@ -137,7 +137,7 @@ def test_speculative_call_without_an_answer_is_dropped_not_failed():
 
 
 def test_collector_is_paused_while_judging_and_resumed_after():
-    # a full collection of the trainer's heap, triggered by decoding a big result, cost 0.135 s (code_budget.py)
+    # a full collection of the trainer's heap, triggered by decoding a big result, cost 0.135 s (verifiers/code/budget.py)
     assert gc.isenabled()
     first, second = Budget(), Budget()
     with first:

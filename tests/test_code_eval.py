@@ -9,11 +9,11 @@ import time
 
 import pytest
 
-from rlvr.verifiers.code_budget import PARENT_CPU_S, Budget
-from rlvr.verifiers.code_eval import MAX_ROUNDS, BadReference, CallResult
-from rlvr.verifiers.code_tests import AssertRounds, parse_reference, read_results
-from rlvr.verifiers.code_values import same
-from rlvr.verifiers.code_wire import decode, encode
+from rlvr.verifiers.code.budget import PARENT_CPU_S, Budget
+from rlvr.verifiers.code.evaluate import MAX_ROUNDS, BadReference, CallResult
+from rlvr.verifiers.code.reference import AssertRounds, parse_reference, read_results
+from rlvr.verifiers.code.values import same
+from rlvr.verifiers.code.wire import decode, encode
 
 
 def refs(*asserts: str, **extra) -> str:

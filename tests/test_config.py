@@ -1,10 +1,10 @@
-"""Config: defaults < YAML < dotted overrides; every problem is one ConfigError naming the key (config.py)."""
+"""Config: defaults < YAML < dotted overrides; every problem is one ConfigError naming the key (rlvr/config/run.py)."""
 from __future__ import annotations
 
 import pytest
 import yaml
 
-from rlvr.config import (EMBEDDED_MODEL, ConfigError, RolloutConfig, RunConfig, dump_config, load_config,
+from rlvr.config.run import (EMBEDDED_MODEL, ConfigError, RolloutConfig, RunConfig, dump_config, load_config,
                          parse_overrides)
 
 

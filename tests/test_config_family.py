@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rlvr.config import ConfigError, load_config
+from rlvr.config.run import ConfigError, load_config
 
 PRESETS = sorted(Path(__file__).resolve().parent.parent.joinpath("configs").glob("*.yaml"))
 

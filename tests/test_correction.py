@@ -15,17 +15,17 @@ from test_rollout import STOPS, engine, prompts, tiny_llama  # the tiny random L
 from test_train_tiny import tiny_overrides
 from test_update import perturbed
 
-from rlvr.cli import main
-from rlvr.config import ConfigError, RunConfig, load_config
-from rlvr.correction import (CorrectionSettings, CorrectionStats, EngineMismatch, check_agreement, correction_stats,
+from rlvr.cli.main import main
+from rlvr.config.run import ConfigError, RunConfig, load_config
+from rlvr.algorithms.correction import (CorrectionSettings, CorrectionStats, EngineMismatch, check_agreement, correction_stats,
                              importance_weights, mismatch_kl)
-from rlvr.logprobs import completion_logprobs
-from rlvr.loss import LossSpec, policy_loss
-from rlvr.objectives import ClipRange
+from rlvr.model.logprobs import completion_logprobs
+from rlvr.algorithms.loss import LossSpec, policy_loss
+from rlvr.algorithms.objectives import ClipRange
 from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.hf import HFRolloutEngine, completion_mask
 from rlvr.types import TrainBatch
-from rlvr.update import UpdateSettings, train_step
+from rlvr.training.update import UpdateSettings, train_step
 
 torch.set_num_threads(1)
 
@@ -144,7 +144,7 @@ def test_agreement_check_raises_one_clear_error():
     text = str(err.value)
     for part in ("disagree", "0.25", "max_mismatch_kl=0.01", "weight sync", "temperature", "stale"):
         assert part in text, part
-    assert EngineMismatch.user_facing  # rlvr/cli.py main() prints it as one line, exit 2
+    assert EngineMismatch.user_facing  # rlvr/cli/main.py main() prints it as one line, exit 2
 
 
 @pytest.mark.parametrize("kl, threshold", [(0.25, None), (0.25, 0.0), (0.005, 0.01), (math.nan, 0.01)])
@@ -312,7 +312,7 @@ def test_train_step_with_correction_writes_its_metrics(tiny_model_dir, tmp_path)
 def test_a_run_whose_engine_holds_other_weights_stops_with_one_clear_error(tiny_model_dir, tmp_path, monkeypatch,
                                                                           capsys):
     # the engine samples with a perturbed copy of the policy (as if it served another checkpoint)
-    monkeypatch.setattr("rlvr.backends.HFRolloutEngine", lambda model, tokenizer, **kw: HFRolloutEngine(
+    monkeypatch.setattr("rlvr.grpo.backends.HFRolloutEngine", lambda model, tokenizer, **kw: HFRolloutEngine(
         perturbed(model, seed=3, scale=0.5), tokenizer, **kw))
     out = tmp_path / "run"
     assert main(["train", *tiny_overrides(tiny_model_dir, out, steps=2), "eval.at_end=false"]) == 2
@@ -333,7 +333,7 @@ def test_an_older_runs_config_without_the_correction_section_still_resumes():
     """A config.yaml written before rollout.correction existed compares as the defaults (mode none: the old
     behaviour), so its resume is not refused for a section it could not have had."""
     from rlvr.checkpoint.state import config_differences, with_current_defaults
-    from rlvr.config import RunConfig
+    from rlvr.config.run import RunConfig
 
     current = RunConfig().model_dump(mode="json")
     older = RunConfig().model_dump(mode="json")
@@ -347,8 +347,8 @@ def test_an_older_runs_config_without_the_correction_section_still_resumes():
 def test_config_names_match_the_functions():
     from typing import get_args
 
-    from rlvr.config import CorrectionConfig
-    from rlvr.correction import LEVELS, MODES
+    from rlvr.config.run import CorrectionConfig
+    from rlvr.algorithms.correction import LEVELS, MODES
 
     assert get_args(CorrectionConfig.model_fields["mode"].annotation) == MODES
     assert get_args(CorrectionConfig.model_fields["level"].annotation) == LEVELS

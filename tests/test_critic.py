@@ -1,4 +1,4 @@
-"""The PPO critic (rlvr.critic) on the tiny random Llama: zero initial values, prefix-shared values equal the
+"""The PPO critic (rlvr.training.critic) on the tiny random Llama: zero initial values, prefix-shared values equal the
 plain concatenated forward, the accumulated gradient does not depend on the micro-batch size, training
 fits fixed returns, and state_dict resumes exactly."""
 from __future__ import annotations
@@ -9,8 +9,8 @@ import dataclasses
 import pytest
 import torch
 
-from rlvr.config import ModelConfig
-from rlvr.critic import Critic, CriticSettings
+from rlvr.config.run import ModelConfig
+from rlvr.training.critic import Critic, CriticSettings
 
 torch.set_num_threads(1)
 

@@ -7,8 +7,8 @@ import itertools
 import pytest
 import torch
 
-from rlvr.config import CurriculumConfig
-from rlvr.curriculum import PassRateCurriculum, group_pass_rates
+from rlvr.config.run import CurriculumConfig
+from rlvr.grpo.curriculum import PassRateCurriculum, group_pass_rates
 from rlvr.types import Prompt
 
 

@@ -3,7 +3,7 @@ same metrics, also when the verifier workers answer late and in another order.
 
 The cause found for the issue: the packed forward read each completion token's predicting state by advanced
 indexing, whose backward (index_put with accumulate) adds duplicate indices from several threads in a racy order on
-a CPU, and every row of a group reads its prompt's last state (rlvr/logprobs.py `_packed_states`). It shows only
+a CPU, and every row of a group reads its prompt's last state (rlvr/model/logprobs.py `_packed_states`). It shows only
 when that backward is split over threads: more than 32768 elements (torch's grain size, tokens x hidden), hence a
 tiny model of hidden size 256 here, and 2 threads.
 """
@@ -20,10 +20,10 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 import determinism_helpers
 from conftest import build_tiny_model
-from rlvr.config import load_config
-from rlvr.logprobs import completion_logprobs
-from rlvr.recipes import grpo
-from rlvr.reward_service import RewardService
+from rlvr.config.run import load_config
+from rlvr.model.logprobs import completion_logprobs
+from rlvr.grpo import loop as grpo
+from rlvr.rewards.service import RewardService
 
 THREADS = 2  # the race needs the backward split over threads; the default config uses all cores (threads=0)
 MEASURED = ("elapsed_s", "tokens_per_s", "peak_memory_gb")  # wall clock and memory: metrics that may differ

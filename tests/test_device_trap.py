@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from device_trap import POLICY_DEVICE, DeviceMixError, device_trap, on_host
-from rlvr.cli import main
+from rlvr.cli.main import main
 
 
 def _grad_on_host(d):
@@ -116,7 +116,7 @@ def test_loaded_models_are_on_the_host_until_moved(tiny_model_dir):
 def test_the_first_bug_a_host_factory_scattered_into_with_policy_rows():
     """logprobs.length_order before issue #23 made its group maxima with torch.zeros(n) and scattered into them
     with the rows' indices; the fixed function runs under the trap."""
-    from rlvr.logprobs import length_order
+    from rlvr.model.logprobs import length_order
 
     with device_trap():
         rows = torch.tensor([0, 0, 1, 1], device=POLICY_DEVICE)
@@ -254,7 +254,7 @@ def test_eval_scaling_and_generate_with_a_thinking_budget(tiny_model_dir, tmp_pa
 
 
 def test_the_config_accepts_cpu_0_for_the_trap_and_refuses_other_cpu_indices():
-    from rlvr.config import ConfigError, load_config
+    from rlvr.config.run import ConfigError, load_config
 
     assert load_config(None, [f"model.device={POLICY_DEVICE}", f"reward.model_device={POLICY_DEVICE}"]).model.device \
         == "cpu:0"

@@ -16,8 +16,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from rlvr.cli import main
-from rlvr.config import load_config
+from rlvr.cli.main import main
+from rlvr.config.run import load_config
 from rlvr.distributed.checks import problems
 from rlvr.distributed.context import DistContext, DistributedError, SINGLE, from_env
 from rlvr.distributed.state import check_strategy

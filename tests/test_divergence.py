@@ -1,11 +1,11 @@
-"""The skipped-step guard shared by `rlvr train` and `rlvr sft` (rlvr/divergence.py)."""
+"""The skipped-step guard shared by `rlvr train` and `rlvr sft` (rlvr/training/divergence.py)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from rlvr.divergence import TrainingDiverged, check_skips
+from rlvr.training.divergence import TrainingDiverged, check_skips
 
 
 def step(n: int, skipped: bool) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rlvr.dynamic_sampling import concat_groups, draw_informative_groups, next_request, select_groups
+from rlvr.grpo.dynamic_sampling import concat_groups, draw_informative_groups, next_request, select_groups
 from rlvr.types import Outcome, Prompt, RolloutBatch, ScoredBatch, Verdict
 
 G = 2
@@ -116,7 +116,7 @@ def test_select_groups_picks_rows_of_each_group() -> None:
 # --- "auto" (issue #12, item 4): the default run samples until groups carry signal, where that applies ---
 
 def _auto_config(*overrides: str):
-    from rlvr.config import load_config
+    from rlvr.config.run import load_config
 
     return load_config(None, list(overrides))
 
@@ -131,7 +131,7 @@ def _auto_config(*overrides: str):
     (("rollout.dynamic_sampling.enabled=true",), 2, True),  # (and the rank checks then refuse it, loudly)
 ], ids=["default", "ranks", "ray-ranks", "async", "batch-baseline", "off", "on"])
 def test_auto_is_on_only_where_dynamic_sampling_applies(overrides, world_size, expected):
-    from rlvr.config_rules import dynamic_sampling_applies, with_dynamic_sampling_decided
+    from rlvr.config.rules import dynamic_sampling_applies, with_dynamic_sampling_decided
 
     config = _auto_config(*overrides)
     assert dynamic_sampling_applies(config, world_size) is expected
@@ -141,7 +141,7 @@ def test_auto_is_on_only_where_dynamic_sampling_applies(overrides, world_size, e
 
 
 def test_auto_is_not_an_error_where_an_explicit_true_is():
-    from rlvr.config_base import ConfigError
+    from rlvr.config.base import ConfigError
 
     _auto_config("algorithm.advantage=reinforce_pp")  # auto: quietly off
     with pytest.raises(ConfigError, match="dynamic_sampling"):

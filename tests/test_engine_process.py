@@ -15,10 +15,10 @@ from safetensors.torch import load_file
 from test_train_tiny import tiny_overrides
 from test_update import perturbed
 
-from rlvr.cli import main
-from rlvr.config import load_config
-from rlvr.correction import EngineMismatch
-from rlvr.models import load_model, load_tokenizer
+from rlvr.cli.main import main
+from rlvr.config.run import load_config
+from rlvr.algorithms.correction import EngineMismatch
+from rlvr.model.load import load_model, load_tokenizer
 from rlvr.rollout.agreement import check_after_sync
 from rlvr.rollout.base import SamplingParams, SyncedEngine
 from rlvr.rollout.hf import HFRolloutEngine

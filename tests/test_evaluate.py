@@ -1,4 +1,4 @@
-"""Evaluation (rlvr.evaluate): the estimators wired to scripted completions with hand-derived numbers, the reward
+"""Evaluation (rlvr.evaluation.evaluate): the estimators wired to scripted completions with hand-derived numbers, the reward
 model counting in best-of-k but never in correctness, breakdowns, the JSON keys, and evaluate_model on a tiny
 random model."""
 from __future__ import annotations
@@ -8,13 +8,13 @@ import json
 import pytest
 import torch
 
-from rlvr.cli import main
-from rlvr.config import EvalConfig, load_config
-from rlvr.evaluate import EvalResult, evaluate, evaluate_model
-from rlvr.rewards import Rewarder
+from rlvr.cli.main import main
+from rlvr.config.run import EvalConfig, load_config
+from rlvr.evaluation.evaluate import EvalResult, evaluate, evaluate_model
+from rlvr.rewards.rewarder import Rewarder
 from rlvr.types import Prompt, RolloutBatch
 from rlvr.verifiers.format import AnswerLineVerifier
-from rlvr.verifiers.math import MathVerifier
+from rlvr.verifiers.math.verifier import MathVerifier
 
 torch.set_num_threads(1)
 

@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from rlvr.loss import AGGREGATIONS, LossSpec, aggregate, kl_k1, kl_k2, policy_loss
-from rlvr.objectives import ClipRange, cispo, dual_clip, gspo, ppo_clip
+from rlvr.algorithms.loss import AGGREGATIONS, LossSpec, aggregate, kl_k1, kl_k2, policy_loss
+from rlvr.algorithms.objectives import ClipRange, cispo, dual_clip, gspo, ppo_clip
 
 torch.set_num_threads(1)
 

@@ -1,4 +1,4 @@
-"""The fused RMSNorm and SwiGLU nodes (rlvr/fused_layers.py) give transformers' values and gradients."""
+"""The fused RMSNorm and SwiGLU nodes (rlvr/model/fused_layers.py) give transformers' values and gradients."""
 from __future__ import annotations
 
 import math
@@ -8,7 +8,7 @@ import torch
 from conftest import tiny_llama
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
-from rlvr.fused_layers import _RMSNorm, _SiluProduct, fused_layers_on
+from rlvr.model.fused_layers import _RMSNorm, _SiluProduct, fused_layers_on
 
 torch.set_num_threads(1)
 

@@ -1,4 +1,4 @@
-"""PPO baseline math (rlvr.gae): GAE, outcome token rewards, whitening and the clipped value loss, each on
+"""PPO baseline math (rlvr.algorithms.gae): GAE, outcome token rewards, whitening and the clipped value loss, each on
 numbers derived by hand in the comments."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from rlvr.gae import gae_advantages, masked_whiten, outcome_token_rewards, value_loss
+from rlvr.algorithms.gae import gae_advantages, masked_whiten, outcome_token_rewards, value_loss
 
 
 def close(actual: torch.Tensor, expected, atol: float = 1e-6) -> None:

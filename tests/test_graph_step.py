@@ -151,7 +151,7 @@ def lora_model():
 
 
 def test_a_lora_policy_decodes_through_the_static_step_with_merged_weights() -> None:
-    """A LoRA policy (rlvr/lora.py) took transformers' eager forward; the static step merges W + B A s per call.
+    """A LoRA policy (rlvr/model/lora.py) took transformers' eager forward; the static step merges W + B A s per call.
     Same tokens as transformers' forward with the adapters, and an adapter update shows in the next call."""
     model = lora_model()
     assert static_supported(model)

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from rlvr.recipes.group_view import decode_tokens, group_row, pick_group, token_ratios
+from rlvr.grpo.group_view import decode_tokens, group_row, pick_group, token_ratios
 from rlvr.types import Outcome, Prompt, RolloutBatch, ScoredBatch, Verdict
 
 
@@ -112,10 +112,10 @@ def test_logged_ratios_are_the_updated_policy_over_pi_old_on_the_shown_group() -
     from types import SimpleNamespace
 
     from conftest import tiny_llama
-    from rlvr.config import load_config
+    from rlvr.config.run import load_config
     from rlvr.distributed.context import SINGLE
-    from rlvr.logprobs import batched_logprobs
-    from rlvr.recipes.stages import group_view_row
+    from rlvr.model.logprobs import batched_logprobs
+    from rlvr.grpo.stages import group_view_row
 
     torch.manual_seed(0)
     policy = tiny_llama()

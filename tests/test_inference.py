@@ -1,4 +1,4 @@
-"""Inference-time scaling (rlvr.inference): thinking-budget forcing on a scripted model, the generate() API and
+"""Inference-time scaling (rlvr.evaluation): thinking-budget forcing on a scripted model, the generate() API and
 its choices, the scaling curves, and the `generate` / `eval --scaling` commands on a tiny random model."""
 from __future__ import annotations
 
@@ -7,18 +7,18 @@ import json
 import pytest
 import torch
 
-from rlvr.cli import main
-from rlvr.config import EvalConfig, ModelConfig
-from rlvr.evaluate import ProblemSamples
-from rlvr.inference.budget import CLOSE_TEXT, BudgetedEngine
-from rlvr.inference.generate import choose, generate
-from rlvr.inference.scaling import n_curve, run_scaling, table, write_csv
-from rlvr.models import load_model, load_tokenizer
-from rlvr.rewards import Rewarder
+from rlvr.cli.main import main
+from rlvr.config.run import EvalConfig, ModelConfig
+from rlvr.evaluation.evaluate import ProblemSamples
+from rlvr.evaluation.budget import CLOSE_TEXT, BudgetedEngine
+from rlvr.evaluation.generate import choose, generate
+from rlvr.evaluation.scaling import n_curve, run_scaling, table, write_csv
+from rlvr.model.load import load_model, load_tokenizer
+from rlvr.rewards.rewarder import Rewarder
 from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.hf import HFRolloutEngine
 from rlvr.types import Prompt
-from rlvr.verifiers.math import MathVerifier
+from rlvr.verifiers.math.verifier import MathVerifier
 
 torch.set_num_threads(1)
 PROMPT = Prompt("p/0", ({"role": "user", "content": "What is 3 + 4?"},), "7", {"level": 1, "op": "+"})

@@ -6,7 +6,7 @@ import pytest
 import torch
 from conftest import tiny_llama
 
-from rlvr.logprobs import batched_logprobs, completion_logprobs, position_ids_from_mask
+from rlvr.model.logprobs import batched_logprobs, completion_logprobs, position_ids_from_mask
 
 torch.set_num_threads(1)
 
@@ -157,7 +157,7 @@ def test_batched_logprobs_micro_batch_invariant() -> None:
 
 
 def test_length_order_keeps_groups_whole_longest_first() -> None:
-    from rlvr.logprobs import length_order
+    from rlvr.model.logprobs import length_order
 
     # rows -> prompt [0,0,1,1,2,2], lengths [1,2, 5,1, 3,3]: group maxima 2, 5, 3
     # -> group 1 first (rows 2,3), then group 2 (rows 4,5), then group 0 (rows 0,1)
@@ -173,7 +173,7 @@ def test_length_order_keeps_groups_whole_longest_first() -> None:
 def _padded_vs_packed(monkeypatch, chunk: int, budget: int, entropy_grad: bool = False):
     """(packed values, packed grads, padded values, padded grads) with the LM head cut into `chunk`-token pieces
     and packs of at most `budget` tokens."""
-    import rlvr.logprobs as lp
+    import rlvr.model.logprobs as lp
 
     monkeypatch.setattr(lp, "HEAD_CHUNK_TOKENS", chunk)
     monkeypatch.setattr(lp, "MAX_PACKED_TOKENS", budget)
@@ -214,7 +214,7 @@ def test_packing_layout_by_hand() -> None:
     """Prompts [a b] (row 0, left-padded by one) and [c]; completions: row 0 -> prompt 0 [x y], row 1 -> prompt 1
     [z]. Packed: a b x c (y predicts nothing; z's row has no input token), positions 0 1 2 0. x sees a b x; c sees
     only itself. States: x <- b (index 1), y <- x (2), z <- c (3)."""
-    from rlvr.packing import pack
+    from rlvr.model.packing import pack
 
     prompt_ids = torch.tensor([[0, 11, 12], [0, 0, 13]])
     prompt_mask = torch.tensor([[0, 1, 1], [0, 0, 1]])
@@ -229,7 +229,7 @@ def test_packing_layout_by_hand() -> None:
 
 def test_packing_two_rows_of_one_prompt_do_not_see_each_other() -> None:
     """Prompt [a]; rows 0 and 1 both on it with [x y] and [u v]: sequence [a x u]. u (row 1) sees a and u, not x."""
-    from rlvr.packing import pack
+    from rlvr.model.packing import pack
 
     packed = pack(torch.tensor([[11]]), torch.tensor([[1]]), torch.tensor([0, 0]), torch.tensor([[21, 22], [31, 32]]),
                   torch.tensor([[1, 1], [1, 1]]))
@@ -243,7 +243,7 @@ def test_shared_prompt_prefix_laid_out_once_by_hand() -> None:
     """Prompts [s s s s a] and (left-padded) [s s s s b c] open with 4 equal tokens (MIN_SHARED_PREFIX): packed
     s s s s | a x | b c z, positions 0-3 | 4 5 | 4 5 6. a and b see the shared s's, not each other; x sees s a x;
     z sees s b c z. States: x <- a (4), y <- x (5), z <- c (7), w <- z (8)."""
-    from rlvr.packing import pack
+    from rlvr.model.packing import pack
 
     prompt_ids = torch.tensor([[0, 9, 9, 9, 9, 11], [9, 9, 9, 9, 12, 13]])
     prompt_mask = torch.tensor([[0, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]])
@@ -263,7 +263,7 @@ def test_shared_prompt_prefix_laid_out_once_by_hand() -> None:
 def test_prompt_that_is_all_shared_prefix() -> None:
     """Prompts [s s s s] and [s s s s b]: the first is all prefix, so its row's first token is predicted by the last
     shared token (index 3); packed s s s s | x | b z."""
-    from rlvr.packing import pack
+    from rlvr.model.packing import pack
 
     packed = pack(torch.tensor([[0, 9, 9, 9, 9], [9, 9, 9, 9, 12]]), torch.tensor([[0, 1, 1, 1, 1], [1, 1, 1, 1, 1]]),
                   torch.tensor([0, 1]), torch.tensor([[21, 22], [31, 32]]), torch.tensor([[1, 1], [1, 1]]))
@@ -276,7 +276,7 @@ def test_prompt_that_is_all_shared_prefix() -> None:
 def test_shared_prefix_packing_equals_padded_forward(monkeypatch, chunk, budget) -> None:
     """Three prompts opening with the same 5 tokens (one of them nothing more, one left-padded): log-probs and every
     gradient equal the padded forward's, also with the LM head in chunks and the rows cut into several packs."""
-    import rlvr.logprobs as lp
+    import rlvr.model.logprobs as lp
 
     monkeypatch.setattr(lp, "HEAD_CHUNK_TOKENS", chunk)
     monkeypatch.setattr(lp, "MAX_PACKED_TOKENS", budget)

@@ -9,10 +9,10 @@ from transformers import AutoModelForCausalLM
 
 pytest.importorskip("peft")  # the `test` extra installs it; without it this file has nothing to test
 
-from rlvr.cli import main  # noqa: E402
-from rlvr.config import ConfigError, LoraConfig, load_config  # noqa: E402
-from rlvr.logprobs import batched_logprobs  # noqa: E402
-from rlvr.lora import ADAPTER_DIR, AdapterOffReference, LoraError, wrap_policy  # noqa: E402
+from rlvr.cli.main import main  # noqa: E402
+from rlvr.config.run import ConfigError, LoraConfig, load_config  # noqa: E402
+from rlvr.model.logprobs import batched_logprobs  # noqa: E402
+from rlvr.model.lora import ADAPTER_DIR, AdapterOffReference, LoraError, wrap_policy  # noqa: E402
 from test_train_tiny import tiny_overrides  # noqa: E402
 
 # The random model never answers correctly, so every group ties on correctness and the advantages are 0; whether
@@ -64,7 +64,7 @@ def test_reference_with_adapter_off_equals_the_base_model(tiny_model_dir):
 
 
 def test_one_step_trains_only_the_adapters(tiny_model_dir, tmp_path):
-    from rlvr.recipes.grpo import grpo_step, setup
+    from rlvr.grpo.loop import grpo_step, setup
     from rlvr.rollout.base import SamplingParams
 
     config = load_config(None, tiny_overrides(tiny_model_dir, tmp_path / "r", steps=1) + LORA)
@@ -135,7 +135,7 @@ def test_unknown_target_module_names_what_the_model_has(tiny_model_dir, tmp_path
 
 def test_sft_sample_and_non_grpo_recipe_stages_refuse_lora(tmp_path):
     """They share RunConfig but never wrap the model: one clear error instead of silently ignoring the adapters."""
-    from rlvr.lora import LoraError
+    from rlvr.model.lora import LoraError
     from rlvr.pipeline.checks import before_any_stage
     from rlvr.pipeline.runner import plan
     from rlvr.pipeline.spec import load_recipe

@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 import torch
 
-from rlvr.loss import LossSpec, kl_k3, policy_loss, sequence_mean
-from rlvr.objectives import ClipRange, ppo_clip as _ppo_clip
+from rlvr.algorithms.loss import LossSpec, kl_k3, policy_loss, sequence_mean
+from rlvr.algorithms.objectives import ClipRange, ppo_clip as _ppo_clip
 
 torch.set_num_threads(1)
 

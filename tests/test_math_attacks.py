@@ -3,7 +3,7 @@
 Each case scores 0 (WRONG / UNPARSEABLE / TIMEOUT) or, for a bad gold answer, is an unscorable ERROR. The
 pathological ones must end within 3 s under a 1 s budget and leave the verifier (and its one worker
 process) working. Every case holds in every answer mode (strict, last_number, latex). Decisions behind each
-expectation: rlvr/verifiers/math_extract.py, math_latex.py, math_numbers.py, math_worker.py.
+expectation: rlvr/verifiers/math/extract.py, verifiers/math/latex.py, verifiers/math/numbers.py, verifiers/math/worker.py.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 
 from rlvr.types import Outcome
 from rlvr.verifiers.format import FormatVerifier, TagCountVerifier, ThinkFormatVerifier
-from rlvr.verifiers.math import MODES, MathVerifier
+from rlvr.verifiers.math.verifier import MODES, MathVerifier
 
 MB = 1_000_000
 HEDGED = "hedged: several answers"
@@ -169,7 +169,7 @@ def test_pathological_inputs_end_quickly_and_the_verifier_survives(mode):
 
 def test_adversarial_completions_cost_little_parent_cpu():
     # Issue 24, part 2: <= 0.2 s of the trainer's CPU per ~1 MB completion (was 1-2 s, up to 5 s for 1 MB of
-    # '{'); ~0.05 s at worst after the bounded scans of rlvr/verifiers/math_scan.py. CPU time, not wall time,
+    # '{'); ~0.05 s at worst after the bounded scans of rlvr/verifiers/math/scan.py. CPU time, not wall time,
     # so the 4x margin is not eaten by other processes on the machine.
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
     import math_adversarial

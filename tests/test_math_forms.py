@@ -1,7 +1,7 @@
 """Math verifier: answer forms that must be read and judged CORRECT, and the helpers behind them.
 
 The attacks that must score 0 live in tests/test_math_attacks.py; the decisions in
-rlvr/verifiers/math_extract.py (extraction, numbers, hedging) and rlvr/verifiers/math_worker.py (guards).
+rlvr/verifiers/math/extract.py (extraction, numbers, hedging) and rlvr/verifiers/math/worker.py (guards).
 """
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from fractions import Fraction
 import pytest
 
 from rlvr.types import Outcome
-from rlvr.verifiers.math import MODES, MathVerifier, brace_problem, shape_problem
-from rlvr.verifiers.math_extract import (_ANSWER_MARK, extract_answer, final_answer, hedge_problem, number_readings,
+from rlvr.verifiers.math.verifier import MODES, MathVerifier, brace_problem, shape_problem
+from rlvr.verifiers.math.extract import (_ANSWER_MARK, extract_answer, final_answer, hedge_problem, number_readings,
                                          strip_thinking, top_level_items)
-from rlvr.verifiers.math_forms import is_unit, machine_rounding, value_problem
-from rlvr.verifiers.math_numbers import numbers_match, rounded_fractions
-from rlvr.verifiers.math_scan import FALLBACK_CHARS, MAX_MARKS, ascii_lower, last_marks, nth_last, tail
+from rlvr.verifiers.math.forms import is_unit, machine_rounding, value_problem
+from rlvr.verifiers.math.numbers import numbers_match, rounded_fractions
+from rlvr.verifiers.math.scan import FALLBACK_CHARS, MAX_MARKS, ascii_lower, last_marks, nth_last, tail
 
 
 @pytest.fixture(scope="module", params=MODES)
@@ -149,7 +149,7 @@ def test_shape_problem(answer, problem):
 
 # ---------------------------------------------------------------- worker guards, in-process
 def test_worker_guards_overrule_math_verify():
-    from rlvr.verifiers import math_worker
+    from rlvr.verifiers.math import worker as math_worker
 
     assert math_worker.check("\\frac{1}{2^{98}}", "\\frac{1}{2^{99}}")["status"] == "different"
     assert math_worker.check("\\pi", "3.14159265358979")["status"] == "different"  # decimals are exact
@@ -218,7 +218,7 @@ def test_rounded_fractions_only_where_the_reference_has_that_fraction():
 
 
 def test_worker_reads_chains_and_inequalities():
-    from rlvr.verifiers import math_worker
+    from rlvr.verifiers.math import worker as math_worker
 
     assert math_worker.check("4", "x = 3 = 4") == {"status": "different", "detail": "a false equation is not a value"}
     assert math_worker.check("7", "x = 3 + 4 = 7") == {"status": "equal"}  # every link holds

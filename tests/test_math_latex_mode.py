@@ -2,8 +2,8 @@
 wrong ones in the same forms score 0; last_number never reads a number inside a larger expression; the
 answer-mode default and config; the labelled corpus (bench/data/math_corpus.jsonl).
 
-Decisions: rlvr/verifiers/math_latex.py (extraction), math_numbers.py (numbers, the expression guard),
-math_extract.py (precedence, hedges, lists). The attack suite (tests/test_math_attacks.py) runs in every mode.
+Decisions: rlvr/verifiers/math/latex.py (extraction), verifiers/math/numbers.py (numbers, the expression guard),
+verifiers/math/extract.py (precedence, hedges, lists). The attack suite (tests/test_math_attacks.py) runs in every mode.
 """
 from __future__ import annotations
 
@@ -15,13 +15,13 @@ from typing import get_args
 
 import pytest
 
-from rlvr.config import AnswerMode, ConfigError, TaskConfig, load_config
+from rlvr.config.run import AnswerMode, ConfigError, TaskConfig, load_config
 from rlvr.types import Outcome
 from rlvr.verifiers import build_verifiers, math_answer_mode
-from rlvr.verifiers.math import MODES, MathVerifier
-from rlvr.verifiers.math_extract import extract_answer, final_answer
-from rlvr.verifiers.math_latex import last_side, latex_envs, refine, trim_prose
-from rlvr.verifiers.math_numbers import last_number
+from rlvr.verifiers.math.verifier import MODES, MathVerifier
+from rlvr.verifiers.math.extract import extract_answer, final_answer
+from rlvr.verifiers.math.latex import last_side, latex_envs, refine, trim_prose
+from rlvr.verifiers.math.numbers import last_number
 
 ROOT = Path(__file__).resolve().parents[1]
 C, W, U = Outcome.CORRECT, Outcome.WRONG, Outcome.UNPARSEABLE

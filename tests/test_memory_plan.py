@@ -7,9 +7,9 @@ import torch
 from transformers import LlamaConfig
 
 from conftest import tiny_llama
-from rlvr.config import load_config
-from rlvr.logprobs import completion_logprobs
-from rlvr.memory_plan import (RUNTIME_BYTES_CPU, available_memory_bytes, model_shape, plan_lines, plan_memory,
+from rlvr.config.run import load_config
+from rlvr.model.logprobs import completion_logprobs
+from rlvr.grpo.memory_plan import (RUNTIME_BYTES_CPU, available_memory_bytes, model_shape, plan_lines, plan_memory,
                               update_activations)
 
 # tiny_llama()'s shapes: vocabulary 64, hidden 32, MLP 64, 2 layers, 4 query heads / 2 KV heads of 8 dims

@@ -10,7 +10,7 @@ import copy
 import pytest
 import torch
 
-from rlvr.update import MicroBatchOutOfMemory, train_step
+from rlvr.training.update import MicroBatchOutOfMemory, train_step
 from test_update import make_batch, settings, tiny_llama  # the hand-built batch of the update tests
 
 
@@ -48,11 +48,11 @@ def test_oom_retries_with_half_the_micro_batch_and_matches_that_size():
 
 
 def test_the_halved_micro_batch_is_kept_for_the_next_steps():
-    # The loop's update (rlvr/recipes/grpo.py) on a stand-in Run: after one retry the later steps start at the
+    # The loop's update (rlvr/grpo/loop.py) on a stand-in Run: after one retry the later steps start at the
     # size that fit, instead of running out of memory again at every step.
     from types import SimpleNamespace
 
-    from rlvr.recipes.grpo import update
+    from rlvr.grpo.loop import update
 
     model = tiny_llama()
     batch = make_batch(model, with_ref=True, with_old=False)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlvr.config import ConfigError
+from rlvr.config.run import ConfigError
 from rlvr.pipeline import runner
 from rlvr.pipeline.manifest import DONE, INTERRUPTED, PENDING, load_manifest
 from rlvr.pipeline.runner import StageOutput, run_recipe

@@ -28,7 +28,7 @@ STAGES = [
     {"name": "sft2", "kind": "sft", "config": {"sft": {"batch_size": 2, "epochs": 1}}},
 ]
 # where the signal is sent, by stage: inside an optimizer step (sft, grpo), inside generation (sample)
-HOOKS = {"cold": ("rlvr.sft.trainer", "train_step"), "rl": ("rlvr.recipes.grpo", "grpo_step"),
+HOOKS = {"cold": ("rlvr.sft.trainer", "train_step"), "rl": ("rlvr.grpo.loop", "grpo_step"),
          "rs": ("rlvr.rollout.hf.HFRolloutEngine", "generate"), "sft2": ("rlvr.sft.trainer", "train_step")}
 
 
@@ -148,7 +148,7 @@ def test_sigterm_in_any_stage_then_rerun_continues(recipe_file, tmp_path, monkey
 
 def test_sigterm_during_an_evaluation_keeps_the_stage_and_redoes_only_the_eval(recipe_file, tmp_path, monkeypatch):
     run_dir = tmp_path / "run"
-    from rlvr.evaluate import evaluate_model
+    from rlvr.evaluation.evaluate import evaluate_model
 
     def evaluator(config, model):
         result = evaluate_model(config, model).as_json()

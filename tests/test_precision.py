@@ -1,4 +1,4 @@
-"""Mixed precision (issue #23, item 3; rlvr/precision.py) on the tiny random Llama, on the CPU: bf16 forwards over
+"""Mixed precision (issue #23, item 3; rlvr/model/precision.py) on the tiny random Llama, on the CPU: bf16 forwards over
 fp32 master weights and fp32 AdamW state, fp32 log-probs and loss terms, the pure-bf16 alternative, the fused
 autograd nodes under autocast, LoRA, the memory plan and the config's refusals. CPU autocast casts the same ops to
 bf16 as CUDA's (matrix products; norms, softmax and reductions stay fp32), so the logic is tested here.
@@ -10,21 +10,21 @@ import contextlib
 import pytest
 import torch
 
-import rlvr.logprobs as logprobs_module
+import rlvr.model.logprobs as logprobs_module
 from conftest import tiny_llama
-from rlvr import precision
-from rlvr.config import ConfigError, ModelConfig, load_config
-from rlvr.critic import Critic, CriticSettings
-from rlvr.fused_head import head_logprobs_fused
-from rlvr.logprobs import batched_logprobs, completion_logprobs, token_logprobs
-from rlvr.loss import LossSpec, policy_loss
-from rlvr.memory_plan import plan_memory
-from rlvr.models import load_model
-from rlvr.objectives import ClipRange
+from rlvr.model import precision
+from rlvr.config.run import ConfigError, ModelConfig, load_config
+from rlvr.training.critic import Critic, CriticSettings
+from rlvr.model.fused_head import head_logprobs_fused
+from rlvr.model.logprobs import batched_logprobs, completion_logprobs, token_logprobs
+from rlvr.algorithms.loss import LossSpec, policy_loss
+from rlvr.grpo.memory_plan import plan_memory
+from rlvr.model.load import load_model
+from rlvr.algorithms.objectives import ClipRange
 from rlvr.sft.batching import MicroBatch
 from rlvr.sft.step import target_nll
 from rlvr.types import TrainBatch
-from rlvr.update import UpdateSettings, train_step
+from rlvr.training.update import UpdateSettings, train_step
 from test_memory_plan import UNTIED_PARAMS, small_run, tiny_config
 
 torch.set_num_threads(1)
@@ -146,7 +146,7 @@ def test_logprobs_entropy_and_loss_terms_are_fp32(tiny_model_dir, setting, entro
 
 # ---------------------------------------------------------------- fp32 master weights and optimizer state
 def _one_adam_step(model, lr: float):
-    """One train_step with AdamW as rlvr/recipes/grpo.py builds it (fused), weight decay 0. Adam's first step is
+    """One train_step with AdamW as rlvr/grpo/loop.py builds it (fused), weight decay 0. Adam's first step is
     lr * m_hat / (sqrt(v_hat) + eps) with m_hat = g, v_hat = g^2: every weight with |g| >> eps moves by lr."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0, fused=True)
     settings = UpdateSettings(LossSpec("ppo_clip", ClipRange(0.2, 0.2), "sequence_mean", "k3", 0.0, 0.0),
@@ -206,7 +206,7 @@ def test_fused_head_backward_runs_as_autocast_would():
 
 
 def test_fused_layers_under_autocast_equal_transformers_modules(monkeypatch):
-    """The packed training forward with rlvr/fused_layers.py's nodes and with transformers' own modules, both under
+    """The packed training forward with rlvr/model/fused_layers.py's nodes and with transformers' own modules, both under
     mixed bf16: equal log-probs, gradients within 1e-5 of the largest entry (measured 1e-7; the fused SwiGLU node run
     on the bf16 projections instead of transformers' forward: 9e-3; bf16 against fp32: 1e-2)."""
     model = precision.record_compute_dtype(tiny_llama(tied=True), torch.bfloat16)
@@ -236,8 +236,8 @@ def test_reference_scores_exactly_as_the_policy_before_any_update(tiny_model_dir
 
 def test_lora_policy_and_reference_run_in_bf16(tiny_model_dir):
     pytest.importorskip("peft")
-    from rlvr.config import LoraConfig
-    from rlvr.lora import AdapterOffReference, wrap_policy
+    from rlvr.config.run import LoraConfig
+    from rlvr.model.lora import AdapterOffReference, wrap_policy
 
     wrapped = wrap_policy(load(tiny_model_dir, MIXED), LoraConfig(enabled=True, r=4))
     reference = AdapterOffReference(wrapped)

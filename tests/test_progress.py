@@ -1,4 +1,4 @@
-"""Progress of the long phases (rlvr/progress.py, issue #13 item 2): plain lines off a terminal at the interval
+"""Progress of the long phases (rlvr/metrics/progress.py, issue #13 item 2): plain lines off a terminal at the interval
 with rate, share and ETA derived by hand; a tqdm bar on a terminal; nothing when off or on torchrun ranks > 0;
 the training steps' lines unchanged off a terminal; evaluation, `rlvr eval` and `rlvr sample` report progress."""
 from __future__ import annotations
@@ -11,14 +11,14 @@ import select
 import pytest
 import torch
 
-from rlvr.cli import main
-from rlvr.config import EvalConfig, LoggingConfig, load_config
-from rlvr.evaluate import evaluate
-from rlvr.metrics import RunLogger
-from rlvr.progress import Progress, Reporter, progress
-from rlvr.rewards import Rewarder
+from rlvr.cli.main import main
+from rlvr.config.run import EvalConfig, LoggingConfig, load_config
+from rlvr.evaluation.evaluate import evaluate
+from rlvr.metrics.logger import RunLogger
+from rlvr.metrics.progress import Progress, Reporter, progress
+from rlvr.rewards.rewarder import Rewarder
 from rlvr.types import Prompt, RolloutBatch
-from rlvr.verifiers.math import MathVerifier
+from rlvr.verifiers.math.verifier import MathVerifier
 
 
 class Terminal(io.StringIO):
@@ -242,6 +242,6 @@ def test_logging_progress_off_silences_rlvr_sample(tiny_model_dir, tmp_path, mon
 def test_the_modes_are_the_configs():
     from typing import get_args
 
-    from rlvr.progress import Mode
+    from rlvr.metrics.progress import Mode
 
     assert get_args(Mode) == get_args(LoggingConfig.model_fields["progress"].annotation)

@@ -12,9 +12,9 @@ from transformers import AutoModelForCausalLM
 ray = pytest.importorskip("ray")
 
 from rlvr.cluster.ray_backend import RayBackendError, RayEngine, RayRewardService  # noqa: E402
-from rlvr.config import load_config  # noqa: E402
-from rlvr.models import load_model, load_tokenizer  # noqa: E402
-from rlvr.recipes.grpo import train  # noqa: E402
+from rlvr.config.run import load_config  # noqa: E402
+from rlvr.model.load import load_model, load_tokenizer  # noqa: E402
+from rlvr.grpo.loop import train  # noqa: E402
 from rlvr.rollout.base import SamplingParams  # noqa: E402
 from rlvr.tasks import build_task  # noqa: E402
 from rlvr.types import Outcome  # noqa: E402
@@ -92,7 +92,7 @@ def test_weight_sync_reaches_the_actor_and_a_dead_actor_is_one_clear_error(tiny_
     ray.kill(engine._actor, no_restart=True)
     with pytest.raises(RayBackendError, match="generate .*Ray rollout engine actor.*died") as err:
         engine.generate(prompts, 2, SamplingParams(max_new_tokens=4, seed=7))
-    assert err.type.user_facing  # rlvr/cli.py prints it as `rlvr: error: ...`
+    assert err.type.user_facing  # rlvr/cli/main.py prints it as `rlvr: error: ...`
     engine.close()
     engine.close()  # idempotent
 

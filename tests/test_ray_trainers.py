@@ -17,10 +17,10 @@ from safetensors.torch import load_file
 
 ray = pytest.importorskip("ray")
 
-from rlvr.cli import main  # noqa: E402
+from rlvr.cli.main import main  # noqa: E402
 from rlvr.cluster import trainers  # noqa: E402
 from rlvr.cluster.trainers import RANKS_ENV, RankPlace, drives_ranks, order_ranks, rank_environments  # noqa: E402
-from rlvr.config_base import ConfigError  # noqa: E402
+from rlvr.config.base import ConfigError  # noqa: E402
 
 from test_distributed import ROOT, _env, _tiny_train_args, _torchrun, gloo  # noqa: E402
 
@@ -246,7 +246,7 @@ def test_a_failing_rank_is_one_error_and_leaves_nothing_behind(tiny_model_dir, t
     assert time.monotonic() - started < 60
     message = str(err.value)
     assert message.startswith("trainer rank 1 of 2") and "DistributedError" in message and "RANK=7" in message
-    assert err.type.user_facing  # rlvr/cli.py prints it as one `rlvr: error:` line
+    assert err.type.user_facing  # rlvr/cli/main.py prints it as one `rlvr: error:` line
     assert _all_cpus_free_again() and not out.exists()
 
 
@@ -262,7 +262,7 @@ def test_ranks_that_cannot_be_placed_are_refused_at_once(tiny_model_dir, tmp_pat
 
 
 def _driver_args(model_dir: Path, out: Path, *extra: str):
-    from rlvr.config import load_config
+    from rlvr.config.run import load_config
 
     argv = ["train", *_tiny_train_args(model_dir, out, *RAY_RANKS, *extra)]
     return load_config(None, argv[1:]), argv

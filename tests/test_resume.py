@@ -19,8 +19,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from rlvr.cli import main
-from rlvr.config import ConfigError, load_config
+from rlvr.cli.main import main
+from rlvr.config.run import ConfigError, load_config
 
 STEPS = 8  # tiny steps take ~0.1 s: room for each SIGTERM to land before the last step
 
@@ -34,7 +34,7 @@ def overrides(model_dir: Path, out: Path) -> list[str]:
 
 
 def train_process(args: list[str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "rlvr.cli", "train", *args], stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "rlvr.cli.main", "train", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
 
 
@@ -156,7 +156,7 @@ def test_nan_loss_and_nan_gradient_leave_the_step_a_no_op():
     from dataclasses import replace
 
     from test_update import make_batch, settings, tiny_llama  # the hand-built batch of the update tests
-    from rlvr.update import train_step
+    from rlvr.training.update import train_step
 
     policy = tiny_llama()
     optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-2)

@@ -8,12 +8,12 @@ import pytest
 import torch
 from transformers import AutoTokenizer, LlamaConfig, LlamaForSequenceClassification
 
-from rlvr.config import load_config
-from rlvr.recipes.grpo import train
-from rlvr.reward_model import (MAX_SCORE, NAME, RewardModel, RewardModelError, RewardModelSettings,
+from rlvr.config.run import load_config
+from rlvr.grpo.loop import train
+from rlvr.rewards.reward_model import (MAX_SCORE, NAME, RewardModel, RewardModelError, RewardModelSettings,
                                preference_score, reward_model_components)
-from rlvr.reward_service import RewardService
-from rlvr.rewards import build_rewarder, reward_functions
+from rlvr.rewards.service import RewardService
+from rlvr.rewards.rewarder import build_rewarder, reward_functions
 from rlvr.types import Outcome, Prompt
 
 QUESTIONS = ["What is 7 * 8?", "What is 2 + 3?", "Say hello.", "What is 12 * 12?", "Why?"]

@@ -14,9 +14,9 @@ import psutil
 import pytest
 import torch
 
-from rlvr.config import TaskConfig
-from rlvr.reward_service import RewardService
-from rlvr.rewards import Rewarder
+from rlvr.config.run import TaskConfig
+from rlvr.rewards.service import RewardService
+from rlvr.rewards.rewarder import Rewarder
 from rlvr.types import Outcome, Prompt, RolloutBatch
 
 from reward_service_helpers import CRASH, CRASH_ONCE, HANG, failing_factory, trap_factory
@@ -188,8 +188,8 @@ def test_workers_die_with_a_killed_trainer(tmp_path):
         import sys, time
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         from reward_service_helpers import HANG, trap_factory
-        from rlvr.config import TaskConfig
-        from rlvr.reward_service import RewardService
+        from rlvr.config.run import TaskConfig
+        from rlvr.rewards.service import RewardService
         from rlvr.types import Prompt
         svc = RewardService(TaskConfig(), workers=2, deadline_s=60.0, verifier_factory=trap_factory)
         svc.submit([Prompt("p", (), "1")], [HANG + {str(hung)!r}])

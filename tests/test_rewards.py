@@ -6,11 +6,11 @@ import math
 import pytest
 import torch
 
-from rlvr.config import TaskConfig
-from rlvr.rewards import Rewarder, mean_scores, outcome_counts, verdict_from_value
+from rlvr.config.run import TaskConfig
+from rlvr.rewards.rewarder import Rewarder, mean_scores, outcome_counts, verdict_from_value
 from rlvr.types import Outcome, Prompt, RolloutBatch
 from rlvr.verifiers.format import AnswerLineVerifier
-from rlvr.verifiers.math import MathVerifier
+from rlvr.verifiers.math.verifier import MathVerifier
 
 
 def prompt(reference: str, question: str = "q", **columns) -> Prompt:

@@ -10,7 +10,7 @@ import torch
 from transformers import BatchEncoding
 from conftest import tiny_llama
 
-from rlvr.logprobs import completion_logprobs
+from rlvr.model.logprobs import completion_logprobs
 from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.hf import HFRolloutEngine, completion_mask, pick_tokens, stop_token_ids, top_p_filter
 from rlvr.types import Prompt

@@ -1,11 +1,11 @@
-"""The lines a run prints before its first step (rlvr/recipes/run_plan.py): batch accounting, memory plan, algorithm."""
+"""The lines a run prints before its first step (rlvr/grpo/run_plan.py): batch accounting, memory plan, algorithm."""
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 from conftest import tiny_llama
-from rlvr.config import load_config
-from rlvr.recipes.run_plan import memory_plan_lines, start_of_run_lines
+from rlvr.config.run import load_config
+from rlvr.grpo.run_plan import memory_plan_lines, start_of_run_lines
 from rlvr.tasks import build_task
 
 

@@ -11,9 +11,9 @@ import signal
 
 import pytest
 
-from rlvr.cli import main
-from rlvr.config import ConfigError, load_config
-from rlvr.rewards import Rewarder
+from rlvr.cli.main import main
+from rlvr.config.run import ConfigError, load_config
+from rlvr.rewards.rewarder import Rewarder
 from rlvr.rollout.hf import HFRolloutEngine
 from rlvr.sampling import SampleError
 from rlvr.sampling.records import PROGRESS, load_progress

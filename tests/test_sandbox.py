@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from rlvr.verifiers import sandbox
-from rlvr.verifiers.sandbox import Probe, SandboxConfig, SandboxUnavailable, probe, run_sandboxed
+from rlvr.verifiers.code import sandbox
+from rlvr.verifiers.code.sandbox import Probe, SandboxConfig, SandboxUnavailable, probe, run_sandboxed
 
 _PROBE = probe()
 pytestmark = pytest.mark.sandbox  # skips without bubblewrap, fails under CI=true (conftest.py)
@@ -177,8 +177,8 @@ def test_parallel_runs_are_independent():
 
 
 def test_refuses_without_sandbox_unless_opted_in(monkeypatch, capsys):
-    from rlvr.config import ConfigError
-    from rlvr.verifiers.code import CodeVerifier
+    from rlvr.config.run import ConfigError
+    from rlvr.verifiers.code.verifier import CodeVerifier
 
     monkeypatch.setattr(sandbox, "_probe", Probe(False, "bwrap missing (simulated)"))
     monkeypatch.setattr(sandbox, "_warned", False)

@@ -12,9 +12,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from rlvr.cli import main
-from rlvr.config import ModelConfig, load_config
-from rlvr.models import load_model, load_tokenizer
+from rlvr.cli.main import main
+from rlvr.config.run import ModelConfig, load_config
+from rlvr.model.load import load_model, load_tokenizer
 from rlvr.sft.batching import micro_batches, pack_rows, pad_rows, row_stream, total_steps
 from rlvr.sft.data import BadRow, ChatRow, Turn
 from rlvr.sft.masking import encode_row

@@ -9,8 +9,8 @@ import types
 
 import pytest
 
-from rlvr.config import ModelConfig, load_config
-from rlvr.models import load_tokenizer
+from rlvr.config.run import ModelConfig, load_config
+from rlvr.model.load import load_tokenizer
 from rlvr.sft.data import COLD_START, RowScreen, SFTDataError, Turn, data_source, load_chat_rows, source_name
 from rlvr.sft.trainer import load_examples
 

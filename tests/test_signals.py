@@ -1,10 +1,10 @@
-"""Per-step "is it working?" signals (rlvr/signals.py, issue #13 item 1)."""
+"""Per-step "is it working?" signals (rlvr/metrics/diagnostics.py, issue #13 item 1)."""
 from __future__ import annotations
 
 import pytest
 
-from rlvr.config import ConfigError, load_config
-from rlvr.signals import peak_memory_gb, reflection_rate, tokens_per_second
+from rlvr.config.run import ConfigError, load_config
+from rlvr.metrics.diagnostics import peak_memory_gb, reflection_rate, tokens_per_second
 
 PHRASES = ["wait", "let me check", "double-check"]
 
@@ -42,7 +42,7 @@ def test_default_phrases_and_override() -> None:
 
 
 def _diagnose(records, mu=1, **facts):
-    from rlvr.signals import Diagnostics, RunFacts
+    from rlvr.metrics.diagnostics import Diagnostics, RunFacts
 
     diagnostics = Diagnostics(RunFacts(updates_per_batch=mu, **facts))
     return [diagnostics.check({"step": i + 1, **r}) for i, r in enumerate(records)]
@@ -144,9 +144,9 @@ def test_entropy_note_needs_low_entropy_and_ties_on_an_unsolved_task() -> None:
 
 
 def test_run_facts_from_the_default_config() -> None:
-    from rlvr.config import load_config
-    from rlvr.config_rules import with_dynamic_sampling_decided
-    from rlvr.signals import RunFacts
+    from rlvr.config.run import load_config
+    from rlvr.config.rules import with_dynamic_sampling_decided
+    from rlvr.metrics.diagnostics import RunFacts
 
     facts = RunFacts.of(with_dynamic_sampling_decided(load_config(None, []), 1))
     assert facts == RunFacts(updates_per_batch=1, dynamic_sampling=True, max_extra_prompts=12)
@@ -174,9 +174,9 @@ def test_the_measured_default_run_gets_no_advice_to_change_a_default() -> None:
     import json
     from pathlib import Path
 
-    from rlvr.config import load_config
-    from rlvr.config_rules import with_dynamic_sampling_decided
-    from rlvr.signals import Diagnostics, RunFacts
+    from rlvr.config.run import load_config
+    from rlvr.config.rules import with_dynamic_sampling_decided
+    from rlvr.metrics.diagnostics import Diagnostics, RunFacts
 
     rows = [json.loads(line) for line in (Path(__file__).parent / "data" / "default_run_metrics.jsonl").open()]
     assert [r["step"] for r in rows] == list(range(1, 31))

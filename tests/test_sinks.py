@@ -1,4 +1,4 @@
-"""Metric sinks (rlvr/sinks.py, issue #13 item 3): metrics.jsonl/samples.jsonl as before, TensorBoard events read
+"""Metric sinks (rlvr/metrics/sinks.py, issue #13 item 3): metrics.jsonl/samples.jsonl as before, TensorBoard events read
 back with tensorboard's EventAccumulator, W&B calls through a recording stand-in for the `wandb` module, one
 clear error for a missing package, and a sink that fails mid-run dropped with one warning while the JSONL goes on."""
 from __future__ import annotations
@@ -11,9 +11,9 @@ import types
 import pytest
 
 from rlvr.checkpoint.state import config_differences
-from rlvr.config import load_config
-from rlvr.metrics import RunLogger
-from rlvr.sinks import SinkError, TensorBoardSink, WandbSink, build_sinks
+from rlvr.config.run import load_config
+from rlvr.metrics.logger import RunLogger
+from rlvr.metrics.sinks import SinkError, TensorBoardSink, WandbSink, build_sinks
 
 SAMPLES = [{"step": 1, "prompt_id": "a/1", "question": "What is 2 | 3?", "reference": "3",
             "completion": "<think>bitwise</think>\nAnswer: 3", "reward": 1.0,
@@ -204,7 +204,7 @@ def _scalar_steps(run_dir, tag: str) -> list[int]:
 
 def test_grpo_and_sft_runs_write_tensorboard_when_asked(tiny_model_dir, tmp_path):
     """The training commands pass logging.* to their loggers (and close them): every step reaches the event file."""
-    from rlvr.cli import main
+    from rlvr.cli.main import main
     from test_train_tiny import tiny_overrides
 
     out = tmp_path / "grpo"
@@ -264,7 +264,7 @@ def test_tensorboard_drops_the_steps_a_resume_logs_again(tmp_path):
 
 @pytest.mark.parametrize("override", ["logging.wandb.project=", "logging.wandb.project=  ", "logging.wandb.name="])
 def test_a_blank_wandb_name_is_refused_not_taken_for_off(override):
-    from rlvr.config import ConfigError
+    from rlvr.config.run import ConfigError
 
     key = override.split("=")[0]
     with pytest.raises(ConfigError, match=f"{key} is blank: give a name, or leave it out"):

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from rlvr.advantages import ADVANTAGES
-from rlvr.config import load_config
-from rlvr.recipes import stages
+from rlvr.algorithms.advantages import ADVANTAGES
+from rlvr.config.run import load_config
+from rlvr.grpo import stages
 from rlvr.types import Outcome, Prompt, RolloutBatch, ScoredBatch, Verdict
 
 

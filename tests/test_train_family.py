@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rlvr.config import load_config
-from rlvr.recipes.grpo import setup, train
+from rlvr.config.run import load_config
+from rlvr.grpo.loop import setup, train
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 PRESETS = sorted(p.stem for p in CONFIGS.glob("*.yaml"))

@@ -8,9 +8,9 @@ import torch
 from transformers import AutoModelForCausalLM
 import pytest
 
-from rlvr.cli import main
-from rlvr.config import ConfigError, load_config
-from rlvr.recipes.grpo import train
+from rlvr.cli.main import main
+from rlvr.config.run import ConfigError, load_config
+from rlvr.grpo.loop import train
 
 REQUIRED_METRICS = {"step", "elapsed_s", "reward_mean", "loss", "kl", "reward/math", "completion_length",
                     "clip_fraction", "entropy", "zero_std_fraction", "outcomes/math/correct",

@@ -9,11 +9,11 @@ import pytest
 import torch
 from conftest import tiny_llama
 
-from rlvr.logprobs import batched_logprobs
+from rlvr.model.logprobs import batched_logprobs
 from rlvr.types import TrainBatch
-from rlvr.loss import LossSpec
-from rlvr.objectives import ClipRange
-from rlvr.update import UpdateSettings, train_step
+from rlvr.algorithms.loss import LossSpec
+from rlvr.algorithms.objectives import ClipRange
+from rlvr.training.update import UpdateSettings, train_step
 
 torch.set_num_threads(1)
 
@@ -187,7 +187,7 @@ def test_grad_clipping_scheduler_and_zero_grad() -> None:
 @pytest.mark.parametrize("max_norm, expected", [(1.0, [0.6, 0.8]), (10.0, [3.0, 4.0])])
 def test_clip_gradients_by_hand(max_norm, expected) -> None:
     """Gradient [3, 4] has norm 5: max 1 scales it by 1/5 to [0.6, 0.8]; max 10 leaves it as is. Norm returned: 5."""
-    from rlvr.update import clip_gradients
+    from rlvr.training.update import clip_gradients
 
     layer = torch.nn.Linear(2, 1, bias=False)
     layer.weight.grad = torch.tensor([[3.0, 4.0]])
@@ -232,8 +232,8 @@ def test_mu_passes_log_the_mean_but_the_largest_token_kl(monkeypatch):
     them (max(5, 40) = 40), not an average of maxima (22.5)."""
     from types import SimpleNamespace
 
-    from rlvr.recipes import grpo
-    from rlvr.update import UpdateStats
+    from rlvr.grpo import loop as grpo
+    from rlvr.training.update import UpdateStats
 
     passes = iter([UpdateStats(0.1, 0.0, 0.1, 0.0, 1.0, 1.0, kl_max=5.0, micro_batch_size=4.0),
                    UpdateStats(0.3, 0.0, 0.3, 0.0, 1.0, 1.0, kl_max=40.0, micro_batch_size=4.0)])

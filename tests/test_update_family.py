@@ -10,11 +10,11 @@ import dataclasses
 import pytest
 import torch
 
-from rlvr.logprobs import batched_logprobs
-from rlvr.loss import LossSpec
-from rlvr.objectives import ClipRange
+from rlvr.model.logprobs import batched_logprobs
+from rlvr.algorithms.loss import LossSpec
+from rlvr.algorithms.objectives import ClipRange
 from rlvr.types import TrainBatch
-from rlvr.update import UpdateSettings
+from rlvr.training.update import UpdateSettings
 from test_update import ADVANTAGES, LENGTHS, TEMPERATURE, deltas, make_batch, naive_logprobs, perturbed, step, \
     tiny_llama
 

@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from rlvr.config import TaskConfig
+from rlvr.config.run import TaskConfig
 from rlvr.types import Outcome
 from rlvr.verifiers import VERIFIERS, Verifier, build_verifiers, verify_many
 from rlvr.verifiers.format import AnswerLineVerifier, FormatVerifier
-from rlvr.verifiers.math import (MODES, NO_ANSWER, MathVerifier, MathVerifyWorker, extract_answer,
+from rlvr.verifiers.math.verifier import (MODES, NO_ANSWER, MathVerifier, MathVerifyWorker, extract_answer,
                                  extract_reference)
 
 MB = 1_000_000
@@ -146,7 +146,7 @@ def test_pathological_input_stays_within_budget_and_verifier_recovers():
         start = time.monotonic()
         verdict = verifier.verify(completion, reference)
         assert time.monotonic() - start < 5.0  # a hang, not a speed target: budget 1 s plus a kill
-        # UNPARSEABLE: rlvr.verifiers.math.shape_problem now refuses these huge exponents before sympy
+        # UNPARSEABLE: rlvr.verifiers.math.verifier.shape_problem now refuses these huge exponents before sympy
         assert verdict.outcome in (Outcome.TIMEOUT, Outcome.WRONG, Outcome.UNPARSEABLE) and verdict.score == 0.0
     assert verifier.verify("\\boxed{\\frac{3}{4}}", "0.75").outcome is Outcome.CORRECT
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlvr.advantages import grpo_advantages
-from rlvr.loss import kl_k3
-from rlvr.objectives import ClipRange, ppo_clip
+from rlvr.algorithms.advantages import grpo_advantages
+from rlvr.algorithms.loss import kl_k3
+from rlvr.algorithms.objectives import ClipRange, ppo_clip
 from rlvr.viz import browser
 from rlvr.viz.dashboard import DashboardServer
 from rlvr.viz.report import write_report

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rlvr.cli import main
+from rlvr.cli.main import main
 from rlvr.viz import jsonl
 from rlvr.viz.dashboard import DashboardServer
 from rlvr.viz.jsonl import RunDataError, read_jsonl_tail

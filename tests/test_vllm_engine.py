@@ -1,6 +1,6 @@
 """The vLLM rollout engine (issue #11, item 2).
 
-On CPU: the pure conversion from vLLM-shaped outputs to a RolloutBatch (rlvr/rollout/vllm_convert.py) against
+On CPU: the pure conversion from vLLM-shaped outputs to a RolloutBatch (rlvr/rollout/vllm/convert.py) against
 hand-derived tensors, the engine's glue with a stand-in `vllm.LLM` (sleep/wake, seeds, weight push), and the
 build errors. With vLLM installed and a CUDA GPU: the real engine (shapes, seeded repeats, agreement after a
 sync, a skipped sync caught)."""
@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 import pytest
 import torch
 
-from rlvr.config import load_config
+from rlvr.config.run import load_config
 from rlvr.rollout.base import SamplingParams
-from rlvr.rollout.vllm_convert import (VLLMError, check_vllm_version, completion_logprobs, request_seeds,
+from rlvr.rollout.vllm.convert import (VLLMError, check_vllm_version, completion_logprobs, request_seeds,
                                        rollout_from_outputs, scoring_requests, version_tuple)
 from rlvr.types import Prompt, RolloutBatch
 
@@ -152,7 +152,7 @@ def fake_vllm(version: str = "0.11.0", tempered_prompt_logprobs: bool = False) -
 
 
 def test_missing_vllm_is_one_clear_error(monkeypatch):
-    from rlvr.rollout.vllm import build_vllm_engine
+    from rlvr.rollout.vllm.engine import build_vllm_engine
 
     monkeypatch.setitem(sys.modules, "vllm", None)  # `import vllm` raises ImportError, installed or not
     with pytest.raises(VLLMError, match=r"pip install 'rlvr\[vllm\]'") as err:
@@ -161,7 +161,7 @@ def test_missing_vllm_is_one_clear_error(monkeypatch):
 
 
 def test_build_errors(monkeypatch):
-    from rlvr.rollout.vllm import build_vllm_engine
+    from rlvr.rollout.vllm.engine import build_vllm_engine
 
     monkeypatch.setitem(sys.modules, "vllm", fake_vllm("0.9.2"))
     with pytest.raises(VLLMError, match="too old"):
@@ -199,7 +199,7 @@ def fake_weight_transfer(monkeypatch, packed_on: str) -> None:
 
 @pytest.mark.parametrize("packed_on", ["update", "init"])
 def test_the_nccl_sender_puts_the_packed_flag_where_the_installed_vllm_reads_it(monkeypatch, packed_on):
-    from rlvr.rollout.vllm_weights import NCCLWeightSender
+    from rlvr.rollout.vllm.weights import NCCLWeightSender
 
     monkeypatch.setitem(sys.modules, "vllm", fake_vllm("0.29.0" if packed_on == "init" else "0.25.0"))
     fake_weight_transfer(monkeypatch, packed_on)
@@ -232,8 +232,8 @@ class FakeLLM:
     untempered prompt log-probs for scoring, weight loads through the worker extension."""
 
     def __init__(self, model: str, worker_extension_cls: str, **kwargs):
-        from rlvr.config import ModelConfig
-        from rlvr.models import load_model
+        from rlvr.config.run import ModelConfig
+        from rlvr.model.load import load_model
 
         self.kwargs, self.calls, self.sampling = kwargs, [], []
         self.model = load_model(ModelConfig(name_or_path=model), trainable=False)
@@ -285,8 +285,8 @@ class FakeLLM:
 
 @pytest.fixture
 def fake_engine(tiny_model_dir, monkeypatch):
-    from rlvr.models import load_model, load_tokenizer
-    from rlvr.rollout.vllm import build_vllm_engine
+    from rlvr.model.load import load_model, load_tokenizer
+    from rlvr.rollout.vllm.engine import build_vllm_engine
 
     module = fake_vllm()
     module.LLM = FakeLLM
@@ -301,7 +301,7 @@ def fake_engine(tiny_model_dir, monkeypatch):
 
 
 def test_engine_glue_with_a_stand_in_llm(fake_engine):
-    from rlvr.correction import EngineMismatch
+    from rlvr.algorithms.correction import EngineMismatch
     from rlvr.rollout.agreement import check_after_sync
     from rlvr.rollout.hf import HFRolloutEngine
 
@@ -361,8 +361,8 @@ def vllm_model_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def real_engine(vllm_model_dir):
-    from rlvr.models import load_model, load_tokenizer
-    from rlvr.rollout.vllm import build_vllm_engine
+    from rlvr.model.load import load_model, load_tokenizer
+    from rlvr.rollout.vllm.engine import build_vllm_engine
 
     config = vllm_config(f"model.name_or_path={vllm_model_dir}", "model.device=cuda",
                          "rollout.engine.vllm_gpu_memory_utilization=0.2")
@@ -373,7 +373,7 @@ def real_engine(vllm_model_dir):
 
 
 def test_real_engine_generates_repeats_and_syncs(real_engine):
-    from rlvr.correction import EngineMismatch
+    from rlvr.algorithms.correction import EngineMismatch
     from rlvr.rollout.agreement import check_after_sync
 
     engine, policy, config = real_engine

@@ -25,15 +25,15 @@ import torch
 from test_update import perturbed
 from test_vllm_engine import vllm_model_dir  # noqa: F401 - a fixture: the tiny Llama vLLM's kernels accept
 
-from rlvr.config import load_config
-from rlvr.correction import EngineMismatch
-from rlvr.models import load_model, load_tokenizer
+from rlvr.config.run import load_config
+from rlvr.algorithms.correction import EngineMismatch
+from rlvr.model.load import load_model, load_tokenizer
 from rlvr.rollout.agreement import check_after_sync
 from rlvr.rollout.base import SamplingParams, SyncedEngine
 from rlvr.rollout.hf import HFRolloutEngine
-from rlvr.rollout.vllm_convert import VLLMError, parse_completion_reply, request_seeds
-from rlvr.rollout.vllm_server import VLLMServerEngine, VLLMServerHTTPError, check_processed_logprobs
-from rlvr.rollout.vllm_weights import GlooWeightSender, free_port
+from rlvr.rollout.vllm.convert import VLLMError, parse_completion_reply, request_seeds
+from rlvr.rollout.vllm.server import VLLMServerEngine, VLLMServerHTTPError, check_processed_logprobs
+from rlvr.rollout.vllm.weights import GlooWeightSender, free_port
 from rlvr.types import Prompt
 
 torch.set_num_threads(1)  # the stand-in runs with one thread too: the same kernels on both sides
@@ -218,12 +218,12 @@ def test_a_refused_update_and_a_killed_server_are_one_clear_error(tiny_model_dir
 
 
 def test_three_asynchronous_steps_train_through_the_server_engine(tiny_model_dir, tmp_path, monkeypatch):
-    """The GRPO loop with this engine (rlvr/backends.py builds it; only the NCCL sender is swapped for gloo):
+    """The GRPO loop with this engine (rlvr/grpo/backends.py builds it; only the NCCL sender is swapped for gloo):
     every update is pushed and probed, and with max_staleness=1 each batch after the first is one update stale."""
     from test_train_tiny import tiny_overrides
 
-    from rlvr import backends
-    from rlvr.cli import main
+    from rlvr.grpo import backends
+    from rlvr.cli.main import main
 
     process, url = start_standin(tiny_model_dir)
     try:
@@ -338,7 +338,7 @@ def real_server(vllm_model_dir):  # vllm_model_dir skips without vLLM or CUDA
 
 
 def test_real_server_generates_repeats_and_syncs(real_server):
-    from rlvr.rollout.vllm import build_vllm_engine
+    from rlvr.rollout.vllm.engine import build_vllm_engine
 
     model_dir, url = real_server
     config = server_config(model_dir, url, "model.device=cuda")

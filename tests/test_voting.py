@@ -1,4 +1,4 @@
-"""Exact estimators (rlvr.voting): pass@k, maj@k and best-of-N against hand-derived values and brute-force
+"""Exact estimators (rlvr.evaluation.voting): pass@k, maj@k and best-of-N against hand-derived values and brute-force
 enumeration of every k-subset; best-of-N with an oracle scorer is pass@N; answer extraction and normalisation."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from fractions import Fraction
 
 import pytest
 
-from rlvr.voting import best_index, best_of_n, extracted_answer, maj_at_k, paired_difference, pass_at_k, ranked_votes
+from rlvr.evaluation.voting import best_index, best_of_n, extracted_answer, maj_at_k, paired_difference, pass_at_k, ranked_votes
 
 
 # ---------------------------------------------------------------- brute force

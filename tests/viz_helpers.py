@@ -33,7 +33,7 @@ def metrics_row(step: int) -> dict:
 
 
 def grpo(rewards: list[float], eps: float = 1e-4) -> list[float]:
-    """Reference advantages for the synthetic groups (Bessel std, as rlvr.advantages.grpo_advantages)."""
+    """Reference advantages for the synthetic groups (Bessel std, as rlvr.algorithms.advantages.grpo_advantages)."""
     mean = sum(rewards) / len(rewards)
     std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / (len(rewards) - 1))
     return [0.0 if std == 0 else (r - mean) / (std + eps) for r in rewards]

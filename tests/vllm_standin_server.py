@@ -1,8 +1,8 @@
 """A stand-in for `VLLM_SERVER_DEV_MODE=1 vllm serve MODEL --weight-transfer-config '{"backend":"nccl"}'
---logprobs-mode processed_logprobs`, for CPU tests of rlvr/rollout/vllm_server.py (tests/test_vllm_server.py).
+--logprobs-mode processed_logprobs`, for CPU tests of rlvr/rollout/vllm/server.py (tests/test_vllm_server.py).
 
 It serves the subset of vLLM's HTTP routes and payload shapes rlvr uses, backed by rlvr.rollout.host.EngineHost
-on a (tiny) transformers model, and receives weights over gloo (rlvr.rollout.vllm_weights.GlooWeightSender's
+on a (tiny) transformers model, and receives weights over gloo (rlvr.rollout.vllm.weights.GlooWeightSender's
 group) where vLLM uses NCCL. Sampling is EngineHost's seeded sampler run on the request's prompt, n and seed, so
 a request samples exactly what the in-process engine samples for that prompt and seed.
 
@@ -30,10 +30,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
 
-from rlvr.config import ModelConfig  # noqa: E402
+from rlvr.config.run import ModelConfig  # noqa: E402
 from rlvr.rollout.base import SamplingParams  # noqa: E402
 from rlvr.rollout.host import EngineHost  # noqa: E402
-from rlvr.rollout.vllm_weights import GLOO_PREFIX  # noqa: E402
+from rlvr.rollout.vllm.weights import GLOO_PREFIX  # noqa: E402
 
 CONTROL_ROUTES = {"/pause", "/resume", "/start_weight_update", "/update_weights", "/finish_weight_update",
                   "/reset_prefix_cache", "/init_weight_transfer_engine"}

@@ -20,12 +20,12 @@ import yaml
 from rlvr.checkpoint.state import (MODEL_DIR, CountingStream, TrainerState, config_differences, load_policy_weights,
                                    load_state, restore_rng, rng_state, save_state, with_current_defaults)
 from rlvr.checkpoint.store import Checkpoint, latest_good, prune, write_checkpoint
-from rlvr.config import ConfigError, RunConfig
+from rlvr.config.run import ConfigError, RunConfig
 from rlvr.distributed.context import SINGLE, DistContext
-from rlvr.config_rules import with_dynamic_sampling_decided
+from rlvr.config.rules import with_dynamic_sampling_decided
 from rlvr.distributed.context import from_env
 from rlvr.distributed.state import check_strategy, is_sharded, load_into_shards, rng_for_rank
-from rlvr.rundir import CLAIM, claim_run_dir, release_if_unused
+from rlvr.checkpoint.rundir import CLAIM, claim_run_dir, release_if_unused
 
 CHECKPOINTS = "checkpoints"
 LOGS = ("metrics.jsonl", "samples.jsonl", "eval.jsonl", "groups.jsonl")  # JSON lines, each with a "step"
@@ -52,7 +52,7 @@ def open_run(config: RunConfig, run_dir: Path | None) -> tuple[Path, Checkpoint 
         raise ConfigError(f"{path} has no complete checkpoint to resume from (set save_every=N to write them; "
                           "SIGTERM also writes one); start a new run with another output_dir")
     saved = yaml.safe_load((path / "config.yaml").read_text(encoding="utf-8"))
-    # a GRPO run saves what ran (dynamic sampling's "auto" decided, rlvr/config_rules.py); decide this one the
+    # a GRPO run saves what ran (dynamic sampling's "auto" decided, rlvr/config/rules.py); decide this one the
     # same way. Other runs (SFT) save it undecided, as they never use it.
     decided = (saved.get("rollout") or {}).get("dynamic_sampling", {}).get("enabled") != "auto"
     current = with_dynamic_sampling_decided(config, from_env()[1]) if decided else config

@@ -16,7 +16,7 @@ from typing import Any, Iterator, TypeVar
 
 import torch
 
-from rlvr.config import ConfigError, RunConfig
+from rlvr.config.run import ConfigError, RunConfig
 
 T = TypeVar("T")
 STATE_FILE = "trainer_state.pt"

@@ -19,7 +19,7 @@ from rlvr.rollout.host import EngineHost, synced_parameters
 from rlvr.types import Prompt, RolloutBatch
 
 if TYPE_CHECKING:
-    from rlvr.config import ModelConfig, RunConfig
+    from rlvr.config.run import ModelConfig, RunConfig
 
 START_TIMEOUT_S = 600.0  # placement, then the model load (first use on a node may also fill its caches)
 CALL_TIMEOUT_S = 1800.0  # one generate / weight load / scoring call; far above a healthy step, far below forever

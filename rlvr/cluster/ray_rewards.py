@@ -1,4 +1,4 @@
-"""The verifier pool as Ray actors (issue #11, item 5): rlvr/reward_service.py's contract with actors for worker
+"""The verifier pool as Ray actors (issue #11, item 5): rlvr/rewards/service.py's contract with actors for worker
 processes. Each actor builds the task's verifiers (build_verifiers) and answers one sample per call with
 safe_verify; the driver's ScoreFuture weights the verdicts (reward_service.combine), so scoring is the local
 service's, only placed elsewhere.
@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from rlvr.cluster.session import RayBackendError, acquire, get, release
-from rlvr.reward_service import ScoreFuture
+from rlvr.rewards.service import ScoreFuture
 from rlvr.types import Outcome, Verdict
 from rlvr.verifiers import build_verifiers, safe_verify
 from rlvr.verifiers.base import error_verdict
 
 if TYPE_CHECKING:
-    from rlvr.config import RunConfig
+    from rlvr.config.run import RunConfig
     from rlvr.types import Prompt, RolloutBatch
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """Trainer ranks as Ray actors (issue #11, item 5): `rlvr train ray.enabled=true ray.trainer_ranks=N` makes the
 `rlvr train` process a thin Ray driver. It places N actors in one placement group, gives each the rendezvous
 environment torchrun gives a rank (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), and
-each actor then runs `rlvr train` with the driver's own argv: the very code path of a torchrun rank (rlvr/cli.py
+each actor then runs `rlvr train` with the driver's own argv: the very code path of a torchrun rank (rlvr/cli/main.py
 cmd_train -> recipes/grpo.py train -> distributed/context.py init_distributed). Rank 0 alone writes the run
 directory, `--resume` reads it, and each rank keeps its in-process engine and verifiers, all as under torchrun.
 No algorithm code lives here: only placement, environment, waiting and stopping.
@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 from rlvr.cluster.session import RayBackendError, acquire, check_resources, get, release
-from rlvr.config_base import ConfigError
+from rlvr.config.base import ConfigError
 
 if TYPE_CHECKING:
-    from rlvr.config import RunConfig
+    from rlvr.config.run import RunConfig
 
 # Set in every rank actor: its WORLD_SIZE comes from this driver, so `rlvr train` there trains instead of driving.
 RANKS_ENV = "RLVR_RAY_TRAINER_RANKS"
@@ -121,7 +121,7 @@ class TrainerRankActor:
         os.environ.update(env)  # before torch initialises CUDA or a process group
         if os.path.isdir(cwd):  # relative paths in argv mean what they meant to the driver (another node: the
             os.chdir(cwd)       # same path on a shared filesystem, as under torchrun)
-        from rlvr.cli import cmd_train, parse
+        from rlvr.cli.main import cmd_train, parse
 
         return cmd_train(parse(argv))
 

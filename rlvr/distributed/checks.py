@@ -14,7 +14,7 @@ import torch
 from rlvr.distributed.context import DistContext, DistributedError
 
 if TYPE_CHECKING:
-    from rlvr.config import RunConfig
+    from rlvr.config.run import RunConfig
 
 # Advantage estimators that normalise over the whole batch rather than within each prompt's group.
 BATCH_LEVEL_ADVANTAGES = ("grpo_batch_std", "reinforce_pp", "reinforce_pp_baseline", "gae")

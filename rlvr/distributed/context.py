@@ -13,11 +13,11 @@ from typing import Any, Mapping
 
 import torch
 
-from rlvr.config import ConfigError
+from rlvr.config.run import ConfigError
 
 
 class DistributedError(ConfigError):
-    """A setting that cannot run under this torchrun launch; one line, exit 2 (rlvr.cli)."""
+    """A setting that cannot run under this torchrun launch; one line, exit 2 (rlvr.cli.main)."""
 
     user_facing = True
 

@@ -7,7 +7,7 @@ the tensors the update needs never travel this way.
 from __future__ import annotations
 
 from rlvr.distributed.context import DistContext
-from rlvr.dynamic_sampling import concat_groups  # the same re-padding join dynamic sampling does across draws
+from rlvr.grpo.dynamic_sampling import concat_groups  # the same re-padding join dynamic sampling does across draws
 from rlvr.types import RolloutBatch, ScoredBatch
 
 

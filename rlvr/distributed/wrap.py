@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from rlvr.distributed.context import DistContext, DistributedError
-from rlvr.logprobs import completion_logprobs
+from rlvr.model.logprobs import completion_logprobs
 
 STRATEGIES = ("ddp", "fsdp2")
 
@@ -165,7 +165,7 @@ class ShardedLM:
 
     @property
     def rlvr_compute_dtype(self):
-        """The model's compute dtype (rlvr/precision.py): a mixed-precision policy decodes under its autocast too."""
+        """The model's compute dtype (rlvr/model/precision.py): a mixed-precision policy decodes under its autocast too."""
         return getattr(self._wrapped.model, "rlvr_compute_dtype", None)
 
 

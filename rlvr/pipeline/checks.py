@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from rlvr.config import ConfigError, ModelConfig, RunConfig
+from rlvr.config.run import ConfigError, ModelConfig, RunConfig
 from rlvr.pipeline.manifest import Manifest
 from rlvr.pipeline.spec import Recipe
 
@@ -37,7 +37,7 @@ def before_any_stage(recipe: Recipe, manifest: Manifest) -> None:
 
 
 def _check_model(name_or_path: str, where: str) -> None:
-    from rlvr.models import ModelError, resolve_model_path
+    from rlvr.model.load import ModelError, resolve_model_path
 
     try:
         resolve_model_path(name_or_path)
@@ -65,7 +65,7 @@ def _root_model(config: RunConfig, produced: set[str], manifest: Manifest) -> st
 
 
 def _check_student(config: RunConfig, produced: set[str], manifest: Manifest, where: str) -> None:
-    from rlvr.models import context_length, load_tokenizer
+    from rlvr.model.load import context_length, load_tokenizer
     from rlvr.sampling.tokenizers import check_student_tokenizer, distillation_texts
 
     student = config.sample.student

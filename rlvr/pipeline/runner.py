@@ -3,7 +3,7 @@ previous stage's output wired in, an evaluation after every model stage, and the
 
 Re-running the same command continues: finished stages are skipped, an interrupted one resumes from its own
 checkpoint (GRPO and SFT) or progress file (sampling), and missing evaluations are redone. SIGTERM/SIGINT
-stops at the next safe point: inside a stage its own handler checkpoints (rlvr/checkpoint/signals.py); during
+stops at the next safe point: inside a stage its own handler checkpoints (rlvr/checkpoint/stop.py); during
 an evaluation, the pipeline's handler lets it finish, records it, then stops.
 """
 from __future__ import annotations
@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from rlvr.checkpoint.signals import GracefulStop
+from rlvr.checkpoint.stop import GracefulStop
 from rlvr.checkpoint.state import config_differences, with_current_defaults
 from rlvr.checkpoint.store import latest_good
-from rlvr.config import ConfigError, RunConfig, dump_config, validate_config
+from rlvr.config.run import ConfigError, RunConfig, dump_config, validate_config
 from rlvr.pipeline import checks
 from rlvr.pipeline.manifest import DONE, INTERRUPTED, PENDING, RUNNING, Manifest, StageRecord, load_manifest
 from rlvr.pipeline.spec import MODEL_KINDS, Recipe, StageSpec
@@ -41,7 +41,7 @@ def _run_sft(config: RunConfig, stage_dir: Path) -> StageOutput:
 
 
 def _run_grpo(config: RunConfig, stage_dir: Path) -> StageOutput:
-    from rlvr.recipes.grpo import train
+    from rlvr.grpo.loop import train
 
     out = train(config, stage_dir)
     return StageOutput(out.name == "final", model=out if out.name == "final" else None)
@@ -62,7 +62,7 @@ STAGE_RUNNERS: dict[str, StageRunner] = {"sft": _run_sft, "grpo": _run_grpo, "sa
 
 
 def _evaluate(config: RunConfig, model: str) -> dict[str, Any]:
-    from rlvr.evaluate import evaluate_model
+    from rlvr.evaluation.evaluate import evaluate_model
 
     return evaluate_model(config, model).as_json()
 

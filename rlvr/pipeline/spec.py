@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from rlvr.config import ConfigError, RunConfig, _merge, parse_overrides, validate_config
+from rlvr.config.run import ConfigError, RunConfig, _merge, parse_overrides, validate_config
 
 BUILTIN = ("r1", "r1-zero", "distill")
 KINDS = ("sft", "grpo", "sample")

@@ -4,9 +4,9 @@ from __future__ import annotations
 from typing import Any
 
 from rlvr.pipeline.manifest import Manifest
-from rlvr.voting import paired_difference
+from rlvr.evaluation.voting import paired_difference
 
-PER_PROBLEM = "per_problem_pass@1"  # rlvr.evaluate.EvalResult.as_json's key
+PER_PROBLEM = "per_problem_pass@1"  # rlvr.evaluation.evaluate.EvalResult.as_json's key
 
 
 def _largest_maj(evals: list[dict[str, Any]]) -> str | None:

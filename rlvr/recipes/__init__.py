@@ -1,0 +1,1 @@
+"""Kept for old imports only: see rlvr/recipes/grpo.py."""

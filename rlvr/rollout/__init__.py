@@ -1,10 +1,10 @@
-"""Rollout engines: sample G completions per prompt (issue #11, item 2; chosen once in rlvr/backends.py).
+"""Rollout engines: sample G completions per prompt (issue #11, item 2; chosen once in rlvr/grpo/backends.py).
 
 - hf.py: the in-process transformers engine; it *is* the policy, so nothing is synced.
 - host.py: a transformers engine with its own copy of the weights (what a child process or a Ray actor runs).
 - process.py / process_worker.py: that engine in a child process, weights broadcast over gloo.
-- vllm.py / vllm_convert.py: vLLM colocated in the trainer (vllm.py is the module that imports vllm).
-- vllm_server.py / vllm_weights.py: a separate `vllm serve` over HTTP, weights over NCCL (only the NCCL sender
+- vllm/engine.py / vllm/convert.py: vLLM colocated in the trainer (engine.py is the module that imports vllm).
+- vllm/server.py / vllm/weights.py: a separate `vllm serve` over HTTP, weights over NCCL (only the NCCL sender
   imports vllm).
 - decode_steps.py: one decode step of the in-process engine (transformers' forward, or the fused Llama step).
 - agreement.py: the post-sync check that engine and trainer score the same tokens alike.

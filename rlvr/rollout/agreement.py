@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
-from rlvr.correction import check_agreement, mismatch_kl
-from rlvr.logprobs import batched_logprobs
+from rlvr.algorithms.correction import check_agreement, mismatch_kl
+from rlvr.model.logprobs import batched_logprobs
 from rlvr.types import RolloutBatch
 
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from rlvr import precision
-from rlvr.logprobs import position_ids_from_mask
+from rlvr.model import precision
+from rlvr.model.logprobs import position_ids_from_mask
 from rlvr.rollout.decode_steps import cat_bias, llama_blocks_supported, rope_rotate, signed_sin
 
 CAPACITY_STEP = 64  # KV capacity is rounded up to this: fewer shapes to record, and aligned rows for the kernels

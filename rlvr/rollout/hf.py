@@ -13,7 +13,7 @@ import contextlib
 
 import torch
 
-from rlvr import precision
+from rlvr.model import precision
 from rlvr.rollout.decode_steps import make_stepper
 from rlvr.rollout.base import SamplingParams, sampling_generator
 from rlvr.rollout.graph_step import GraphStepper, StaticDecoders, static_supported

@@ -8,8 +8,8 @@ from typing import Iterable, Iterator
 
 import torch
 
-from rlvr.config import ModelConfig
-from rlvr.logprobs import batched_logprobs
+from rlvr.config.run import ModelConfig
+from rlvr.model.logprobs import batched_logprobs
 from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.hf import HFRolloutEngine
 from rlvr.types import Prompt, RolloutBatch
@@ -23,7 +23,7 @@ def synced_parameters(model: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
 
 class EngineHost:
     def __init__(self, model_config: ModelConfig, threads: int = 0):
-        from rlvr.models import load_model, load_tokenizer
+        from rlvr.model.load import load_model, load_tokenizer
 
         if threads:
             torch.set_num_threads(threads)

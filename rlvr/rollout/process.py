@@ -29,7 +29,7 @@ from rlvr.rollout.process_worker import (CONNECT_TIMEOUT_S, GROUP_PREFIX, CheckL
 from rlvr.types import Prompt, RolloutBatch
 
 if TYPE_CHECKING:
-    from rlvr.config import RunConfig
+    from rlvr.config.run import RunConfig
 
 # The longest any one command may take, generation included. No config field: a step of the real 135M model on
 # CPU takes well under a minute, and a hang, not a slow step, is what this guards against (issue #11).

@@ -6,6 +6,6 @@ front; mix.py adds general chat rows; records.py holds the progress file and the
 
 
 class SampleError(ValueError):
-    """A bad `sample.*` setting or input file, phrased for the user (printed as one line by rlvr.cli)."""
+    """A bad `sample.*` setting or input file, phrased for the user (printed as one line by rlvr.cli.main)."""
 
     user_facing = True

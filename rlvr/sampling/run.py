@@ -22,11 +22,11 @@ from typing import Any, Callable
 import yaml
 
 from rlvr.checkpoint.resume import hold_run_lock
-from rlvr.checkpoint.signals import GracefulStop
-from rlvr.config import ConfigError, RunConfig, dump_config
-from rlvr.lora import refuse_outside_grpo
-from rlvr.progress import Reporter, clear_bars
-from rlvr.rundir import claim_run_dir, release_if_unused
+from rlvr.checkpoint.stop import GracefulStop
+from rlvr.config.run import ConfigError, RunConfig, dump_config
+from rlvr.model.lora import refuse_outside_grpo
+from rlvr.metrics.progress import Reporter, clear_bars
+from rlvr.checkpoint.rundir import claim_run_dir, release_if_unused
 from rlvr.sampling import SampleError
 from rlvr.sampling.mix import plan_mix, read_general_rows, shuffled
 from rlvr.sampling.records import (PROGRESS, Drawn, PromptRecord, append_progress, batch_seed, dataset_rows,
@@ -86,7 +86,7 @@ class Sampler:
     run_dir: Path
     output: Path
     drawn: Drawn
-    rewarder: Any  # rlvr.rewards.Rewarder
+    rewarder: Any  # rlvr.rewards.rewarder.Rewarder
     general: list[dict[str, Any]] | None
     say: Callable[[str], None]
     engine: Any = None  # rlvr.rollout.hf.HFRolloutEngine, built on first use
@@ -97,8 +97,8 @@ class Sampler:
 
 
 def make_rewarder(config: RunConfig):
-    """The training reward of the run's task: the same verifiers and weights (rlvr.evaluate.build_rewarder)."""
-    from rlvr.evaluate import build_rewarder
+    """The training reward of the run's task: the same verifiers and weights (rlvr.evaluation.evaluate.build_rewarder)."""
+    from rlvr.evaluation.evaluate import build_rewarder
 
     return build_rewarder(config)
 
@@ -201,8 +201,8 @@ def _setup(config: RunConfig, run_dir: Path, resumed: bool, rewarder: Any, gener
     torch.manual_seed(config.seed)
     if config.threads:
         torch.set_num_threads(config.threads)
-    from rlvr.models import load_tokenizer
-    from rlvr.recipes.grpo import screen_prompt_lengths
+    from rlvr.model.load import load_tokenizer
+    from rlvr.grpo.loop import screen_prompt_lengths
     from rlvr.tasks import build_task
 
     task = build_task(config.task)
@@ -277,7 +277,7 @@ def sample_batch(sampler: Sampler, prompts: tuple[Prompt, ...], index: int) -> l
 
 
 def _load_engine(config: RunConfig):
-    from rlvr.models import load_model, load_tokenizer
+    from rlvr.model.load import load_model, load_tokenizer
     from rlvr.rollout.hf import HFRolloutEngine
 
     return HFRolloutEngine(load_model(config.model, trainable=False), load_tokenizer(config.model),

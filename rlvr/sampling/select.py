@@ -28,7 +28,7 @@ class Candidate:
     index: int  # position among the prompt's N samples (sample order)
     text: str  # decoded completion
     length: int  # completion tokens (EOS included)
-    reward: float  # total weighted reward (rlvr.rewards.weigh)
+    reward: float  # total weighted reward (rlvr.rewards.rewarder.weigh)
     verdicts: Mapping[str, Outcome] = field(default_factory=dict)  # component name -> outcome
     scorable: bool = True  # False when a verifier could not read the reference: never correct
 

@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 from rlvr.sampling import SampleError
 
 TAGS = ("<think>", "</think>", "<answer>", "</answer>")  # the R1 layout (rlvr.verifiers.format)
-ANSWER_MARKERS = ("Answer: 42", "\\boxed{42}", "#### 42")  # what rlvr.verifiers.math_extract reads
+ANSWER_MARKERS = ("Answer: 42", "\\boxed{42}", "#### 42")  # what rlvr.verifiers.math.extract reads
 _UNBOUNDED = 10**8  # tokenizers without a known limit report model_max_length as ~1e30
 SampleText = str | Sequence[Mapping[str, str]]  # plain text, or chat turns rendered with the student's template
 
@@ -116,8 +116,8 @@ def check_distillation(config: Any, on_info: Callable[[str], None] | None = prin
     student = config.sample.student
     if student is None:
         return
-    from rlvr.config import ModelConfig
-    from rlvr.models import ModelError, context_length, load_tokenizer
+    from rlvr.config.run import ModelConfig
+    from rlvr.model.load import ModelError, context_length, load_tokenizer
 
     teacher_tokenizer = load_tokenizer(config.model)
     student_config = ModelConfig(name_or_path=student, trust_remote_code=config.model.trust_remote_code)

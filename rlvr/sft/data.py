@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from rlvr.config import ConfigError, RunConfig, SFTConfig
+from rlvr.config.run import ConfigError, RunConfig, SFTConfig
 
 COLD_START = "cold_start"
 ROLES = ("system", "user", "assistant")

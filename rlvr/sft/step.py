@@ -3,7 +3,7 @@
 Loss = sum over the step's assistant tokens of -log p(token | tokens before it), divided by the number of
 assistant tokens in the whole step (a global normaliser). Each micro-batch's backward adds its share, so the
 accumulated gradient equals the gradient of the full batch whatever optimizer.micro_batch_size is (the same
-rule as the RL update, rlvr/update.py). A mean per micro-batch would weigh the tokens of a short micro-batch
+rule as the RL update, rlvr/training/update.py). A mean per micro-batch would weigh the tokens of a short micro-batch
 more than those of a long one and make the step depend on how the rows were cut.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from rlvr.precision import in_compute_dtype
+from rlvr.model.precision import in_compute_dtype
 from rlvr.sft.batching import MicroBatch, micro_batches
 from rlvr.sft.masking import Example
 
@@ -51,10 +51,10 @@ def _head_nll(head, states: torch.Tensor, targets: torch.Tensor) -> torch.Tensor
     return F.cross_entropy(head(states).float(), targets, reduction="sum")
 
 
-@in_compute_dtype  # under torch.autocast for a mixed-precision policy (rlvr/precision.py, issue #23)
+@in_compute_dtype  # under torch.autocast for a mixed-precision policy (rlvr/model/precision.py, issue #23)
 def target_nll(policy, micro: MicroBatch) -> torch.Tensor:
     """Summed -log p of the micro-batch's target tokens (a scalar). Only target positions go through the LM
-    head, as in rlvr/logprobs.py, and in chunks of HEAD_CHUNK whose logits are recomputed in the backward pass
+    head, as in rlvr/model/logprobs.py, and in chunks of HEAD_CHUNK whose logits are recomputed in the backward pass
     instead of kept: 16 long-CoT rows of 1024 tokens would otherwise hold [16k, 49k] fp32 logits (3 GB) and
     as much again for their gradient."""
     out = policy.base_model(input_ids=micro.input_ids, attention_mask=micro.attention_mask,
@@ -73,7 +73,7 @@ def target_nll(policy, micro: MicroBatch) -> torch.Tensor:
 def sft_step(policy, examples: list[Example], optimizer: torch.optim.Optimizer, scheduler,
              settings: StepSettings) -> StepStats:
     """Accumulate the step's gradient over micro-batches, clip, step. A non-finite loss or gradient leaves
-    weights, optimizer state and schedule untouched (as rlvr/update.py; the trainer counts such steps)."""
+    weights, optimizer state and schedule untouched (as rlvr/training/update.py; the trainer counts such steps)."""
     device = next(policy.parameters()).device
     total = sum(e.targets for e in examples)  # the global normaliser
     loss, input_tokens = 0.0, 0

@@ -22,19 +22,19 @@ from typing import Any
 import torch
 
 from rlvr.checkpoint import resume
-from rlvr.checkpoint.signals import GracefulStop
+from rlvr.checkpoint.stop import GracefulStop
 from rlvr.checkpoint.state import CountingStream
 from rlvr.checkpoint.store import Checkpoint
-from rlvr.config import OptimizerConfig, RunConfig, dump_config
-from rlvr.divergence import check_skips
-from rlvr.lora import refuse_outside_grpo
-from rlvr.metrics import RunLogger
-from rlvr.models import context_length, load_model, load_tokenizer, save_model
+from rlvr.config.run import OptimizerConfig, RunConfig, dump_config
+from rlvr.training.divergence import check_skips
+from rlvr.model.lora import refuse_outside_grpo
+from rlvr.metrics.logger import RunLogger
+from rlvr.model.load import context_length, load_model, load_tokenizer, save_model
 from rlvr.sft.batching import row_stream, total_steps
 from rlvr.sft.data import BadRow, RowScreen, SFTDataError, data_source, load_chat_rows, source_name
 from rlvr.sft.masking import Example, encode_row
 from rlvr.sft.step import StepSettings, sft_step
-from rlvr.sinks import build_sinks
+from rlvr.metrics.sinks import build_sinks
 
 DATA_FILE = "sft_rows.json"  # rows and fingerprint of the tokenised data, checked on resume
 

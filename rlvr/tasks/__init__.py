@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 from typing import Callable, Iterator, Protocol, Sequence, TypeVar, runtime_checkable
 
-from rlvr.config import ConfigError, TaskConfig
+from rlvr.config.run import ConfigError, TaskConfig
 from rlvr.types import Prompt
 
 T = TypeVar("T")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterator
 
-from rlvr.config import ConfigError, TaskConfig
+from rlvr.config.run import ConfigError, TaskConfig
 from rlvr.tasks import first, sample_forever
 from rlvr.tasks.chat import EXAMPLE_CANONICAL, build_messages
 from rlvr.types import Prompt

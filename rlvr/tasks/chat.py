@@ -4,7 +4,7 @@ The chat template itself is applied later by the rollout engine; here we only de
 """
 from __future__ import annotations
 
-from rlvr.config import TaskConfig
+from rlvr.config.run import TaskConfig
 
 # The one-shot example teaches the answer *format* only. Its problem is excluded from every arithmetic
 # split (arithmetic.py imports EXAMPLE_CANONICAL), so the model is never rewarded for copying it.

@@ -30,7 +30,7 @@ import random
 import re
 from typing import Any, Callable, Sequence
 
-from rlvr.config import ConfigError, TaskConfig
+from rlvr.config.run import ConfigError, TaskConfig
 from rlvr.types import Prompt
 
 SOURCE = "cold_start"
@@ -255,7 +255,7 @@ def _arithmetic_rows(task: TaskConfig, size: int, seed: int) -> list[dict[str, A
 def rationale(answer: Any) -> str | None:
     """The worked solution in an answer cell, or None: GSM8K's text before '####' (calculator notes removed),
     or a whole solution that ends in \\boxed{} and has words besides the box."""
-    from rlvr.verifiers.math import last_boxed
+    from rlvr.verifiers.math.verifier import last_boxed
 
     if not isinstance(answer, str):
         return None

@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from rlvr.config import ConfigError, TaskConfig
+from rlvr.config.run import ConfigError, TaskConfig
 from rlvr.tasks import first, sample_forever
 from rlvr.tasks.chat import build_messages
 from rlvr.tasks.screening import Screening, scan_jsonl
 from rlvr.types import Prompt
-from rlvr.verifiers.math import last_boxed
+from rlvr.verifiers.math.verifier import last_boxed
 
 HELD_OUT_FRACTION = 0.1
 FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Callable
 from rlvr.verifiers.base import Verifier, safe_verify, verify_many
 
 if TYPE_CHECKING:
-    from rlvr.config import TaskConfig
+    from rlvr.config.run import TaskConfig
 
 
 def math_answer_mode(task: TaskConfig) -> str:
@@ -24,7 +24,7 @@ def math_answer_mode(task: TaskConfig) -> str:
 
 
 def _math(task: TaskConfig) -> Verifier:
-    from rlvr.verifiers.math import MathVerifier
+    from rlvr.verifiers.math.verifier import MathVerifier
 
     return MathVerifier(mode=math_answer_mode(task), timeout_s=task.verifier_timeout_s)
 
@@ -67,8 +67,8 @@ def _answer_format(task: TaskConfig) -> Verifier:
 
 
 def _code(task: TaskConfig) -> Verifier:
-    from rlvr.verifiers.code import CodeVerifier
-    from rlvr.verifiers.sandbox import SandboxConfig
+    from rlvr.verifiers.code.verifier import CodeVerifier
+    from rlvr.verifiers.code.sandbox import SandboxConfig
 
     sandbox = SandboxConfig(time_limit_s=task.code_time_limit_s, memory_mb=task.code_memory_mb,
                             allow_unsandboxed=task.code_unsandboxed)
@@ -88,7 +88,7 @@ VERIFIERS: dict[str, Callable[[TaskConfig], Verifier]] = {
 
 
 def build_verifiers(task: TaskConfig) -> dict[str, Verifier]:
-    """One verifier per name in `task.verifiers` (weights are applied by rlvr.rewards.Rewarder)."""
+    """One verifier per name in `task.verifiers` (weights are applied by rlvr.rewards.rewarder.Rewarder)."""
     unknown = sorted(set(task.verifiers) - set(VERIFIERS))
     if unknown:
         raise ValueError(f"unknown verifier(s) {unknown}; allowed: {sorted(VERIFIERS)}")

@@ -10,7 +10,7 @@ The reference is a JSON string, one of:
   either with "expected": {...}: the exact document (schema form) or arguments (function form), compared
       with types kept (true != 1; 1 == 1.0, as JSON has one number type).
 
-Reading the completion: reasoning in <think>...</think> is dropped (rlvr.verifiers.math_extract.strip_thinking);
+Reading the completion: reasoning in <think>...</think> is dropped (rlvr.verifiers.math.extract.strip_thinking);
 then the JSON is the content of exactly one <tool_call>...</tool_call> block (Qwen / Hermes format), else of
 exactly one ``` / ```json fence, else the whole remaining text. Prose outside the block or fence is allowed.
 
@@ -33,7 +33,7 @@ from typing import Any
 
 from rlvr.types import Outcome, Verdict
 from rlvr.verifiers.base import error_verdict
-from rlvr.verifiers.math_extract import strip_thinking
+from rlvr.verifiers.math.extract import strip_thinking
 
 MAX_JSON_CHARS = 100_000  # a tool call is a few hundred bytes; 100 kB validates in milliseconds
 MAX_DEPTH = 64  # nesting levels of the parsed JSON

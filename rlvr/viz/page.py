@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from rlvr.config import AlgorithmConfig
+from rlvr.config.run import AlgorithmConfig
 from rlvr.viz.rundata import Group, RunData
 
 FORMAT = 1  # payload layout version, read by page.js

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from rlvr.config import AlgorithmConfig
+from rlvr.config.run import AlgorithmConfig
 from rlvr.viz.jsonl import JsonLine, RunDataError, read_jsonl, read_jsonl_steps, read_jsonl_tail
 
 COMPLETIONS_PER_PHASE = 4  # samples shown for each of the start, middle and end steps

@@ -1,0 +1,48 @@
+"""Run directories are claimed atomically and never reused: no data or checkpoint is ever lost (README)."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from rlvr.config.run import ConfigError
+
+CLAIM = ".rlvr-run"  # created with O_EXCL: of two runs started on one directory, exactly one gets it
+
+
+def _claim(path: Path) -> bool:
+    try:
+        os.close(os.open(path / CLAIM, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        return True
+    except FileExistsError:
+        return False
+
+
+def claim_run_dir(path: Path | None) -> Path:
+    """A new or empty directory, claimed for this run; None -> a new runs/<date-time>[-k]."""
+    if path is None:
+        base = Path("runs") / time.strftime("%Y%m%d-%H%M%S")
+        for k in range(1000):  # two runs started in the same second get different directories
+            candidate = base if k == 0 else base.with_name(f"{base.name}-{k}")
+            try:
+                candidate.mkdir(parents=True)
+            except FileExistsError:
+                continue
+            if _claim(candidate):
+                return candidate
+        raise ConfigError(f"could not create a new run directory next to {base}")
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"output_dir {str(path)!r} is a file; choose a new output_dir=PATH")
+    if path.exists() and any(path.iterdir()):
+        raise ConfigError(f"output_dir {str(path)!r} already holds files; choose a new output_dir=PATH")
+    path.mkdir(parents=True, exist_ok=True)
+    if not _claim(path):
+        raise ConfigError(f"output_dir {str(path)!r} was just claimed by another run; choose a new output_dir=PATH")
+    return path
+
+
+def release_if_unused(path: Path) -> None:
+    """Remove a run directory that holds nothing but its claim (the run failed before writing anything)."""
+    if {p.name for p in path.iterdir()} <= {CLAIM}:
+        (path / CLAIM).unlink(missing_ok=True)
+        path.rmdir()

@@ -1,0 +1,213 @@
+"""Cross-field rules of RunConfig: combinations that cannot run, each a message naming the keys (issue #2,
+item 2; the GRPO family's refusals, issue #4). Called by RunConfig's validator; kept apart so config.py stays
+the list of fields and their defaults."""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rlvr.config.run import RunConfig
+
+
+def run_config_problems(c: "RunConfig") -> list[str]:
+    return [*_batch_problems(c), *_task_problems(c), *_algorithm_problems(c), *_correction_problems(c),
+            *_lora_problems(c), *_engine_problems(c), *_ray_trainer_problems(c), *_precision_problems(c)]
+
+
+def _engine_problems(c: "RunConfig") -> list[str]:
+    # Ray trainer ranks keep the in-process engine (issue #11, item 5), which shares the policy's weights
+    ray_engine = c.ray.enabled and c.ray.trainer_ranks == 1
+    e, own_weights = c.rollout.engine, c.rollout.engine.kind != "hf" or ray_engine
+    if e.max_staleness and not own_weights:
+        return ["rollout.engine.max_staleness=1 needs an engine with its own weights (rollout.engine.kind=hf_process "
+                "or vllm, or ray.enabled=true with ray.trainer_ranks=1): the in-process hf engine is the policy the "
+                "update is changing"]
+    if e.max_staleness and e.kind == "vllm" and e.vllm_mode == "colocate":
+        return ["rollout.engine.max_staleness=1 with vllm_mode=colocate: the colocated engine shares the trainer's GPU "
+                "and sleeps during the update, so nothing would overlap; use max_staleness=0 (or an engine of its own)"]
+    if e.max_staleness and (c.rollout.dynamic_sampling.enabled is True or c.curriculum.enabled):
+        return ["rollout.engine.max_staleness=1 cannot be combined with dynamic sampling or the curriculum yet: both "
+                "choose the next prompts from the rewards of the batch still being scored"]
+    if e.kind == "vllm" and e.vllm_mode == "server" and not (e.vllm_server_url or "").startswith(("http://",
+                                                                                                  "https://")):
+        return [f"rollout.engine.vllm_mode=server needs rollout.engine.vllm_server_url=http://host:port of a running "
+                f"`VLLM_SERVER_DEV_MODE=1 vllm serve` (got {e.vllm_server_url!r})"]
+    if e.kind == "vllm" and c.model.lora.enabled:
+        return ["model.lora with rollout.engine.kind=vllm is not supported yet (vLLM would need its own LoRA adapter "
+                "sync); hf_process and ray.enabled receive the merged weights after every step"]
+    if c.ray.address is not None and not c.ray.enabled:
+        return [f"ray.address={c.ray.address} is set but ray.enabled=false: the run would ignore the cluster; set "
+                "ray.enabled=true (or drop ray.address)"]
+    if c.ray.enabled and e.kind != "hf":
+        return [f"ray.enabled=true runs the transformers engine in a Ray actor; rollout.engine.kind={e.kind} cannot "
+                f"be combined with it yet (leave it at hf)"]
+    return []
+
+
+def _ray_trainer_problems(c: "RunConfig") -> list[str]:
+    """Trainer ranks as Ray actors (issue #11, item 5): what rlvr/cluster/trainers.py cannot place or run."""
+    r = c.ray
+    if r.trainer_ranks == 1:
+        return []
+    if not r.enabled:
+        return [f"ray.trainer_ranks={r.trainer_ranks} starts the trainer ranks as Ray actors: set ray.enabled=true "
+                "(or launch the ranks with torchrun and leave ray.trainer_ranks=1)"]
+    if r.trainer_gpus not in (0, 1):
+        return [f"ray.trainer_gpus={r.trainer_gpus:g} must be 0 or 1: each trainer rank drives one GPU "
+                "(LOCAL_RANK's device), as under torchrun"]
+    if c.model.device.startswith("cuda") and r.trainer_gpus == 0:
+        return [f"model.device={c.model.device} with ray.trainer_gpus=0: Ray hides the GPUs from an actor that "
+                "reserved none; set ray.trainer_gpus=1"]
+    if r.trainer_gpus and not c.model.device.startswith("cuda"):
+        return [f"ray.trainer_gpus=1 with model.device={c.model.device}: each rank would hold a GPU and train on "
+                "the CPU; set model.device=cuda"]
+    return []
+
+
+def _lora_problems(c: "RunConfig") -> list[str]:
+    lora = c.model.lora
+    if not lora.enabled:
+        return []
+    if lora.dropout > 0:
+        return [f"model.lora.dropout={lora.dropout:g} must be 0: the policy runs in eval mode (deterministic "
+                f"log-probs for the ratio), where dropout does nothing"]
+    if not lora.target_modules:
+        return ["model.lora.target_modules is empty: name the Linear layers to adapt, e.g. [q_proj, v_proj]"]
+    return []
+
+
+def _batch_problems(c: "RunConfig") -> list[str]:
+    batch = c.batch_size
+    if batch % c.optimizer.micro_batch_size and c.optimizer.micro_batch_size < batch:
+        return [f"optimizer.micro_batch_size={c.optimizer.micro_batch_size} must divide the batch "
+                f"rollout.prompts_per_step x rollout.group_size = {batch}"]
+    if c.reward.overlong_buffer >= c.rollout.max_new_tokens:
+        return [f"reward.overlong_buffer={c.reward.overlong_buffer} must be smaller than rollout.max_new_tokens="
+                f"{c.rollout.max_new_tokens} (DAPO: the buffer is the last part of the length budget)"]
+    return []
+
+
+def _task_problems(c: "RunConfig") -> list[str]:
+    if c.task.name not in _known_tasks():
+        return [f"task.name: unknown task {c.task.name!r}; allowed: {', '.join(_known_tasks())}"]
+    unknown = set(c.task.verifiers) - set(_known_verifiers())
+    if unknown:
+        return [f"task.verifiers: unknown verifier(s) {sorted(unknown)}; allowed: {sorted(_known_verifiers())}"]
+    weights = c.task.verifiers.values()
+    if not all(math.isfinite(w) and w >= 0 for w in weights) or not any(w > 0 for w in weights):
+        return ["task.verifiers: weights must be finite and >= 0, and at least one must be > 0"]
+    if c.reward.workers and c.reward.deadline_s <= c.task.verifier_timeout_s:
+        return [f"reward.deadline_s={c.reward.deadline_s:g} must exceed task.verifier_timeout_s="
+                f"{c.task.verifier_timeout_s:g} (a worker's first symbolic check also imports sympy)"]
+    if c.task.name == "qa" and not c.task.path:
+        return ["task.path is required when task.name=qa (a .jsonl/.parquet file or a hub id)"]
+    return []
+
+
+# Estimators whose baseline is the prompt's group: with G = 1 every advantage would be 0.
+GROUP_ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce_pp_baseline", "grpo_batch_std")
+
+
+def _algorithm_problems(c: "RunConfig") -> list[str]:
+    a, problems = c.algorithm, []
+    if a.clip_epsilon_high is not None and a.clip_epsilon_high < a.clip_epsilon:
+        problems.append(f"algorithm.clip_epsilon_high={a.clip_epsilon_high:g} is below algorithm.clip_epsilon="
+                        f"{a.clip_epsilon:g}: clip-higher (DAPO) widens only the upper side")
+    if a.objective == "gspo" and a.aggregation != "sequence_mean":
+        problems.append(f"algorithm.objective=gspo needs algorithm.aggregation=sequence_mean (got "
+                        f"{a.aggregation!r}): its ratio is one per sequence (Zheng et al. 2025), so token-weighted "
+                        f"aggregations are undefined for it; allowed aggregations with gspo: sequence_mean")
+    if a.advantage in GROUP_ESTIMATORS and c.rollout.group_size < 2:
+        problems.append(f"algorithm.advantage={a.advantage} compares the completions of a prompt and needs "
+                        f"rollout.group_size >= 2; with group_size=1 use one of: reinforce_pp, gae")
+    if a.advantage == "gae" and a.reward_combination != "sum_then_normalize":
+        problems.append("algorithm.advantage=gae learns a value of the total reward: reward_combination must be "
+                        "sum_then_normalize (normalize_then_sum is for the group estimators: "
+                        f"{', '.join(GROUP_ESTIMATORS)}, reinforce_pp)")
+    if a.kl_placement == "reward" and a.beta == 0:
+        problems.append("algorithm.kl_placement=reward with algorithm.beta=0 has no effect; set beta > 0 or "
+                        "leave kl_placement=loss")
+    if a.kl_placement == "loss" and a.kl_estimator == "k1" and a.beta > 0:
+        problems.append("algorithm.kl_estimator=k1 in the loss has a zero-mean gradient (grad log pi), so it only "
+                        "adds noise; in the loss use one of: k2, k3 (or put k1 in the reward: kl_placement=reward)")
+    if a.objective == "gspo" and a.advantage == "gae":
+        problems.append("algorithm.objective=gspo takes one advantage per sequence; advantage=gae gives one per "
+                        f"token; with gspo use one of: {', '.join(GROUP_ESTIMATORS)}, reinforce_pp")
+    problems += _sampling_problems(c)
+    return problems
+
+
+def _sampling_problems(c: "RunConfig") -> list[str]:
+    a, problems = c.algorithm, []
+    if c.rollout.dynamic_sampling.enabled is True and a.advantage not in GROUP_ESTIMATORS:
+        problems.append(f"rollout.dynamic_sampling drops groups whose rewards tie, which carry no signal only for "
+                        f"group baselines; with advantage={a.advantage} they still do. Use one of: "
+                        f"{', '.join(GROUP_ESTIMATORS)}")
+    if c.curriculum.enabled and c.rollout.group_size < 2:
+        problems.append("curriculum needs rollout.group_size >= 2: with one sample a prompt's pass rate is 0 or 1, "
+                        "so every prompt seen once would be skipped")
+    top = sum(c.task.verifiers.values())  # shaping only lowers a reward
+    if c.curriculum.enabled and c.curriculum.pass_threshold > top:
+        problems.append(f"curriculum.pass_threshold={c.curriculum.pass_threshold:g} is above the highest reward "
+                        f"{top:g} (the sum of task.verifiers weights): nothing could ever pass")
+    if c.curriculum.enabled and c.curriculum.skip_below >= c.curriculum.skip_above:
+        problems.append(f"curriculum.skip_below={c.curriculum.skip_below:g} must be below curriculum.skip_above="
+                        f"{c.curriculum.skip_above:g}, else every prompt is skipped")
+    return problems
+
+
+def _correction_problems(c: "RunConfig") -> list[str]:
+    """With top_p < 1 the sampler's log-probs are of the renormalised nucleus: with identical weights each ratio
+    pi/mu is then the nucleus mass (< 1) and the KL measures the truncation, not a disagreement; and no weight can
+    reach tokens the nucleus never samples. Refused rather than silently mis-measured (issue #11)."""
+    k = c.rollout.correction
+    if c.rollout.top_p < 1 and k.mode != "none":
+        return [f"rollout.top_p={c.rollout.top_p:g} cannot be combined with rollout.correction.mode={k.mode}: the "
+                f"sampler's log-probs are then those of the renormalised nucleus, which differ from the trainer's on "
+                f"purpose; sample with top_p=1, or set rollout.correction.mode=none (with top_p < 1 the agreement "
+                f"check is skipped for the same reason)"]
+    return []
+
+
+def _precision_problems(c: "RunConfig") -> list[str]:
+    """Mixed fp16 needs dynamic loss scaling (fp16's smallest normal is 6e-5, so small gradients underflow to 0:
+    Micikevicius et al. 2018, sec. 3.2), which rlvr does not implement (issue #23, item 3); bf16 has fp32's exponent
+    range and needs none. Pure fp16 (master_weights=same) stays what it was before mixed precision existed."""
+    m = c.model
+    if m.dtype == "float16" and m.master_weights == "float32":
+        return ["model.dtype=float16 with model.master_weights=float32 (mixed fp16) needs loss scaling, which rlvr "
+                "does not implement: use model.dtype=bfloat16 (fp32's exponent range, no scaling needed), or "
+                "model.master_weights=same for pure fp16 weights"]
+    return []
+
+
+def _known_tasks() -> list[str]:
+    from rlvr.tasks import TASKS  # late import, as for verifiers
+
+    return list(TASKS)
+
+
+def _known_verifiers() -> list[str]:
+    from rlvr.verifiers import VERIFIERS  # late import: config must not pull in torch-heavy modules first
+
+    return list(VERIFIERS)
+
+
+def dynamic_sampling_applies(c: "RunConfig", world_size: int) -> bool:
+    """rollout.dynamic_sampling.enabled with "auto" decided (issue #12, item 4: the default run should spend no step
+    on groups that all tie). Auto is on where dynamic sampling works and pays: one process (it picks prompts from
+    rank-local rewards), synchronous rollouts (the next prompts depend on rewards not yet known) and a group
+    baseline (only there does a tied group carry no signal; the group estimators already require G >= 2)."""
+    setting = c.rollout.dynamic_sampling.enabled
+    if setting != "auto":
+        return bool(setting)
+    return (world_size == 1 and c.ray.trainer_ranks == 1 and not c.rollout.engine.max_staleness
+            and c.algorithm.advantage in GROUP_ESTIMATORS)
+
+
+def with_dynamic_sampling_decided(c: "RunConfig", world_size: int) -> "RunConfig":
+    """The config with rollout.dynamic_sampling.enabled a bool (what the training loop reads)."""
+    on = dynamic_sampling_applies(c, world_size)
+    sampling = c.rollout.dynamic_sampling.model_copy(update={"enabled": on})
+    return c.model_copy(update={"rollout": c.rollout.model_copy(update={"dynamic_sampling": sampling})})

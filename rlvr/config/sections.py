@@ -1,0 +1,139 @@
+"""Config sections of the pipeline stages (SFT, rejection sampling) and of scale-out (torchrun). RunConfig in
+config.py composes them; defaults live here and only here, as for the sections in config.py."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, ValidationInfo, field_validator
+
+from rlvr.config.base import _Section
+
+
+class SFTConfig(_Section):
+    """Supervised fine-tuning (`rlvr sft`): the R1 cold start and the SFT on rejection-sampled traces (issue #10).
+    The optimizer section (lr, warm-up, clipping, micro_batch_size) is shared with RL."""
+
+    data: str | None = Field(None, description="chat data: .jsonl/.json/.parquet file, saved dataset directory or hub "
+                                               "id; 'cold_start' = worked solutions generated for task.name offline")
+    subset: str | None = Field(None, description="hub dataset configuration name")
+    split: str = Field("train", description="dataset split")
+    messages_field: str = Field("messages", description="column of chat turns [{role, content}, ...]")
+    prompt_field: str = Field("prompt", description="used when there is no messages column: prompt text or turns")
+    completion_field: str = Field("completion", description="used with prompt_field: the assistant's answer")
+    train_on: Literal["last_assistant", "assistant"] = Field(
+        "last_assistant", description="loss on the last assistant turn only (earlier ones are context, e.g. the "
+                                      "task's one-shot example) or on every assistant turn")
+    epochs: int = Field(2, ge=1, description="passes over the data")
+    batch_size: int = Field(16, ge=1, description="sequences per optimizer step")
+    max_length: int = Field(1024, ge=8, description="tokens per example; longer rows are skipped and counted")
+    batching: Literal["length_grouped", "padding_free"] = Field(
+        "length_grouped", description="length_grouped: micro-batches of similar length (little padding); "
+                                      "padding_free: rows packed into one sequence with per-row positions")
+    bad_rows: Literal["skip", "error"] = Field("skip", description="no usable assistant turn: skip+count it, or stop")
+    cold_start_size: int = Field(0, ge=0, description="cold_start rows to generate (0 = one per train problem)")
+
+
+class SampleConfig(_Section):
+    """Rejection sampling (`rlvr sample`, R1 stage 3); with a larger teacher and a `student` it is distillation."""
+
+    samples: int = Field(8, ge=1, description="N completions sampled per prompt")
+    keep: int = Field(1, ge=1, description="best k verified-correct completions kept per prompt")
+    select: Literal["shortest", "reward"] = Field("shortest", description="which correct completions are best: "
+                                                  "fewest tokens, or highest total reward (format, language, ...)")
+    prompts: int = Field(512, ge=1, description="distinct train prompts to sample (fewer if the split is smaller)")
+    temperature: float = Field(1.0, gt=0, description="sampling temperature")
+    top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling")
+    batch_size: int = Field(32, ge=1, description="prompts per generation call")
+    mix_path: str | None = Field(None, description="general chat data (JSONL with messages) mixed into the output")
+    mix_ratio: float = Field(0.0, ge=0, lt=1, description="share of output rows taken from mix_path")
+    output: str | None = Field(None, description="SFT dataset written (JSONL); None = RUN/sft_data.jsonl")
+    student: str | None = Field(None, description="distillation: the student model, whose tokenizer is checked "
+                                                  "against the teacher's traces before sampling")
+
+
+class DistributedConfig(_Section):
+    """torch.distributed under torchrun (issue #11, item 1); read only when torchrun starts WORLD_SIZE > 1 ranks."""
+
+    strategy: Literal["ddp", "fsdp2"] = Field("ddp", description="ddp: every rank holds the whole policy; fsdp2: "
+                                                                "parameters, gradients and optimizer state sharded")
+    backend: Literal["auto", "gloo", "nccl"] = Field("auto", description="auto: nccl on CUDA, gloo on CPU")
+
+
+class EngineConfig(_Section):
+    """Where rollouts are sampled (issue #11, items 2 and 4). Only `hf` shares the trainer's weights; the others
+    hold a copy that is synced after every update and then checked on `agreement_rows` sequences."""
+
+    kind: Literal["hf", "hf_process", "vllm"] = Field(
+        "hf", description="hf: transformers in the trainer process, the policy itself (no sync) | hf_process: a "
+                          "transformers copy in a child process, weights broadcast over torch.distributed gloo | "
+                          "vllm: vLLM (pip install 'rlvr[vllm]', GPU)")
+    max_staleness: int = Field(0, ge=0, le=1, description="0: each step samples with the weights it updates | 1: step "
+                                                         "n+1 is sampled while step n updates (asynchronous; needs an "
+                                                         "engine with its own weights; correct with rollout.correction)")
+    agreement_rows: int = Field(2, ge=0, description="sequences teacher-forced by engine and trainer after each sync; "
+                                                    "their mismatch KL is checked against correction.max_mismatch_kl")
+    threads: int = Field(0, ge=0, description="hf_process: torch threads of the engine process (0 = torch's default)")
+    vllm_mode: Literal["colocate", "server"] = Field(
+        "colocate", description="colocate: vLLM in the trainer process, slept during the update | server: a "
+                                "separate `vllm serve` at vllm_server_url, weights sent over NCCL")
+    vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1, description="colocate: vLLM's share of GPU memory")
+    vllm_server_url: str | None = Field(None, description="server mode: http://host:port of the vLLM server "
+                                                          "(`VLLM_SERVER_DEV_MODE=1 vllm serve ...`, see README)")
+    vllm_request_timeout_s: float = Field(600.0, gt=0, description="server mode: the longest one HTTP call to the "
+                                                                   "server (a generation, a weight update) may take "
+                                                                   "before it is an error")
+    vllm_sleep: bool = Field(True, description="colocate: free vLLM's KV cache and weights during the update")
+
+
+class RayConfig(_Section):
+    """Ray for several machines (issue #11, item 5): with trainer_ranks=1 the rollout engine and the verifier workers
+    become Ray actors (the trainer is the driver); with trainer_ranks=N the N trainer ranks become Ray actors, each
+    with its own in-process engine and verifiers, as under torchrun. `pip install 'rlvr[ray]'`. No algorithm code
+    runs in the Ray layer."""
+
+    enabled: bool = Field(False, description="run on Ray: the rollout engine and the verifiers as actors, or with "
+                                             "trainer_ranks > 1 the trainer ranks")
+    address: str | None = Field(None, description="None: start a local Ray cluster | 'auto' or ray://host:port: join "
+                                                  "an existing one")
+    verifier_actors: int = Field(2, ge=1, description="Ray actors that run the verifiers")
+    engine_cpus: float = Field(1.0, gt=0, description="CPUs reserved for the rollout engine actor")
+    engine_gpus: float = Field(0.0, ge=0, description="GPUs reserved for the rollout engine actor")
+    trainer_ranks: int = Field(1, ge=1, description="1: the trainer is the `rlvr train` process | N > 1: N trainer "
+                                                    "ranks as Ray actors in one placement group (torch.distributed "
+                                                    "with distributed.strategy, as torchrun's N ranks)")
+    trainer_cpus: float = Field(1.0, gt=0, description="CPUs reserved for each trainer-rank actor")
+    trainer_gpus: float = Field(0.0, ge=0, description="GPUs reserved for each trainer-rank actor: 0 or 1 (one GPU "
+                                                       "per rank, as torchrun)")
+    trainer_start_timeout_s: float = Field(600.0, gt=0, description="deadline to place the trainer ranks and "
+                                                                    "start their actors (busy cluster: an error)")
+
+
+class WandbConfig(_Section):
+    """Weights & Biases (`pip install 'rlvr[wandb]'`): on when a project is named."""
+
+    project: str | None = Field(None, description="W&B project; set = log metrics and completion tables to W&B")
+    entity: str | None = Field(None, description="W&B team or user; None = the logged-in account's default")
+    name: str | None = Field(None, description="W&B run name; None = W&B picks one")
+    mode: Literal["online", "offline"] = Field("online", description="offline: write under RUN/wandb, upload later "
+                                                                      "with `wandb sync`")
+
+    @field_validator("project", "entity", "name")
+    @classmethod
+    def _not_blank(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # `logging.wandb.project=` would otherwise switch W&B off without a word (a blank project means "unset")
+        if value is not None and not value.strip():
+            raise ValueError(f"logging.wandb.{info.field_name} is blank: give a name, or leave it out")
+        return value
+
+
+class LoggingConfig(_Section):
+    """What a run shows and where its metrics go besides metrics.jsonl/samples.jsonl, which are always written
+    (issue #13, items 2 and 3)."""
+
+    progress: Literal["auto", "bar", "lines", "off"] = Field(
+        "auto", description="long phases (training, evaluation, sampling): bar = a live bar with rate and ETA | "
+                            "lines = a plain line every progress_interval_s | auto = bar on a terminal, else lines")
+    progress_interval_s: float = Field(30.0, gt=0, description="lines mode: seconds between two progress lines")
+    tensorboard: bool = Field(False, description="also write TensorBoard events to RUN/tensorboard "
+                                                 "(pip install 'rlvr[tensorboard]')")
+    wandb: WandbConfig = Field(default_factory=WandbConfig)

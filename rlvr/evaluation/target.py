@@ -1,0 +1,54 @@
+"""What `rlvr eval` and `rlvr generate` run on: a run directory (its config and final/ checkpoint) or a model
+(directory, hub id, 'embedded'), plus the command-line pieces both commands share. Torch-free."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from rlvr.config.run import RunConfig, load_config
+
+
+class InferenceInputError(ValueError):
+    """A bad command-line value for eval/generate, phrased for the user (rlvr.cli.main prints it as one line)."""
+
+    user_facing = True
+
+
+def resolve_target(target: str, task_name: str | None, overrides: list[str]) -> tuple[str, RunConfig]:
+    """(model path, config): a run directory gives its config.yaml and final/ model, anything else the defaults;
+    `dotted.key=value` overrides and --task apply on top."""
+    for item in overrides:
+        if "=" not in item:
+            raise InferenceInputError(f"{item!r} is not a dotted.key=value override (the model comes first, once)")
+    overrides = overrides + ([f"task.name={task_name}"] if task_name else [])
+    path = Path(target)
+    if (path / "config.yaml").is_file():
+        config = load_config(path / "config.yaml", overrides)
+        model = path / "final"
+        if not (model / "config.json").is_file():
+            raise InferenceInputError(f"run {target!r} has no final checkpoint at {model} (did training finish?)")
+        model_path = str(model)
+    else:
+        config, model_path = load_config(None, overrides), target
+    config.model.name_or_path = model_path
+    return model_path, config
+
+
+def int_list(text: str, flag: str) -> list[int]:
+    """'1,4,16' -> [1, 4, 16] (sorted, repeats dropped); anything else is one clear error naming the flag."""
+    try:
+        values = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise InferenceInputError(f"{flag} {text!r}: expected a comma-separated list of integers, e.g. 1,4,16") from None
+    if not values:
+        raise InferenceInputError(f"{flag} {text!r}: expected at least one integer")
+    if values[0] < 1:
+        raise InferenceInputError(f"{flag} {text!r}: every value must be >= 1")
+    return values
+
+
+def output_path(given: str | None, target: str, name: str) -> Path:
+    """--output, else RUN/name for a run directory, else ./name; its folder must exist."""
+    output = Path(given) if given else (Path(target) / name if (Path(target) / "config.yaml").is_file() else Path(name))
+    if not output.parent.is_dir() or output.is_dir():
+        raise InferenceInputError(f"--output {str(output)!r}: not a writable file path (its folder must exist)")
+    return output

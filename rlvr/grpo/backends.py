@@ -1,0 +1,66 @@
+"""Which rollout engine and which verifier pool a run uses, chosen once from the config (issue #11, items 2
+and 5). The GRPO loop only sees the RolloutEngine / SyncedEngine protocols (rollout/base.py) and the reward
+service's submit/stats/close; heavy back-ends (vLLM, Ray) are imported only when chosen."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from rlvr.rollout.hf import HFRolloutEngine
+
+if TYPE_CHECKING:
+    from rlvr.config.run import RunConfig
+    from rlvr.distributed.wrap import WrappedPolicy
+    from rlvr.rewards.rewarder import Rewarder
+
+
+def _hf(config: RunConfig, policy, tokenizer) -> Any:
+    return HFRolloutEngine(policy, tokenizer, cuda_graphs=config.rollout.cuda_graphs)
+
+
+def _hf_process(config: RunConfig, policy, tokenizer) -> Any:
+    from rlvr.rollout.process import ProcessEngine
+
+    return ProcessEngine.start(config, policy, tokenizer)
+
+
+def _vllm(config: RunConfig, policy, tokenizer) -> Any:
+    from rlvr.rollout.vllm.engine import build_vllm_engine
+
+    return build_vllm_engine(config, policy, tokenizer)
+
+
+ENGINES: dict[str, Callable[..., Any]] = {"hf": _hf, "hf_process": _hf_process, "vllm": _vllm}
+
+
+def build_engine(config: RunConfig, policy, tokenizer, wrapped: WrappedPolicy | None = None,
+                 weights: Any = None) -> Any:
+    """The run's rollout engine. Under torchrun the in-process engine decodes through the wrapped policy (FSDP2:
+    with all weights gathered); engines with their own weights are refused there (distributed/checks.py).
+    `weights`: what an engine with its own weights is sent (default the policy; LoRA: lora.MergedWeights)."""
+    weights = policy if weights is None else weights
+    if wrapped is not None:
+        from rlvr.distributed.wrap import DistributedEngine, ShardedLM
+
+        model = ShardedLM(wrapped) if wrapped.strategy == "fsdp2" else policy
+        return DistributedEngine(HFRolloutEngine(model, tokenizer), wrapped)
+    if config.ray.enabled:
+        from rlvr.cluster.ray_backend import RayEngine
+
+        return RayEngine.start(config, weights, tokenizer)
+    return ENGINES[config.rollout.engine.kind](config, policy if config.rollout.engine.kind == "hf" else weights,
+                                               tokenizer)
+
+
+def build_reward_service(config: RunConfig, rewarder: Rewarder) -> Any:
+    """The verifier pool for training rewards: local worker processes, or Ray actors with ray.enabled."""
+    from rlvr.rewards.rewarder import reward_functions
+
+    r = config.reward
+    if config.ray.enabled and config.ray.trainer_ranks == 1:  # Ray trainer ranks score in-process, as torchrun's
+        from rlvr.cluster.ray_backend import RayRewardService
+
+        return RayRewardService.start(config, reward_functions(rewarder))
+    from rlvr.rewards.service import RewardService
+
+    return RewardService(config.task, workers=r.workers, deadline_s=r.deadline_s, retries=r.retries,
+                         reward_functions=reward_functions(rewarder))  # the reward model runs here, not in workers

@@ -1,0 +1,114 @@
+"""DAPO dynamic sampling (Yu et al. 2025, sec. 3.2): a group whose rewards all tie has advantage 0 everywhere
+and teaches nothing, yet still costs a forward and backward pass and dilutes the batch. Keep drawing prompts
+until the batch holds the requested number of groups with reward spread, up to a cap on extra prompts.
+
+Also the group-level helpers it needs: selecting and concatenating RolloutBatch / ScoredBatch groups.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from rlvr.algorithms.advantages import tied_groups
+from rlvr.types import RolloutBatch, ScoredBatch
+
+
+def select_groups(rollouts: RolloutBatch, scored: ScoredBatch, groups: list[int]
+                  ) -> tuple[RolloutBatch, ScoredBatch]:
+    """The listed prompt groups (in that order), rows and prompts alike."""
+    G = rollouts.group_size
+    # host: indexes the host's scores and the policy's rollouts alike (CUDA takes host indices; issue #23)
+    rows = torch.tensor([g * G + j for g in groups for j in range(G)], dtype=torch.long)
+    picked = RolloutBatch(
+        prompts=[rollouts.prompts[g] for g in groups], group_size=G,
+        prompt_ids=rollouts.prompt_ids[groups], prompt_mask=rollouts.prompt_mask[groups],
+        completion_ids=rollouts.completion_ids[rows], completion_mask=rollouts.completion_mask[rows],
+        sampling_logprobs=rollouts.sampling_logprobs[rows], completions=[rollouts.completions[r] for r in rows],
+        truncated=rollouts.truncated[rows])
+    kept = ScoredBatch(rewards=scored.rewards[rows], scorable=scored.scorable[rows],
+                       verdicts={k: [v[r] for r in rows] for k, v in scored.verdicts.items()},
+                       scores={k: v[rows] for k, v in scored.scores.items()})
+    return picked, kept
+
+
+def _pad_left(t: torch.Tensor, width: int) -> torch.Tensor:
+    return F.pad(t, (width - t.shape[1], 0))
+
+
+def _pad_right(t: torch.Tensor, width: int) -> torch.Tensor:
+    return F.pad(t, (0, width - t.shape[1]))
+
+
+def concat_groups(parts: list[tuple[RolloutBatch, ScoredBatch]]) -> tuple[RolloutBatch, ScoredBatch]:
+    """Batches from several draws -> one. Prompts are re-padded on the left, completions on the right; the
+    padding value is irrelevant because masks (not pad ids) say which tokens exist (docs/design.md principle 6)."""
+    rollouts = [r for r, _ in parts]
+    P = max(r.prompt_ids.shape[1] for r in rollouts)
+    C = max(r.completion_ids.shape[1] for r in rollouts)
+    merged = RolloutBatch(
+        prompts=[p for r in rollouts for p in r.prompts], group_size=rollouts[0].group_size,
+        prompt_ids=torch.cat([_pad_left(r.prompt_ids, P) for r in rollouts]),
+        prompt_mask=torch.cat([_pad_left(r.prompt_mask, P) for r in rollouts]),
+        completion_ids=torch.cat([_pad_right(r.completion_ids, C) for r in rollouts]),
+        completion_mask=torch.cat([_pad_right(r.completion_mask, C) for r in rollouts]),
+        sampling_logprobs=torch.cat([_pad_right(r.sampling_logprobs, C) for r in rollouts]),
+        completions=[c for r in rollouts for c in r.completions],
+        truncated=torch.cat([r.truncated for r in rollouts]))
+    scored = [s for _, s in parts]
+    merged_scores = ScoredBatch(
+        rewards=torch.cat([s.rewards for s in scored]), scorable=torch.cat([s.scorable for s in scored]),
+        verdicts={k: [v for s in scored for v in s.verdicts[k]] for k in scored[0].verdicts},
+        scores={k: torch.cat([s.scores[k] for s in scored]) for k in scored[0].scores})
+    return merged, merged_scores
+
+
+@dataclass
+class DrawStats:
+    extra_prompts: int  # prompts drawn beyond the requested number (the cost of dynamic sampling)
+    rounds: int  # generation calls made for this batch
+    informative_groups: int  # groups in the returned batch whose rewards differ
+    topped_up: int  # tied groups put in because the cap was reached first
+
+
+Draw = Callable[[int], tuple[RolloutBatch, ScoredBatch]]  # n prompts -> their generated and scored groups
+
+
+def next_request(missing: int, informative: int, drawn: int, cap_left: int) -> int:
+    """Prompts to draw next: enough to find `missing` informative groups at the share seen so far, within the cap.
+
+    Asking for only the missing number costs one generation round per find when most groups tie (a policy near
+    its ceiling: 1 informative group in 4), and a round of few rows costs nearly as much as a full one on a
+    memory-bound decoder (issue #10 note: 65 s/step). The share is Laplace-smoothed, (informative + 1) /
+    (drawn + 2), so a first round with no informative group still asks for a finite number.
+    """
+    share = (informative + 1) / (drawn + 2)
+    return max(1, min(cap_left, math.ceil(missing / share)))
+
+
+def draw_informative_groups(draw: Draw, wanted: int, max_extra_prompts: int
+                            ) -> tuple[RolloutBatch, ScoredBatch, DrawStats]:
+    """Draw `wanted` groups, then more (sized by `next_request`, at most max_extra_prompts in all) until
+    `wanted` groups with reward spread are held; surplus informative groups are left out. If the cap is hit first, the batch is topped up with tied
+    groups so that its size, and so the step's scale, stays the same (verl stops the run instead)."""
+    informative: list[tuple[RolloutBatch, ScoredBatch]] = []
+    tied: list[tuple[RolloutBatch, ScoredBatch]] = []
+    extra, rounds, request = 0, 0, wanted
+    while True:
+        rollouts, scored = draw(request)
+        rounds += 1
+        flat = tied_groups(scored.rewards, rollouts.group_size, scored.scorable).tolist()
+        for g, is_tied in enumerate(flat):
+            (tied if is_tied else informative).append(select_groups(rollouts, scored, [g]))
+        missing = wanted - len(informative)
+        if missing <= 0 or extra >= max_extra_prompts:
+            break
+        request = next_request(missing, len(informative), len(informative) + len(tied), max_extra_prompts - extra)
+        extra += request
+    chosen = informative[:wanted]
+    topped_up = tied[:wanted - len(chosen)]
+    rollouts, scored = concat_groups(chosen + topped_up)
+    return rollouts, scored, DrawStats(extra, rounds, len(chosen), len(topped_up))

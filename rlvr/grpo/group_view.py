@@ -1,0 +1,83 @@
+"""What the dashboard's group view shows (issue #13, item 5): one prompt's G completions per step, with each token's
+advantage and the ratio pi_new / pi_old the step's update left on it. groups.jsonl gets one such row per step.
+
+The ratio is measured after the update on the logged group only (one no-gradient forward of G rows): at mu = 1 the
+loss itself only ever sees ratio 1, so this is where a user sees how far one step moved each token, and which tokens
+a further pass (mu > 1) or clip range would stop. pi_old is the scoring forward's when there was one, else the
+sampler's log-probs, which are pi_old's at top_p = 1 (same weights, same temperature); under top-p they are of the
+renormalised nucleus, so no ratio is shown then rather than a wrong one.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from rlvr.algorithms.advantages import tied_groups
+from rlvr.types import RolloutBatch, ScoredBatch
+
+# rows (a [G] long index into the batch) -> log-probs [G, C] of the current (updated) policy
+Rescore = Callable[[torch.Tensor], torch.Tensor]
+
+
+def pick_group(rewards: torch.Tensor, group_size: int, scorable: torch.Tensor, step: int) -> int:
+    """A group whose rewards differ (the ones that teach), a different one each step when there are several;
+    group 0 when every group tied."""
+    untied = (~tied_groups(rewards, group_size, scorable)).nonzero().flatten().tolist()
+    return untied[step % len(untied)] if untied else 0
+
+
+def token_ratios(old: torch.Tensor | None, sampled: torch.Tensor, top_p: float, rows: torch.Tensor,
+                 rescore: Rescore | None) -> torch.Tensor | None:
+    """[G, C] pi_new / pi_old on the group's tokens, or None when pi_old is not known exactly (see the module doc)
+    or nothing can rescore (torchrun: the weights are sharded across ranks)."""
+    if rescore is None or (old is None and top_p < 1):
+        return None
+    before = old[rows] if old is not None else sampled[rows]
+    return torch.exp(rescore(rows) - before)
+
+
+def decode_tokens(decode: Callable[[list[int]], str], ids: list[int], context: int = 8) -> list[str]:
+    """Each token's share of the decoded text, so that "".join(pieces) reads as the text does.
+
+    decode([id]) alone would be wrong twice: a byte-level BPE token holding part of a UTF-8 character (an emoji,
+    "√", CJK) decodes to U+FFFD, and a SentencePiece token loses its leading space when decoded on its own. So each
+    token is decoded after up to `context` tokens before it, and its piece is what it adds; a token that ends inside
+    a character adds "" and the token that completes the character carries it."""
+    pieces: list[str] = []
+    done = 0  # ids[:done] are assigned their pieces; ids[done:k] end inside a character
+    for k in range(len(ids)):
+        start = max(0, done - context)
+        text = decode(ids[start:k + 1])
+        if text.endswith("\ufffd") and k + 1 < len(ids):
+            pieces.append("")  # wait for the rest of the character
+            continue
+        before = decode(ids[start:done])
+        pieces.append(text[len(before):] if text.startswith(before) else text)
+        done = k + 1
+    return pieces
+
+
+def group_row(step: int, rollouts: RolloutBatch, scored: ScoredBatch, advantages: torch.Tensor, group: int,
+              decode: Callable[[list[int]], str], clip: tuple[float, float],
+              ratios: torch.Tensor | None) -> dict:
+    """One groups.jsonl line. advantages: [B] (one per completion) or [B, C] (per token, e.g. GAE); ratios [G, C]."""
+    g = rollouts.group_size
+    prompt = rollouts.prompts[group]
+    completions = []
+    for j, row in enumerate(range(group * g, (group + 1) * g)):
+        length = int(rollouts.completion_mask[row].sum())
+        ids = rollouts.completion_ids[row, :length].tolist()
+        per_token = advantages[row, :length] if advantages.dim() == 2 else advantages[row].expand(length)
+        shown = advantages[row] if advantages.dim() == 1 else per_token.mean() if length else advantages.new_zeros(())
+        completions.append({
+            "text": rollouts.completions[row], "reward": scored.rewards[row].item(),
+            "advantage": shown.item(),
+            "truncated": bool(rollouts.truncated[row]),
+            "verdicts": {name: v[row].as_json() for name, v in scored.verdicts.items()},
+            "tokens": decode_tokens(decode, ids),
+            "token_advantages": [round(x, 5) for x in per_token.tolist()],
+            "token_ratios": None if ratios is None else [round(x, 5) for x in ratios[j, :length].tolist()],
+        })
+    return {"step": step, "prompt_id": prompt.id, "question": prompt.messages[-1]["content"],
+            "reference": prompt.reference, "clip_low": clip[0], "clip_high": clip[1], "completions": completions}

@@ -1,0 +1,64 @@
+"""What one step writes to metrics.jsonl and samples.jsonl."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from rlvr.algorithms.advantages import tied_groups
+from rlvr.algorithms.correction import CorrectionStats
+from rlvr.rewards.rewarder import mean_scores, outcome_counts
+from rlvr.metrics.diagnostics import peak_memory_gb, reflection_rate, tokens_per_second
+from rlvr.types import RolloutBatch, ScoredBatch
+from rlvr.training.update import UpdateStats
+
+
+def step_record(step: int, rollouts: RolloutBatch, scored: ScoredBatch, stats: UpdateStats,
+                timings: dict[str, float], lr: float, service_stats: dict[str, int],
+                extra: dict[str, float | int], reflection_phrases: Sequence[str] = ()) -> dict:
+    """One metrics.jsonl line. `extra`: what the step's optional parts add (dynamic sampling, curriculum,
+    KL in the reward, critic), already named."""
+    lengths = rollouts.completion_mask.sum(dim=1).float()
+    signals = {"reflection_rate": reflection_rate(rollouts.completions, reflection_phrases),
+               "tokens_per_s": tokens_per_second(int(lengths.sum()), sum(timings.values())),
+               "peak_memory_gb": peak_memory_gb(rollouts.completion_mask.device.type)}
+    # With G = 1 (PPO) there are no groups to tie: the metric is left out rather than always 1.
+    tied = ({"zero_std_fraction": tied_groups(scored.rewards, rollouts.group_size, scored.scorable).float().mean()
+             .item()} if rollouts.group_size > 1 else {})
+    return {
+        "step": step, "reward_mean": scored.rewards.mean().item(), "reward_std": scored.rewards.std().item(),
+        "loss": stats.loss, "policy_loss": stats.policy_loss, "kl": stats.kl, "clip_fraction": stats.clip_fraction,
+        "clip_fraction_low": stats.clip_fraction_low, "clip_fraction_high": stats.clip_fraction_high,
+        "kl_max": stats.kl_max,
+        "entropy": stats.entropy, "grad_norm": stats.grad_norm, "lr": lr, "skipped": stats.skipped,
+        "completion_length": lengths.mean().item(), "completion_length_max": lengths.max().item(),
+        "truncated_fraction": rollouts.truncated.float().mean().item(),
+        **tied,
+        **signals,
+        **{f"reward/{k}": v for k, v in mean_scores(scored).items()},
+        **{f"outcomes/{k}": v for k, v in outcome_counts(scored).items()},
+        "unscorable": int((~scored.scorable).sum()),
+        **{f"time/{k}_s": round(v, 3) for k, v in timings.items()},
+        **{f"reward_service/{k}": v for k, v in service_stats.items()},
+        **correction_metrics(stats.correction),
+        **extra,
+    }
+
+
+def correction_metrics(stats: CorrectionStats | None) -> dict[str, float]:
+    """Rollout correction (issue #11): the weights' mean and max, the share of loss tokens masked, and the
+    trainer-vs-engine mismatch KL the agreement check compares with its threshold."""
+    if stats is None:
+        return {}
+    return {"correction/mean_weight": stats.mean_weight, "correction/max_weight": stats.max_weight,
+            "correction/masked_share": stats.masked_share, "correction/mismatch_kl": stats.mismatch_kl}
+
+
+def sample_rows(step: int, rollouts: RolloutBatch, scored: ScoredBatch, limit: int) -> list[dict]:
+    rows = []
+    stride = max(1, rollouts.size // max(limit, 1))  # spread over groups, not the first group's samples
+    for i in list(range(0, rollouts.size, stride))[:limit]:
+        prompt = rollouts.prompt_of(i)
+        rows.append({"step": step, "prompt_id": prompt.id, "question": prompt.messages[-1]["content"],
+                     "reference": prompt.reference, "completion": rollouts.completions[i],
+                     "reward": scored.rewards[i].item(),
+                     "verdicts": {name: v[i].as_json() for name, v in scored.verdicts.items()}})
+    return rows

@@ -1,0 +1,179 @@
+"""Code verifier: run model-written Python against unit tests in the local sandbox.
+
+Reference (a JSON string): {"asserts": ["assert add(1, 2) == 3", ...]} and/or
+{"io": [{"input": "1 2\\n", "output": "3\\n"}, ...]}, optional "entry" (the function under test, also
+bound as `candidate`, HumanEval style), "time_limit_s" (per sandbox run, capped at 60 s) and "rel_tol"
+(two floats then match within math.isclose(rel_tol=...); without it, `==` is exactly Python's).
+
+  * Code: the last ```python / ```py / bare ``` block of the completion, else the whole completion.
+  * Asserts: judged in this process on plain data; the sandbox only runs the candidate's own calls, on
+    arguments computed here, one sandboxed run per round of nested calls (verifiers/code/reference.py says why). Calls
+    that only a branch Python may not take needs (speculative) run last in a round, with a quarter of the
+    time limit of their own; one that does not answer is dropped, never failed.
+    The parent spends at most code_budget.PARENT_CPU_S of CPU judging one completion (issue #24).
+  * stdin/stdout: one sandboxed run per case; a case passes when stdout equals the expected output
+    (trailing whitespace per line and trailing blank lines ignored), the program exited 0, within time.
+    The exit status alone never passes anything.
+  * Score: passed / total ("fraction") or 1 only when all pass ("all"). CORRECT only when all pass, WRONG
+    otherwise (possibly with partial score), TIMEOUT when the wall-clock kill fired before any result,
+    ERROR when the sandbox failed, UNPARSEABLE without code; an unreadable reference is unscorable.
+The sandbox (sandbox.py) is probed at construction: without one, CodeVerifier refuses to exist unless the
+user opted into unsandboxed runs (SandboxConfig.allow_unsandboxed), which is logged loudly.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Literal
+
+from rlvr.types import Outcome, Verdict
+from rlvr.verifiers.base import error_verdict
+from rlvr.verifiers.code.reference import (SPECULATIVE_MARK, AssertRounds, BadReference, CodeTests, harness_files,
+                                       parse_reference, short)
+from rlvr.verifiers.code.sandbox import (CHANNEL_FD, PYTHON, SandboxConfig, SandboxUnavailable, probe, run_sandboxed,
+                                    warn_unsandboxed)
+
+MAX_CODE_BYTES = 256 << 10  # longer extracted code is not run
+SPECULATIVE_SHARE = 0.25  # of the time limit, for a round's speculative calls once the needed ones answered
+_PYTHON_FENCES = ("python", "py", "python3", "")
+
+
+def extract_code(completion: str) -> str | None:
+    """The last ```python / ```py / bare ``` block (an unclosed last block counts: truncated generations);
+    the whole completion when it has no fence at all; None when there is nothing to run, including when
+    every block is in another language."""
+    blocks: list[tuple[str, list[str]]] = []
+    current: list[str] | None = None
+    for line in completion.splitlines():
+        if line.strip().startswith("```"):
+            if current is None:
+                current = []
+                blocks.append((line.strip()[3:].strip().lower(), current))
+            else:
+                current = None
+        elif current is not None:
+            current.append(line)
+    if blocks:
+        python = [lines for lang, lines in blocks if lang in _PYTHON_FENCES]
+        code = "\n".join(python[-1]) if python else ""
+    else:
+        code = completion
+    return code if code.strip() else None
+
+
+class CodeVerifier:
+    """Unit-test reward for Python code; registered as "code" (see rlvr.verifiers.VERIFIERS)."""
+
+    name = "code"
+
+    def __init__(self, mode: Literal["fraction", "all"] = "fraction", sandbox: SandboxConfig | None = None):
+        if mode not in ("fraction", "all"):
+            raise ValueError(f"mode must be 'fraction' or 'all', got {mode!r}")
+        self.mode = mode
+        self.sandbox = sandbox or SandboxConfig()
+        state = probe()
+        if not state.ok:
+            if not self.sandbox.allow_unsandboxed:
+                from rlvr.config.run import ConfigError
+
+                raise ConfigError(
+                    f"code rewards need a working sandbox, and this machine has none: {state.reason}. Install "
+                    "bubblewrap (apt-get install bubblewrap, or run scripts/setup.sh as root), or set "
+                    "task.code_unsandboxed=true to run model-written code WITHOUT isolation (trusted models only)")
+            warn_unsandboxed(state.reason)
+
+    def verify(self, completion: str, reference: str) -> Verdict:
+        try:
+            return self._verify(completion, reference)
+        except SandboxUnavailable as err:
+            return error_verdict(f"sandbox unavailable: {err}")
+        except Exception as err:  # total: a verifier bug is an ERROR verdict, never a crash or a reward
+            return error_verdict("code verifier failed", err)
+
+    def _verify(self, completion: str, reference: str) -> Verdict:
+        if not isinstance(completion, str) or not isinstance(reference, str):
+            return error_verdict(f"expected str inputs, got {type(completion).__name__}, {type(reference).__name__}")
+        try:
+            tests = parse_reference(reference)
+        except BadReference as err:
+            return error_verdict(f"reference tests unparseable: {err}", scorable=False)
+        code = extract_code(completion)
+        if code is None:
+            return Verdict(Outcome.UNPARSEABLE, 0.0, "no Python code found (expected a ```python block)")
+        if len(code.encode("utf-8", "replace")) > MAX_CODE_BYTES:
+            return Verdict(Outcome.UNPARSEABLE, 0.0, f"code longer than {MAX_CODE_BYTES} bytes; not run")
+        config = self.sandbox if tests.time_limit_s is None else replace(self.sandbox, time_limit_s=tests.time_limit_s)
+        results: list[tuple[bool, str]] = []  # (passed, what went wrong) per test
+        problems: list[str] = []  # per run: "timeout", "sandbox failed: ...", "code failed to load: ..."
+        if tests.asserts:
+            results += self._run_asserts(code, tests, config, problems)
+        for i, (stdin, expected) in enumerate(tests.io):
+            if self.mode == "all" and not all(ok for ok, _ in results):  # the score is 0 already
+                results.append((False, f"io case {i}: not run (an earlier test failed)"))
+                continue
+            results.append(self._run_io(code, i, stdin, expected, config, problems))
+        return self._verdict(results, problems)
+
+    @staticmethod
+    def _run_asserts(code: str, tests: CodeTests, config: SandboxConfig,
+                     problems: list[str]) -> list[tuple[bool, str]]:
+        """One sandboxed run per round of candidate calls (code_tests.AssertRounds): one run unless calls
+        are nested in other calls' arguments."""
+        rounds = AssertRounds(tests)
+        while calls := rounds.calls():
+            run = run_sandboxed([PYTHON, "-I", "-B", "harness.py", CHANNEL_FD], b"", config,
+                                files=harness_files(code, calls, tests.entry, rounds.needed), channel=True,
+                                cut_after=(SPECULATIVE_MARK, config.time_limit_s * SPECULATIVE_SHARE))
+            results, ready, load_error = rounds.read(run.channel, calls)
+            rounds.record(calls, results)
+            needed_missing = any(i not in results for i in range(rounds.needed))
+            if not ready and not run.timed_out and not run.cut:  # the harness never started: the sandbox failed
+                problems.append(f"sandbox failed (exit {run.exit_code}, signal {run.signal}): "
+                                f"{run.stderr.decode(errors='replace').strip()[-300:]}")
+            elif load_error:
+                problems.append(load_error)
+            elif run.timed_out or (run.cut and needed_missing):  # a cut that left needed calls: a forged mark
+                problems.append("timeout after some tests" if results else "timeout")
+            if problems:  # the code does not load, the sandbox fails or time ran out: stop here
+                rounds.stopped = problems[-1]
+                break
+        return rounds.outcomes()
+
+    @staticmethod
+    def _run_io(code: str, index: int, stdin: str, expected: str, config: SandboxConfig,
+                problems: list[str]) -> tuple[bool, str]:
+        run = run_sandboxed(code, stdin.encode(), config)
+        if not run.started:
+            problems.append(f"sandbox failed: {run.stderr.decode(errors='replace').strip()[-300:]}")
+            return False, f"io case {index}: sandbox failed"
+        if run.timed_out:
+            problems.append("timeout")
+            return False, f"io case {index}: timed out after {config.time_limit_s:g}s"
+        got, want = run.stdout.decode("utf-8", "replace").replace("\r\n", "\n").rstrip(), _normalise(expected)
+        if "stdout" in run.truncated or not _same_output(got, want):
+            return False, f"io case {index}: printed {short(got)}, expected {short(want)}"
+        if run.exit_code != 0:
+            return False, f"io case {index}: right output but exit {run.exit_code} (signal {run.signal})"
+        return True, ""
+
+    def _verdict(self, results: list[tuple[bool, str]], problems: list[str]) -> Verdict:
+        passed, total = sum(ok for ok, _ in results), len(results)
+        if passed == total:
+            return Verdict(Outcome.CORRECT, 1.0, f"{passed}/{total} tests passed")
+        first = next(why for ok, why in results if not ok)
+        detail = f"{passed}/{total} tests passed; first failure: {first}" + (f" [{problems[0]}]" if problems else "")
+        if passed == 0 and any(p.startswith("sandbox failed") for p in problems):
+            return Verdict(Outcome.ERROR, 0.0, detail[:500])
+        if passed == 0 and problems and all(p == "timeout" for p in problems):
+            return Verdict(Outcome.TIMEOUT, 0.0, detail[:500])
+        return Verdict(Outcome.WRONG, passed / total if self.mode == "fraction" else 0.0, detail[:500])
+
+
+def _normalise(text: str) -> str:
+    """Trailing whitespace per line and trailing blank lines dropped."""
+    return "\n".join(map(str.rstrip, text.replace("\r\n", "\n").split("\n"))).rstrip("\n")
+
+
+def _same_output(got: str, want: str) -> bool:
+    """`got` (already rstripped) normalises to `want`. Lines are only split when the counts agree, so the work
+    is the reference's size, not the candidate's: normalising 1 MiB of newlines took 140 ms (issue #24)."""
+    return got.count("\n") == want.count("\n") and _normalise(got) == want

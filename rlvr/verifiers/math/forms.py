@@ -1,0 +1,118 @@
+"""Written forms around a value that keep it or change it (issue 24, part 3). Strings and Fractions only: this
+runs in the trainer's process, never sympy.
+
+Decisions (pinned by tests/test_math_forms.py, corpus rows in bench/data/math_corpus.jsonl):
+- A trailing text group is a unit, dropped from a number, only when it is words of letters none of which
+  changes the value: `5 \\text{ cm}`, `12\\,\\text{cm}^2`, `3 \\text{ km/h}` are 5, 12, 3. Magnitudes
+  (`5 \\text{ million}`, `3\\text{ dozen}`; `5\\mathrm{k}` and other lone SI prefixes, ambiguous with units
+  such as K for kelvin), signs and bounds (`5 \\text{ below zero}`, `5 \\text{ or more}`), estimates, and
+  anything with a digit or bracket (`7 \\text{ (mod 5)}`) are not units. math-verify drops every such
+  group (`5 \\text{ million}` == 5 there), so an answer with one that the reference lacks is WRONG before it
+  reaches math-verify (value_problem). 'more', 'fewer', 'less', 'higher' stay units: '5 more apples' answers
+  'how many more'. A magnitude word reads as its factor: `5 \\text{ million}` == 5000000 (MAGNITUDES).
+- An arrow (`3 \\to 4`, `3 \\Rightarrow 4`, '3 -> 4') is not a value: math-verify reads the side after it.
+- A repeating decimal `0.\\overline{3}` is the fraction it denotes, 1/3 (also inside tuples and matrices).
+- A rounded decimal against an exact fraction (judgment call). A fraction without a finite decimal expansion
+  (1/12, 1/3) equals a decimal only when the decimal is that fraction printed at double precision: at
+  least MACHINE_DIGITS (15, DBL_DIG) significant digits, within one unit of its last digit (rounded or
+  truncated). So `0.0833333333333333` == 1/12: it is what float(1/12) prints, and at that precision no
+  grader can tell it from the fraction. `0.33`, `0.333` and `0.3333333333` stay wrong for 1/3, in a matrix
+  too: the reference is exact and the question did not ask for rounding, so a short decimal is tolerance
+  bait (tests/test_math_attacks.py; math-verify itself would take 0.333333 == 1/3 at its 6 places). Where a
+  question wants a rounded answer its reference is the rounded decimal, matched exactly. Irrational
+  references (pi, sqrt 2) are not fractions: 3.14159265358979 stays wrong for pi (Math-Verify issue #14).
+"""
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+MACHINE_DIGITS = 15  # significant digits a double always prints correctly (DBL_DIG)
+MAGNITUDES = {"hundred": 100, "thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12,
+              "dozen": 12}
+# Words after a number that change its value or make it a bound or an estimate: never a unit.
+VALUE_WORDS = frozenset({
+    *MAGNITUDES, "lakh", "crore", "gross", "bn", "mn", "mil", "k", "percent", "percentage", "pct", "percentile",
+    "below", "under", "beneath", "minus", "negative", "plus", "not", "no", "or", "and", "to", "than", "least",
+    "most", "mod", "modulo", "half", "halves", "third", "thirds", "quarter", "quarters", "tenth", "tenths",
+    "hundredth", "hundredths", "thousandth", "thousandths", "millionth", "millionths", "power", "root", "roots",
+    "factorial", "about", "approximately", "approx", "around", "roughly", "nearly", "almost", "circa", "ca",
+    "deficit", "short", "loss"})
+_FIRST_ONLY = frozenset({"squared", "cubed"})  # '5 squared' is 25, '5 m squared' is 5 m²
+_PREFIXES = frozenset({"k", "K", "M", "B", "G", "T"})  # alone: thousand/million/... or kelvin/molar/tesla
+_CONSTANTS = frozenset({"e", "E", "i", "I"})  # 2\\mathrm{i} is a complex number; rlvr.verifiers.math.numbers.canonical
+_UNIT_TEXT = re.compile(r"(?:[^\W\d_]|°|')+(?:[\s./·-]+(?:[^\W\d_]|°|')+)*\.?")  # cm, km/h, sq. ft., °C
+_WORD = re.compile(r"[^\W\d_]+")
+# A text group that ends a value: at the end of the answer or of an item (',', ')', '&', '\\}', '\\\\').
+_TRAILING_TEXT = re.compile(
+    r"(?<=[\d}.)\]])\s*(?:\\[,;:! ]\s*)*\\(?:text|textrm|mathrm|mbox)\s*\{([^{}]*)\}"
+    r"(?=\s*(?:\^\s*(?:\{\s*[23]\s*\}|[23]))?\s*(?:$|[,;)\]&]|\\\}|\\\\|\\right|\\end))")
+_ARROW = re.compile(r"\\(?:to|rightarrow|Rightarrow|longrightarrow|Longrightarrow|implies|mapsto|longmapsto|"
+                    r"iff|leftrightarrow|Leftrightarrow|gets|leftarrow|Leftarrow)(?![A-Za-z])|->|=>|[→⇒⟶↦⟹]")
+REPEATING = re.compile(r"(\d*)\.(\d*)\s*\\overline\s*(?:\{\s*(\d+)\s*\}|(\d))")
+_DECIMAL = re.compile(r"[-+]?(\d*)\.(\d+)")
+
+
+def is_unit(text: str) -> bool:
+    """Whether the words of a trailing text group name a unit, so dropping them keeps the value."""
+    text = text.strip()
+    if not text or text in _PREFIXES or text in _CONSTANTS or not _UNIT_TEXT.fullmatch(text):
+        return False
+    words = [w.lower() for w in _WORD.findall(text)]
+    return not (VALUE_WORDS.intersection(words) or words[0] in _FIRST_ONLY)
+
+
+def magnitude(word: str) -> int | None:
+    """The factor a magnitude word stands for ('million', 'millions', 'Dozen'), else None."""
+    word = word.lower()
+    return MAGNITUDES.get(word, MAGNITUDES.get(word.removesuffix("s")))
+
+
+def value_problem(pred: str, gold: str) -> str | None:
+    """Why `pred` does not state the value math-verify would read from it (a trailing text group that is not a
+    unit, an arrow), unless the reference has the same; None when nothing is in the way."""
+    gold_texts = {" ".join(m.group(1).split()) for m in _TRAILING_TEXT.finditer(gold)}
+    for match in _TRAILING_TEXT.finditer(pred):
+        words = " ".join(match.group(1).split())
+        if not is_unit(words) and words not in gold_texts and words not in _CONSTANTS:
+            return f"{words!r} after a number changes its value; it is not a unit"
+    arrow = _ARROW.search(pred)
+    if arrow and not _ARROW.search(gold):
+        return f"an arrow ({arrow.group()!r}) is not a value"
+    return None
+
+
+def repeating_value(integer: str, fixed: str, period: str) -> Fraction:
+    """0.1\\overline{6} -> 1/6: the digits before the period, then the period repeated forever."""
+    shift = 10 ** len(fixed)
+    return (int(integer or 0) + Fraction(int(fixed or 0), shift)
+            + Fraction(int(period), (10 ** len(period) - 1) * shift))
+
+
+def expand_repeating(latex: str) -> str:
+    """Every repeating decimal in `latex` as the fraction it denotes ('0.\\overline{3}' -> '\\frac{1}{3}'), for
+    math-verify, which cannot read \\overline."""
+    def fraction(match: re.Match) -> str:
+        value = repeating_value(match.group(1), match.group(2), match.group(3) or match.group(4))
+        return f"\\frac{{{value.numerator}}}{{{value.denominator}}}"
+    return REPEATING.sub(fraction, latex)
+
+
+def terminates(value: Fraction) -> bool:
+    """Whether `value` has a finite decimal expansion (its denominator has no prime factors but 2 and 5)."""
+    denominator = value.denominator
+    for prime in (2, 5):
+        while denominator % prime == 0:
+            denominator //= prime
+    return denominator == 1
+
+
+def machine_rounding(decimal: str, exact: Fraction) -> bool:
+    """Whether `decimal` is `exact` (a fraction without a finite decimal expansion) printed at double precision:
+    at least MACHINE_DIGITS significant digits, within one unit of its last digit (see the module docstring)."""
+    match = _DECIMAL.fullmatch(decimal.strip())
+    if match is None or terminates(exact):
+        return False
+    if len((match.group(1) + match.group(2)).lstrip("0")) < MACHINE_DIGITS:
+        return False
+    return abs(Fraction(decimal.strip()) - exact) < Fraction(1, 10 ** len(match.group(2)))

@@ -1,0 +1,262 @@
+"""The `latex` answer mode: the final answer found the way math-verify finds it, on strings, in linear time.
+
+math-verify's `parse` (LatexExtractionConfig + ExprExtractionConfig) takes a boxed answer first, then a
+LaTeX environment after 'answer' / 'final answer is', then the last of: a LaTeX environment ($..$, $$..$$,
+\\(..\\), \\[..\\]), a bare \\frac of numbers, or a plain number (one priority level, rightmost wins). It is not
+called here, only mirrored: it imports sympy (the trainer process must not: tests/test_verifiers.py
+test_package_import_is_cheap), and its lazy DOTALL patterns backtrack (parse("\\\\(" * 20000) took 63 s in
+our probe of math-verify 0.9). The scanners below are single passes; the worker still uses math-verify's
+parser and normalization for the comparison (rlvr.verifiers.math.worker).
+
+Decisions (tests/test_math_latex_mode.py; precedence in rlvr.verifiers.math.extract):
+- An 'Answer:' / 'answer is' / '####' line is read as math-verify reads it: its first LaTeX environment and
+  the environments chained to it by ',', 'and', 'or' (kept in the text, so 'or' still reads as a hedge);
+  without one, its text minus leading and trailing prose words ('42 apples.' -> '42'), except words that
+  change the value or hedge ('minus', 'thousand', 'or', 'at least', ...: _KEEP). A line whose environments
+  only name the asked variable reads the value stated after them: 'the largest $n$ is 34.' -> '34'
+  (stated_value, issue 24), unless a later environment may overrule it.
+- `$` pairs only on one line; a `$` right before a digit whose partner follows a space or precedes a digit is
+  a currency sign ('$5 and $10'), not a delimiter; `\\$` is a dollar sign. A percent right after an
+  environment belongs to it ('$28$\\%').
+- The last level reads a function's value at numbers ('$f(f(2)) = 26$') as that value (last_side), as
+  math-verify does, and so a formula set to a number right after 'is' ('the sum of the roots is
+  $-\\frac{b}{a} = -5$'); equations in unknowns ('So $2x + 3 = 7$' is not 7, in mode last_number too:
+  solves_nothing) and identities go to the worker's guard 3.
+- Numbers and bare fractions outside environments are guarded as in last_number (rlvr.verifiers.math.numbers):
+  when the rightmost thing is a number inside a larger expression, there is no answer.
+"""
+from __future__ import annotations
+
+import bisect
+import re
+from collections import deque
+from typing import NamedTuple
+
+from rlvr.verifiers.math.numbers import NUMBER_IN_TEXT, as_number, brace_depths, in_expression, last_digit
+
+RECENT = 64  # candidates kept from the end of the text (enough to see a run of alternatives)
+_DELIMITERS = re.compile(r"\\\\|\\\$|\$\$|\$|\\\[|\\\]|\\\(|\\\)")
+_CLOSE = {"$$": "$$", "$": "$", "\\[": "\\]", "\\(": "\\)"}
+_ONE_LINE = ("$", "\\(")  # math-verify's inline environments do not span lines
+_PERCENT_AFTER = re.compile(r"\s*(?:\\%|%|percent\b)")
+_BARE = re.compile(  # a fraction or root written outside $..$: '\\frac{1}{3}', '2\\sqrt3' (one brace level)
+    r"(?<![\\\w])-?(?:\d+\s*)?\\(?:[dtc]?frac(?:\{[^{}$\n]{1,200}\}|\d){2}|sqrt(?:\{[^{}$\n]{1,200}\}|\d+))")
+# between two answers: spacing, punctuation, and a variable named again ('$x = \\boxed{3}$ or $x = \\boxed{4}$')
+_GAP_NOISE = re.compile(r"\\(?:quad|qquad|text|mathrm|mbox|[,;! ])|(?<![\w\\])[A-Za-z]\s*=|[\s$,;.:!?()\[\]{}*&/\\-]")
+_CONNECTIVES = frozenset({"or", "and", "either", "maybe", "perhaps", "possibly", "also", "alternatively"})
+_EQUALS = re.compile(r"(?<![<>!\\])=(?![^{}]*\})")  # a top-level '=' (not '<=', '\\neq', or inside braces)
+_APPLICATION = re.compile(r"[A-Za-z](?:_\{?\w+\}?)?\s*\(.*\)")  # f(2), g_1(f(3))
+_COMMAND = re.compile(r"\\[A-Za-z]+")
+_FREE = re.compile(r"[A-Za-z](?!\s*\()")
+_PROSE = re.compile(r"(?:[A-Z]?[a-z]{2,}|[A-Z][a-z]|I)[.,:;!?]*")  # a word, never a variable like 'x'
+_NAMED = re.compile(r"\b(?:is|are|was|equals|becomes)\s*$")  # 'the number of diagonals is $..$'
+_EQUATION_WORD = re.compile(r"\b(?:equations?|inequalit(?:y|ies)|system|conditions?|constraints?|identity)\b[^.$]*$",
+                            re.IGNORECASE)
+_SUBJECT = re.compile(r"[A-Za-z](?:_\{?\w+\}?)?\s*=?")  # what a question asks for: $n$, $a_5$, $x =$
+_STATED = re.compile(r"\s*(?:(?:is|was|equals)(?![\w'])|=|:)\s*")
+_KEEP = frozenset({  # prose words that change the value or hedge: never trimmed from an answer
+    "or", "and", "either", "neither", "nor", "maybe", "perhaps", "possibly", "not", "no", "minus", "negative",
+    "plus", "times", "over", "under", "above", "below", "less", "more", "fewer", "least", "most", "than", "at",
+    "almost", "between", "from", "to", "hundred", "thousand", "million", "billion", "trillion", "dozen", "half",
+    "halves", "third", "thirds", "quarter", "quarters", "squared", "cubed", "factorial", "percent", "pct", "pi",
+    "root", "roots", "power", "ago", "before", "after", "except", "all", "both", "each",
+    "about", "approximately", "approx", "around", "roughly", "nearly", "circa"})  # an estimate is no exact answer
+
+
+class Span(NamedTuple):
+    start: int  # the whole environment or number, delimiters included
+    end: int
+    text: str  # the content, cleaned
+
+
+def clean(answer: str) -> str:
+    """Strip the wrapping models put around a final answer: spaces, **bold**, $..$, \\(..\\), final '.'."""
+    previous = None
+    answer = answer.strip()
+    while answer != previous:
+        previous = answer
+        for wrapper in ("**", "$", "\\(", "\\)", "\\[", "\\]"):
+            answer = answer.removeprefix(wrapper)
+            if not answer.endswith("\\$"):  # '18\\$' ends with a dollar sign, not a delimiter (issue 24)
+                answer = answer.removesuffix(wrapper)
+            answer = answer.strip()
+        if not answer.endswith("\\right."):  # '\\right.' is an invisible delimiter, not a full stop
+            answer = answer.removesuffix(".").strip()
+    return answer
+
+
+def connective(gap: str) -> bool:
+    """True when two answers are separated by nothing but punctuation, spacing and words like 'or'."""
+    return len(gap) <= 200 and all(w.lower() in _CONNECTIVES for w in _GAP_NOISE.sub(" ", gap).split())
+
+
+def list_gap(gap: str) -> bool:
+    """True when two answers are items of one list: only punctuation, spacing and 'and' between them."""
+    return len(gap) <= 200 and all(w.lower() == "and" for w in _GAP_NOISE.sub(" ", gap).split())
+
+
+def last_side(answer: str, before: str = "") -> str:
+    """'f(f(2)) = 26' -> '26': a function's value at numbers, stated in running text, names that value as
+    'x = 26' does (math-verify reads the last side too: get_last_eq). The worker cannot check it (f is
+    unknown) and guard 3 of rlvr.verifiers.math.worker would refuse it, so it is cut here. So is a formula
+    set equal to a number right after 'is' (`before`, the text before the environment): 'the sum of the
+    roots is $-\\frac{b}{a} = -5$' states -5 (the formula names the quantity), unless that text calls it
+    an equation. Nothing else is: 'So $2x + 3 = 7$' stays an equation (not 7), '5 = 7' a false identity,
+    '2 \\cdot 81 = 162' a true one that the worker checks; boxes and 'Answer:' lines are never cut."""
+    sides = _EQUALS.split(answer)
+    if len(sides) == 2 and _free_variable(sides[0]) and as_number(sides[1]) is not None \
+            and _NAMED.search(before) and not _EQUATION_WORD.search(before):
+        return sides[1].strip()
+    if len(sides) < 2 or not _APPLICATION.fullmatch(sides[0].strip()) or _free_variable(sides[0]):
+        return answer
+    return answer if _free_variable(sides[-1]) else sides[-1].strip()
+
+
+def solves_nothing(text: str) -> bool:
+    """Whether the last number of `text` is the side of an equation in unknowns in its last environment
+    ('So $2x + 3 = 7$.'): mode last_number then has no answer, as mode latex refuses it (guard 3 of
+    rlvr.verifiers.math.worker). Assignments, identities and what last_side cuts stay values."""
+    envs = latex_envs(text)
+    if not envs or not envs[-1].start <= last_digit(text) < envs[-1].end:
+        return False
+    env = envs[-1]
+    sides = _EQUALS.split(env.text)
+    return (len(sides) >= 2 and last_side(env.text, text[max(0, env.start - 80):env.start]) == env.text
+            and not _SUBJECT.fullmatch(sides[0].strip()) and any(_free_variable(side) for side in sides[:-1]))
+
+
+def _free_variable(side: str) -> bool:
+    """Whether `side` has a letter outside commands that is not a function name ('f(2)')."""
+    return _FREE.search(_COMMAND.sub(" ", side)) is not None
+
+
+def _currency(text: str, opened: int, closing: int) -> bool:
+    """'$5 and $10': the first `$` is a price, not an opening delimiter (see the module docstring)."""
+    price = text[opened + 1:opened + 2].isdigit()
+    return price and (text[closing - 1].isspace() or text[closing + 1:closing + 2].isdigit())
+
+
+def latex_envs(text: str) -> list[Span]:
+    """The last RECENT LaTeX environments, in order; one pass over the delimiters."""
+    found: deque[Span] = deque(maxlen=RECENT)
+    opened, kind, line_end = -1, "", -1  # line_end: the newline after `opened`; found once per line
+    for token in _DELIMITERS.finditer(text):
+        delimiter, at = token.group(), token.start()
+        if delimiter in ("\\\\", "\\$"):
+            continue
+        if kind in _ONE_LINE and at > line_end:
+            kind = ""  # an inline environment never closes on a later line
+        if not kind:
+            if delimiter in _CLOSE:
+                opened, kind = at, delimiter
+                if at > line_end:
+                    newline = text.find("\n", at)
+                    line_end = newline if newline >= 0 else len(text)
+            continue
+        if delimiter == "$" == kind and _currency(text, opened, at):
+            opened = at
+        elif delimiter == _CLOSE[kind]:
+            content, end = text[opened + len(kind):at], token.end()
+            percent = _PERCENT_AFTER.match(text, end)
+            if percent:
+                content, end = content + "\\%", percent.end()
+            found.append(Span(opened, end, content))
+            kind = ""
+    return [Span(start, end, clean(content)) for start, end, content in found]
+
+
+def _chain(text: str, envs: list[Span]) -> str:
+    """The first environment and those chained to it by connectives, as one answer: '$3$ or $4$' -> '3 or 4';
+    a list joined only by commas and 'and' reads as a list ('1, 2')."""
+    parts = [envs[0].text]
+    for previous, env in zip(envs, envs[1:]):
+        gap = text[previous.end:env.start]
+        if not connective(gap):
+            break
+        words = [w for w in _GAP_NOISE.sub(" ", gap).split() if w.lower() != "and"]
+        parts.append(f"{', ' if not words else ' ' + ' '.join(words) + ' '}{env.text}")
+    return "".join(parts)
+
+
+def trim_prose(answer: str) -> str:
+    """`answer` without leading and trailing prose words ('The total is 1,234 dollars.' -> '1,234'); unchanged
+    when what would remain has no digit, or a word in _KEEP is in the way."""
+    words = answer.split()
+    start, end = 0, len(words)
+    while start < end and _PROSE.fullmatch(words[start]) and words[start].lower().strip(".,:;!?") not in _KEEP:
+        start += 1
+    while end > start and _PROSE.fullmatch(words[end - 1]) and words[end - 1].lower().strip(".,:;!?") not in _KEEP:
+        end -= 1
+    kept = clean(" ".join(words[start:end]).rstrip(",:;!?"))
+    return kept if re.search(r"\d", kept) else answer
+
+
+def refine(region: str) -> str:
+    """The answer in an 'Answer:' line or an <answer> block (see the module docstring)."""
+    envs = latex_envs(region)
+    return stated_value(region, envs) or (_chain(region, envs) if envs else trim_prose(clean(region)))
+
+
+def stated_value(region: str, envs: list[Span] | None = None) -> str | None:
+    """The value stated after what the question asks for, when the environments before it only name that:
+    'the largest $n$ is 34.' -> '34', 'so $x$ = $5$' -> '5' (issue 24: the answer stated in words after the
+    last LaTeX expression; math-verify reads the first environment, $n$). None for any other line."""
+    envs = latex_envs(region) if envs is None else envs
+    subjects = 0
+    while subjects < len(envs) and _SUBJECT.fullmatch(envs[subjects].text):
+        subjects += 1
+    if not subjects:
+        return None
+    last = envs[subjects - 1]
+    stated = _STATED.match(region, last.end)
+    if stated is None and not last.text.endswith("="):
+        return None
+    start = stated.end() if stated else last.end
+    if subjects < len(envs) and not region[start:envs[subjects].start].strip():  # 'is $34$'
+        return _chain(region, envs[subjects:])
+    if subjects < len(envs):  # '$n$ is 34. Wait, $n$ is 35': what comes later may overrule it
+        return None
+    value = trim_prose(clean(region[start:]))
+    return value if as_number(value) is not None else None
+
+
+def latex_level(text: str) -> list[Span]:
+    """Candidates of math-verify's last priority level, in order: environments, and outside them bare
+    fractions/roots and plain numbers. Empty when the rightmost thing is a number inside a larger expression
+    or digits glued to a word: that final answer cannot be read, and an earlier number may be a distractor."""
+    envs = latex_envs(text)
+    bare = _outside(_BARE, text, envs, [])
+    numbers = _outside(NUMBER_IN_TEXT, text, envs, bare)
+    outside = sorted(bare + numbers, key=lambda m: m.start())
+    spans, blocked = list(envs), -1  # blocked: end of the rightmost guarded-out number or fraction
+    for match, in_group in zip(outside, brace_depths(text, [m.start() for m in outside])):
+        if in_group or (match.re is NUMBER_IN_TEXT and in_expression(text, match.start(), match.end(), False)):
+            blocked = max(blocked, match.end())
+        else:
+            spans.append(Span(match.start(), match.end(), clean(match.group())))
+    spans = [Span(s.start, s.end, last_side(s.text, text[max(0, s.start - 80):s.start])) for s in spans]
+    spans.sort(key=lambda s: s.start)
+    end = spans[-1].end if spans else -1
+    if blocked > end or last_digit(text) >= end:  # every environment is a span: these digits are outside
+        return []
+    return spans[-RECENT:]
+
+
+def _outside(pattern: re.Pattern, text: str, envs: list[Span], bare: list[re.Match]) -> list[re.Match]:
+    """The last RECENT matches of `pattern` that lie outside every environment and bare fraction found."""
+    kept: deque[re.Match] = deque(maxlen=RECENT)
+    covers = sorted([(e.start, e.end) for e in envs] + [(m.start(), m.end()) for m in bare])
+    starts = [start for start, _ in covers]
+    for match in pattern.finditer(text):
+        if not _covered(match.start(), covers, starts):
+            kept.append(match)
+    return list(kept)
+
+
+def _covered(position: int, covers: list[tuple[int, int]], starts: list[int]) -> bool:
+    """Whether a (start, end) span of `covers` (sorted, disjoint; `starts` their starts) holds `position`. With
+    RECENT or more covers (the scanners keep the last RECENT), earlier positions count as held: too far back."""
+    i = bisect.bisect_right(starts, position) - 1
+    if i >= 0 and position < covers[i][1]:
+        return True
+    return len(covers) >= RECENT and position < starts[0]

@@ -17,11 +17,13 @@ from test_update import perturbed
 
 from rlvr.cli.main import main
 from rlvr.config.run import load_config
+from rlvr.grpo.backends import host_settings
 from rlvr.algorithms.correction import EngineMismatch
 from rlvr.model.load import load_model, load_tokenizer
 from rlvr.rollout.agreement import check_after_sync
 from rlvr.rollout.base import SamplingParams, SyncedEngine
 from rlvr.rollout.hf import HFRolloutEngine
+from rlvr.rollout.host import HostSettings
 from rlvr.rollout.process import EngineProcessError, ProcessEngine
 from rlvr.types import Prompt
 
@@ -42,10 +44,16 @@ def pair(tiny_model_dir):
     """(trainer policy, tokenizer, engine process): one child for the module's tests (a spawn takes seconds)."""
     config = _config(tiny_model_dir)
     policy, tokenizer = load_model(config.model), load_tokenizer(config.model)
-    engine = ProcessEngine.start(config, policy, tokenizer)
+    engine = ProcessEngine.start(host_settings(config), policy, tokenizer)
     yield policy, tokenizer, engine
     engine.close()
     assert engine.process.exitcode == 0  # it exited on Close, it was not killed
+
+
+def test_the_engine_process_gets_the_engine_threads_not_the_trainers():
+    # issue 25: backends.py turns the run config into the host's settings; two config fields are named threads
+    config = load_config(None, ["threads=2", "rollout.engine.threads=1"])
+    assert host_settings(config) == HostSettings(config.model, threads=1)
 
 
 def test_same_seed_and_weights_sample_what_the_in_process_engine_samples(pair):
@@ -116,7 +124,7 @@ def test_three_steps_train_to_the_same_parameters_as_the_in_process_engine(tiny_
 def test_a_killed_engine_process_is_one_clear_error_not_a_hang(tiny_model_dir):
     config = _config(tiny_model_dir)
     policy, tokenizer = load_model(config.model), load_tokenizer(config.model)
-    engine = ProcessEngine.start(config, policy, tokenizer)
+    engine = ProcessEngine.start(host_settings(config), policy, tokenizer)
     try:
         os.kill(engine.process.pid, signal.SIGKILL)
         with pytest.raises(EngineProcessError, match="was killed by signal 9 while generating rollouts") as err:

@@ -13,6 +13,7 @@ ray = pytest.importorskip("ray")
 
 from rlvr.cluster.ray_backend import RayBackendError, RayEngine, RayRewardService  # noqa: E402
 from rlvr.config.run import load_config  # noqa: E402
+from rlvr.grpo.backends import host_settings  # noqa: E402
 from rlvr.model.load import load_model, load_tokenizer  # noqa: E402
 from rlvr.grpo.loop import train  # noqa: E402
 from rlvr.rollout.base import SamplingParams  # noqa: E402
@@ -72,7 +73,7 @@ def test_weight_sync_reaches_the_actor_and_a_dead_actor_is_one_clear_error(tiny_
 
     config = _config(tiny_model_dir, tmp_path)
     policy, tokenizer = load_model(config.model, trainable=False), load_tokenizer(config.model)
-    engine = RayEngine.start(config, policy, tokenizer)
+    engine = RayEngine.start(config.ray, host_settings(config), policy, tokenizer)
     prompts = build_task(config.task).eval_prompts(2)
     batch = engine.generate(prompts, 2, SamplingParams(max_new_tokens=6, seed=7))
     assert batch.size == 4 and engine.version == 0 and batch.completion_mask.sum() > 0
@@ -100,7 +101,7 @@ def test_weight_sync_reaches_the_actor_and_a_dead_actor_is_one_clear_error(tiny_
 def test_engine_actor_that_cannot_be_placed_is_refused(tiny_model_dir, tmp_path, cluster):
     config = _config(tiny_model_dir, tmp_path, ["ray.engine_gpus=1"])  # this cluster has no GPU: never placed
     with pytest.raises(RayBackendError, match="GPU"):
-        RayEngine.start(config, None, None)
+        RayEngine.start(config.ray, host_settings(config), None, None)
 
 
 def test_verifier_actor_killed_mid_run_is_restarted(tiny_model_dir, tmp_path, cluster):

@@ -87,8 +87,9 @@ def test_weight_scales_the_total_reward(rm_dir):
 
 
 def test_no_model_path_means_no_component(rm_dir):
-    assert reward_model_components(load_config(None, [])) == {}
-    assert list(build_rewarder(load_config(None, [])).components) == ["math"]
+    defaults = load_config(None, [])
+    assert reward_model_components(defaults.reward, defaults.model) == {}
+    assert list(build_rewarder(defaults).components) == ["math"]
 
 
 def test_reward_service_runs_the_model_in_the_trainer_process(rm_dir):

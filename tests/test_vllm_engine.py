@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from rlvr.config.run import load_config
+from rlvr.grpo.backends import vllm_settings
 from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.vllm.convert import (VLLMError, check_vllm_version, completion_logprobs, request_seeds,
                                        rollout_from_outputs, scoring_requests, version_tuple)
@@ -142,6 +143,11 @@ def vllm_config(*extra: str):
     return load_config(None, ["rollout.engine.kind=vllm", *extra])
 
 
+def settings_of(*extra: str):
+    """The engine's settings, built as the run builds them (rlvr/grpo/backends.py)."""
+    return vllm_settings(vllm_config(*extra))
+
+
 def fake_vllm(version: str = "0.11.0", tempered_prompt_logprobs: bool = False) -> types.ModuleType:
     module = types.ModuleType("vllm")
     module.__version__ = version
@@ -151,12 +157,18 @@ def fake_vllm(version: str = "0.11.0", tempered_prompt_logprobs: bool = False) -
     return module
 
 
+def test_the_engine_settings_carry_the_training_temperature():
+    # issue 25: the agreement probe scores at rollout.temperature (eval and sample have temperatures of their own)
+    settings = settings_of("rollout.temperature=0.7", "eval.temperature=0.5")
+    assert settings.temperature == 0.7 and settings.engine.kind == "vllm"
+
+
 def test_missing_vllm_is_one_clear_error(monkeypatch):
     from rlvr.rollout.vllm.engine import build_vllm_engine
 
     monkeypatch.setitem(sys.modules, "vllm", None)  # `import vllm` raises ImportError, installed or not
     with pytest.raises(VLLMError, match=r"pip install 'rlvr\[vllm\]'") as err:
-        build_vllm_engine(vllm_config(), policy=None, tokenizer=None)
+        build_vllm_engine(settings_of(), policy=None, tokenizer=None)
     assert err.value.user_facing
 
 
@@ -165,17 +177,17 @@ def test_build_errors(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "vllm", fake_vllm("0.9.2"))
     with pytest.raises(VLLMError, match="too old"):
-        build_vllm_engine(vllm_config(), None, None)
+        build_vllm_engine(settings_of(), None, None)
     monkeypatch.setitem(sys.modules, "vllm", fake_vllm())
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(VLLMError, match="needs a CUDA GPU"):
-        build_vllm_engine(vllm_config(), None, None)
+        build_vllm_engine(settings_of(), None, None)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     with pytest.raises(VLLMError, match="without temperature"):
-        build_vllm_engine(vllm_config("rollout.temperature=0.7"), None, None)
+        build_vllm_engine(settings_of("rollout.temperature=0.7"), None, None)
     server = ("rollout.engine.vllm_mode=server", "rollout.engine.vllm_server_url=http://127.0.0.1:9")
     with pytest.raises(VLLMError, match=r"vllm_mode=server needs vLLM >= 0\.22 on the trainer"):  # no weight_transfer
-        build_vllm_engine(vllm_config(*server), None, None)
+        build_vllm_engine(settings_of(*server), None, None)
 
 
 def fake_weight_transfer(monkeypatch, packed_on: str) -> None:
@@ -295,7 +307,7 @@ def fake_engine(tiny_model_dir, monkeypatch):
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")  # restored after the test
     config = vllm_config(f"model.name_or_path={tiny_model_dir}")
     policy = load_model(config.model, trainable=True)
-    engine = build_vllm_engine(config, policy, load_tokenizer(config.model))
+    engine = build_vllm_engine(vllm_settings(config), policy, load_tokenizer(config.model))
     yield engine, policy, config
     engine.close()
 
@@ -367,7 +379,7 @@ def real_engine(vllm_model_dir):
     config = vllm_config(f"model.name_or_path={vllm_model_dir}", "model.device=cuda",
                          "rollout.engine.vllm_gpu_memory_utilization=0.2")
     policy = load_model(config.model, trainable=True)
-    engine = build_vllm_engine(config, policy, load_tokenizer(config.model))
+    engine = build_vllm_engine(vllm_settings(config), policy, load_tokenizer(config.model))
     yield engine, policy, config
     engine.close()
 

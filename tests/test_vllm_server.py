@@ -79,7 +79,8 @@ def server_config(model_dir, url: str, *extra: str):
 
 
 def connect(config, policy, tokenizer) -> VLLMServerEngine:
-    return VLLMServerEngine.connect(config, policy, tokenizer, GlooWeightSender(TIMEOUT_S), scores_tempered=False)
+    return VLLMServerEngine.connect(config.rollout.engine, policy, tokenizer, GlooWeightSender(TIMEOUT_S),
+                                    scores_tempered=False)
 
 
 @pytest.fixture(scope="module")
@@ -338,12 +339,13 @@ def real_server(vllm_model_dir):  # vllm_model_dir skips without vLLM or CUDA
 
 
 def test_real_server_generates_repeats_and_syncs(real_server):
+    from rlvr.grpo.backends import vllm_settings
     from rlvr.rollout.vllm.engine import build_vllm_engine
 
     model_dir, url = real_server
     config = server_config(model_dir, url, "model.device=cuda")
     policy, tokenizer = load_model(config.model, trainable=True), load_tokenizer(config.model)
-    engine = build_vllm_engine(config, policy, tokenizer)
+    engine = build_vllm_engine(vllm_settings(config), policy, tokenizer)
     try:
         batch = engine.generate(PROMPTS, 3, SAMPLING)
         assert batch.completion_ids.shape[0] == 6 and bool((batch.sampling_logprobs <= 0).all())

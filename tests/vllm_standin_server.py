@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a scri
 
 from rlvr.config.run import ModelConfig  # noqa: E402
 from rlvr.rollout.base import SamplingParams  # noqa: E402
-from rlvr.rollout.host import EngineHost  # noqa: E402
+from rlvr.rollout.host import EngineHost, HostSettings  # noqa: E402
 from rlvr.rollout.vllm.weights import GLOO_PREFIX  # noqa: E402
 
 CONTROL_ROUTES = {"/pause", "/resume", "/start_weight_update", "/update_weights", "/finish_weight_update",
@@ -48,7 +48,7 @@ class HTTPFailure(Exception):
 
 class StandIn:
     def __init__(self, model_dir: str, logprobs_mode: str, max_model_len: int):
-        self.host = EngineHost(ModelConfig(name_or_path=model_dir), threads=1)
+        self.host = EngineHost(HostSettings(ModelConfig(name_or_path=model_dir), threads=1))
         self.model_name, self.logprobs_mode, self.max_model_len = model_dir, logprobs_mode, max_model_len
         self.lock = threading.Lock()  # one forward or weight load at a time
         self.calls: list[str] = []

@@ -15,11 +15,11 @@ import torch
 from rlvr.cluster.ray_rewards import RayRewardService
 from rlvr.cluster.session import RayBackendError, acquire, check_resources, get, release
 from rlvr.rollout.base import SamplingParams
-from rlvr.rollout.host import EngineHost, synced_parameters
+from rlvr.rollout.host import EngineHost, HostSettings, synced_parameters
 from rlvr.types import Prompt, RolloutBatch
 
 if TYPE_CHECKING:
-    from rlvr.config.run import ModelConfig, RunConfig
+    from rlvr.config.sections import RayConfig
 
 START_TIMEOUT_S = 600.0  # placement, then the model load (first use on a node may also fill its caches)
 CALL_TIMEOUT_S = 1800.0  # one generate / weight load / scoring call; far above a healthy step, far below forever
@@ -28,8 +28,8 @@ CALL_TIMEOUT_S = 1800.0  # one generate / weight load / scoring call; far above 
 class EngineActor:
     """What runs inside the actor: EngineHost's calls, nothing else (no algorithm code in the Ray layer)."""
 
-    def __init__(self, model_config: ModelConfig, threads: int):
-        self.host = EngineHost(model_config, threads)
+    def __init__(self, settings: HostSettings):
+        self.host = EngineHost(settings)
 
     def ready(self) -> int:
         return self.host.version
@@ -54,15 +54,16 @@ class RayEngine:
         self._closed = False
 
     @classmethod
-    def start(cls, config: RunConfig, policy: torch.nn.Module, tokenizer: Any) -> RayEngine:
-        """Place the actor, load the model there and push the policy's current weights (a resumed run's policy
-        differs from the checkpoint on disk the actor loaded)."""
-        r = config.ray
-        ray, actor = acquire(r.address), None
+    def start(cls, cluster: RayConfig, host: HostSettings, policy: torch.nn.Module, tokenizer: Any) -> RayEngine:
+        """Place the actor (cluster: Ray's address and the actor's resources), load host.model there and push the
+        policy's current weights (a resumed run's policy differs from the checkpoint on disk the actor loaded)."""
+        ray, actor = acquire(cluster.address), None
         try:
-            check_resources(ray, {"CPU": r.engine_cpus, "GPU": r.engine_gpus}, "the Ray rollout engine actor")
-            remote = ray.remote(num_cpus=r.engine_cpus, num_gpus=r.engine_gpus, max_restarts=0)(EngineActor)
-            actor = remote.remote(config.model, config.rollout.engine.threads)
+            check_resources(ray, {"CPU": cluster.engine_cpus, "GPU": cluster.engine_gpus},
+                            "the Ray rollout engine actor")
+            remote = ray.remote(num_cpus=cluster.engine_cpus, num_gpus=cluster.engine_gpus,
+                                max_restarts=0)(EngineActor)
+            actor = remote.remote(host)
             engine = cls(ray, actor)
             engine._call(actor.ready, (), "starting the Ray rollout engine actor", START_TIMEOUT_S)
             engine.sync_weights(policy, 0)

@@ -1,16 +1,33 @@
 """Which rollout engine and which verifier pool a run uses, chosen once from the config (issue #11, items 2
 and 5). The GRPO loop only sees the RolloutEngine / SyncedEngine protocols (rollout/base.py) and the reward
-service's submit/stats/close; heavy back-ends (vLLM, Ray) are imported only when chosen."""
+service's submit/stats/close; heavy back-ends (vLLM, Ray) are imported only when chosen.
+
+The one place that turns the run config into each engine's settings (issue 25, design.md principle 8): an engine
+takes its own settings object (HostSettings, VLLMSettings, a config section), never the whole RunConfig."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
 from rlvr.rollout.hf import HFRolloutEngine
+from rlvr.rollout.host import HostSettings
 
 if TYPE_CHECKING:
     from rlvr.config.run import RunConfig
     from rlvr.distributed.wrap import WrappedPolicy
     from rlvr.rewards.rewarder import Rewarder
+    from rlvr.rollout.vllm.engine import VLLMSettings
+
+
+def host_settings(config: RunConfig) -> HostSettings:
+    """What an engine with its own transformers copy (an engine process, a Ray actor) loads and runs with."""
+    return HostSettings(config.model, config.rollout.engine.threads)
+
+
+def vllm_settings(config: RunConfig) -> VLLMSettings:
+    """What the vLLM engine (colocated or a server) is built from."""
+    from rlvr.rollout.vllm.engine import VLLMSettings
+
+    return VLLMSettings(config.rollout.engine, config.model, config.rollout.temperature)
 
 
 def _hf(config: RunConfig, policy, tokenizer) -> Any:
@@ -20,13 +37,13 @@ def _hf(config: RunConfig, policy, tokenizer) -> Any:
 def _hf_process(config: RunConfig, policy, tokenizer) -> Any:
     from rlvr.rollout.process import ProcessEngine
 
-    return ProcessEngine.start(config, policy, tokenizer)
+    return ProcessEngine.start(host_settings(config), policy, tokenizer)
 
 
 def _vllm(config: RunConfig, policy, tokenizer) -> Any:
     from rlvr.rollout.vllm.engine import build_vllm_engine
 
-    return build_vllm_engine(config, policy, tokenizer)
+    return build_vllm_engine(vllm_settings(config), policy, tokenizer)
 
 
 ENGINES: dict[str, Callable[..., Any]] = {"hf": _hf, "hf_process": _hf_process, "vllm": _vllm}
@@ -46,7 +63,7 @@ def build_engine(config: RunConfig, policy, tokenizer, wrapped: WrappedPolicy | 
     if config.ray.enabled:
         from rlvr.cluster.ray_backend import RayEngine
 
-        return RayEngine.start(config, weights, tokenizer)
+        return RayEngine.start(config.ray, host_settings(config), weights, tokenizer)
     return ENGINES[config.rollout.engine.kind](config, policy if config.rollout.engine.kind == "hf" else weights,
                                                tokenizer)
 

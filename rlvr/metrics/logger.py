@@ -6,11 +6,13 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence, TextIO
+from typing import TYPE_CHECKING, Any, Sequence, TextIO
 
-from rlvr.config.run import RunConfig
 from rlvr.metrics.progress import LOGGING_DEFAULTS, Mode, Progress, clear_bars, progress, resolve_mode
 from rlvr.metrics.sinks import JsonlSink, Sink, append_lines
+
+if TYPE_CHECKING:
+    from rlvr.config.run import RunConfig
 
 
 def batch_accounting(config: RunConfig) -> str:

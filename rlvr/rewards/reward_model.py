@@ -31,11 +31,12 @@ is never pickled or copied into a worker.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 
-from rlvr.config.run import RunConfig
+if TYPE_CHECKING:
+    from rlvr.config.run import ModelConfig, RewardConfig
 
 NAME = "reward_model"  # the component name; evaluation excludes it from correctness gating
 MAX_SCORE = 1.0 - 1e-6  # < 1: rewards.verdict_from_value calls only exactly 1.0 CORRECT
@@ -57,12 +58,12 @@ class RewardModelSettings:
     trust_remote_code: bool
 
     @classmethod
-    def from_config(cls, config: RunConfig) -> "RewardModelSettings | None":
-        r = config.reward
-        if r.model_path is None:
+    def from_config(cls, reward: RewardConfig, model: ModelConfig) -> "RewardModelSettings | None":
+        """From the two sections it reads (issue 25: not the whole run config); None without reward.model_path."""
+        if reward.model_path is None:
             return None
-        return cls(r.model_path, r.model_batch_size, r.model_device or config.model.device, config.model.dtype,
-                   config.model.trust_remote_code)
+        return cls(reward.model_path, reward.model_batch_size, reward.model_device or model.device, model.dtype,
+                   model.trust_remote_code)
 
 
 def preference_score(logits: torch.Tensor) -> torch.Tensor:
@@ -181,12 +182,12 @@ def _first_line(err: BaseException) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
-def reward_model_components(config: RunConfig) -> dict[str, tuple[RewardModel, float]]:
+def reward_model_components(reward: RewardConfig, model: ModelConfig) -> dict[str, tuple[RewardModel, float]]:
     """{"reward_model": (model, reward.model_weight)} when reward.model_path is set, else {}."""
-    settings = RewardModelSettings.from_config(config)
+    settings = RewardModelSettings.from_config(reward, model)
     if settings is None:
         return {}
-    return {NAME: (RewardModel.load(settings), config.reward.model_weight)}
+    return {NAME: (RewardModel.load(settings), reward.model_weight)}
 
 
 __all__ = ["MAX_SCORE", "NAME", "RewardModel", "RewardModelError", "RewardModelSettings", "preference_score",

@@ -129,11 +129,13 @@ class Rewarder:
 
 def build_rewarder(config: RunConfig) -> Rewarder:
     """The task's verifiers plus, when reward.model_path is set, the reward model as the component
-    "reward_model" with weight reward.model_weight (rlvr.rewards.reward_model; R1's last RL pass, issue #10)."""
+    "reward_model" with weight reward.model_weight (rlvr.rewards.reward_model; R1's last RL pass, issue #10).
+    A builder, not a component: every entry point (train, eval, generate, sample) composes the rewarder here from
+    three sections of its run config (task, reward, model); the Rewarder itself sees no config (issue 25)."""
     from rlvr.rewards.reward_model import reward_model_components  # imports transformers only when a path is set
 
     verifiers = Rewarder.from_task(config.task).components
-    return Rewarder({**verifiers, **reward_model_components(config)})
+    return Rewarder({**verifiers, **reward_model_components(config.reward, config.model)})
 
 
 def reward_functions(rewarder: Rewarder) -> dict[str, tuple[RewardFunction, float]]:

@@ -4,6 +4,7 @@ receives the trainer's parameters in a fixed order, samples with HFRolloutEngine
 post-sync agreement check (rollout/agreement.py). Transport (pipe + gloo, Ray object store) is the caller's."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 import torch
@@ -21,14 +22,23 @@ def synced_parameters(model: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
     return list(model.named_parameters())
 
 
+@dataclass(frozen=True)
+class HostSettings:
+    """What a host loads and runs with, and nothing else of the run (issue 25, design.md principle 8: a component
+    takes its own settings; rlvr/grpo/backends.py builds them from the run config)."""
+
+    model: ModelConfig  # the trainer's model section: the same checkpoint, dtype and device
+    threads: int  # rollout.engine.threads: torch threads of the host (0 = torch's default)
+
+
 class EngineHost:
-    def __init__(self, model_config: ModelConfig, threads: int = 0):
+    def __init__(self, settings: HostSettings):
         from rlvr.model.load import load_model, load_tokenizer
 
-        if threads:
-            torch.set_num_threads(threads)
-        self.model = load_model(model_config, trainable=False)
-        self.tokenizer = load_tokenizer(model_config)
+        if settings.threads:
+            torch.set_num_threads(settings.threads)
+        self.model = load_model(settings.model, trainable=False)
+        self.tokenizer = load_tokenizer(settings.model)
         self.engine = HFRolloutEngine(self.model, self.tokenizer)
         self.version = -1  # the trainer step whose weights are loaded (-1: the checkpoint on disk)
 

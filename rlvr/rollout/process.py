@@ -18,18 +18,15 @@ import os
 import time
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from rlvr.rollout.base import SamplingParams
-from rlvr.rollout.host import synced_parameters
+from rlvr.rollout.host import HostSettings, synced_parameters
 from rlvr.rollout.process_worker import (CONNECT_TIMEOUT_S, GROUP_PREFIX, CheckLayout, Close, Generate, Reply, Sync,
                                          TeacherForced, TensorSpec, serve)
 from rlvr.types import Prompt, RolloutBatch
-
-if TYPE_CHECKING:
-    from rlvr.config.run import RunConfig
 
 # The longest any one command may take, generation included. No config field: a step of the real 135M model on
 # CPU takes well under a minute, and a hang, not a slow step, is what this guards against (issue #11).
@@ -76,9 +73,10 @@ class ProcessEngine:
         self.closed = False
 
     @classmethod
-    def start(cls, config: RunConfig, policy, tokenizer) -> ProcessEngine:
+    def start(cls, settings: HostSettings, policy, tokenizer) -> ProcessEngine:
         """Spawn the engine, form the gloo group, and push the policy's current weights (a resumed run's policy,
-        or one changed in memory, is not the checkpoint on disk the child loaded)."""
+        or one changed in memory, is not the checkpoint on disk the child loaded). `settings` go to the child,
+        which loads settings.model; rollouts come back to settings.model.device, the trainer's."""
         from torch.distributed import PrefixStore, ProcessGroupGloo, TCPStore
 
         context = torch.multiprocessing.get_context("spawn")
@@ -87,11 +85,10 @@ class ProcessEngine:
                          wait_for_workers=False)
         ours, theirs = context.Pipe()
         process = context.Process(target=serve, name="rlvr-engine", daemon=True,
-                                  args=(theirs, config.model, config.rollout.engine.threads, "127.0.0.1", store.port,
-                                        os.getpid()))
+                                  args=(theirs, settings, "127.0.0.1", store.port, os.getpid()))
         process.start()
         theirs.close()
-        engine = cls(process, ours, store, config.model.device)
+        engine = cls(process, ours, store, settings.model.device)
         try:
             engine._wait(engine._expect(), "loading its model")  # the child's Ready
             engine.group = ProcessGroupGloo(PrefixStore(GROUP_PREFIX, store), 0, 2,

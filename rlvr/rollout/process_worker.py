@@ -16,12 +16,15 @@ import time
 import traceback
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import torch
 
 from rlvr.rollout.base import SamplingParams
 from rlvr.types import Prompt, RolloutBatch
+
+if TYPE_CHECKING:
+    from rlvr.rollout.host import HostSettings
 
 GROUP_PREFIX = "rlvr-engine-sync"  # the store keys of this group, apart from any other group using the store
 CONNECT_TIMEOUT_S = 120.0  # forming the gloo group: both sides are up by then (the parent waited for Ready)
@@ -122,7 +125,7 @@ def _handle(host, group, command) -> Reply:
     return Reply(False, error=f"unknown command {type(command).__name__}")
 
 
-def serve(conn, model_config, threads: int, store_host: str, store_port: int, parent_pid: int) -> None:
+def serve(conn, settings: HostSettings, store_host: str, store_port: int, parent_pid: int) -> None:
     """The child's main: load the model, say Ready, join the gloo group, then serve until Close or EOF."""
     from torch.distributed import PrefixStore, ProcessGroupGloo, TCPStore
 
@@ -134,7 +137,7 @@ def serve(conn, model_config, threads: int, store_host: str, store_port: int, pa
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
     try:
-        host = EngineHost(model_config, threads)
+        host = EngineHost(settings)
     except Exception as err:  # noqa: BLE001 - reported to the parent as one line, then the child ends
         conn.send(Reply(False, error=f"could not load the engine's model: {_one_line(err)}"))
         return

@@ -97,8 +97,8 @@ class Sampler:
 
 
 def make_rewarder(config: RunConfig):
-    """The training reward of the run's task: the same verifiers and weights (rlvr.evaluation.evaluate.build_rewarder)."""
-    from rlvr.evaluation.evaluate import build_rewarder
+    """The training reward of the run's task: the same verifiers and weights (rlvr.rewards.rewarder.build_rewarder)."""
+    from rlvr.rewards.rewarder import build_rewarder
 
     return build_rewarder(config)
 

@@ -17,7 +17,7 @@ vLLM computes those from the raw logits, without temperature (Trinity-RFT#384 an
 `prompt_logprobs_temperature` sampling parameter). So scoring at temperature != 1 uses that parameter where the
 installed vLLM has it and is otherwise one clear error, never a silently wrong probe.
 
-Modes (config.rollout.engine.vllm_mode). colocate: vllm.LLM in the trainer's process on the same GPU, asleep
+Modes (rollout.engine.vllm_mode). colocate: vllm.LLM in the trainer's process on the same GPU, asleep
 (level 1: weights to host memory, KV cache freed) from the end of each generate until the next sync or generate, so
 the update has the memory; weights are pushed by a worker extension that loads the trainer's named parameters with
 the model's own `load_weights` (HF names; vLLM fuses q/k/v and gate/up itself). server: a separate `vllm serve`
@@ -29,7 +29,8 @@ from __future__ import annotations
 import gc
 import os
 import threading
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -40,6 +41,10 @@ from rlvr.rollout.vllm.convert import (UNTEMPERED_PROMPT_LOGPROBS, VLLMError, ch
                                        completion_logprobs, encode_prompts, request_seeds, rollout_from_outputs,
                                        scoring_requests, unpadded_prompts)
 from rlvr.types import Prompt, RolloutBatch
+
+if TYPE_CHECKING:
+    from rlvr.config.run import ModelConfig
+    from rlvr.config.sections import EngineConfig
 
 SYNC_TIMEOUT_S = 600.0  # a weight load that takes longer than this is a hung worker, not a slow copy
 
@@ -168,39 +173,48 @@ class VLLMEngine:
             torch.cuda.empty_cache()
 
 
-def _check_supported(config, vllm: Any) -> None:
-    """Refuse, before the engine takes the GPU, what it cannot do for this config."""
-    e = config.rollout.engine
+@dataclass(frozen=True)
+class VLLMSettings:
+    """What the vLLM engine is built from, and nothing else of the run (issue 25, design.md principle 8;
+    rlvr/grpo/backends.py builds it from the run config)."""
+
+    engine: EngineConfig  # rollout.engine: the mode, colocate's memory share and sleep, the server, agreement_rows
+    model: ModelConfig  # the checkpoint vLLM loads, with its dtype and trust_remote_code
+    temperature: float  # rollout.temperature: the agreement probe scores prompt log-probs at it
+
+
+def _check_supported(settings: VLLMSettings, vllm: Any) -> None:
+    """Refuse, before the engine takes the GPU, what it cannot do with these settings."""
     if not torch.cuda.is_available():
         raise VLLMError("rollout.engine.kind=vllm needs a CUDA GPU and none is visible (torch.cuda.is_available() is "
                         "False); use rollout.engine.kind=hf or hf_process on CPU")
-    tempered = abs(config.rollout.temperature - 1.0) > 1e-6
-    if e.agreement_rows > 0 and tempered and not _prompt_temperature_supported(vllm):
-        raise VLLMError(UNTEMPERED_PROMPT_LOGPROBS.format(temperature=config.rollout.temperature))
+    tempered = abs(settings.temperature - 1.0) > 1e-6
+    if settings.engine.agreement_rows > 0 and tempered and not _prompt_temperature_supported(vllm):
+        raise VLLMError(UNTEMPERED_PROMPT_LOGPROBS.format(temperature=settings.temperature))
 
 
-def build_vllm_engine(config, policy, tokenizer) -> Any:
+def build_vllm_engine(settings: VLLMSettings, policy, tokenizer) -> Any:
     """The engine rlvr/grpo/backends.py builds for rollout.engine.kind=vllm: VLLMEngine (colocate) or, in server mode,
     rollout/vllm_server.py's VLLMServerEngine with the NCCL weight sender. Errors (each one VLLMError,
     user-facing): vLLM missing or older than 0.10.2 (server mode: without the weight-transfer API of 0.22), no
     CUDA, an unscorable temperature, and in server mode an unreachable or misconfigured server."""
     from rlvr.model.load import resolve_model_path
 
-    e = config.rollout.engine
+    e, m = settings.engine, settings.model
     vllm = _import_vllm()
-    _check_supported(config, vllm)
+    _check_supported(settings, vllm)
     if e.vllm_mode == "server":
         from rlvr.rollout.vllm.server import VLLMServerEngine
         from rlvr.rollout.vllm.weights import NCCLWeightSender
 
-        return VLLMServerEngine.connect(config, policy, tokenizer, NCCLWeightSender(),
+        return VLLMServerEngine.connect(e, policy, tokenizer, NCCLWeightSender(),
                                         scores_tempered=_prompt_temperature_supported(vllm))
     # In-process engine core: collective_rpc then passes the trainer's CUDA tensors to the worker by reference
     # (no serialization, no copy through host memory), and the engine dies with the trainer process.
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-    path = resolve_model_path(config.model.name_or_path)
+    path = resolve_model_path(m.name_or_path)
     llm = vllm.LLM(
-        model=path, tokenizer=path, dtype=config.model.dtype, trust_remote_code=config.model.trust_remote_code,
+        model=path, tokenizer=path, dtype=m.dtype, trust_remote_code=m.trust_remote_code,
         gpu_memory_utilization=e.vllm_gpu_memory_utilization, enable_sleep_mode=e.vllm_sleep,
         logprobs_mode="processed_logprobs", worker_extension_cls=f"{__name__}.RlvrWorkerExtension",
         generation_config="vllm",  # no sampling defaults from the checkpoint (a hidden top_k would change the draws)

@@ -41,7 +41,7 @@ import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
 import torch
@@ -54,6 +54,9 @@ from rlvr.rollout.vllm.convert import (UNTEMPERED_PROMPT_LOGPROBS, VLLMError, co
                                        unpadded_prompts)
 from rlvr.rollout.vllm.weights import WeightSender, address_seen_by, free_port
 from rlvr.types import Prompt, RolloutBatch
+
+if TYPE_CHECKING:
+    from rlvr.config.sections import EngineConfig
 
 log = logging.getLogger(__name__)
 
@@ -202,11 +205,11 @@ class VLLMServerEngine:
         self._pool = ThreadPoolExecutor(MAX_CONCURRENT_REQUESTS, thread_name_prefix="rlvr-vllm-request")
 
     @classmethod
-    def connect(cls, config, policy, tokenizer, sender: WeightSender, scores_tempered: bool) -> VLLMServerEngine:
-        """Check the server, form the weight-transfer group, and push the policy's current weights (a resumed
-        run's policy is not the checkpoint the server loaded)."""
-        e = config.rollout.engine
-        client = ServerClient(e.vllm_server_url, e.vllm_request_timeout_s)
+    def connect(cls, settings: EngineConfig, policy, tokenizer, sender: WeightSender,
+                scores_tempered: bool) -> VLLMServerEngine:
+        """Check the server at settings.vllm_server_url, form the weight-transfer group, and push the policy's
+        current weights (a resumed run's policy is not the checkpoint the server loaded)."""
+        client = ServerClient(settings.vllm_server_url, settings.vllm_request_timeout_s)
         models = client.call("GET", "/v1/models", doing="listing the served model")
         names = [m.get("id") for m in models.get("data", []) if isinstance(m, dict)] if isinstance(models, dict) \
             else []

@@ -137,7 +137,62 @@ class TrainBatch:
                           pick(self.behaviour_logprobs))
 
     def by_length(self) -> "torch.Tensor":
-        """Row order for micro-batches: longest group first, groups kept whole (logprobs.length_order)."""
-        from rlvr.model.logprobs import length_order
-
+        """Row order for micro-batches: longest group first, groups kept whole (length_order below)."""
         return length_order(self.completion_mask, self.prompt_index)
+
+
+# --- helpers on the records, here so that every stage that needs one imports only this module (issue 25: no
+# import circles); torch is imported inside them, as above, for the torch-free verifier workers.
+
+def length_order(completion_mask: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """Row order for micro-batching: groups (rows sharing a prompt) stay together, longest group first.
+
+    Micro-batches of similar length waste the least padding, and keeping each group whole keeps one
+    prompt prefill per group (sorting single rows would split groups and prefill their prompt twice).
+    """
+    import torch
+
+    lengths = completion_mask.sum(dim=1)
+    # on the rows' device: a CPU tensor scattered into with CUDA indices crashed the first GPU step (issue #23)
+    group_max = torch.zeros(int(rows.max()) + 1, dtype=lengths.dtype, device=rows.device).scatter_reduce(
+        0, rows, lengths, reduce="amax", include_self=False)
+    key = group_max[rows] * (rows.numel() + 1) - rows  # descending length, then ascending prompt index
+    return key.argsort(descending=True, stable=True)
+
+
+def _pad_left(t: torch.Tensor, width: int) -> torch.Tensor:
+    import torch.nn.functional as F
+
+    return F.pad(t, (width - t.shape[1], 0))
+
+
+def _pad_right(t: torch.Tensor, width: int) -> torch.Tensor:
+    import torch.nn.functional as F
+
+    return F.pad(t, (0, width - t.shape[1]))
+
+
+def concat_groups(parts: list[tuple[RolloutBatch, ScoredBatch]]) -> tuple[RolloutBatch, ScoredBatch]:
+    """Batches from several draws (dynamic sampling) or ranks (distributed/gather.py) -> one. Prompts are
+    re-padded on the left, completions on the right; the padding value is irrelevant because masks (not pad ids)
+    say which tokens exist (docs/design.md principle 6)."""
+    import torch
+
+    rollouts = [r for r, _ in parts]
+    P = max(r.prompt_ids.shape[1] for r in rollouts)
+    C = max(r.completion_ids.shape[1] for r in rollouts)
+    merged = RolloutBatch(
+        prompts=[p for r in rollouts for p in r.prompts], group_size=rollouts[0].group_size,
+        prompt_ids=torch.cat([_pad_left(r.prompt_ids, P) for r in rollouts]),
+        prompt_mask=torch.cat([_pad_left(r.prompt_mask, P) for r in rollouts]),
+        completion_ids=torch.cat([_pad_right(r.completion_ids, C) for r in rollouts]),
+        completion_mask=torch.cat([_pad_right(r.completion_mask, C) for r in rollouts]),
+        sampling_logprobs=torch.cat([_pad_right(r.sampling_logprobs, C) for r in rollouts]),
+        completions=[c for r in rollouts for c in r.completions],
+        truncated=torch.cat([r.truncated for r in rollouts]))
+    scored = [s for _, s in parts]
+    merged_scores = ScoredBatch(
+        rewards=torch.cat([s.rewards for s in scored]), scorable=torch.cat([s.scorable for s in scored]),
+        verdicts={k: [v for s in scored for v in s.verdicts[k]] for k in scored[0].verdicts},
+        scores={k: torch.cat([s.scores[k] for s in scored]) for k in scored[0].scores})
+    return merged, merged_scores

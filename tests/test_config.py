@@ -1,11 +1,20 @@
 """Config: defaults < YAML < dotted overrides; every problem is one ConfigError naming the key (rlvr/config/run.py)."""
 from __future__ import annotations
 
+from typing import get_args
+
 import pytest
 import yaml
 
-from rlvr.config.run import (EMBEDDED_MODEL, ConfigError, RolloutConfig, RunConfig, dump_config, load_config,
-                         parse_overrides)
+from rlvr.config.run import (
+    EMBEDDED_MODEL,
+    ConfigError,
+    RolloutConfig,
+    RunConfig,
+    dump_config,
+    load_config,
+    parse_overrides,
+)
 
 
 def write_yaml(path, data) -> str:
@@ -159,6 +168,25 @@ def test_group_size_one_rejected():
 def test_unknown_verifier_name():
     message = config_error(None, ["task.verifiers={bogus: 1.0}"])
     assert "bogus" in message and "math" in message  # names the bad one and the allowed ones
+
+
+def test_task_and_verifier_names_are_the_registries_keys():
+    """Config validation checks names against its own lists, importing no registry (issue 25); they must agree,
+    in order, since the order is the one the messages list."""
+    from rlvr.config.rules import TaskName, VerifierName
+    from rlvr.tasks import TASKS
+    from rlvr.verifiers import VERIFIERS
+
+    assert get_args(TaskName) == tuple(TASKS)
+    assert get_args(VerifierName) == tuple(VERIFIERS)
+
+
+def test_unknown_task_and_verifier_messages_list_the_allowed_names():
+    assert config_error(None, ["task.name=arith"]) == \
+        "invalid config: task.name: unknown task 'arith'; allowed: arithmetic, qa"
+    assert config_error(None, ["task.verifiers={bogus: 1.0, zz: 2}"]) == (
+        "invalid config: task.verifiers: unknown verifier(s) ['bogus', 'zz']; allowed: ['answer_format', 'code', "
+        "'format', 'language', 'math', 'tag_count', 'think_format', 'tool_call']")
 
 
 def test_negative_verifier_weight():

@@ -1,6 +1,6 @@
 """Every command under the device trap (tests/device_trap.py, issue #23): the policy on `cpu:0`, and any op that
 would combine a host tensor with the policy's on a GPU fails, so the CPU-only CI catches what crashed
-`rlvr train model.device=cuda` at step 1 (logprobs.length_order's group maxima, TrainBatch.rows' advantages).
+`rlvr train model.device=cuda` at step 1 (types.length_order's group maxima, TrainBatch.rows' advantages).
 
 First the trap's own rules (each test fails if its rule is dropped), then the two bugs, then the commands on the
 tiny model, a step or two each.
@@ -114,9 +114,9 @@ def test_loaded_models_are_on_the_host_until_moved(tiny_model_dir):
 
 
 def test_the_first_bug_a_host_factory_scattered_into_with_policy_rows():
-    """logprobs.length_order before issue #23 made its group maxima with torch.zeros(n) and scattered into them
+    """types.length_order before issue #23 made its group maxima with torch.zeros(n) and scattered into them
     with the rows' indices; the fixed function runs under the trap."""
-    from rlvr.model.logprobs import length_order
+    from rlvr.types import length_order
 
     with device_trap():
         rows = torch.tensor([0, 0, 1, 1], device=POLICY_DEVICE)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rlvr.grpo.dynamic_sampling import concat_groups, draw_informative_groups, next_request, select_groups
-from rlvr.types import Outcome, Prompt, RolloutBatch, ScoredBatch, Verdict
+from rlvr.grpo.dynamic_sampling import draw_informative_groups, next_request, select_groups
+from rlvr.types import Outcome, Prompt, RolloutBatch, ScoredBatch, Verdict, concat_groups
 
 G = 2
 

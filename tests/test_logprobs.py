@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import tiny_llama
 
+from conftest import tiny_llama
 from rlvr.model.logprobs import batched_logprobs, completion_logprobs, position_ids_from_mask
 
 torch.set_num_threads(1)
@@ -157,7 +157,7 @@ def test_batched_logprobs_micro_batch_invariant() -> None:
 
 
 def test_length_order_keeps_groups_whole_longest_first() -> None:
-    from rlvr.model.logprobs import length_order
+    from rlvr.types import length_order
 
     # rows -> prompt [0,0,1,1,2,2], lengths [1,2, 5,1, 3,3]: group maxima 2, 5, 3
     # -> group 1 first (rows 2,3), then group 2 (rows 4,5), then group 0 (rows 0,1)

@@ -19,9 +19,9 @@ ray = pytest.importorskip("ray")
 
 from rlvr.cli.main import main  # noqa: E402
 from rlvr.cluster import trainers  # noqa: E402
-from rlvr.cluster.trainers import RANKS_ENV, RankPlace, drives_ranks, order_ranks, rank_environments  # noqa: E402
+from rlvr.cluster.trainers import RankPlace, drives_ranks, order_ranks, rank_environments  # noqa: E402
 from rlvr.config.base import ConfigError  # noqa: E402
-
+from rlvr.grpo.loop import train  # noqa: E402
 from test_distributed import ROOT, _env, _tiny_train_args, _torchrun, gloo  # noqa: E402
 
 RAY_RANKS = ("ray.enabled=true", "ray.trainer_ranks=2", "distributed.backend=gloo")
@@ -112,7 +112,7 @@ def test_ranks_get_torchruns_environment_node_by_node():
     assert [(x.env["RANK"], x.env["LOCAL_RANK"], x.env["LOCAL_WORLD_SIZE"]) for x in launches] == [
         ("0", "0", "2"), ("1", "1", "2"), ("2", "0", "2"), ("3", "1", "2")]
     assert {x.env["MASTER_ADDR"] for x in launches} == {"10.0.0.2"}  # rank 0's node
-    assert {(x.env["WORLD_SIZE"], x.env["MASTER_PORT"], x.env[RANKS_ENV]) for x in launches} == {("4", "29511", "4")}
+    assert {(x.env["WORLD_SIZE"], x.env["MASTER_PORT"]) for x in launches} == {("4", "29511")}
     # LOCAL_RANK indexes the node's trainer GPUs: torch.cuda.set_device(LOCAL_RANK) is the actor's own GPU
     for x in launches:
         visible = x.env["CUDA_VISIBLE_DEVICES"].split(",")
@@ -146,7 +146,7 @@ def test_a_bundle_no_single_node_can_hold_is_refused():
 
 
 def test_torchrun_with_ray_trainer_ranks_is_one_clear_error(tiny_model_dir, tmp_path, monkeypatch, capsys):
-    assert not drives_ranks(1, {"WORLD_SIZE": "2"}) and not drives_ranks(2, {"WORLD_SIZE": "2", RANKS_ENV: "2"})
+    assert not drives_ranks(1, {"WORLD_SIZE": "2"})
     assert drives_ranks(2, {})
     with pytest.raises(ConfigError, match="WORLD_SIZE=2 ranks"):
         drives_ranks(2, {"WORLD_SIZE": "2"})
@@ -242,7 +242,7 @@ def test_a_failing_rank_is_one_error_and_leaves_nothing_behind(tiny_model_dir, t
     out = tmp_path / "run"
     started = time.monotonic()
     with pytest.raises(trainers.RayBackendError) as err:
-        trainers.drive_trainer_ranks(*_driver_args(tiny_model_dir, out))
+        trainers.drive_trainer_ranks(_driver_config(tiny_model_dir, out), train)
     assert time.monotonic() - started < 60
     message = str(err.value)
     assert message.startswith("trainer rank 1 of 2") and "DistributedError" in message and "RANK=7" in message
@@ -256,13 +256,12 @@ def test_ranks_that_cannot_be_placed_are_refused_at_once(tiny_model_dir, tmp_pat
     for extra, expected in ((["ray.trainer_cpus=2"], "CPU"), (on_gpus, "GPU")):
         started = time.monotonic()
         with pytest.raises(trainers.RayBackendError, match=expected):
-            trainers.drive_trainer_ranks(*_driver_args(tiny_model_dir, out, *extra))
+            trainers.drive_trainer_ranks(_driver_config(tiny_model_dir, out, *extra), train)
         assert time.monotonic() - started < 10  # refused, not waited for
     assert _all_cpus_free_again() and not out.exists()
 
 
-def _driver_args(model_dir: Path, out: Path, *extra: str):
+def _driver_config(model_dir: Path, out: Path, *extra: str):
     from rlvr.config.run import load_config
 
-    argv = ["train", *_tiny_train_args(model_dir, out, *RAY_RANKS, *extra)]
-    return load_config(None, argv[1:]), argv
+    return load_config(None, _tiny_train_args(model_dir, out, *RAY_RANKS, *extra))

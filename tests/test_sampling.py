@@ -10,11 +10,18 @@ import pytest
 
 from rlvr.sampling import SampleError
 from rlvr.sampling.mix import general_count, plan_mix, read_general_rows, row_problem, shuffled
-from rlvr.sampling.records import (PROGRESS, PromptRecord, append_progress, batch_seed, draw_distinct,
-                                   load_progress, model_step)
+from rlvr.sampling.records import (
+    PROGRESS,
+    PromptRecord,
+    append_progress,
+    batch_seed,
+    draw_distinct,
+    load_progress,
+    model_step,
+)
 from rlvr.sampling.select import Candidate, is_correct, normalise_text, select_best
 from rlvr.sampling.tokenizers import check_student_tokenizer
-from rlvr.tasks import sample_forever
+from rlvr.tasks.base import sample_forever
 from rlvr.types import Outcome, Prompt
 
 C, W = Outcome.CORRECT, Outcome.WRONG
@@ -91,7 +98,8 @@ def chat(i: int) -> dict:
 def test_general_count_makes_the_ratio():
     # g / (kept + g) = ratio -> g = kept * ratio / (1 - ratio): 9 * 0.25 / 0.75 = 3, 10 * 0.5 / 0.5 = 10,
     # 7 * 0.1 / 0.9 = 0.78 -> 1, and ratio 0 adds nothing
-    assert [general_count(9, 0.25), general_count(10, 0.5), general_count(7, 0.1), general_count(5, 0.0)] == [3, 10, 1, 0]
+    counts = [general_count(9, 0.25), general_count(10, 0.5), general_count(7, 0.1), general_count(5, 0.0)]
+    assert counts == [3, 10, 1, 0]
 
 
 def test_plan_mix_is_seeded_and_uses_replacement_only_when_short():

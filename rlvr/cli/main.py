@@ -37,21 +37,15 @@ def run_config(args: argparse.Namespace) -> RunConfig:
 
 def cmd_train(args: argparse.Namespace) -> int:
     config = run_config(args)
-    if config.ray.trainer_ranks > 1:  # issue #11, item 5: this process drives N Ray trainer-rank actors, each of
-        from rlvr.cluster.trainers import drive_trainer_ranks, drives_ranks  # which runs this very command
-
-        if drives_ranks(config.ray.trainer_ranks):
-            return drive_trainer_ranks(config, train_argv(args))
     from rlvr.grpo.loop import train
 
+    if config.ray.trainer_ranks > 1:  # issue #11, item 5: this process drives N Ray trainer-rank actors, each of
+        from rlvr.cluster.trainers import drive_trainer_ranks, drives_ranks  # which runs train(config)
+
+        if drives_ranks(config.ray.trainer_ranks):
+            return drive_trainer_ranks(config, train)
     train(config)
     return 0
-
-
-def train_argv(args: argparse.Namespace) -> list[str]:
-    """The `rlvr train` command line that `args` was parsed from (what each Ray trainer rank runs again)."""
-    resume = ["--resume", args.resume] if args.resume else []
-    return ["train", *([args.config] if args.config else []), *args.overrides, *resume]
 
 
 def _config_from_args(first: str | None, overrides: list[str]) -> RunConfig:
@@ -79,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     train = sub.add_parser("train", help="train with GRPO (no arguments: embedded model, default task, CPU)")
     train.add_argument("config", nargs="?", help="YAML config file (optional)")
-    train.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. max_steps=10 rollout.group_size=4")
+    train.add_argument("overrides", nargs="*",
+                       help="dotted.key=value overrides, e.g. max_steps=10 rollout.group_size=4")
     train.add_argument("--resume", metavar="RUN_DIR", help="continue RUN_DIR from its newest complete checkpoint")
     train.set_defaults(func=cmd_train)
     from rlvr.cli.eval import register_eval  # torch-free; `eval` lives with `generate` (issue #10)

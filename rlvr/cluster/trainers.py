@@ -1,9 +1,12 @@
 """Trainer ranks as Ray actors (issue #11, item 5): `rlvr train ray.enabled=true ray.trainer_ranks=N` makes the
 `rlvr train` process a thin Ray driver. It places N actors in one placement group, gives each the rendezvous
 environment torchrun gives a rank (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), and
-each actor then runs `rlvr train` with the driver's own argv: the very code path of a torchrun rank (rlvr/cli/main.py
-cmd_train -> recipes/grpo.py train -> distributed/context.py init_distributed). Rank 0 alone writes the run
-directory, `--resume` reads it, and each rank keeps its in-process engine and verifiers, all as under torchrun.
+each actor then calls the driver's training function (rlvr.grpo.loop.train) on the driver's own RunConfig (the
+one `rlvr train` read from its command line): the very code path of a torchrun rank from there on (grpo/loop.py
+train -> distributed/context.py init_distributed). Both come from the caller, as Ray Train takes its
+train_loop_per_worker, so that this package imports neither the CLI nor grpo, which import it (issue 25: no
+import circles). Rank 0 alone writes the run directory, `--resume` reads it, and each rank keeps its in-process
+engine and verifiers, all as under torchrun.
 No algorithm code lives here: only placement, environment, waiting and stopping.
 
 Placement strategy PACK, not STRICT_PACK: PACK puts the ranks on as few nodes as it can (collectives inside a node
@@ -18,7 +21,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from rlvr.cluster.session import RayBackendError, acquire, check_resources, get, release
 from rlvr.config.base import ConfigError
@@ -26,8 +29,8 @@ from rlvr.config.base import ConfigError
 if TYPE_CHECKING:
     from rlvr.config.run import RunConfig
 
-# Set in every rank actor: its WORLD_SIZE comes from this driver, so `rlvr train` there trains instead of driving.
-RANKS_ENV = "RLVR_RAY_TRAINER_RANKS"
+# What each rank actor runs: rlvr.grpo.loop.train, handed in by the CLI (see the module docstring).
+Train = Callable[["RunConfig"], object]
 POLL_S = 0.5  # how often the driver looks at its ranks and at a pending stop signal
 CALL_TIMEOUT_S = 120.0  # an actor's small calls: where it landed, a free port
 # Once one rank has returned, the others are past the last collective (grpo.train's final barrier): one that has
@@ -58,9 +61,9 @@ class RankLaunch:
 
 def drives_ranks(trainer_ranks: int, env: Mapping[str, str] = os.environ) -> bool:
     """True: this `rlvr train` process is the Ray driver of `trainer_ranks` actors. False: it trains itself (one
-    process, a torchrun rank, or one of the Ray rank actors). Started by torchrun with ray.trainer_ranks > 1 it
-    would start N actors per torchrun rank: one clear error instead."""
-    if trainer_ranks == 1 or env.get(RANKS_ENV):
+    process or a torchrun rank; the Ray rank actors call the training function directly and never ask). Started by
+    torchrun with ray.trainer_ranks > 1 it would start N actors per torchrun rank: one clear error instead."""
+    if trainer_ranks == 1:
         return False
     world = env.get("WORLD_SIZE", "1").strip()
     if world not in ("", "1"):
@@ -91,8 +94,7 @@ def rank_environments(ordered: list[RankPlace], master_port: int) -> list[RankLa
     for rank, place in enumerate(ordered):
         mates = [p for p in ordered if p.node_id == place.node_id]
         env = {"RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": str(mates.index(place)),
-               "LOCAL_WORLD_SIZE": str(len(mates)), "MASTER_ADDR": master.node_ip, "MASTER_PORT": str(master_port),
-               RANKS_ENV: str(world)}
+               "LOCAL_WORLD_SIZE": str(len(mates)), "MASTER_ADDR": master.node_ip, "MASTER_PORT": str(master_port)}
         gpus = [g for p in mates for g in p.gpu_ids]
         if gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
@@ -101,7 +103,7 @@ def rank_environments(ordered: list[RankPlace], master_port: int) -> list[RankLa
 
 
 class TrainerRankActor:
-    """What runs inside each actor: say where it is, find a free port, then `rlvr train` as a torchrun rank."""
+    """What runs inside each actor: say where it is, find a free port, then train as a torchrun rank."""
 
     def place(self, bundle: int) -> RankPlace:
         import ray
@@ -117,13 +119,12 @@ class TrainerRankActor:
             probe.bind(("", 0))
             return int(probe.getsockname()[1])
 
-    def train(self, argv: list[str], env: dict[str, str], cwd: str) -> int:
+    def train(self, train: Train, config: RunConfig, env: dict[str, str], cwd: str) -> int:
         os.environ.update(env)  # before torch initialises CUDA or a process group
-        if os.path.isdir(cwd):  # relative paths in argv mean what they meant to the driver (another node: the
-            os.chdir(cwd)       # same path on a shared filesystem, as under torchrun)
-        from rlvr.cli.main import cmd_train, parse
-
-        return cmd_train(parse(argv))
+        if os.path.isdir(cwd):  # relative paths in the config mean what they meant to the driver (another node:
+            os.chdir(cwd)       # the same path on a shared filesystem, as under torchrun)
+        train(config)
+        return 0
 
 
 def _send_signal(pid: int, signum: int) -> None:
@@ -200,15 +201,15 @@ class TrainerRanks:
     def _call(self, method: Any, args: tuple, what: str, timeout_s: float = CALL_TIMEOUT_S) -> Any:
         return get(self._ray, method.remote(*args), timeout_s, what, on_error=self.stop)
 
-    def run(self, argv: list[str], cwd: str, signals: StopSignals) -> None:
-        """Rendezvous, then `rlvr train argv` on every rank; returns when all ranks have returned."""
+    def run(self, train: Train, config: RunConfig, cwd: str, signals: StopSignals) -> None:
+        """Rendezvous, then `train(config)` on every rank; returns when all ranks have returned."""
         ordered = order_ranks(self.places)
         port = self._call(self.actors[ordered[0].bundle].free_port, (), "finding a free port on trainer rank 0")
         launches = rank_environments(ordered, port)
         nodes = sorted({p.node_ip for p in ordered})
         print(f"rlvr: {self.size} trainer ranks as Ray actors on {len(nodes)} node(s) {nodes}; rendezvous at "
               f"{ordered[0].node_ip}:{port}", flush=True)
-        pending = {self.actors[x.place.bundle].train.remote(argv, x.env, cwd): x for x in launches}
+        pending = {self.actors[x.place.bundle].train.remote(train, config, x.env, cwd): x for x in launches}
         signals.graceful = True
         self._wait(pending, signals)
 
@@ -270,7 +271,7 @@ def _check_a_node_fits(ray: Any, bundle: dict[str, float]) -> None:
                               f"the nodes have {biggest}")
 
 
-def drive_trainer_ranks(config: RunConfig, argv: list[str]) -> int:
+def drive_trainer_ranks(config: RunConfig, train: Train) -> int:
     """`rlvr train` as the Ray driver: what the ranks would refuse is refused here before any actor starts, then
     the ranks are placed and run; whatever happens, the actors are stopped and the cluster released."""
     from rlvr.distributed.checks import check_supported
@@ -281,7 +282,7 @@ def drive_trainer_ranks(config: RunConfig, argv: list[str]) -> int:
     try:
         with signals:
             ranks = TrainerRanks.place(ray, config)
-            ranks.run(argv, os.getcwd(), signals)
+            ranks.run(train, config, os.getcwd(), signals)
     except KeyboardInterrupt:
         cause = " then ".join(signals.received) or "KeyboardInterrupt"
         raise RayBackendError(f"stopped by {cause}: the trainer-rank actors were killed at once (the run directory "

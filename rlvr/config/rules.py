@@ -4,18 +4,25 @@ the list of fields and their defaults."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Any, Literal, get_args
 
-if TYPE_CHECKING:
-    from rlvr.config.run import RunConfig
+# A RunConfig (config/run.py), typed loosely on purpose: run.py calls these rules from RunConfig's validator, so
+# naming the class here, even for type checkers only, would make the two modules import each other (issue 25: no
+# import circles, tests/test_layout.py).
+AnyRunConfig = Any
+# The keys of rlvr.tasks.TASKS and rlvr.verifiers.VERIFIERS, in their order (tests/test_config.py checks that they
+# agree): names are checked against these, so config imports no registry (issue 25). task.name and task.verifiers
+# stay plain `str` fields: a TaskConfig built in code still reaches build_task, whose message names the valid tasks.
+TaskName = Literal["arithmetic", "qa"]
+VerifierName = Literal["math", "format", "answer_format", "think_format", "tag_count", "language", "tool_call", "code"]
 
 
-def run_config_problems(c: "RunConfig") -> list[str]:
+def run_config_problems(c: AnyRunConfig) -> list[str]:
     return [*_batch_problems(c), *_task_problems(c), *_algorithm_problems(c), *_correction_problems(c),
             *_lora_problems(c), *_engine_problems(c), *_ray_trainer_problems(c), *_precision_problems(c)]
 
 
-def _engine_problems(c: "RunConfig") -> list[str]:
+def _engine_problems(c: AnyRunConfig) -> list[str]:
     # Ray trainer ranks keep the in-process engine (issue #11, item 5), which shares the policy's weights
     ray_engine = c.ray.enabled and c.ray.trainer_ranks == 1
     e, own_weights = c.rollout.engine, c.rollout.engine.kind != "hf" or ray_engine
@@ -45,7 +52,7 @@ def _engine_problems(c: "RunConfig") -> list[str]:
     return []
 
 
-def _ray_trainer_problems(c: "RunConfig") -> list[str]:
+def _ray_trainer_problems(c: AnyRunConfig) -> list[str]:
     """Trainer ranks as Ray actors (issue #11, item 5): what rlvr/cluster/trainers.py cannot place or run."""
     r = c.ray
     if r.trainer_ranks == 1:
@@ -65,7 +72,7 @@ def _ray_trainer_problems(c: "RunConfig") -> list[str]:
     return []
 
 
-def _lora_problems(c: "RunConfig") -> list[str]:
+def _lora_problems(c: AnyRunConfig) -> list[str]:
     lora = c.model.lora
     if not lora.enabled:
         return []
@@ -77,7 +84,7 @@ def _lora_problems(c: "RunConfig") -> list[str]:
     return []
 
 
-def _batch_problems(c: "RunConfig") -> list[str]:
+def _batch_problems(c: AnyRunConfig) -> list[str]:
     batch = c.batch_size
     if batch % c.optimizer.micro_batch_size and c.optimizer.micro_batch_size < batch:
         return [f"optimizer.micro_batch_size={c.optimizer.micro_batch_size} must divide the batch "
@@ -88,7 +95,7 @@ def _batch_problems(c: "RunConfig") -> list[str]:
     return []
 
 
-def _task_problems(c: "RunConfig") -> list[str]:
+def _task_problems(c: AnyRunConfig) -> list[str]:
     if c.task.name not in _known_tasks():
         return [f"task.name: unknown task {c.task.name!r}; allowed: {', '.join(_known_tasks())}"]
     unknown = set(c.task.verifiers) - set(_known_verifiers())
@@ -109,7 +116,7 @@ def _task_problems(c: "RunConfig") -> list[str]:
 GROUP_ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce_pp_baseline", "grpo_batch_std")
 
 
-def _algorithm_problems(c: "RunConfig") -> list[str]:
+def _algorithm_problems(c: AnyRunConfig) -> list[str]:
     a, problems = c.algorithm, []
     if a.clip_epsilon_high is not None and a.clip_epsilon_high < a.clip_epsilon:
         problems.append(f"algorithm.clip_epsilon_high={a.clip_epsilon_high:g} is below algorithm.clip_epsilon="
@@ -138,7 +145,7 @@ def _algorithm_problems(c: "RunConfig") -> list[str]:
     return problems
 
 
-def _sampling_problems(c: "RunConfig") -> list[str]:
+def _sampling_problems(c: AnyRunConfig) -> list[str]:
     a, problems = c.algorithm, []
     if c.rollout.dynamic_sampling.enabled is True and a.advantage not in GROUP_ESTIMATORS:
         problems.append(f"rollout.dynamic_sampling drops groups whose rewards tie, which carry no signal only for "
@@ -157,7 +164,7 @@ def _sampling_problems(c: "RunConfig") -> list[str]:
     return problems
 
 
-def _correction_problems(c: "RunConfig") -> list[str]:
+def _correction_problems(c: AnyRunConfig) -> list[str]:
     """With top_p < 1 the sampler's log-probs are of the renormalised nucleus: with identical weights each ratio
     pi/mu is then the nucleus mass (< 1) and the KL measures the truncation, not a disagreement; and no weight can
     reach tokens the nucleus never samples. Refused rather than silently mis-measured (issue #11)."""
@@ -170,7 +177,7 @@ def _correction_problems(c: "RunConfig") -> list[str]:
     return []
 
 
-def _precision_problems(c: "RunConfig") -> list[str]:
+def _precision_problems(c: AnyRunConfig) -> list[str]:
     """Mixed fp16 needs dynamic loss scaling (fp16's smallest normal is 6e-5, so small gradients underflow to 0:
     Micikevicius et al. 2018, sec. 3.2), which rlvr does not implement (issue #23, item 3); bf16 has fp32's exponent
     range and needs none. Pure fp16 (master_weights=same) stays what it was before mixed precision existed."""
@@ -183,18 +190,14 @@ def _precision_problems(c: "RunConfig") -> list[str]:
 
 
 def _known_tasks() -> list[str]:
-    from rlvr.tasks import TASKS  # late import, as for verifiers
-
-    return list(TASKS)
+    return list(get_args(TaskName))
 
 
 def _known_verifiers() -> list[str]:
-    from rlvr.verifiers import VERIFIERS  # late import: config must not pull in torch-heavy modules first
-
-    return list(VERIFIERS)
+    return list(get_args(VerifierName))
 
 
-def dynamic_sampling_applies(c: "RunConfig", world_size: int) -> bool:
+def dynamic_sampling_applies(c: AnyRunConfig, world_size: int) -> bool:
     """rollout.dynamic_sampling.enabled with "auto" decided (issue #12, item 4: the default run should spend no step
     on groups that all tie). Auto is on where dynamic sampling works and pays: one process (it picks prompts from
     rank-local rewards), synchronous rollouts (the next prompts depend on rewards not yet known) and a group
@@ -206,7 +209,7 @@ def dynamic_sampling_applies(c: "RunConfig", world_size: int) -> bool:
             and c.algorithm.advantage in GROUP_ESTIMATORS)
 
 
-def with_dynamic_sampling_decided(c: "RunConfig", world_size: int) -> "RunConfig":
+def with_dynamic_sampling_decided(c: AnyRunConfig, world_size: int) -> AnyRunConfig:
     """The config with rollout.dynamic_sampling.enabled a bool (what the training loop reads)."""
     on = dynamic_sampling_applies(c, world_size)
     sampling = c.rollout.dynamic_sampling.model_copy(update={"enabled": on})

@@ -14,9 +14,9 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-from rlvr.config.base import ConfigError, _Section  # noqa: F401  (ConfigError is imported from here everywhere)
-from rlvr.config.sections import (  # noqa: F401  (composed below)
-    DistributedConfig, EngineConfig, LoggingConfig, RayConfig, SampleConfig, SFTConfig)
+from rlvr.config.base import ConfigError, _Section  # ConfigError is imported from here everywhere
+from rlvr.config.rules import run_config_problems
+from rlvr.config.sections import DistributedConfig, EngineConfig, LoggingConfig, RayConfig, SampleConfig, SFTConfig
 
 EMBEDDED_MODEL = "embedded:SmolLM2-135M-Instruct"
 
@@ -108,12 +108,12 @@ class DynamicSamplingConfig(_Section):
 
 
 class CorrectionConfig(_Section):
-    """Rollout correction and the engine agreement check (issue #11; names as in rlvr/algorithms/correction.py). Mode none by
-    default: the in-process HF engine is the trainer's own model, so its weights are 1 to fp32 noise."""
+    """Rollout correction and the engine agreement check (issue #11; names as in rlvr/algorithms/correction.py).
+    Mode none by default: the in-process HF engine is the trainer's own model, so its weights are 1 to fp32 noise."""
 
     mode: Literal["none", "tis", "mis"] = Field(
-        "none", description="each token's surrogate times w = pi_old/mu (mu: the sampler): tis = min(w, cap), truncated "
-                           "IS (Yao et al. 2025) | mis = 0 where w > cap, else 1 (masked IS) | none = 1")
+        "none", description="each token's surrogate times w = pi_old/mu (mu: the sampler): tis = min(w, cap), "
+                           "truncated IS (Yao et al. 2025) | mis = 0 where w > cap, else 1 (masked IS) | none = 1")
     level: Literal["token", "sequence"] = Field("token", description="w per token, or per completion (the product)")
     cap: float = Field(2.0, gt=1, description="threshold of w (2.0, ms-swift's rollout_importance_sampling_threshold)")
     max_mismatch_kl: float | None = Field(0.01, ge=0, description="stop when KL(engine || trainer) per token exceeds "
@@ -280,8 +280,6 @@ class RunConfig(_Section):
 
     @model_validator(mode="after")
     def _check_combinations(self) -> "RunConfig":
-        from rlvr.config.rules import run_config_problems  # late: the rules module reads RunConfig's fields
-
         for problem in run_config_problems(self):
             raise ValueError(problem)
         return self

@@ -88,11 +88,9 @@ class DistContext:
         return torch.cat(padded, dim=0).to(rows.device)
 
     def micro_batch(self, policy: Any, last: bool) -> contextlib.AbstractContextManager:
-        """Gradient sync only on the step's last micro-batch (wrap.gradient_sync)."""
+        """Gradient sync only on the step's last micro-batch (gradient_sync below)."""
         if not self.enabled:
             return contextlib.nullcontext()
-        from rlvr.distributed.wrap import gradient_sync
-
         return gradient_sync(policy, last)
 
     def share(self, items: list, what: str = "rollout.prompts_per_step") -> list:
@@ -165,3 +163,14 @@ def shutdown(ctx: DistContext, finished: bool = True) -> None:
         if finished:
             dist.barrier()
         dist.destroy_process_group()
+
+
+def gradient_sync(policy: torch.nn.Module, last: bool) -> contextlib.AbstractContextManager:
+    """Accumulate micro-batch gradients locally and communicate once, in the last micro-batch's backward.
+    Every rank runs the same number of micro-batches (equal shares), so the collectives line up. Here, not in
+    wrap.py with the wrappers it reads, so that wrap.py depends on this module and not back (issue 25)."""
+    if hasattr(policy, "no_sync"):  # DDP
+        return contextlib.nullcontext() if last else policy.no_sync()
+    if hasattr(policy, "set_requires_gradient_sync"):  # FSDP2
+        policy.set_requires_gradient_sync(last)
+    return contextlib.nullcontext()

@@ -7,8 +7,7 @@ the tensors the update needs never travel this way.
 from __future__ import annotations
 
 from rlvr.distributed.context import DistContext
-from rlvr.grpo.dynamic_sampling import concat_groups  # the same re-padding join dynamic sampling does across draws
-from rlvr.types import RolloutBatch, ScoredBatch
+from rlvr.types import RolloutBatch, ScoredBatch, concat_groups  # the re-padding join dynamic sampling also uses
 
 
 def _cpu(rollouts: RolloutBatch) -> RolloutBatch:

@@ -102,16 +102,6 @@ def distribute_policy(model: torch.nn.Module, strategy: str, ctx: DistContext) -
     return WrappedPolicy(scorer, model, strategy)
 
 
-def gradient_sync(policy: torch.nn.Module, last: bool) -> contextlib.AbstractContextManager:
-    """Accumulate micro-batch gradients locally and communicate once, in the last micro-batch's backward.
-    Every rank runs the same number of micro-batches (equal shares), so the collectives line up."""
-    if hasattr(policy, "no_sync"):  # DDP
-        return contextlib.nullcontext() if last else policy.no_sync()
-    if hasattr(policy, "set_requires_gradient_sync"):  # FSDP2
-        policy.set_requires_gradient_sync(last)
-    return contextlib.nullcontext()
-
-
 def fsdp_modules(policy: torch.nn.Module) -> list:
     from torch.distributed.fsdp import FSDPModule
 
@@ -165,7 +155,8 @@ class ShardedLM:
 
     @property
     def rlvr_compute_dtype(self):
-        """The model's compute dtype (rlvr/model/precision.py): a mixed-precision policy decodes under its autocast too."""
+        """The model's compute dtype (rlvr/model/precision.py): a mixed-precision policy decodes under its
+        autocast too."""
         return getattr(self._wrapped.model, "rlvr_compute_dtype", None)
 
 

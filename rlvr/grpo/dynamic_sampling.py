@@ -2,7 +2,8 @@
 and teaches nothing, yet still costs a forward and backward pass and dilutes the batch. Keep drawing prompts
 until the batch holds the requested number of groups with reward spread, up to a cap on extra prompts.
 
-Also the group-level helpers it needs: selecting and concatenating RolloutBatch / ScoredBatch groups.
+Also the group-level helper it needs: selecting RolloutBatch / ScoredBatch groups (concatenating them is
+rlvr.types.concat_groups, which the distributed gather shares).
 """
 from __future__ import annotations
 
@@ -11,10 +12,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 import torch
-import torch.nn.functional as F
 
 from rlvr.algorithms.advantages import tied_groups
-from rlvr.types import RolloutBatch, ScoredBatch
+from rlvr.types import RolloutBatch, ScoredBatch, concat_groups
 
 
 def select_groups(rollouts: RolloutBatch, scored: ScoredBatch, groups: list[int]
@@ -33,37 +33,6 @@ def select_groups(rollouts: RolloutBatch, scored: ScoredBatch, groups: list[int]
                        verdicts={k: [v[r] for r in rows] for k, v in scored.verdicts.items()},
                        scores={k: v[rows] for k, v in scored.scores.items()})
     return picked, kept
-
-
-def _pad_left(t: torch.Tensor, width: int) -> torch.Tensor:
-    return F.pad(t, (width - t.shape[1], 0))
-
-
-def _pad_right(t: torch.Tensor, width: int) -> torch.Tensor:
-    return F.pad(t, (0, width - t.shape[1]))
-
-
-def concat_groups(parts: list[tuple[RolloutBatch, ScoredBatch]]) -> tuple[RolloutBatch, ScoredBatch]:
-    """Batches from several draws -> one. Prompts are re-padded on the left, completions on the right; the
-    padding value is irrelevant because masks (not pad ids) say which tokens exist (docs/design.md principle 6)."""
-    rollouts = [r for r, _ in parts]
-    P = max(r.prompt_ids.shape[1] for r in rollouts)
-    C = max(r.completion_ids.shape[1] for r in rollouts)
-    merged = RolloutBatch(
-        prompts=[p for r in rollouts for p in r.prompts], group_size=rollouts[0].group_size,
-        prompt_ids=torch.cat([_pad_left(r.prompt_ids, P) for r in rollouts]),
-        prompt_mask=torch.cat([_pad_left(r.prompt_mask, P) for r in rollouts]),
-        completion_ids=torch.cat([_pad_right(r.completion_ids, C) for r in rollouts]),
-        completion_mask=torch.cat([_pad_right(r.completion_mask, C) for r in rollouts]),
-        sampling_logprobs=torch.cat([_pad_right(r.sampling_logprobs, C) for r in rollouts]),
-        completions=[c for r in rollouts for c in r.completions],
-        truncated=torch.cat([r.truncated for r in rollouts]))
-    scored = [s for _, s in parts]
-    merged_scores = ScoredBatch(
-        rewards=torch.cat([s.rewards for s in scored]), scorable=torch.cat([s.scorable for s in scored]),
-        verdicts={k: [v for s in scored for v in s.verdicts[k]] for k in scored[0].verdicts},
-        scores={k: torch.cat([s.scores[k] for s in scored]) for k in scored[0].scores})
-    return merged, merged_scores
 
 
 @dataclass
@@ -92,8 +61,9 @@ def next_request(missing: int, informative: int, drawn: int, cap_left: int) -> i
 def draw_informative_groups(draw: Draw, wanted: int, max_extra_prompts: int
                             ) -> tuple[RolloutBatch, ScoredBatch, DrawStats]:
     """Draw `wanted` groups, then more (sized by `next_request`, at most max_extra_prompts in all) until
-    `wanted` groups with reward spread are held; surplus informative groups are left out. If the cap is hit first, the batch is topped up with tied
-    groups so that its size, and so the step's scale, stays the same (verl stops the run instead)."""
+    `wanted` groups with reward spread are held; surplus informative groups are left out. If the cap is hit
+    first, the batch is topped up with tied groups so that its size, and so the step's scale, stays the same (verl
+    stops the run instead)."""
     informative: list[tuple[RolloutBatch, ScoredBatch]] = []
     tied: list[tuple[RolloutBatch, ScoredBatch]] = []
     extra, rounds, request = 0, 0, wanted

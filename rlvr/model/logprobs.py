@@ -1,5 +1,5 @@
-"""Model forward -> per-token log-probs (and entropy) of completion tokens. With rlvr/model/fused_head.py (the LM head and
-log p(target) as one autograd node), the only modules that touch logits.
+"""Model forward -> per-token log-probs (and entropy) of completion tokens. With rlvr/model/fused_head.py (the LM
+head and log p(target) as one autograd node), the only modules that touch logits.
 
 Savings over the usual "concatenate prompt and completion, pad to the longest, run the model on B rows":
 - Packing (issue #12, item 3): the micro-batch's real tokens go through the model as ONE sequence without
@@ -23,10 +23,11 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from rlvr.model.blocked_attention import blocked_attention_on, blocked_supported
-from rlvr.model.fused_layers import fused_layers_on
 from rlvr.model.fused_head import fused_head_applies, head_logprobs_fused, tied_input_embeddings
+from rlvr.model.fused_layers import fused_layers_on
 from rlvr.model.packing import Packed, additive_mask, is_prefix_mask, pack, packed_tokens, row_groups
 from rlvr.model.precision import in_compute_dtype
+from rlvr.types import length_order
 
 # Rows of [tokens, vocabulary] logits made at once: 1024 x 49152 fp32 = 200 MB for SmolLM2's vocabulary.
 HEAD_CHUNK_TOKENS = 1024
@@ -38,20 +39,6 @@ MAX_PACKED_TOKENS = 4096
 def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     """Positions that skip left padding, matching the positions used when sampling (else log-probs drift)."""
     return (attention_mask.long().cumsum(dim=-1) - 1).clamp(min=0)
-
-
-def length_order(completion_mask: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """Row order for micro-batching: groups (rows sharing a prompt) stay together, longest group first.
-
-    Micro-batches of similar length waste the least padding, and keeping each group whole keeps one
-    prompt prefill per group (sorting single rows would split groups and prefill their prompt twice).
-    """
-    lengths = completion_mask.sum(dim=1)
-    # on the rows' device: a CPU tensor scattered into with CUDA indices crashed the first GPU step (issue #23)
-    group_max = torch.zeros(int(rows.max()) + 1, dtype=lengths.dtype, device=rows.device).scatter_reduce(
-        0, rows, lengths, reduce="amax", include_self=False)
-    key = group_max[rows] * (rows.numel() + 1) - rows  # descending length, then ascending prompt index
-    return key.argsort(descending=True, stable=True)
 
 
 def prefill(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, rows: torch.Tensor):

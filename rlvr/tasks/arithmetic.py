@@ -20,7 +20,7 @@ from functools import lru_cache
 from typing import Iterator
 
 from rlvr.config.run import ConfigError, TaskConfig
-from rlvr.tasks import first, sample_forever
+from rlvr.tasks.base import first, sample_forever
 from rlvr.tasks.chat import EXAMPLE_CANONICAL, build_messages
 from rlvr.types import Prompt
 

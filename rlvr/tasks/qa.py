@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from rlvr.config.run import ConfigError, TaskConfig
-from rlvr.tasks import first, sample_forever
+from rlvr.tasks.base import first, sample_forever
 from rlvr.tasks.chat import build_messages
 from rlvr.tasks.screening import Screening, scan_jsonl
 from rlvr.types import Prompt

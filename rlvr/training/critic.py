@@ -14,11 +14,12 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from rlvr.model import precision
-from rlvr.config.run import ModelConfig
 from rlvr.algorithms.gae import value_loss
-from rlvr.model.logprobs import completion_hidden_states, length_order
+from rlvr.config.run import ModelConfig
+from rlvr.model import precision
 from rlvr.model.load import load_model
+from rlvr.model.logprobs import completion_hidden_states
+from rlvr.types import length_order
 
 
 @dataclass(frozen=True)

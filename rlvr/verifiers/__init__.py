@@ -1,8 +1,9 @@
 """Verifiers: `verify(completion, reference) -> Verdict`, never raising (docs/design.md principle 7).
 
 `VERIFIERS` is the one place a verifier is chosen by name (docs/design.md principle 5): name -> factory taking
-the TaskConfig. Factories import their module lazily because config validation imports this package to
-check `task.verifiers` names, and must not pay for torch or sympy to do so.
+the TaskConfig. Factories import their module lazily: `rlvr verify` and the reward workers import this package and
+pay only for the verifiers they build (sympy, the code sandbox). Config validation checks `task.verifiers` names
+against rlvr.config.rules.VerifierName instead, a list tests/test_config.py keeps equal to VERIFIERS (issue 25).
 """
 from __future__ import annotations
 
@@ -67,14 +68,15 @@ def _answer_format(task: TaskConfig) -> Verifier:
 
 
 def _code(task: TaskConfig) -> Verifier:
-    from rlvr.verifiers.code.verifier import CodeVerifier
     from rlvr.verifiers.code.sandbox import SandboxConfig
+    from rlvr.verifiers.code.verifier import CodeVerifier
 
     sandbox = SandboxConfig(time_limit_s=task.code_time_limit_s, memory_mb=task.code_memory_mb,
                             allow_unsandboxed=task.code_unsandboxed)
     return CodeVerifier(mode=task.code_reward_mode, sandbox=sandbox)
 
 
+# A new verifier also goes into rlvr.config.rules.VerifierName, the names config validation accepts (a test checks).
 VERIFIERS: dict[str, Callable[[TaskConfig], Verifier]] = {
     "math": _math,  # final answer vs reference: exact numbers, else math-verify with a time budget
     "format": _format,  # R1 layout: <think>...</think><answer>...</answer>

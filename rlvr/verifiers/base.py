@@ -5,8 +5,8 @@ Outcome.ERROR with score 0 and a detail saying what, so one bad sample cannot st
 a verifier bug can never hand out reward. `safe_verify` enforces that at the call site as well, for
 verifiers written by users that forget to.
 
-This module stays free of torch at import time (config validation imports `rlvr.verifiers`), so the
-record types are imported inside the helpers.
+This module stays free of torch at import time (verifier worker processes and `rlvr verify` import
+`rlvr.verifiers` without it), so the record types are imported inside the helpers.
 """
 from __future__ import annotations
 

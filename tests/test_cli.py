@@ -414,3 +414,43 @@ def test_sft_and_sample_refuse_ray_trainer_ranks(command, tmp_path, capsys):
     assert main([command, "ray.trainer_ranks=2", "ray.enabled=true", f"output_dir={out}"]) == 2
     assert "only `rlvr train` runs trainer ranks" in capsys.readouterr().err
     assert not out.exists()
+
+
+# Every error a user can act on derives from rlvr.errors.UserFacingError (issue 25): those 17 modules once set a
+# `user_facing` flag, and the last 4 of this list were matched by class name in main().
+USER_FACING = [("rlvr.cli.main", "UsageError"), ("rlvr.config.base", "ConfigError"),
+               ("rlvr.cli.verify", "VerifyInputError"), ("rlvr.model.load", "ModelError"),
+               ("rlvr.model.lora", "LoraError"), ("rlvr.evaluation.target", "InferenceInputError"),
+               ("rlvr.tasks.cold_start", "ColdStartError"), ("rlvr.metrics.sinks", "SinkError"),
+               ("rlvr.rollout.process", "EngineProcessError"), ("rlvr.rollout.pipelined", "PrefetchTimeout"),
+               ("rlvr.rollout.vllm.convert", "VLLMError"), ("rlvr.rewards.reward_model", "RewardModelError"),
+               ("rlvr.viz.jsonl", "RunDataError"), ("rlvr.distributed.context", "DistributedError"),
+               ("rlvr.cluster.session", "RayBackendError"), ("rlvr.sft.step", "SFTOutOfMemory"),
+               ("rlvr.sft.data", "SFTDataError"), ("rlvr.algorithms.correction", "EngineMismatch"),
+               ("rlvr.sampling", "SampleError"), ("rlvr.tasks.qa", "DatasetError"),
+               ("rlvr.training.guards", "TrainingDiverged"), ("rlvr.training.update", "MicroBatchOutOfMemory"),
+               ("rlvr.checkpoint.store", "CheckpointError")]
+
+
+def _raise_in_command(monkeypatch, error: BaseException) -> None:
+    import rlvr.cli.main as cli_main
+
+    def refuse(command):
+        raise error
+    monkeypatch.setattr(cli_main, "refuse_extra_ranks", refuse)  # the first call inside main()'s try
+
+
+@pytest.mark.parametrize("module, name", USER_FACING)
+def test_a_user_facing_error_from_any_module_is_one_line_exit_2(monkeypatch, capsys, module, name):
+    import importlib
+
+    _raise_in_command(monkeypatch, getattr(importlib.import_module(module), name)(f"{name}: lower x.y"))
+    code, out, err = run(capsys, "verify", "--verifier", "math", "--input", "in.jsonl")
+    assert code == 2 and out == ""
+    assert_one_line_error(err, f"rlvr: error: {name}: lower x.y")
+
+
+def test_any_other_error_is_a_bug_and_keeps_its_traceback(monkeypatch):
+    _raise_in_command(monkeypatch, RuntimeError("not phrased for the user"))
+    with pytest.raises(RuntimeError, match="not phrased for the user"):
+        main(["verify", "--verifier", "math", "--input", "in.jsonl"])

@@ -8,6 +8,7 @@ from collections import Counter
 
 import pytest
 
+from rlvr.errors import UserFacingError
 from rlvr.config.run import ModelConfig, TaskConfig
 from rlvr.tasks.arithmetic import ArithmeticTask, splits
 from rlvr.tasks.cold_start import ColdStartError, arithmetic_derivations, cold_start_rows, selection
@@ -153,7 +154,7 @@ def test_qa_without_any_rationale_is_one_clear_error(tmp_path):
     path = write_jsonl(tmp_path / "bare.jsonl", [{"question": f"q{i}", "answer": str(i)} for i in range(30)])
     with pytest.raises(ColdStartError, match="no cold-start data|worked solution") as err:
         cold_start_rows(TaskConfig(name="qa", path=str(path)), 0, seed=0)
-    assert err.value.user_facing and "'answer'" in str(err.value) and "sft.data" in str(err.value)
+    assert isinstance(err.value, UserFacingError) and "'answer'" in str(err.value) and "sft.data" in str(err.value)
 
 
 def test_unknown_task_is_one_clear_error():

@@ -15,6 +15,7 @@ from test_rollout import STOPS, engine, prompts, tiny_llama  # the tiny random L
 from test_train_tiny import tiny_overrides
 from test_update import perturbed
 
+from rlvr.errors import UserFacingError
 from rlvr.cli.main import main
 from rlvr.config.run import ConfigError, RunConfig, load_config
 from rlvr.algorithms.correction import (CorrectionSettings, CorrectionStats, EngineMismatch, check_agreement, correction_stats,
@@ -144,12 +145,12 @@ def test_agreement_check_raises_one_clear_error():
     text = str(err.value)
     for part in ("disagree", "0.25", "max_mismatch_kl=0.01", "weight sync", "temperature", "stale"):
         assert part in text, part
-    assert EngineMismatch.user_facing  # rlvr/cli/main.py main() prints it as one line, exit 2
+    assert issubclass(EngineMismatch, UserFacingError)  # rlvr/cli/main.py main() prints it as one line, exit 2
 
 
 @pytest.mark.parametrize("kl, threshold", [(0.25, None), (0.25, 0.0), (0.005, 0.01), (math.nan, 0.01)])
 def test_agreement_check_passes_when_off_below_or_nan(kl, threshold):
-    # NaN comes from a diverged trainer, which the non-finite-step guard handles (divergence.py)
+    # NaN comes from a diverged trainer, which the non-finite-step guard handles (rlvr/training/guards.py)
     assert check_agreement(kl, threshold) is None
 
 

@@ -15,6 +15,7 @@ from safetensors.torch import load_file
 from test_train_tiny import tiny_overrides
 from test_update import perturbed
 
+from rlvr.errors import UserFacingError
 from rlvr.cli.main import main
 from rlvr.config.run import load_config
 from rlvr.grpo.backends import host_settings
@@ -130,7 +131,7 @@ def test_a_killed_engine_process_is_one_clear_error_not_a_hang(tiny_model_dir):
         with pytest.raises(EngineProcessError, match="was killed by signal 9 while generating rollouts") as err:
             engine.generate(PROMPTS, 2, SAMPLING)
         # noticed by the liveness poll (every POLL_S), not by REPLY_TIMEOUT_S
-        assert err.value.user_facing and "hf_process" in str(err.value)
+        assert isinstance(err.value, UserFacingError) and "hf_process" in str(err.value)
     finally:
         engine.close()
     assert not engine.process.is_alive()

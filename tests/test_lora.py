@@ -9,6 +9,7 @@ from transformers import AutoModelForCausalLM
 
 pytest.importorskip("peft")  # the `test` extra installs it; without it this file has nothing to test
 
+from rlvr.errors import UserFacingError  # noqa: E402
 from rlvr.cli.main import main  # noqa: E402
 from rlvr.config.run import ConfigError, LoraConfig, load_config  # noqa: E402
 from rlvr.model.logprobs import batched_logprobs  # noqa: E402
@@ -125,7 +126,7 @@ def test_bad_lora_config_is_one_clear_error(tiny_model_dir, tmp_path, override, 
 
 
 def test_unknown_target_module_names_what_the_model_has(tiny_model_dir, tmp_path, capsys):
-    assert LoraError.user_facing
+    assert issubclass(LoraError, UserFacingError)
     out = tmp_path / "run"
     assert main(["train", *tiny_overrides(tiny_model_dir, out, steps=1), *LORA,
                  "model.lora.target_modules=[qkv]"]) == 2

@@ -11,6 +11,7 @@ from transformers import AutoModelForCausalLM
 
 ray = pytest.importorskip("ray")
 
+from rlvr.errors import UserFacingError  # noqa: E402
 from rlvr.cluster.ray_backend import RayBackendError, RayEngine, RayRewardService  # noqa: E402
 from rlvr.config.run import load_config  # noqa: E402
 from rlvr.grpo.backends import host_settings  # noqa: E402
@@ -93,7 +94,7 @@ def test_weight_sync_reaches_the_actor_and_a_dead_actor_is_one_clear_error(tiny_
     ray.kill(engine._actor, no_restart=True)
     with pytest.raises(RayBackendError, match="generate .*Ray rollout engine actor.*died") as err:
         engine.generate(prompts, 2, SamplingParams(max_new_tokens=4, seed=7))
-    assert err.type.user_facing  # rlvr/cli/main.py prints it as `rlvr: error: ...`
+    assert issubclass(err.type, UserFacingError)  # rlvr/cli/main.py prints it as `rlvr: error: ...`
     engine.close()
     engine.close()  # idempotent
 

@@ -8,6 +8,7 @@ from itertools import count
 
 import pytest
 
+from rlvr.errors import UserFacingError
 from rlvr.sampling import SampleError
 from rlvr.sampling.mix import general_count, plan_mix, read_general_rows, row_problem, shuffled
 from rlvr.sampling.records import (
@@ -126,7 +127,7 @@ def test_bad_general_file_is_one_clear_error(tmp_path, line, message):
     with pytest.raises(SampleError, match="sample.mix_path") as err:
         read_general_rows(path)
     assert message in str(err.value)
-    assert getattr(err.value, "user_facing", False)
+    assert isinstance(err.value, UserFacingError)
 
 
 def test_general_file_missing_or_empty(tmp_path):

@@ -18,8 +18,8 @@ from rlvr.model.load import load_model, load_tokenizer
 from rlvr.sft.batching import micro_batches, pack_rows, pad_rows, row_stream, total_steps
 from rlvr.sft.data import BadRow, ChatRow, Turn
 from rlvr.sft.masking import encode_row
-from rlvr.sft.step import StepSettings, sft_step, target_nll
-from rlvr.sft.trainer import SFTLogger, sft
+from rlvr.sft.step import SFTOutOfMemory, StepSettings, sft_step, target_nll
+from rlvr.sft.trainer import SFTLogger, setup, sft
 
 ONE_SHOT = (Turn("user", "What is 3 + 4?"), Turn("assistant", "7"), Turn("user", "What is 2 + 2?"),
             Turn("assistant", "4 ok"))
@@ -192,6 +192,17 @@ def test_end_to_end_lowers_the_loss_on_a_repeated_example(tiny_model_dir, tmp_pa
     assert (out / "final" / "config.json").is_file() and list((out / "checkpoints").glob("step-000012/COMPLETE"))
 
 
+
+def test_setup_builds_the_trainers_fused_adamw_and_warm_up(tiny_model_dir, tmp_path):
+    """rlvr/training/optim.py, as GRPO: fused AdamW (issue 25; SFT's steps may differ from the old foreach AdamW
+    at float rounding), lr 1e-3 warmed up over 2 steps."""
+    out = tmp_path / "run"
+    out.mkdir()
+    run = setup(load_config(None, overrides(tiny_model_dir, out, write_data(tmp_path / "d.jsonl"))), out)
+    run.logger.close()
+    group = run.optimizer.param_groups[0]
+    assert group["fused"] is True and (group["lr"], group["weight_decay"]) == (pytest.approx(5e-4), 0.01)
+
 def weights(path) -> dict[str, torch.Tensor]:
     return load_file(path / "model.safetensors")
 
@@ -248,3 +259,24 @@ def test_cli_errors_are_one_line_and_claim_no_directory(tiny_model_dir, tmp_path
     assert not out.exists()  # the claimed directory is released when nothing was written
     assert main(["sft", "--resume", str(tmp_path / "nowhere")]) == 2
     assert "not an rlvr run directory" in capsys.readouterr().err
+
+
+
+@pytest.mark.parametrize("error, raised", [
+    (torch.OutOfMemoryError("CUDA out of memory (injected)"), SFTOutOfMemory),
+    (RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 123 bytes (injected)"),
+     SFTOutOfMemory),
+    (RuntimeError("shapes cannot be multiplied (injected)"), RuntimeError),  # a bug is not relabelled
+])
+def test_out_of_memory_in_a_micro_batch_names_the_setting(tokenizer, model, error, raised):
+    """Both out-of-memory forms (rlvr/training/guards.py) become one SFTOutOfMemory naming the setting."""
+    policy = copy.deepcopy(model)
+
+    def fail(module, args):
+        raise error
+    policy.get_input_embeddings().register_forward_pre_hook(fail)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-2)
+    with pytest.raises(raised) as err:
+        sft_step(policy, examples_of(tokenizer), optimizer, None, StepSettings(2, "length_grouped", 1.0, 2))
+    assert (err.type is SFTOutOfMemory) == ("optimizer.micro_batch_size (now 2)" in str(err.value))
+    assert err.type is raised

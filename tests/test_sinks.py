@@ -10,6 +10,7 @@ import types
 
 import pytest
 
+from rlvr.errors import UserFacingError
 from rlvr.checkpoint.state import config_differences
 from rlvr.config.run import load_config
 from rlvr.metrics.logger import RunLogger
@@ -141,7 +142,7 @@ def test_a_missing_package_is_one_clear_error(tmp_path, monkeypatch, override, m
     monkeypatch.setitem(sys.modules, module, None)  # makes `import module` fail as if it were not installed
     with pytest.raises(SinkError) as err:
         build_sinks(load_config(None, [override]), tmp_path)
-    assert str(err.value) == message and err.value.user_facing
+    assert str(err.value) == message and isinstance(err.value, UserFacingError)
     with pytest.raises(SinkError):  # torchrun ranks > 0 check it as well: every rank stops at start
         build_sinks(load_config(None, [override]), tmp_path, writes=False)
 

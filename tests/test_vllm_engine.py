@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import pytest
 import torch
 
+from rlvr.errors import UserFacingError
 from rlvr.config.run import load_config
 from rlvr.grpo.backends import vllm_settings
 from rlvr.rollout.base import SamplingParams
@@ -169,7 +170,7 @@ def test_missing_vllm_is_one_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)  # `import vllm` raises ImportError, installed or not
     with pytest.raises(VLLMError, match=r"pip install 'rlvr\[vllm\]'") as err:
         build_vllm_engine(settings_of(), policy=None, tokenizer=None)
-    assert err.value.user_facing
+    assert isinstance(err.value, UserFacingError)
 
 
 def test_build_errors(monkeypatch):

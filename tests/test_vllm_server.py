@@ -25,6 +25,7 @@ import torch
 from test_update import perturbed
 from test_vllm_engine import vllm_model_dir  # noqa: F401 - a fixture: the tiny Llama vLLM's kernels accept
 
+from rlvr.errors import UserFacingError
 from rlvr.config.run import load_config
 from rlvr.algorithms.correction import EngineMismatch
 from rlvr.model.load import load_model, load_tokenizer
@@ -164,7 +165,7 @@ def test_server_errors_are_one_clear_error_with_the_servers_message(served):
     with pytest.raises(VLLMError, match=r"vllm_server_url=http://127\.0\.0\.1:\d+ answered HTTP 400 to POST "
                                         r"/v1/completions .*maximum context length is 512") as err:
         engine.generate(PROMPTS, 2, replace(SAMPLING, max_new_tokens=1000))
-    assert err.value.user_facing
+    assert isinstance(err.value, UserFacingError)
     rollouts = engine.generate(PROMPTS, 2, SAMPLING)
     with pytest.raises(VLLMError, match="without temperature"):  # this engine was told vLLM cannot temper them
         engine.teacher_forced_logprobs(rollouts, 0.7)

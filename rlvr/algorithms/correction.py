@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import torch
 
 from rlvr.algorithms.loss import kl_k3
+from rlvr.errors import UserFacingError
 
 MODES = ("none", "tis", "mis")
 LEVELS = ("token", "sequence")
@@ -152,16 +153,14 @@ def correction_stats(corrected: CorrectionWeights, trainer_logprobs: torch.Tenso
     return CorrectionStats(tokens, float((weights * inside).sum()), top, float(corrected.masked.sum()), kl)
 
 
-class EngineMismatch(RuntimeError):
+class EngineMismatch(UserFacingError, RuntimeError):
     """The rollout engine's log-probs disagree with the trainer's past the configured threshold."""
-
-    user_facing = True
 
 
 def check_agreement(kl: float, threshold: float | None) -> None:
     """Raise EngineMismatch when the measured KL(engine || trainer) exceeds `threshold` (None or 0: no check).
 
-    NaN does not raise: a non-finite trainer is the divergence guard's case (divergence.py), not the engine's.
+    NaN does not raise: a non-finite trainer is the divergence guard's case (rlvr/training/guards.py), not the engine's.
     """
     if not threshold or not kl > threshold:
         return

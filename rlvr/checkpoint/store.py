@@ -17,6 +17,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+from rlvr.errors import UserFacingError
 
 MANIFEST = "manifest.json"
 COMPLETE = "COMPLETE"
@@ -25,7 +26,7 @@ _NAME = re.compile(r"^step-(\d{6,})$")
 _STAGING_PREFIX = ".staging-"
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(UserFacingError, RuntimeError):
     """A checkpoint cannot be written or used; the message names the file and what is wrong."""
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from rlvr.config.run import RunConfig, validate_config
 from rlvr.evaluation.target import InferenceInputError, int_list, output_path, resolve_target
+from rlvr.seeding import seed_everything
 
 
 def register_eval(sub) -> None:
@@ -96,8 +97,6 @@ def eval_table(data: dict[str, Any]) -> str:
 
 
 def _scaling(config: RunConfig, model_path: str, output: Path) -> int:
-    import torch
-
     from rlvr.evaluation.evaluate import answer_mode_of
     from rlvr.evaluation.scaling import run_scaling, table, write_plot
     from rlvr.model.load import load_model, load_tokenizer
@@ -112,7 +111,7 @@ def _scaling(config: RunConfig, model_path: str, output: Path) -> int:
                                   f"task.verifiers is {sorted(config.task.verifiers)}")
     tokenizer = load_tokenizer(config.model)
     model = load_model(config.model, trainable=False)
-    torch.manual_seed(config.seed)
+    seed_everything(config.seed, python=False)  # torch only, as evaluate_model (rlvr/seeding.py)
     say = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
     e = config.eval
     engine = HFRolloutEngine(model, tokenizer, cuda_graphs=config.rollout.cuda_graphs)

@@ -7,16 +7,15 @@ import os
 import sys
 from pathlib import Path
 
-from rlvr.config.run import ConfigError, RunConfig, load_config
+from rlvr.config.run import RunConfig, load_config
+from rlvr.errors import UserFacingError
 
 
-class UsageError(Exception):
+class UsageError(UserFacingError):
     """A problem with the command line or its inputs, phrased for the user."""
 
-    user_facing = True
 
-
-# Modules with `register(subparsers)`; their commands raise exceptions with `user_facing = True` for input
+# Modules with `register(subparsers)`; their commands raise UserFacingError (rlvr/errors.py) for input
 # problems, which main() prints as one line (exit 2). Imports inside them stay lazy: `--help` loads no torch.
 EXTRA_COMMANDS = ("rlvr.cli.sft", "rlvr.cli.sample", "rlvr.cli.generate", "rlvr.cli.recipe",
                   "rlvr.cli.report")
@@ -138,25 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         refuse_extra_ranks(args.command)
         return args.func(args)
-    except (ConfigError, UsageError) as err:
+    except UserFacingError as err:  # config, data, model, checkpoint, engine...: one line; anything else is a bug
         print(f"rlvr: error: {err}", file=sys.stderr)
         return 2
-    except Exception as err:
-        if getattr(err, "user_facing", False):
-            print(f"rlvr: error: {err}", file=sys.stderr)
-            return 2  # known user-facing errors from other modules
-        from rlvr.cli.verify import VerifyInputError  # torch-free; checked before rlvr.model.load imports torch
-
-        if isinstance(err, VerifyInputError):
-            print(f"rlvr: error: {err}", file=sys.stderr)
-            return 2
-        from rlvr.model.load import ModelError
-
-        if isinstance(err, ModelError) or type(err).__name__ in {"DatasetError", "TrainingDiverged",
-                                                                    "MicroBatchOutOfMemory", "CheckpointError"}:
-            print(f"rlvr: error: {err}", file=sys.stderr)
-            return 2
-        raise
 
 
 if __name__ == "__main__":

@@ -24,11 +24,12 @@ from rlvr.config.run import TaskConfig
 from rlvr.types import Outcome, Verdict
 from rlvr.verifiers import VERIFIERS, Verifier, safe_verify
 from rlvr.verifiers.base import error_verdict
+from rlvr.errors import UserFacingError
 
 REFERENCE_FIELDS = ("reference", "answer")  # first present wins
 
 
-class VerifyInputError(ValueError):
+class VerifyInputError(UserFacingError, ValueError):
     """A problem with `rlvr verify`'s arguments or files, phrased for the user (exit code 2)."""
 
 

@@ -8,15 +8,14 @@ import threading
 from typing import Any, Callable, TypeVar
 
 import rlvr
+from rlvr.errors import UserFacingError
 
 T = TypeVar("T")
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(rlvr.__file__))
 
 
-class RayBackendError(RuntimeError):
+class RayBackendError(UserFacingError, RuntimeError):
     """A Ray actor died, timed out or could not be placed: one clear message, never a hang."""
-
-    user_facing = True
 
 
 class _Holders:

@@ -3,9 +3,10 @@ such as config/sections.py can build on it without an import circle)."""
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
+from rlvr.errors import UserFacingError
 
 
-class ConfigError(ValueError):
+class ConfigError(UserFacingError, ValueError):
     """A configuration problem, phrased for the user (no traceback needed)."""
 
 

@@ -19,8 +19,6 @@ from rlvr.config.run import ConfigError
 class DistributedError(ConfigError):
     """A setting that cannot run under this torchrun launch; one line, exit 2 (rlvr.cli.main)."""
 
-    user_facing = True
-
 
 @dataclass(frozen=True)
 class DistContext:

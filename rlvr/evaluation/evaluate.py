@@ -23,6 +23,7 @@ from rlvr.config.run import EvalConfig, RunConfig
 from rlvr.metrics.progress import SILENT, Progress, ProgressFactory, Reporter
 from rlvr.rewards.rewarder import Rewarder, build_rewarder
 from rlvr.rollout.base import RolloutEngine, SamplingParams
+from rlvr.seeding import seed_everything
 from rlvr.types import Outcome, Prompt, RolloutBatch, ScoredBatch
 from rlvr.evaluation.voting import best_of_n, extracted_answer, maj_at_k, pass_at_k
 
@@ -239,7 +240,7 @@ def evaluate_model(config: RunConfig, model_path: str) -> EvalResult:
     task, rewarder = build_task(config.task), build_rewarder(config)
     tokenizer = load_tokenizer(config.model)
     model = load_model(config.model, trainable=False)
-    torch.manual_seed(config.seed)
+    seed_everything(config.seed, python=False)  # torch only, as always (rlvr/seeding.py)
     mode = math_answer_mode(config.task) if "math" in rewarder.components else None
     engine = HFRolloutEngine(model, tokenizer, cuda_graphs=config.rollout.cuda_graphs)
     return evaluate(engine, rewarder, task.eval_prompts(config.eval.size), config.eval,

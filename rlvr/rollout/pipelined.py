@@ -23,12 +23,13 @@ from typing import Any
 
 from rlvr.rollout.base import SamplingParams
 from rlvr.types import Prompt, RolloutBatch
+from rlvr.errors import UserFacingError
 
 WAIT_TIMEOUT_S = 600.0  # a background generation (thread fallback) that takes longer is a hang, not a slow step
 
 
-class PrefetchTimeout(RuntimeError):
-    user_facing = True
+class PrefetchTimeout(UserFacingError, RuntimeError):
+    """The prefetched rollouts did not arrive in time: the engine looks stuck (one line, not a traceback)."""
 
 
 @dataclass

@@ -27,6 +27,7 @@ from rlvr.rollout.host import HostSettings, synced_parameters
 from rlvr.rollout.process_worker import (CONNECT_TIMEOUT_S, GROUP_PREFIX, CheckLayout, Close, Generate, Reply, Sync,
                                          TeacherForced, TensorSpec, serve)
 from rlvr.types import Prompt, RolloutBatch
+from rlvr.errors import UserFacingError
 
 # The longest any one command may take, generation included. No config field: a step of the real 135M model on
 # CPU takes well under a minute, and a hang, not a slow step, is what this guards against (issue #11).
@@ -35,10 +36,8 @@ CLOSE_TIMEOUT_S = 30.0  # close(): how long the child gets to finish what it is 
 POLL_S = 0.5  # how often a wait checks that the child is still alive
 
 
-class EngineProcessError(RuntimeError):
+class EngineProcessError(UserFacingError, RuntimeError):
     """The engine process failed, died, or did not answer in time."""
-
-    user_facing = True
 
 
 def _exit_text(exitcode: int | None) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +30,7 @@ from rlvr.sampling import SampleError
 from rlvr.sampling.mix import plan_mix, read_general_rows, shuffled
 from rlvr.sampling.records import (PROGRESS, Drawn, PromptRecord, append_progress, batch_seed, dataset_rows,
                                    draw_distinct, load_progress, model_step, write_atomic)
+from rlvr.seeding import seed_everything
 from rlvr.sampling.select import Candidate, gating_components, is_correct, select_best
 from rlvr.types import Outcome, Prompt
 
@@ -197,8 +197,7 @@ def _setup(config: RunConfig, run_dir: Path, resumed: bool, rewarder: Any, gener
     dump_config(config, run_dir / "config.yaml")
     (run_dir / PROGRESS).touch()
     say(f"run directory: {run_dir}" + (" (resuming)" if resumed else ""))
-    random.seed(config.seed)
-    torch.manual_seed(config.seed)
+    seed_everything(config.seed)
     if config.threads:
         torch.set_num_threads(config.threads)
     from rlvr.model.load import load_tokenizer

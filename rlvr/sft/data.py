@@ -31,8 +31,6 @@ SHOWN = 3  # bad rows named in the start-up line; the counts cover all
 class SFTDataError(ConfigError):
     """SFT data that cannot be used as given; printed by the CLI as one line (exit 2)."""
 
-    user_facing = True
-
 
 @dataclass(frozen=True)
 class Turn:

@@ -18,14 +18,14 @@ from torch.utils.checkpoint import checkpoint
 from rlvr.model.precision import in_compute_dtype
 from rlvr.sft.batching import MicroBatch, micro_batches
 from rlvr.sft.masking import Example
+from rlvr.training.guards import is_out_of_memory
+from rlvr.errors import UserFacingError
 
 HEAD_CHUNK = 1024  # target tokens per LM-head pass: [1024, 49k] fp32 logits = 0.2 GB
 
 
-class SFTOutOfMemory(RuntimeError):
+class SFTOutOfMemory(UserFacingError, RuntimeError):
     """A micro-batch does not fit in memory; the message names the setting to lower."""
-
-    user_facing = True
 
 
 @dataclass(frozen=True)
@@ -82,9 +82,8 @@ def sft_step(policy, examples: list[Example], optimizer: torch.optim.Optimizer, 
         try:
             part = target_nll(policy, micro) / total
             part.backward()
-        except (torch.OutOfMemoryError, RuntimeError) as err:
-            if not isinstance(err, torch.OutOfMemoryError) and "can't allocate memory" not in str(err) \
-                    and "DefaultCPUAllocator" not in str(err):
+        except RuntimeError as err:  # torch.OutOfMemoryError is one too
+            if not is_out_of_memory(err):
                 raise
             optimizer.zero_grad(set_to_none=True)
             raise SFTOutOfMemory(f"out of memory in a micro-batch of {micro.rows} rows x {micro.tokens} tokens: "

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +24,10 @@ from rlvr.checkpoint import resume
 from rlvr.checkpoint.stop import GracefulStop
 from rlvr.checkpoint.state import CountingStream
 from rlvr.checkpoint.store import Checkpoint
-from rlvr.config.run import OptimizerConfig, RunConfig, dump_config
-from rlvr.training.divergence import check_skips
+from rlvr.config.run import RunConfig, dump_config
+from rlvr.seeding import seed_everything
+from rlvr.training.guards import check_skips
+from rlvr.training.optim import build_optimizer
 from rlvr.model.lora import refuse_outside_grpo
 from rlvr.metrics.logger import RunLogger
 from rlvr.model.load import context_length, load_model, load_tokenizer, save_model
@@ -70,13 +71,6 @@ class SFTRun:
     logger: SFTLogger
 
 
-def build_optimizer(policy, o: OptimizerConfig) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
-    """AdamW with a linear warm-up over o.warmup_steps, then constant: the schedule GRPO's setup builds."""
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=o.lr, betas=o.betas, weight_decay=o.weight_decay)
-    warmup = max(o.warmup_steps, 1)
-    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
-
-
 def load_examples(config: RunConfig, tokenizer, max_length: int) -> list[Example]:
     """Every usable row, tokenised with its mask; bad rows are counted in one line (or stop the run)."""
     screen = RowScreen(source_name(config), config.sft.bad_rows)
@@ -91,8 +85,7 @@ def load_examples(config: RunConfig, tokenizer, max_length: int) -> list[Example
 
 
 def setup(config: RunConfig, run_dir: Path) -> SFTRun:
-    random.seed(config.seed)
-    torch.manual_seed(config.seed)
+    seed_everything(config.seed)
     if config.threads:
         torch.set_num_threads(config.threads)
     # Data first: a bad dataset (or a missing tensorboard/wandb package) fails before any weights load.
@@ -101,7 +94,7 @@ def setup(config: RunConfig, run_dir: Path) -> SFTRun:
     limit = min(config.sft.max_length, context_length(config.model) or config.sft.max_length)
     examples = load_examples(config, tokenizer, limit)
     policy = load_model(config.model, trainable=True)
-    optimizer, scheduler = build_optimizer(policy, config.optimizer)
+    optimizer, scheduler = build_optimizer(policy.parameters(), config.optimizer, distributed=False)  # fused
     s = config.sft
     steps = total_steps(len(examples), s.epochs, s.batch_size)
     settings = StepSettings(min(config.optimizer.micro_batch_size, s.batch_size), s.batching,

@@ -41,8 +41,6 @@ _LETTER = re.compile(r"[A-Za-z]{2,}")  # a rationale has words, not only a box
 class ColdStartError(ConfigError):
     """No usable cold-start row, or a task without a generator; printed by the CLI as one line."""
 
-    user_facing = True
-
 
 # ---------------------------------------------------------------- the completion layout
 def answer_part(reference: str, task: TaskConfig) -> str:

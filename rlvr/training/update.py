@@ -15,6 +15,8 @@ from rlvr.algorithms.correction import (CorrectionSettings, CorrectionStats, Eng
 from rlvr.model.logprobs import completion_logprobs
 from rlvr.algorithms.loss import AGGREGATIONS, LossSpec, policy_loss
 from rlvr.types import TrainBatch
+from rlvr.errors import UserFacingError
+from rlvr.training.guards import is_out_of_memory
 
 
 class Ranks(Protocol):
@@ -80,13 +82,8 @@ class UpdateStats:
     correction: CorrectionStats | None = None  # rollout correction's sums over the batch (None when off)
 
 
-class MicroBatchOutOfMemory(RuntimeError):
+class MicroBatchOutOfMemory(UserFacingError, RuntimeError):
     """A micro-batch does not fit in memory even after halving; the message names the setting to lower."""
-
-
-def _is_cpu_oom(err: RuntimeError) -> bool:
-    text = str(err)
-    return "DefaultCPUAllocator" in text or "can't allocate memory" in text
 
 
 def train_step(policy, batch: TrainBatch, optimizer: torch.optim.Optimizer, settings: UpdateSettings,
@@ -116,7 +113,7 @@ def train_step(policy, batch: TrainBatch, optimizer: torch.optim.Optimizer, sett
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
         except RuntimeError as err:  # the CPU allocator's failure is a plain RuntimeError; retrying rarely helps
-            if not _is_cpu_oom(err):
+            if not is_out_of_memory(err):
                 raise
             optimizer.zero_grad(set_to_none=True)
             raise MicroBatchOutOfMemory(f"out of memory in a micro-batch of {micro} rows: lower "

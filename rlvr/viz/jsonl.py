@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
+from rlvr.errors import UserFacingError
 
 # rlvr's writers start every line with the step: `{"step": 12, ...` (json.dumps of a dict whose first key is step)
 STEP_PREFIX = re.compile(rb'^\{"step": (-?\d+)[,}]')
@@ -18,10 +19,8 @@ STEP_PREFIX = re.compile(rb'^\{"step": (-?\d+)[,}]')
 TAIL_BLOCK = 1 << 16  # bytes read at a time from the end of a file by read_jsonl_tail
 
 
-class RunDataError(Exception):
+class RunDataError(UserFacingError):
     """A run directory or one of its files that cannot be shown, phrased for the user (the CLI prints one line)."""
-
-    user_facing = True
 
 
 @dataclass(frozen=True)

@@ -17,16 +17,15 @@ import torch
 
 from rlvr.rollout.hf import completion_mask, render_prompts
 from rlvr.types import Prompt, RolloutBatch
+from rlvr.errors import UserFacingError
 
 # 0.10.2 is the first release whose "processed_logprobs" include temperature (earlier ones returned logits that
 # were only penalised; trl#4163 bumped to 0.10.2 for the same reason, prime-rl#697 patched the sampler instead).
 MIN_VLLM_VERSION = (0, 10, 2)
 
 
-class VLLMError(RuntimeError):
+class VLLMError(UserFacingError, RuntimeError):
     """The vLLM engine cannot be built or returned something rlvr cannot read; one message for the user."""
-
-    user_facing = True
 
 
 # vLLM computes prompt log-probs from the raw logits (Trinity-RFT#384; vLLM PR #37082 proposes a

@@ -1,11 +1,14 @@
-"""The skipped-step guard shared by `rlvr train` and `rlvr sft` (rlvr/training/divergence.py)."""
+"""The guards shared by `rlvr train` and `rlvr sft` (rlvr/training/guards.py): the skipped-step counter and the
+out-of-memory detector."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+import torch
 
-from rlvr.training.divergence import TrainingDiverged, check_skips
+from rlvr.errors import UserFacingError
+from rlvr.training.guards import TrainingDiverged, check_skips, is_out_of_memory
 
 
 def step(n: int, skipped: bool) -> dict:
@@ -31,4 +34,17 @@ def test_limit_skips_in_a_row_stop_with_the_step_the_hint_and_the_run_dir():
     message = str(err.value)
     assert "2 steps in a row" in message and "step 2" in message
     assert "check the rewards for NaN" in message and "runs/x" in message
-    assert TrainingDiverged.user_facing  # the CLI prints it as one error line
+    assert issubclass(TrainingDiverged, UserFacingError)  # the CLI prints it as one error line
+
+
+CPU_OOM = ("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory: you tried to allocate "
+           "123 bytes. Error code 12 (Cannot allocate memory)")
+
+
+@pytest.mark.parametrize("err, expected", [
+    (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), True),  # CUDA: its own class
+    (RuntimeError(CPU_OOM), True),  # the CPU allocator: a plain RuntimeError, known by its text
+    (RuntimeError("mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)"), False),  # a bug: never retried
+])
+def test_out_of_memory_is_recognised_in_both_forms(err, expected):
+    assert is_out_of_memory(err) is expected

@@ -201,7 +201,7 @@ DETERMINISM = [
     _m("fused head sums embedding grads in one order", "rlvr/model/fused_head.py",
        "weight.grad.index_add_(0, ids, rows)", "weight.grad.index_put_((ids,), rows, accumulate=True)",
        "tests/test_determinism.py::test_packed_backward_sums_a_groups_shared_state_in_one_order"),
-    _m("verdicts placed by row, not arrival", "rlvr/rewards/service.py",
+    _m("verdicts placed by row, not arrival", "rlvr/rewards/pool.py",
        "self._verdicts[row] = verdicts", "self._verdicts[len(self._verdicts) - self._missing] = verdicts",
        "tests/test_determinism.py::test_late_verifier_workers_change_nothing"),
     _m("the run is seeded", "rlvr/grpo/loop.py",

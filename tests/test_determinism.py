@@ -69,7 +69,7 @@ def train_run(model_dir: Path, out: Path, factory, monkeypatch) -> RunOutput:
         "rollout.dynamic_sampling.max_extra_prompts=4", "optimizer.micro_batch_size=8", "optimizer.lr=1e-3",
         "eval.at_end=false", "samples_per_step=16"])
     assert config.reward.workers == 2 and config.group_view and config.batch_size == 2 * config.micro_batch_size
-    monkeypatch.setattr(grpo, "build_reward_service", lambda c, rewarder: RewardService(
+    monkeypatch.setattr(grpo, "build_reward_service", lambda c, rewarder: RewardService.start(
         c.task, workers=c.reward.workers, deadline_s=c.reward.deadline_s, verifier_factory=factory))
     grpo.train(config)
     read = lambda name: [json.loads(line) for line in (out / name).read_text().splitlines()]  # noqa: E731

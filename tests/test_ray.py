@@ -112,7 +112,7 @@ def test_verifier_actor_killed_mid_run_is_restarted(tiny_model_dir, tmp_path, cl
     service = RayRewardService.start(config, {})
     try:
         assert service.score(prompts, completions).rewards.tolist() == [1.0, 1.0, 1.0]
-        ray.kill(service._pool[0].actor, no_restart=False)  # as an OOM kill would; Ray restarts it
+        ray.kill(service.transport._slots[0].actor, no_restart=False)  # as an OOM kill would; Ray restarts it
         scored = service.score(prompts, ["no answer", *completions[1:]])
         # the restarted actor (or the retried sample) still gives every sample its real verdict
         assert [v.outcome for v in scored.verdicts["math"]] == [Outcome.UNPARSEABLE, Outcome.CORRECT, Outcome.CORRECT]

@@ -100,7 +100,7 @@ def test_reward_service_runs_the_model_in_the_trainer_process(rm_dir):
     rewarder = build_rewarder(config)
     prompts = [Prompt(id=f"t/{i}", messages=({"role": "user", "content": q},), reference="56")
                for i, q in enumerate(QUESTIONS)]
-    with RewardService(config.task, workers=1, reward_functions=reward_functions(rewarder)) as service:
+    with RewardService.start(config.task, workers=1, reward_functions=reward_functions(rewarder)) as service:
         from_service = service.score(prompts, COMPLETIONS)
     in_process = rewarder.score(prompts, COMPLETIONS)
     assert from_service.rewards.tolist() == pytest.approx(in_process.rewards.tolist())

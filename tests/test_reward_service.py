@@ -1,5 +1,6 @@
-"""RewardService: same scores as the in-process Rewarder; hung, crashing and killed workers become counted
-timeout/error verdicts, the pool is refilled, and no worker process outlives the service or the trainer."""
+"""RewardService (worker processes behind rlvr/rewards/pool.py's VerifierPool): same scores as the in-process
+Rewarder; hung, crashing and killed workers become counted timeout/error verdicts, the pool is refilled, and no
+worker process outlives the service or the trainer."""
 from __future__ import annotations
 
 import os
@@ -15,6 +16,7 @@ import pytest
 import torch
 
 from rlvr.config.run import TaskConfig
+from rlvr.rewards.pool import VerifierPool
 from rlvr.rewards.service import RewardService
 from rlvr.rewards.rewarder import Rewarder
 from rlvr.types import Outcome, Prompt, RolloutBatch
@@ -65,16 +67,16 @@ def wait_until(condition, timeout: float = 10.0) -> bool:
     return condition()
 
 
-def assert_correct_batch(service: RewardService) -> None:
+def assert_correct_batch(service: VerifierPool) -> None:
     scored = service.score([prompt("7"), prompt("9")], ["Answer: 7", "Answer: 9"])
     assert [v.outcome for v in scored.verdicts["math"]] == [Outcome.CORRECT, Outcome.CORRECT]
 
 
 @pytest.fixture(scope="module")
 def service():
-    with RewardService(TASK, workers=2, deadline_s=DEADLINE_S, retries=1, verifier_factory=trap_factory,
-                       reward_functions={"length": (lambda prompts, completions, **_: length_bonus(
-                           prompts, completions), 0.25)}) as svc:
+    with RewardService.start(TASK, workers=2, deadline_s=DEADLINE_S, retries=1, verifier_factory=trap_factory,
+                             reward_functions={"length": (lambda prompts, completions, **_: length_bonus(
+                                 prompts, completions), 0.25)}) as svc:
         yield svc
 
 
@@ -82,7 +84,7 @@ def test_same_scores_as_in_process_rewarder(service):
     prompts, completions = zip(*MIXED)
     expected = Rewarder({**Rewarder.from_task(TASK).components, "length": (length_bonus, 0.25)}
                         ).score(prompts, completions)
-    in_process = RewardService(TASK, workers=0, reward_functions={"length": (length_bonus, 0.25)})
+    in_process = RewardService.start(TASK, workers=0, reward_functions={"length": (length_bonus, 0.25)})
     for scored in (service.submit(prompts, completions).result(timeout=30), in_process.score(prompts, completions)):
         assert scored.rewards.tolist() == expected.rewards.tolist()
         assert scored.scorable.tolist() == expected.scorable.tolist() == [True, True, True, False, True] * 4
@@ -108,13 +110,13 @@ def test_score_rollout_checks_row_i_against_its_group_prompt(service):
 
 
 def test_workers_do_not_import_torch(service):
-    for pid in service.pids():
+    for pid in service.transport.pids():
         maps = Path(f"/proc/{pid}/maps").read_text()
         assert "libtorch" not in maps and "torch/_C" not in maps
 
 
 def test_hung_verifier_times_out_and_the_pool_recovers(service):
-    before, old_pids = service.stats(), service.pids()
+    before, old_pids = service.stats(), service.transport.pids()
     start = time.monotonic()
     scored = service.submit([prompt("7")] * 3, ["Answer: 7", HANG, "Answer: 7"]).result(timeout=30)
     elapsed = time.monotonic() - start
@@ -126,9 +128,9 @@ def test_hung_verifier_times_out_and_the_pool_recovers(service):
     assert scored.rewards[1].item() == pytest.approx(0.25 * min(len(HANG) / 20, 1.0))  # only the parent's part
     after = service.stats()
     assert after["timeouts"] == before["timeouts"] + 1 and after["restarts"] == before["restarts"] + 1
-    killed = set(old_pids) - set(service.pids())
+    killed = set(old_pids) - set(service.transport.pids())
     assert len(killed) == 1 and not any(alive(pid) or group_members(pid) for pid in killed)  # reaped, no orphans
-    assert len(service.pids()) == 2
+    assert len(service.transport.pids()) == 2
     assert_correct_batch(service)
 
 
@@ -152,30 +154,30 @@ def test_crash_every_time_is_an_error_verdict_and_the_pool_is_refilled(service):
     after = service.stats()
     assert after["crashes"] == before["crashes"] + 2  # first try + one retry
     assert (after["retries"], after["errors"]) == (before["retries"] + 1, before["errors"] + 1)
-    assert wait_until(lambda: service.stats()["workers"] == 2) and all(alive(pid) for pid in service.pids())
+    assert wait_until(lambda: service.stats()["workers"] == 2) and all(alive(pid) for pid in service.transport.pids())
     assert after["completed"] - before["completed"] == 3
 
 
 def test_worker_killed_between_batches_is_replaced(service):
     assert wait_until(lambda: service.stats()["workers"] == 2)
     before = service.stats()
-    victim = service.pids()[0]
+    victim = service.transport.pids()[0]
     os.kill(victim, signal.SIGKILL)
-    assert wait_until(lambda: victim not in service.pids())
+    assert wait_until(lambda: victim not in service.transport.pids())
     assert_correct_batch(service)
     assert service.stats()["crashes"] == before["crashes"] + 1
-    assert len(service.pids()) == 2 and not alive(victim)
+    assert len(service.transport.pids()) == 2 and not alive(victim)
 
 
 def test_close_leaves_no_process_behind():
-    svc = RewardService(TaskConfig(), workers=2, deadline_s=30.0)
+    svc = RewardService.start(TaskConfig(), workers=2, deadline_s=30.0)
     # \frac needs math-verify: each worker starts its own math-verify child, which must go too
     scored = svc.score([prompt("\\frac{1}{2}")] * 4, ["Answer: 0.5", "\\boxed{\\frac{2}{4}}", "Answer: 1", "x"])
     assert [v.outcome for v in scored.verdicts["math"]][:3] == [Outcome.CORRECT, Outcome.CORRECT, Outcome.WRONG]
-    pids = svc.pids()
+    pids = svc.transport.pids()
     svc.close()
     assert not any(alive(pid) or group_members(pid) for pid in pids)
-    assert svc.pids() == [] and svc.stats()["workers"] == 0
+    assert svc.transport.pids() == [] and svc.stats()["workers"] == 0
     with pytest.raises(RuntimeError, match="closed"):
         svc.submit([prompt("1")], ["Answer: 1"])
     svc.close()  # idempotent
@@ -191,9 +193,9 @@ def test_workers_die_with_a_killed_trainer(tmp_path):
         from rlvr.config.run import TaskConfig
         from rlvr.rewards.service import RewardService
         from rlvr.types import Prompt
-        svc = RewardService(TaskConfig(), workers=2, deadline_s=60.0, verifier_factory=trap_factory)
+        svc = RewardService.start(TaskConfig(), workers=2, deadline_s=60.0, verifier_factory=trap_factory)
         svc.submit([Prompt("p", (), "1")], [HANG + {str(hung)!r}])
-        print(*svc.pids(), flush=True)
+        print(*svc.transport.pids(), flush=True)
         time.sleep(60)
     """)
     trainer = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
@@ -207,8 +209,8 @@ def test_workers_die_with_a_killed_trainer(tmp_path):
 
 def test_failing_factory_raises_at_start_up():
     with pytest.raises(RuntimeError, match="no verifiers for you"):
-        RewardService(TASK, workers=1, verifier_factory=failing_factory)
+        RewardService.start(TASK, workers=1, verifier_factory=failing_factory)
     with pytest.raises(TypeError, match="importable top-level function"):
-        RewardService(TASK, workers=1, verifier_factory=lambda task: {})
+        RewardService.start(TASK, workers=1, verifier_factory=lambda task: {})
     with pytest.raises(ValueError):
-        RewardService(TASK, workers=1, deadline_s=0)
+        RewardService.start(TASK, workers=1, deadline_s=0)

@@ -7,7 +7,7 @@
 
 - session.py: join a cluster (`ray.address`) or start one sized to this machine; shut down only what we started.
 - ray_backend.py: `RayEngine`, a SyncedEngine whose weights live in an actor (rlvr/rollout/host.py EngineHost).
-- ray_rewards.py: `RayRewardService`, the verifier pool of rlvr/rewards/service.py with actors for processes.
+- ray_rewards.py: `RayRewardService`, Ray actors as the transport of rlvr/rewards/pool.py's verifier pool.
 - trainers.py: the trainer ranks as actors: placement, torchrun's rendezvous environment, waiting, stopping.
 
 No algorithm code lives here: this layer only places existing pieces (EngineHost, build_verifiers, safe_verify,

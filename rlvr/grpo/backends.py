@@ -79,5 +79,5 @@ def build_reward_service(config: RunConfig, rewarder: Rewarder) -> Any:
         return RayRewardService.start(config, reward_functions(rewarder))
     from rlvr.rewards.service import RewardService
 
-    return RewardService(config.task, workers=r.workers, deadline_s=r.deadline_s, retries=r.retries,
-                         reward_functions=reward_functions(rewarder))  # the reward model runs here, not in workers
+    return RewardService.start(config.task, workers=r.workers, deadline_s=r.deadline_s, retries=r.retries,
+                               reward_functions=reward_functions(rewarder))  # a reward model runs here, not in workers

@@ -1,2 +1,2 @@
-"""Rewards from verifiers: the rewarder (verdicts -> scalar rewards), the reward service (a worker pool) and a
-learned reward model for tasks without a verifier."""
+"""Rewards from verifiers: the rewarder (verdicts -> scalar rewards), the reward service (pool.py, the verifier
+pool; service.py, its worker processes) and a learned reward model for tasks without a verifier."""

@@ -8,8 +8,8 @@ from collections import Counter
 
 import pytest
 
-from rlvr.errors import UserFacingError
 from rlvr.config.run import ModelConfig, TaskConfig
+from rlvr.errors import UserFacingError
 from rlvr.tasks.arithmetic import ArithmeticTask, splits
 from rlvr.tasks.cold_start import ColdStartError, arithmetic_derivations, cold_start_rows, selection
 from rlvr.verifiers import build_verifiers

@@ -9,9 +9,9 @@ from transformers import AutoModelForCausalLM
 
 pytest.importorskip("peft")  # the `test` extra installs it; without it this file has nothing to test
 
-from rlvr.errors import UserFacingError  # noqa: E402
 from rlvr.cli.main import main  # noqa: E402
 from rlvr.config.run import ConfigError, LoraConfig, load_config  # noqa: E402
+from rlvr.errors import UserFacingError  # noqa: E402
 from rlvr.model.logprobs import batched_logprobs  # noqa: E402
 from rlvr.model.lora import ADAPTER_DIR, AdapterOffReference, LoraError, wrap_policy  # noqa: E402
 from test_train_tiny import tiny_overrides  # noqa: E402

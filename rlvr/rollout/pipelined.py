@@ -21,9 +21,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from rlvr.errors import UserFacingError
 from rlvr.rollout.base import SamplingParams
 from rlvr.types import Prompt, RolloutBatch
-from rlvr.errors import UserFacingError
 
 WAIT_TIMEOUT_S = 600.0  # a background generation (thread fallback) that takes longer is a hang, not a slow step
 

@@ -15,11 +15,11 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
+from rlvr.errors import UserFacingError
 from rlvr.model.precision import in_compute_dtype
 from rlvr.sft.batching import MicroBatch, micro_batches
 from rlvr.sft.masking import Example
 from rlvr.training.guards import is_out_of_memory
-from rlvr.errors import UserFacingError
 
 HEAD_CHUNK = 1024  # target tokens per LM-head pass: [1024, 49k] fp32 logits = 0.2 GB
 

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
+
 from rlvr.errors import UserFacingError
 
 # rlvr's writers start every line with the step: `{"step": 12, ...` (json.dumps of a dict whose first key is step)

@@ -15,9 +15,9 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from rlvr.errors import UserFacingError
 from rlvr.rollout.hf import completion_mask, render_prompts
 from rlvr.types import Prompt, RolloutBatch
-from rlvr.errors import UserFacingError
 
 # 0.10.2 is the first release whose "processed_logprobs" include temperature (earlier ones returned logits that
 # were only penalised; trl#4163 bumped to 0.10.2 for the same reason, prime-rl#697 patched the sampler instead).

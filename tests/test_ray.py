@@ -109,7 +109,7 @@ def test_verifier_actor_killed_mid_run_is_restarted(tiny_model_dir, tmp_path, cl
     config = _config(tiny_model_dir, tmp_path, ["ray.verifier_actors=1", "reward.retries=1"])
     prompts = build_task(config.task).eval_prompts(3)
     completions = [f"The answer is \\boxed{{{p.reference}}}" for p in prompts]
-    service = RayRewardService.start(config, {})
+    service = RayRewardService.start(config.ray, config.task, config.reward, {})
     try:
         assert service.score(prompts, completions).rewards.tolist() == [1.0, 1.0, 1.0]
         ray.kill(service.transport._slots[0].actor, no_restart=False)  # as an OOM kill would; Ray restarts it
@@ -130,7 +130,7 @@ def test_stuck_verifier_gets_a_timeout_verdict_and_a_fresh_actor(tiny_model_dir,
     config = _config(tiny_model_dir, tmp_path, ["ray.verifier_actors=1", "reward.deadline_s=0.0001",
                                                 "task.verifier_timeout_s=0.00005"])
     prompts = build_task(config.task).eval_prompts(2)
-    with RayRewardService.start(config, {}) as service:
+    with RayRewardService.start(config.ray, config.task, config.reward, {}) as service:
         scored = service.score(prompts, [p.reference for p in prompts])
         assert [v.outcome for v in scored.verdicts["math"]] == [Outcome.TIMEOUT, Outcome.TIMEOUT]
         assert scored.rewards.tolist() == [0.0, 0.0]

@@ -23,7 +23,7 @@ from rlvr.verifiers import build_verifiers, safe_verify
 from rlvr.verifiers.base import error_verdict
 
 if TYPE_CHECKING:
-    from rlvr.config.run import RunConfig
+    from rlvr.config.run import RayConfig, RewardConfig, TaskConfig
 
 log = logging.getLogger(__name__)
 STARTUP_TIMEOUT_S = 120.0  # placement, interpreter, imports and verifier set-up; not charged to any sample
@@ -61,20 +61,22 @@ class RayRewardService:
     stats, close); TRL-style `reward_functions` run in the driver, in `result()`, as locally."""
 
     @classmethod
-    def start(cls, config: RunConfig, reward_functions: Mapping[str, tuple[Callable, float]]) -> VerifierPool:
-        r, actors = config.reward, config.ray.verifier_actors
+    def start(cls, cluster: RayConfig, task: TaskConfig, reward: RewardConfig,
+              reward_functions: Mapping[str, tuple[Callable, float]]) -> VerifierPool:
+        """cluster: Ray's address and the actor count; task: the verifiers and their weights; reward: the
+        deadline and retries of each sample."""
         # max_chunk=1: one sample per call, so a deadline and a crash concern one sample
-        pool = VerifierPool(PoolSettings(config.task.verifiers, float(r.deadline_s), r.retries, actors, 1),
-                            reward_functions)
-        ray = acquire(config.ray.address)
+        pool = VerifierPool(PoolSettings(task.verifiers, float(reward.deadline_s), reward.retries,
+                                         cluster.verifier_actors, 1), reward_functions)
+        ray = acquire(cluster.address)
         try:
-            pool.start(cls(ray, config.task, actors, pool.names), thread_name="ray-reward-service")
+            pool.start(cls(ray, task, cluster.verifier_actors, pool.names), thread_name="ray-reward-service")
         except BaseException:
             release()
             raise
         return pool
 
-    def __init__(self, ray: Any, task_config: Any, actors: int, names: list[str]):
+    def __init__(self, ray: Any, task_config: TaskConfig, actors: int, names: list[str]):
         self._ray, self._wake, self.names = ray, threading.Event(), names
         # No num_cpus: Ray's actor default (1 CPU to be placed, none held while running) keeps the verifiers from
         # starving the engine's reservation on a small cluster; a verifier is mostly idle between batches.

@@ -76,7 +76,7 @@ def build_reward_service(config: RunConfig, rewarder: Rewarder) -> Any:
     if config.ray.enabled and config.ray.trainer_ranks == 1:  # Ray trainer ranks score in-process, as torchrun's
         from rlvr.cluster.ray_backend import RayRewardService
 
-        return RayRewardService.start(config, reward_functions(rewarder))
+        return RayRewardService.start(config.ray, config.task, r, reward_functions(rewarder))
     from rlvr.rewards.service import RewardService
 
     return RewardService.start(config.task, workers=r.workers, deadline_s=r.deadline_s, retries=r.retries,

@@ -1,7 +1,7 @@
 """The verifier pool's core, shared by its two transports (issue 25; it was written twice and drifted).
 
-    pool = RewardService.start(task_config, workers=2)    # worker processes (rlvr/rewards/service.py), or
-    pool = RayRewardService.start(config, functions)       # Ray actors (rlvr/cluster/ray_rewards.py)
+    pool = RewardService.start(task_config, workers=2)  # worker processes (rlvr/rewards/service.py), or
+    pool = RayRewardService.start(config.ray, config.task, config.reward, functions)  # Ray actors (cluster/)
     future = pool.submit(prompts, completions)  # returns at once; the trainer computes ref log-probs...
     scored = future.result()                    # ...then waits: a ScoredBatch, weighted by Rewarder.score
 

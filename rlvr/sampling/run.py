@@ -202,7 +202,7 @@ def _setup(config: RunConfig, run_dir: Path, resumed: bool, rewarder: Any, gener
     if config.threads:
         torch.set_num_threads(config.threads)
     from rlvr.model.load import load_tokenizer
-    from rlvr.grpo.loop import screen_prompt_lengths
+    from rlvr.grpo.setup import screen_prompt_lengths
     from rlvr.tasks import build_task
 
     task = build_task(config.task)

@@ -21,9 +21,9 @@ from transformers import LlamaConfig, LlamaForCausalLM
 import determinism_helpers
 from conftest import build_tiny_model
 from rlvr.config.run import load_config
-from rlvr.model.logprobs import completion_logprobs
 from rlvr.grpo import loop as grpo
 from rlvr.grpo import setup as grpo_setup
+from rlvr.model.logprobs import completion_logprobs
 from rlvr.rewards.service import RewardService
 
 THREADS = 2  # the race needs the backward split over threads; the default config uses all cores (threads=0)

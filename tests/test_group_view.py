@@ -113,10 +113,10 @@ def test_logged_ratios_are_the_updated_policy_over_pi_old_on_the_shown_group() -
 
     from conftest import tiny_llama
     from rlvr.config.run import load_config
-    from rlvr.model.logprobs import batched_logprobs
     from rlvr.grpo.plan import step_plan
     from rlvr.grpo.setup import Models
     from rlvr.grpo.stages import group_view_row
+    from rlvr.model.logprobs import batched_logprobs
 
     torch.manual_seed(0)
     policy = tiny_llama()

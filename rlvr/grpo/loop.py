@@ -14,8 +14,8 @@ from functools import partial
 from pathlib import Path
 
 from rlvr.checkpoint import resume
-from rlvr.checkpoint.stop import GracefulStop
 from rlvr.checkpoint.state import MODEL_DIR, rng_state
+from rlvr.checkpoint.stop import GracefulStop
 from rlvr.checkpoint.store import Checkpoint, checkpoint_name
 from rlvr.config.run import RunConfig, dump_config
 from rlvr.distributed.checks import check_supported

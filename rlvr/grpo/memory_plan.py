@@ -26,11 +26,11 @@ import math
 import os
 from dataclasses import dataclass, fields
 
-from rlvr.model import precision
 from rlvr.config.run import RunConfig
 from rlvr.grpo.plan import needs_old_logprobs
-from rlvr.model.logprobs import HEAD_CHUNK_TOKENS
+from rlvr.model import precision
 from rlvr.model.family import full_attention_llama
+from rlvr.model.logprobs import HEAD_CHUNK_TOKENS
 from rlvr.rollout.hf import DROP_AT_LIVE_SHARE
 
 GB = 1e9

@@ -3,8 +3,8 @@ memory plan (issue #13, item 7)."""
 from __future__ import annotations
 
 from rlvr.config.run import RunConfig
-from rlvr.grpo.plan import kl_plan
 from rlvr.grpo.memory_plan import available_memory_bytes, plan_lines, plan_memory, run_prompt_tokens
+from rlvr.grpo.plan import kl_plan
 from rlvr.metrics.logger import batch_accounting
 
 

@@ -15,8 +15,8 @@ from typing import Any
 import torch
 
 from rlvr.checkpoint.state import CountingStream
-from rlvr.config.run import ModelConfig, RunConfig
 from rlvr.config.rules import with_dynamic_sampling_decided
+from rlvr.config.run import ModelConfig, RunConfig
 from rlvr.distributed.checks import seed_rank
 from rlvr.distributed.context import SINGLE, DistContext
 from rlvr.distributed.wrap import WrappedPolicy, distribute_policy

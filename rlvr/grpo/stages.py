@@ -11,19 +11,19 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from rlvr.algorithms.loss import KL_ESTIMATORS
+from rlvr.algorithms.shaping import soft_overlong_penalty
+from rlvr.distributed.context import DistContext
+from rlvr.grpo import group_view
 from rlvr.grpo.curriculum import CurriculumStats, PassRateCurriculum, group_pass_rates
 from rlvr.grpo.dynamic_sampling import DrawStats, draw_informative_groups
 from rlvr.grpo.plan import DrawPlan, GroupViewPlan, KlPlan, RewardPlan, ScoringPlan, SyncPlan
 from rlvr.grpo.setup import Models, RolloutFeed
-from rlvr.distributed.context import DistContext
 from rlvr.model.logprobs import batched_logprobs
-from rlvr.algorithms.loss import KL_ESTIMATORS
-from rlvr.grpo import group_view
 from rlvr.rewards.service import RewardService
 from rlvr.rollout import pipelined
 from rlvr.rollout.agreement import check_after_sync
 from rlvr.rollout.base import SamplingParams, SyncedEngine, draw_seed
-from rlvr.algorithms.shaping import soft_overlong_penalty
 from rlvr.types import RolloutBatch, ScoredBatch, TrainBatch
 
 if TYPE_CHECKING:
@@ -125,7 +125,8 @@ def sync_engine(feed: RolloutFeed, policy, step: int, rollouts: RolloutBatch, sy
     the engine scores them as the trainer does (rollout/agreement.py). The in-process engine is the policy."""
     if not push_weights(feed, step):
         return {}
-    # Both sides score the full tempered distribution here, so unlike the per-batch check the probe is valid at top_p < 1
+    # Both sides score the full tempered distribution here, so unlike the per-batch check the probe is valid at
+    # top_p < 1
     agreement = check_after_sync(feed.engine, policy, rollouts, sync.temperature, sync.agreement_rows,
                                  sync.max_mismatch_kl)
     return {} if agreement is None else {"engine/agreement_kl": agreement.mismatch_kl, "engine/version": step}

@@ -84,7 +84,9 @@ def main() -> None:
 
     from rlvr.config.run import load_config
     from rlvr.grpo import stages
-    from rlvr.grpo.loop import _close, setup, update
+    from rlvr.grpo.loop import _close
+    from rlvr.grpo.setup import setup
+    from rlvr.grpo.step import update
     from rlvr.rollout.base import SamplingParams
 
     config = load_config(None, [f"model.name_or_path={args.model}", "task.one_shot=false", "reward.workers=0",
@@ -94,11 +96,12 @@ def main() -> None:
                                 f"output_dir={tempfile.mkdtemp()}"])
     run = setup(config, Path(tempfile.mkdtemp()) / "run")
     try:
-        params = sum(p.numel() for p in run.policy.parameters())
+        models, optim = run.models, run.optim
+        params = sum(p.numel() for p in models.policy.parameters())
         peak = gemm_peak()
-        traffic, matmul = decode_bound(linears(run.policy), args.rows, peak)
-        engine = run.engine
-        prompts = list(itertools.islice(run.prompt_stream, args.rows // 8))
+        traffic, matmul = decode_bound(linears(models.policy), args.rows, peak)
+        engine = run.feed.engine
+        prompts = list(itertools.islice(run.feed.prompt_stream, args.rows // 8))
         ids, mask = engine.encode(prompts)
         stops, engine.stop_ids = engine.stop_ids, [10 ** 9]  # every row decodes every step
         sample = lambda new: timed(lambda: engine.sample(ids, mask, 8, SamplingParams(1.0, 1.0, new, seed=1)), 3)
@@ -110,15 +113,18 @@ def main() -> None:
               f"{bound * 1e3:.0f} ms (weight traffic {traffic * 1e3:.0f} + matmul {matmul * 1e3:.0f} at "
               f"{peak / 1e9:.0f} GFLOP/s); ratio {step / bound:.2f} (goal <= 1.5). Whole call of {args.new} "
               f"tokens {full:.2f} s, of which prefill, prepacking and the first {SHORT} tokens {short:.2f} s")
-        drawn = stages.draw_batch(run, SamplingParams(1.0, 1.0, args.new, seed=2))
+        draw = dataclasses.replace(run.plan.draw, sampling=SamplingParams(1.0, 1.0, args.new))
+        drawn = stages.draw_batch(run.feed, run.service, draw, run.ranks)
         rollouts = drawn.rollouts
-        old, ref = stages.scoring_logprobs(run, rollouts)
-        stages.finish_scoring(run, drawn)
+        old, ref = stages.scoring_logprobs(models, rollouts, run.plan.scoring)
+        stages.finish_scoring(drawn, run.feed.curriculum)
         advantages = torch.randn(rollouts.size)  # the update's cost does not depend on the values
-        batch = stages.make_train_batch(run, rollouts, advantages, old, ref)
+        batch = stages.make_train_batch(rollouts, advantages, old, ref, run.plan.mask_truncated, run.plan.kl)
         # the same batch is updated on 5 times (2 warm-up): no engine-agreement check between them
-        run.update_settings = dataclasses.replace(run.update_settings, correction=None)
-        seconds = timed(lambda: update(run, batch), 3, warmup=2)  # the first updates allocate AdamW's moments
+        optim.update_settings = dataclasses.replace(optim.update_settings, correction=None)
+        # the first updates allocate AdamW's moments
+        seconds = timed(lambda: update(models.trainer, optim, batch, run.plan.updates_per_batch, run.logger.message),
+                        3, warmup=2)
         tokens = int(rollouts.prompt_mask.sum()) + int(rollouts.completion_mask.sum())
         rate = 6 * params * tokens / seconds
         print(f"update ({rollouts.size} completions, {tokens} useful tokens): {seconds:.2f} s = "

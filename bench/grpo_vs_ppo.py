@@ -24,18 +24,18 @@ from pathlib import Path
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
 
-def state_bytes(run) -> int:
+def state_bytes(models, optimizer) -> int:
     """Weights + gradients + optimizer moments of the policy, the reference and the critic (if any)."""
     import torch
 
     def tensors(module):
         return [p for p in module.parameters()] + [p.grad for p in module.parameters() if p.grad is not None]
 
-    held = tensors(run.policy) + (tensors(run.reference) if run.reference is not None else [])
-    optimizers = [run.optimizer]
-    if run.critic is not None:
-        held += tensors(run.critic.model)
-        optimizers.append(run.critic.optimizer)
+    held = tensors(models.policy) + (tensors(models.reference) if models.reference is not None else [])
+    optimizers = [optimizer]
+    if models.critic is not None:
+        held += tensors(models.critic.model)
+        optimizers.append(models.critic.optimizer)
     for optimizer in optimizers:
         held += [v for state in optimizer.state.values() for v in state.values() if torch.is_tensor(v)]
     unique = {t.data_ptr(): t.numel() * t.element_size() for t in held}  # tied weights counted once
@@ -44,8 +44,8 @@ def state_bytes(run) -> int:
 
 def child(algorithm: str, steps: int, model: str) -> None:
     from rlvr.config.run import load_config
-    from rlvr.grpo.loop import grpo_step, setup
-    from rlvr.rollout.base import SamplingParams
+    from rlvr.grpo.setup import setup
+    from rlvr.grpo.step import grpo_step
 
     out = Path(tempfile.mkdtemp(prefix=f"rlvr-{algorithm}-"))
     # mu = 1 for both: the same number of policy updates per batch, so the step times compare like for like
@@ -53,16 +53,14 @@ def child(algorithm: str, steps: int, model: str) -> None:
     config = load_config(CONFIGS / f"{algorithm}.yaml", [f"model.name_or_path={model}", f"output_dir={out}",
                                                          "algorithm.updates_per_batch=1"])
     run = setup(config, out)
-    r = config.rollout
-    sampling = SamplingParams(r.temperature, r.top_p, r.max_new_tokens)
     times, tokens = [], []
     try:
         for step in range(1, steps + 1):
             start = time.perf_counter()
-            record, *_ = grpo_step(run, step, sampling)
+            record, *_ = grpo_step(run, step)
             times.append(time.perf_counter() - start)
             tokens.append(record["completion_length"])
-        held = state_bytes(run)
+        held = state_bytes(run.models, run.optim.optimizer)
     finally:
         run.service.close()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux

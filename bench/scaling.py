@@ -38,7 +38,7 @@ def child(model_dir: str, prompts: Path, steps: int, work: dict[str, int]) -> di
     from rlvr.config.run import load_config
 
     def no_stop_token(run) -> None:
-        run.engine.stop_ids = [-1]  # no token id is -1: every completion runs to max_new_tokens
+        run.feed.engine.stop_ids = [-1]  # no token id is -1: every completion runs to max_new_tokens
 
     out = Path(tempfile.mkdtemp(prefix="rlvr-scaling-")) / "run"
     rows = work["prompts"] * work["G"]

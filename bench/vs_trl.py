@@ -96,19 +96,18 @@ def peak_memory_bytes(device: str) -> int:
 
 def timed_rlvr_steps(config, run_dir: Path, prepare=None) -> list[dict]:
     """rlvr's GRPO steps, timed by phase (also bench/scaling.py's); `prepare(run)` may adjust the run first."""
-    from rlvr.grpo.loop import _close, grpo_step, setup
-    from rlvr.rollout.base import SamplingParams
+    from rlvr.grpo.loop import _close
+    from rlvr.grpo.setup import setup
+    from rlvr.grpo.step import grpo_step
 
     run = setup(config, run_dir)
     if prepare is not None:
         prepare(run)
-    r = config.rollout
-    sampling = SamplingParams(r.temperature, r.top_p, r.max_new_tokens)
     steps_out = []
     try:
         for step in range(1, config.max_steps + 1):
             start = time.perf_counter()
-            record, *_ = grpo_step(run, step, sampling)
+            record, *_ = grpo_step(run, step)
             took = time.perf_counter() - start
             t = {k[5:-2]: v for k, v in record.items() if k.startswith("time/")}
             steps_out.append({"s": took, "reward": record["reward_mean"], "length": record["completion_length"],

@@ -64,8 +64,8 @@ def test_sigterm_with_a_batch_in_flight_saves_and_resumes(tiny_model_dir, tmp_pa
     out = tmp_path / "stopped"
     prefetch = stages.prefetch_next
 
-    def prefetch_then_stop(run, sampling, step):
-        prefetch(run, sampling, step)
+    def prefetch_then_stop(feed, draw, step):
+        prefetch(feed, draw, step)
         if step == 2:  # step 3's batch is being generated when the stop is requested
             os.kill(os.getpid(), signal.SIGTERM)
 

@@ -21,8 +21,9 @@ from transformers import LlamaConfig, LlamaForCausalLM
 import determinism_helpers
 from conftest import build_tiny_model
 from rlvr.config.run import load_config
-from rlvr.model.logprobs import completion_logprobs
 from rlvr.grpo import loop as grpo
+from rlvr.grpo import setup as grpo_setup
+from rlvr.model.logprobs import completion_logprobs
 from rlvr.rewards.service import RewardService
 
 THREADS = 2  # the race needs the backward split over threads; the default config uses all cores (threads=0)
@@ -69,7 +70,7 @@ def train_run(model_dir: Path, out: Path, factory, monkeypatch) -> RunOutput:
         "rollout.dynamic_sampling.max_extra_prompts=4", "optimizer.micro_batch_size=8", "optimizer.lr=1e-3",
         "eval.at_end=false", "samples_per_step=16"])
     assert config.reward.workers == 2 and config.group_view and config.batch_size == 2 * config.micro_batch_size
-    monkeypatch.setattr(grpo, "build_reward_service", lambda c, rewarder: RewardService.start(
+    monkeypatch.setattr(grpo_setup, "build_reward_service", lambda c, rewarder: RewardService.start(
         c.task, workers=c.reward.workers, deadline_s=c.reward.deadline_s, verifier_factory=factory))
     grpo.train(config)
     read = lambda name: [json.loads(line) for line in (out / name).read_text().splitlines()]  # noqa: E731

@@ -113,9 +113,10 @@ def test_logged_ratios_are_the_updated_policy_over_pi_old_on_the_shown_group() -
 
     from conftest import tiny_llama
     from rlvr.config.run import load_config
-    from rlvr.distributed.context import SINGLE
-    from rlvr.model.logprobs import batched_logprobs
+    from rlvr.grpo.plan import step_plan
+    from rlvr.grpo.setup import Models
     from rlvr.grpo.stages import group_view_row
+    from rlvr.model.logprobs import batched_logprobs
 
     torch.manual_seed(0)
     policy = tiny_llama()
@@ -135,9 +136,9 @@ def test_logged_ratios_are_the_updated_policy_over_pi_old_on_the_shown_group() -
         for p in policy.parameters():
             p.add_(0.05 * torch.randn_like(p))  # "the update"
         new = forward()
-    run = SimpleNamespace(config=config, policy=policy, ranks=SINGLE,
-                          tokenizer=SimpleNamespace(decode=lambda t: "".join(chr(97 + i % 26) for i in t)))
-    row = group_view_row(run, 3, rollouts, scored, torch.tensor([0.0, 0.0, -0.7, 0.7]), old)
+    models = Models(policy, None, SimpleNamespace(decode=lambda t: "".join(chr(97 + i % 26) for i in t)))
+    row = group_view_row(step_plan(config).group_view, models, False, 3, rollouts, scored,
+                         torch.tensor([0.0, 0.0, -0.7, 0.7]), old)
     assert row["prompt_id"] == "p/1" and [c["reward"] for c in row["completions"]] == [0.0, 1.0]
     expected = torch.exp(new - old)
     for j, (r, length) in enumerate(((2, 4), (3, 2))):

@@ -19,11 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Circles that are being cut elsewhere. Each entry says why it is here and goes when that change lands; an entry
 # whose circle is gone fails the test, so that it is deleted rather than left to excuse a new circle.
-ALLOWED_CYCLES = [
-    # issue 25: rlvr.grpo's Run is being split by a parallel change; until it merges, these four import each
-    # other. THE MERGE DELETES THIS ENTRY.
-    frozenset({"rlvr.grpo.loop", "rlvr.grpo.memory_plan", "rlvr.grpo.run_plan", "rlvr.grpo.stages"}),
-]
+ALLOWED_CYCLES: list[frozenset[str]] = []
 
 
 def _run(*command: str) -> subprocess.CompletedProcess:

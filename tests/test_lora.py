@@ -65,20 +65,21 @@ def test_reference_with_adapter_off_equals_the_base_model(tiny_model_dir):
 
 
 def test_one_step_trains_only_the_adapters(tiny_model_dir, tmp_path):
-    from rlvr.grpo.loop import grpo_step, setup
-    from rlvr.rollout.base import SamplingParams
+    from rlvr.grpo.setup import setup
+    from rlvr.grpo.step import grpo_step
 
     config = load_config(None, tiny_overrides(tiny_model_dir, tmp_path / "r", steps=1) + LORA)
     run = setup(config, tmp_path / "r")
+    policy = run.models.policy
     try:
-        assert {id(p) for g in run.optimizer.param_groups for p in g["params"]} == {
-            id(p) for n, p in run.policy.named_parameters() if "lora_" in n}  # the optimizer sees adapters only
-        before = {n: p.detach().clone() for n, p in run.policy.named_parameters()}
-        record, *_ = grpo_step(run, 1, SamplingParams(1.0, 1.0, 8))
+        assert {id(p) for g in run.optim.optimizer.param_groups for p in g["params"]} == {
+            id(p) for n, p in policy.named_parameters() if "lora_" in n}  # the optimizer sees adapters only
+        before = {n: p.detach().clone() for n, p in policy.named_parameters()}
+        record, *_ = grpo_step(run, 1)
         assert record["grad_norm"] > 0  # the step had something to learn (see LORA)
     finally:
         run.service.close()
-    after = dict(run.policy.named_parameters())
+    after = dict(policy.named_parameters())
     frozen = [n for n in before if "lora_" not in n]
     assert frozen and all(torch.equal(before[n], after[n]) for n in frozen)  # base weights bit-identical
     assert any(not torch.equal(before[n], after[n]) for n in before if "lora_B" in n)

@@ -48,11 +48,10 @@ def test_oom_retries_with_half_the_micro_batch_and_matches_that_size():
 
 
 def test_the_halved_micro_batch_is_kept_for_the_next_steps():
-    # The loop's update (rlvr/grpo/loop.py) on a stand-in Run: after one retry the later steps start at the
-    # size that fit, instead of running out of memory again at every step.
-    from types import SimpleNamespace
-
-    from rlvr.grpo.loop import update
+    # The step's update (rlvr/grpo/step.py): after one retry the later steps start at the size that fit, instead
+    # of running out of memory again at every step.
+    from rlvr.grpo.setup import Optimisation
+    from rlvr.grpo.step import update
 
     model = tiny_llama()
     batch = make_batch(model, with_ref=True, with_old=False)
@@ -65,12 +64,10 @@ def test_the_halved_micro_batch_is_kept_for_the_next_steps():
 
     model.get_input_embeddings().register_forward_pre_hook(hook)
     messages: list[str] = []
-    run = SimpleNamespace(trainer=model, optimizer=torch.optim.AdamW(model.parameters(), lr=1e-2),
-                          update_settings=settings(4), scheduler=None, logger=SimpleNamespace(message=messages.append),
-                          config=SimpleNamespace(algorithm=SimpleNamespace(updates_per_batch=1)))
-    assert update(run, batch).micro_batch_size == 2 and len(failures) == 1
-    assert run.update_settings.micro_batch_size == 2 and "continuing with 2 rows per micro-batch" in messages[0]
-    assert update(run, batch).micro_batch_size == 2
+    optim = Optimisation(torch.optim.AdamW(model.parameters(), lr=1e-2), None, settings(4))
+    assert update(model, optim, batch, 1, messages.append).micro_batch_size == 2 and len(failures) == 1
+    assert optim.update_settings.micro_batch_size == 2 and "continuing with 2 rows per micro-batch" in messages[0]
+    assert update(model, optim, batch, 1, messages.append).micro_batch_size == 2
     assert len(failures) == 1 and len(messages) == 1  # the second step started at 2 rows: no second failure
 
 

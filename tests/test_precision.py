@@ -146,7 +146,7 @@ def test_logprobs_entropy_and_loss_terms_are_fp32(tiny_model_dir, setting, entro
 
 # ---------------------------------------------------------------- fp32 master weights and optimizer state
 def _one_adam_step(model, lr: float):
-    """One train_step with AdamW as rlvr/grpo/loop.py builds it (fused), weight decay 0. Adam's first step is
+    """One train_step with AdamW as rlvr/grpo/setup.py builds it (fused), weight decay 0. Adam's first step is
     lr * m_hat / (sqrt(v_hat) + eps) with m_hat = g, v_hat = g^2: every weight with |g| >> eps moves by lr."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0, fused=True)
     settings = UpdateSettings(LossSpec("ppo_clip", ClipRange(0.2, 0.2), "sequence_mean", "k3", 0.0, 0.0),

@@ -2,14 +2,15 @@
 KL in the reward, masking truncated completions, and the two advantage estimators' outputs."""
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 import torch
 
 from rlvr.algorithms.advantages import ADVANTAGES
 from rlvr.config.run import load_config
 from rlvr.grpo import stages
+from rlvr.grpo.estimators import OutcomeEstimator
+from rlvr.grpo.plan import StepPlan, step_plan
+from rlvr.grpo.setup import Models
 from rlvr.types import Outcome, Prompt, RolloutBatch, ScoredBatch, Verdict
 
 
@@ -31,14 +32,14 @@ def scored(values: list[float], scorable=None) -> ScoredBatch:
     return ScoredBatch(rewards.masked_fill(~ok, 0.0), ok, {"math": verdicts}, {"math": rewards})
 
 
-def run_with(*overrides: str) -> SimpleNamespace:
-    return SimpleNamespace(config=load_config(None, ["rollout.max_new_tokens=4", *overrides]))
+def plan_with(*overrides: str) -> StepPlan:
+    return step_plan(load_config(None, ["rollout.max_new_tokens=4", *overrides]))
 
 
 def test_reward_components_with_overlong_shaping_by_hand() -> None:
-    run = run_with("reward.overlong_buffer=2", "reward.overlong_penalty=0.5")
+    plan = plan_with("reward.overlong_buffer=2", "reward.overlong_penalty=0.5")
     batch = rollouts([1, 2, 3, 4], [False, False, False, True])
-    comps = stages.reward_components(run, batch, scored([1.0, 0.0, 1.0, 1.0], [True, True, True, False]))
+    comps = stages.reward_components(batch, scored([1.0, 0.0, 1.0, 1.0], [True, True, True, False]), plan.reward)
     # math: the unscorable row's 1.0 is zeroed
     assert comps["math"][0].tolist() == [1.0, 0.0, 1.0, 0.0] and comps["math"][1] == 1.0
     # L_max 4, L_cache 2: lengths 1, 2 -> 0 ; 3 -> (2 - 3)/2 = -0.5 ; 4 (truncated) -> (2 - 4)/2 = -1 ; weight 0.5
@@ -48,19 +49,19 @@ def test_reward_components_with_overlong_shaping_by_hand() -> None:
 def test_kl_for_reward_uses_sampler_logprobs_when_mu_is_one() -> None:
     batch = rollouts([2, 1, 4, 3], [False] * 4)
     ref = torch.full((4, 4), -2.0)
-    assert stages.kl_for_reward(run_with(), batch, None, ref) is None  # KL sits in the loss by default
-    run = run_with("algorithm.kl_placement=reward", "algorithm.kl_estimator=k1")
-    kl = stages.kl_for_reward(run, batch, None, ref)
+    assert stages.kl_for_reward(batch, None, ref, plan_with().kl) is None  # KL sits in the loss by default
+    plan = plan_with("algorithm.kl_placement=reward", "algorithm.kl_estimator=k1")
+    kl = stages.kl_for_reward(batch, None, ref, plan.kl)
     # k1 = logp - ref = -1 - (-2) = 1 on real tokens, 0 past each row's end
     assert kl.tolist() == [[1, 1, 0, 0], [1, 0, 0, 0], [1, 1, 1, 1], [1, 1, 1, 0]]
     old = torch.full((4, 4), -1.5)  # mu > 1: the pi_old forward is used instead: -1.5 + 2 = 0.5
-    assert stages.kl_for_reward(run, batch, old, ref)[2].tolist() == [0.5] * 4
+    assert stages.kl_for_reward(batch, old, ref, plan.kl)[2].tolist() == [0.5] * 4
 
 
 def test_outcome_estimator_charges_each_token_the_kl_to_go() -> None:
     batch = rollouts([2, 2, 1, 1], [False] * 4)
     kl = torch.tensor([[1.0, 1.0, 0, 0], [0.0, 0.0, 0, 0], [0.5, 0, 0, 0], [0.5, 0, 0, 0]])
-    estimator = stages.OutcomeEstimator(ADVANTAGES["dr_grpo"], "sum_then_normalize", 1e-4, beta=0.1)
+    estimator = OutcomeEstimator(ADVANTAGES["dr_grpo"], "sum_then_normalize", 1e-4, beta=0.1)
     out = estimator(batch, {"math": (torch.tensor([1.0, 1.0, 0.0, 1.0]), 1.0)}, torch.ones(4, dtype=torch.bool), kl)
     # outcome (dr_grpo, G = 2): group 0 ties at 1 -> [0, 0] ; group 1 mean 0.5 -> [-0.5, 0.5]
     # KL to go, beta 0.1: row 0 [0.2, 0.1] ; row 1 [0, 0] ; rows 2, 3 [0.05] ; padding 0
@@ -78,7 +79,7 @@ def test_kl_in_the_reward_is_not_divided_by_the_group_std() -> None:
     batch = rollouts([1, 1, 1, 1], [False] * 4, G=4)
     kl = torch.zeros(4, 4)
     kl[:, 0] = torch.tensor([0.50, 0.52, 0.49, 0.51])
-    estimator = stages.OutcomeEstimator(ADVANTAGES["grpo"], "sum_then_normalize", 1e-4, beta=0.04)
+    estimator = OutcomeEstimator(ADVANTAGES["grpo"], "sum_then_normalize", 1e-4, beta=0.04)
     out = estimator(batch, {"math": (torch.ones(4), 1.0)}, torch.ones(4, dtype=torch.bool), kl)
     torch.testing.assert_close(out.values[:, 0], torch.tensor([-0.02, -0.0208, -0.0196, -0.0204]), rtol=0, atol=1e-7)
     assert out.values[:, 1:].abs().max() == 0
@@ -88,11 +89,15 @@ def test_make_train_batch_masks_truncated_rows_and_drops_in_loss_ref_for_reward_
     batch = rollouts([2, 4, 1, 4], [False, True, False, True])
     ref = torch.zeros(4, 4)
     adv = torch.tensor([1.0, -1.0, 0.5, -0.5])
-    plain = stages.make_train_batch(run_with(), batch, adv, None, ref)
+    def train_batch(*overrides: str):
+        plan = plan_with(*overrides)
+        return stages.make_train_batch(batch, adv, None, ref, plan.mask_truncated, plan.kl)
+
+    plain = train_batch()
     assert plain.completion_mask.sum().item() == 11 and plain.ref_logprobs is ref
-    masked = stages.make_train_batch(run_with("algorithm.mask_truncated=true"), batch, adv, None, ref)
+    masked = train_batch("algorithm.mask_truncated=true")
     assert masked.completion_mask.sum(dim=1).tolist() == [2, 0, 1, 0]  # truncated rows get no loss
-    moved = stages.make_train_batch(run_with("algorithm.kl_placement=reward"), batch, adv, None, ref)
+    moved = train_batch("algorithm.kl_placement=reward")
     assert moved.ref_logprobs is None  # the KL was paid in the reward, not again in the loss
 
 
@@ -111,13 +116,26 @@ class CountingModel:
 
 
 def test_mu_one_spends_no_forward_on_old_logprobs() -> None:
-    policy = CountingModel()
-    run = run_with()
-    run.policy, run.reference = policy, None
-    assert stages.scoring_logprobs(run, rollouts([2, 1, 3, 4], [False] * 4)) == (None, None)
+    policy, batch = CountingModel(), rollouts([2, 1, 3, 4], [False] * 4)
+    models = Models(policy, None, tokenizer=None)
+    assert stages.scoring_logprobs(models, batch, plan_with().scoring) == (None, None)
     assert policy.calls == 0
-    run = run_with("algorithm.updates_per_batch=2")
-    run.policy, run.reference = policy, None
-    with pytest.raises(AssertionError, match="no forward pass expected"):
-        stages.scoring_logprobs(run, rollouts([2, 1, 3, 4], [False] * 4))  # mu > 1: pi_old is computed once
+    with pytest.raises(AssertionError, match="no forward pass expected"):  # mu > 1: pi_old is computed once
+        stages.scoring_logprobs(models, batch, plan_with("algorithm.updates_per_batch=2").scoring)
     assert policy.calls == 1
+
+
+def test_kl_placement_is_resolved_once_into_plain_facts() -> None:
+    # issue 25: the plan is the one reader of algorithm.kl_placement; the stages and the loss see only these facts
+    in_loss = plan_with()  # beta 0.04, in the loss (GRPO)
+    assert (in_loss.kl.in_loss, in_loss.kl.in_reward, in_loss.loss.beta) == (True, False, 0.04)
+    in_reward = plan_with("algorithm.kl_placement=reward", "algorithm.kl_estimator=k1")
+    assert (in_reward.kl.in_loss, in_reward.kl.in_reward, in_reward.loss.beta) == (False, True, 0.0)
+    off = plan_with("algorithm.beta=0")
+    assert (off.kl.in_loss, off.kl.in_reward, off.loss.beta) == (False, False, 0.0)
+    # a pi_old forward: for mu > 1, or for the KL in the reward when the sampler's log-probs are top-p truncated
+    assert not in_reward.scoring.needs_old_logprobs and not plan_with("rollout.top_p=0.9").scoring.needs_old_logprobs
+    truncated = plan_with("algorithm.kl_placement=reward", "algorithm.kl_estimator=k1", "rollout.top_p=0.9")
+    assert truncated.scoring.needs_old_logprobs
+    assert plan_with("algorithm.updates_per_batch=2").scoring.needs_old_logprobs
+

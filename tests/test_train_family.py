@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from rlvr.config.run import load_config
-from rlvr.grpo.loop import setup, train
+from rlvr.grpo.loop import train
+from rlvr.grpo.setup import setup
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 PRESETS = sorted(p.stem for p in CONFIGS.glob("*.yaml"))
@@ -53,10 +54,10 @@ def test_preset_trains_two_steps(preset: str, tiny_model_dir, tmp_path) -> None:
 
 def test_beta_zero_loads_no_reference_and_gae_loads_a_critic(tiny_model_dir, tmp_path) -> None:
     run = setup(load_config(CONFIGS / "dapo.yaml", tiny(tiny_model_dir, tmp_path / "a", "dapo")), tmp_path / "a")
-    assert run.reference is None and run.critic is None
+    assert run.models.reference is None and run.models.critic is None
     run.service.close()
     run = setup(load_config(CONFIGS / "ppo.yaml", tiny(tiny_model_dir, tmp_path / "b", "ppo")), tmp_path / "b")
-    assert run.reference is not None and run.critic is not None
+    assert run.models.reference is not None and run.models.critic is not None
     run.service.close()
 
 

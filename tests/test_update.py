@@ -228,17 +228,14 @@ def test_kl_max_through_an_update_step_is_the_largest_token_of_the_batch():
 
 
 def test_mu_passes_log_the_mean_but_the_largest_token_kl(monkeypatch):
-    """grpo.update at mu = 2: totals are averaged over the passes ((0.1 + 0.3) / 2 = 0.2), kl_max is the max over
+    """step.update at mu = 2: totals are averaged over the passes ((0.1 + 0.3) / 2 = 0.2), kl_max is the max over
     them (max(5, 40) = 40), not an average of maxima (22.5)."""
-    from types import SimpleNamespace
-
-    from rlvr.grpo import loop as grpo
+    from rlvr.grpo import step as grpo
+    from rlvr.grpo.setup import Optimisation
     from rlvr.training.update import UpdateStats
 
     passes = iter([UpdateStats(0.1, 0.0, 0.1, 0.0, 1.0, 1.0, kl_max=5.0, micro_batch_size=4.0),
                    UpdateStats(0.3, 0.0, 0.3, 0.0, 1.0, 1.0, kl_max=40.0, micro_batch_size=4.0)])
     monkeypatch.setattr(grpo, "train_step", lambda *args: next(passes))
-    run = SimpleNamespace(trainer=None, optimizer=None, scheduler=None, update_settings=settings(4),
-                          config=SimpleNamespace(algorithm=SimpleNamespace(updates_per_batch=2)))
-    stats = grpo.update(run, batch=None)
+    stats = grpo.update(None, Optimisation(None, None, settings(4)), None, 2, say=print)
     assert stats.loss == pytest.approx(0.2) and stats.kl == pytest.approx(0.2) and stats.kl_max == 40.0

@@ -26,10 +26,11 @@ import math
 import os
 from dataclasses import dataclass, fields
 
-from rlvr.model import precision
 from rlvr.config.run import RunConfig
-from rlvr.model.logprobs import HEAD_CHUNK_TOKENS
+from rlvr.grpo.plan import needs_old_logprobs
+from rlvr.model import precision
 from rlvr.model.family import full_attention_llama
+from rlvr.model.logprobs import HEAD_CHUNK_TOKENS
 from rlvr.rollout.hf import DROP_AT_LIVE_SHARE
 
 GB = 1e9
@@ -277,8 +278,6 @@ def _with_phases(p: MemoryPlan, c: RunConfig, s: ModelShape, prompt_tokens: int,
                  ) -> MemoryPlan:
     """Phase totals. An engine in its own process (hf_process) holds its weights, decode copies and generation
     buffers for the whole run beside the trainer: it is added to every phase (the machine's total)."""
-    from rlvr.grpo.stages import needs_old_logprobs
-
     r = c.rollout
     held = p.runtime + p.weights + p.reference + p.optimizer + p.critic
     rollout, evaluation, engine = p.kv_cache, p.evaluation, p.engine_weights  # in the trainer's process

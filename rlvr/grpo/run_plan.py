@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rlvr.config.run import RunConfig
 from rlvr.grpo.memory_plan import available_memory_bytes, plan_lines, plan_memory, run_prompt_tokens
+from rlvr.grpo.plan import kl_plan
 from rlvr.metrics.logger import batch_accounting
 
 
@@ -25,8 +26,9 @@ def memory_plan_lines(config: RunConfig, model_config, task, tokenizer) -> list[
 
 def describe_algorithm(config: RunConfig) -> str:
     """One log line naming the family member that runs, so a run log says what was optimised."""
-    a = config.algorithm
-    kl = f"KL {a.kl_estimator} in the {a.kl_placement}, beta {a.beta:g}" if a.beta > 0 else "no KL (no reference)"
+    a, placed = config.algorithm, kl_plan(config.algorithm)
+    where = "reward" if placed.in_reward else "loss"  # the plan's reading of kl_placement (issue 25)
+    kl = f"KL {placed.estimator} in the {where}, beta {placed.beta:g}" if placed.beta > 0 else "no KL (no reference)"
     parts = [f"advantage {a.advantage}", f"objective {a.objective} (clip {a.clip_epsilon:g}/{a.clip_high:g})",
              f"aggregation {a.aggregation}", kl, f"mu {a.updates_per_batch}"]
     if config.rollout.dynamic_sampling.enabled:

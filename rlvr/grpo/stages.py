@@ -1,32 +1,33 @@
-"""The stages of one step, each a function of the Run (recipes/grpo.py calls them in order).
+"""The stages of one step (grpo/step.py calls them in order). Each takes the parts of the run it uses and the
+part of the StepPlan it reads (issue 25): no stage sees the config or the whole run.
 
 Systems code only: every formula it applies lives in advantages.py, gae.py, shaping.py, loss.py or objectives.py.
 """
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from rlvr.algorithms.advantages import AdvantageFn, combined_advantages
-from rlvr.grpo.curriculum import CurriculumStats, group_pass_rates
-from rlvr.grpo.dynamic_sampling import DrawStats, draw_informative_groups
-from rlvr.algorithms.gae import gae_advantages, masked_whiten, outcome_token_rewards
-from rlvr.model.logprobs import batched_logprobs
 from rlvr.algorithms.loss import KL_ESTIMATORS
+from rlvr.algorithms.shaping import soft_overlong_penalty
+from rlvr.distributed.context import DistContext
 from rlvr.grpo import group_view
+from rlvr.grpo.curriculum import CurriculumStats, PassRateCurriculum, group_pass_rates
+from rlvr.grpo.dynamic_sampling import DrawStats, draw_informative_groups
+from rlvr.grpo.plan import DrawPlan, GroupViewPlan, KlPlan, RewardPlan, ScoringPlan, SyncPlan
+from rlvr.grpo.setup import Models, RolloutFeed
+from rlvr.model.logprobs import batched_logprobs
+from rlvr.rewards.service import RewardService
 from rlvr.rollout import pipelined
 from rlvr.rollout.agreement import check_after_sync
 from rlvr.rollout.base import SamplingParams, SyncedEngine, draw_seed
-from rlvr.algorithms.shaping import kl_penalty_to_go, soft_overlong_penalty, weighted_total
 from rlvr.types import RolloutBatch, ScoredBatch, TrainBatch
 
 if TYPE_CHECKING:
-    from rlvr.config.run import RunConfig
     from rlvr.training.critic import Critic
-    from rlvr.grpo.loop import Run
 
 
 @dataclass
@@ -48,10 +49,10 @@ class Drawn:
     staleness: int = 0  # updates between the weights that sampled and the weights this step updates
 
 
-def _next_prompts(run: Run, n: int, stats: list[CurriculumStats]) -> list:
-    if run.curriculum is None:
-        return list(itertools.islice(run.prompt_stream, n))
-    prompts, taken = run.curriculum.take(run.prompt_stream, n)
+def _next_prompts(feed: RolloutFeed, n: int, stats: list[CurriculumStats]) -> list:
+    if feed.curriculum is None:
+        return list(itertools.islice(feed.prompt_stream, n))
+    prompts, taken = feed.curriculum.take(feed.prompt_stream, n)
     stats.append(taken)
     return prompts
 
@@ -62,55 +63,54 @@ def _merge(stats: list[CurriculumStats]) -> CurriculumStats | None:
     return CurriculumStats(*(sum(getattr(s, k) for s in stats) for k in ("skipped", "admitted", "forced")))
 
 
-def draw_batch(run: Run, sampling: SamplingParams) -> Drawn:
+def draw_batch(feed: RolloutFeed, service: RewardService, draw: DrawPlan, ranks: DistContext) -> Drawn:
     """prompts -> rollouts -> (pending) rewards for rollout.prompts_per_step groups.
 
     Without dynamic sampling the verification runs in the reward workers while the caller computes the
     log-prob forwards; with it, scores are needed first to tell which groups to keep.
     """
-    c, curriculum_stats = run.config, []
-    wanted, G = c.rollout.prompts_per_step, c.rollout.group_size
-    if run.prefetched is not None:  # max_staleness = 1: sampled during the previous step's update
-        rollouts, staleness = pipelined.take(run.prefetched), run.engine_version - run.prefetched.version
-        run.prefetched = None
-        return Drawn(rollouts, run.service.submit_rollout(rollouts), staleness=staleness)
+    curriculum_stats, G = [], draw.group_size
+    if feed.prefetched is not None:  # max_staleness = 1: sampled during the previous step's update
+        rollouts, staleness = pipelined.take(feed.prefetched), feed.engine_version - feed.prefetched.version
+        feed.prefetched = None
+        return Drawn(rollouts, service.submit_rollout(rollouts), staleness=staleness)
 
     def generate_and_score(n: int) -> tuple[RolloutBatch, ScoredBatch]:
-        rollouts = run.engine.generate(_next_prompts(run, n, curriculum_stats), G, seeded(sampling))
-        scored = run.service.submit_rollout(rollouts).result()
-        observe_pass_rates(run, rollouts, scored)
+        rollouts = feed.engine.generate(_next_prompts(feed, n, curriculum_stats), G, seeded(draw.sampling))
+        scored = service.submit_rollout(rollouts).result()
+        observe_pass_rates(feed.curriculum, rollouts, scored)
         return rollouts, scored
 
-    if c.rollout.dynamic_sampling.enabled:
-        rollouts, scored, stats = draw_informative_groups(generate_and_score, wanted,
-                                                          c.rollout.dynamic_sampling.max_extra_prompts)
+    if draw.dynamic_sampling:
+        rollouts, scored, stats = draw_informative_groups(generate_and_score, draw.prompts_per_step,
+                                                          draw.max_extra_prompts)
         return Drawn(rollouts, _Scored(scored), stats, _merge(curriculum_stats))
     # torchrun: every rank draws the step's prompts from the same seeded stream and rolls out its own slice
     # of whole groups (DistContext.share); one process keeps them all.
-    rollouts = run.engine.generate(run.ranks.share(_next_prompts(run, wanted, curriculum_stats)), G, seeded(sampling))
-    return Drawn(rollouts, run.service.submit_rollout(rollouts), None, _merge(curriculum_stats))
+    prompts = ranks.share(_next_prompts(feed, draw.prompts_per_step, curriculum_stats))
+    rollouts = feed.engine.generate(prompts, G, seeded(draw.sampling))
+    return Drawn(rollouts, service.submit_rollout(rollouts), None, _merge(curriculum_stats))
 
 
-def prefetch_next(run: Run, sampling: SamplingParams, step: int) -> None:
+def prefetch_next(feed: RolloutFeed, draw: DrawPlan, step: int) -> None:
     """max_staleness = 1 (issue #11, item 4): submit the next step's prompts now, before this step's update, so
     the engine samples them (with the weights of the last sync) while the trainer updates. None after the last
     step. Dynamic sampling and the curriculum are refused with it (config_rules), so the prompts are plain."""
-    c = run.config
-    if not c.rollout.engine.max_staleness or step >= c.max_steps:
+    if not draw.prefetch or step >= draw.max_steps:
         return
-    prompts = _next_prompts(run, c.rollout.prompts_per_step, [])
-    run.prefetched = pipelined.submit(run.engine, prompts, c.rollout.group_size, seeded(sampling),
-                                      run.engine_version)
+    prompts = _next_prompts(feed, draw.prompts_per_step, [])
+    feed.prefetched = pipelined.submit(feed.engine, prompts, draw.group_size, seeded(draw.sampling),
+                                       feed.engine_version)
 
 
-def push_weights(run: Run, version: int) -> bool:
+def push_weights(feed: RolloutFeed, version: int) -> bool:
     """Engines with their own weights get the policy's current ones (after an update, or after a resume loaded
     the checkpoint into the policy); False for the in-process engine, which is the policy."""
-    if not isinstance(run.engine, SyncedEngine):
+    if not isinstance(feed.engine, SyncedEngine):
         return False
-    pipelined.before_sync(run.prefetched)
-    run.engine.sync_weights(run.policy if run.engine_weights is None else run.engine_weights, version)
-    run.engine_version = version
+    pipelined.before_sync(feed.prefetched)
+    feed.engine.sync_weights(feed.engine_weights, version)
+    feed.engine_version = version
     return True
 
 
@@ -120,24 +120,24 @@ def seeded(sampling: SamplingParams) -> SamplingParams:
     return replace(sampling, seed=draw_seed())
 
 
-def sync_engine(run: Run, step: int, rollouts: RolloutBatch) -> dict[str, float]:
+def sync_engine(feed: RolloutFeed, policy, step: int, rollouts: RolloutBatch, sync: SyncPlan) -> dict[str, float]:
     """Engines with their own weights: push the updated policy, then check on a few of this step's sequences that
     the engine scores them as the trainer does (rollout/agreement.py). The in-process engine is the policy."""
-    if not push_weights(run, step):
+    if not push_weights(feed, step):
         return {}
-    # Both sides score the full tempered distribution here, so unlike the per-batch check the probe is valid at top_p < 1
-    r = run.config.rollout
-    agreement = check_after_sync(run.engine, run.policy, rollouts, r.temperature, r.engine.agreement_rows,
-                                 r.correction.max_mismatch_kl)
+    # Both sides score the full tempered distribution here, so unlike the per-batch check the probe is valid at
+    # top_p < 1
+    agreement = check_after_sync(feed.engine, policy, rollouts, sync.temperature, sync.agreement_rows,
+                                 sync.max_mismatch_kl)
     return {} if agreement is None else {"engine/agreement_kl": agreement.mismatch_kl, "engine/version": step}
 
 
-def finish_scoring(run: Run, drawn: Drawn) -> ScoredBatch:
+def finish_scoring(drawn: Drawn, curriculum: PassRateCurriculum | None) -> ScoredBatch:
     """Wait for the verifiers; feed the curriculum (dynamic sampling already fed it every draw). The scores come
     from the verifiers on the host and go on to the rollouts' device here (issue #23)."""
     scored = drawn.pending.result().to(drawn.rollouts.completion_mask.device)
     if drawn.draw is None:
-        observe_pass_rates(run, drawn.rollouts, scored)
+        observe_pass_rates(curriculum, drawn.rollouts, scored)
     return scored
 
 
@@ -155,159 +155,86 @@ def draw_metrics(drawn: Drawn) -> dict[str, float | int]:
     return out
 
 
-def observe_pass_rates(run: Run, rollouts: RolloutBatch, scored: ScoredBatch) -> None:
-    if run.curriculum is not None:
+def observe_pass_rates(curriculum: PassRateCurriculum | None, rollouts: RolloutBatch, scored: ScoredBatch) -> None:
+    if curriculum is not None:
         rates = group_pass_rates(scored.rewards, scored.scorable, rollouts.group_size,
-                                 run.config.curriculum.pass_threshold)
-        run.curriculum.observe(rollouts.prompts, rates)
+                                 curriculum.config.pass_threshold)
+        curriculum.observe(rollouts.prompts, rates)
 
 
-def needs_old_logprobs(c: RunConfig) -> bool:
-    """mu = 1 needs no pi_old forward: the ratio is taken against the detached current log-probs. The KL in the
-    reward needs one only when the sampler's log-probs are of a top-p-truncated distribution."""
-    kl_needs_old = c.algorithm.kl_placement == "reward" and c.algorithm.beta > 0 and c.rollout.top_p < 1
-    return c.algorithm.updates_per_batch > 1 or kl_needs_old
-
-
-def scoring_logprobs(run: Run, rollouts: RolloutBatch) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+def scoring_logprobs(models: Models, rollouts: RolloutBatch, scoring: ScoringPlan
+                     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """(pi_old, reference) log-probs [B, C] of the sampled tokens; None where not needed."""
-    c = run.config
     inputs = (rollouts.prompt_ids, rollouts.prompt_mask, rollouts.prompt_index, rollouts.completion_ids,
               rollouts.completion_mask)
     scored_logprobs = lambda model: batched_logprobs(  # noqa: E731
-        model, *inputs, c.rollout.temperature, c.micro_batch_size)
-    old = scored_logprobs(run.policy) if needs_old_logprobs(c) else None
-    ref = scored_logprobs(run.reference) if run.reference is not None else None
+        model, *inputs, scoring.temperature, scoring.micro_batch_size)
+    old = scored_logprobs(models.policy) if scoring.needs_old_logprobs else None
+    ref = scored_logprobs(models.reference) if models.reference is not None else None
     return old, ref
 
 
-def reward_components(run: Run, rollouts: RolloutBatch, scored: ScoredBatch) -> dict[str, tuple[torch.Tensor, float]]:
+def reward_components(rollouts: RolloutBatch, scored: ScoredBatch, reward: RewardPlan
+                      ) -> dict[str, tuple[torch.Tensor, float]]:
     """name -> (values [B], weight): each verifier's score (0 where unscorable) and the length shaping."""
-    c = run.config
     components = {name: (scored.scores[name].masked_fill(~scored.scorable, 0.0), weight)
-                  for name, weight in c.task.verifiers.items()}
-    if c.reward.overlong_buffer:
+                  for name, weight in reward.verifiers}
+    if reward.overlong_buffer:
         lengths = rollouts.completion_mask.sum(dim=1)  # a truncated one has L_max tokens: penalty -1
-        penalty = soft_overlong_penalty(lengths, c.rollout.max_new_tokens, c.reward.overlong_buffer)
-        components["overlong"] = (penalty, c.reward.overlong_penalty)
+        penalty = soft_overlong_penalty(lengths, reward.max_new_tokens, reward.overlong_buffer)
+        components["overlong"] = (penalty, reward.overlong_penalty)
     return components
 
 
-@dataclass
-class Advantages:
-    values: torch.Tensor  # [B] per completion, or [B, C] per token (KL in the reward, critic)
-    shaped_reward_mean: float  # mean total reward after shaping and the KL penalty, before normalisation
-    critic_targets: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None  # returns, old values, mask [B, C]
-    extra: dict[str, float] = field(default_factory=dict)  # metrics, e.g. the KL paid in the reward
-
-
-class AdvantageEstimator(Protocol):
-    def __call__(self, rollouts: RolloutBatch, components: dict[str, tuple[torch.Tensor, float]],
-                 valid: torch.Tensor, kl_per_token: torch.Tensor | None) -> Advantages: ...
-
-
-def _kl_metrics(kl_per_token: torch.Tensor | None, mask: torch.Tensor) -> dict[str, float]:
-    return {} if kl_per_token is None else {"kl_in_reward": float((kl_per_token * mask).sum(dim=1).mean())}
-
-
-@dataclass
-class OutcomeEstimator:
-    """Advantages from the rewards of a group or batch (advantages.ADVANTAGES); with the KL in the reward,
-    each token's advantage also pays the KL from that token on (shaping.kl_penalty_to_go)."""
-
-    estimator: AdvantageFn
-    combination: str
-    eps: float
-    beta: float
-
-    def __call__(self, rollouts, components, valid, kl_per_token) -> Advantages:
-        mask = rollouts.completion_mask.float()
-        total = weighted_total(components)
-        advantages = combined_advantages(self.estimator, components, self.combination, rollouts.group_size,
-                                         self.eps, valid=valid)
-        if kl_per_token is None:
-            return Advantages(advantages, float(total.mean()))
-        to_go = kl_penalty_to_go(kl_per_token, mask, self.beta)
-        shaped = float((total - to_go[:, 0]).mean())  # to_go at t = 0 is the whole sequence's penalty
-        per_token = (advantages[:, None] - to_go) * mask * valid[:, None]  # unscorable rows learn nothing
-        return Advantages(per_token, shaped, None, _kl_metrics(kl_per_token, mask))
-
-
-@dataclass
-class CriticEstimator:
-    """PPO's baseline: per-token advantages from a learned value function and GAE (Schulman et al. 2016)."""
-
-    critic: Critic
-    gamma: float
-    lam: float
-    beta: float
-
-    def __call__(self, rollouts, components, valid, kl_per_token) -> Advantages:
-        mask = rollouts.completion_mask.float()
-        total = weighted_total(components)
-        penalty = None if kl_per_token is None else self.beta * kl_per_token
-        token_rewards = outcome_token_rewards(total, mask, penalty)
-        values = self.critic.values(rollouts.prompt_ids, rollouts.prompt_mask, rollouts.prompt_index,
-                                    rollouts.completion_ids, mask)
-        advantages, returns = gae_advantages(token_rewards, values, mask, self.gamma, self.lam)
-        # Unscorable rows: no reward was observed, so neither the policy nor the critic learns from them.
-        learn = mask * valid[:, None]
-        extra = {"value_mean": float((values * mask).sum() / mask.sum().clamp(min=1)),
-                 **_kl_metrics(kl_per_token, mask)}
-        shaped = float(token_rewards.sum(dim=1).mean())
-        return Advantages(masked_whiten(advantages, learn), shaped, (returns, values, learn), extra)
-
-
-def kl_for_reward(run: Run, rollouts: RolloutBatch, old: torch.Tensor | None,
-                  ref: torch.Tensor | None) -> torch.Tensor | None:
+def kl_for_reward(rollouts: RolloutBatch, old: torch.Tensor | None, ref: torch.Tensor | None,
+                  kl: KlPlan) -> torch.Tensor | None:
     """Per-token KL estimate [B, C] for the KL-in-reward placement (None for the in-loss placement).
 
     The policy side is pi_old: its forward pass when there is one (mu > 1, or top_p < 1), else the sampler's
     own log-probs (the same distribution, logits / temperature, without a second forward). With top_p < 1 the
     sampler's log-probs are of the truncated, renormalised distribution and would bias the KL upward."""
-    a = run.config.algorithm
-    if a.kl_placement != "reward" or ref is None:
+    if not kl.in_reward:
         return None
     policy = old if old is not None else rollouts.sampling_logprobs
-    return KL_ESTIMATORS[a.kl_estimator](policy, ref) * rollouts.completion_mask
+    return KL_ESTIMATORS[kl.estimator](policy, ref) * rollouts.completion_mask
 
 
-def train_critic(run: Run, rollouts: RolloutBatch,
-                 targets: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None) -> dict[str, float]:
+def train_critic(critic: Critic | None, rollouts: RolloutBatch,
+                 targets: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None, passes: int) -> dict[str, float]:
     """mu critic steps towards the GAE returns (PPO baseline only), as many as the policy takes, so that the
     value clip around the old values can bind from the second on; metrics of the mean, prefixed critic/."""
-    if run.critic is None or targets is None:
+    if critic is None or targets is None:
         return {}
     returns, old_values, mask = targets
-    passes = [vars(run.critic.train_step(rollouts.prompt_ids, rollouts.prompt_mask, rollouts.prompt_index,
-                                         rollouts.completion_ids, mask, returns, old_values))
-              for _ in range(run.config.algorithm.updates_per_batch)]
-    return {f"critic/{k}": sum(float(p[k]) for p in passes) / len(passes) for k in passes[0]}
+    stats = [vars(critic.train_step(rollouts.prompt_ids, rollouts.prompt_mask, rollouts.prompt_index,
+                                    rollouts.completion_ids, mask, returns, old_values))
+             for _ in range(passes)]
+    return {f"critic/{k}": sum(float(p[k]) for p in stats) / len(stats) for k in stats[0]}
 
 
-def make_train_batch(run: Run, rollouts: RolloutBatch, advantages: torch.Tensor, old: torch.Tensor | None,
-                     ref: torch.Tensor | None) -> TrainBatch:
+def make_train_batch(rollouts: RolloutBatch, advantages: torch.Tensor, old: torch.Tensor | None,
+                     ref: torch.Tensor | None, mask_truncated: bool, kl: KlPlan) -> TrainBatch:
     mask = rollouts.completion_mask.float()
-    if run.config.algorithm.mask_truncated:  # DAPO overlong filtering: no gradient from cut-off completions
+    if mask_truncated:  # DAPO overlong filtering: no gradient from cut-off completions
         mask = mask * (~rollouts.truncated)[:, None]
-    ref_in_loss = ref if run.config.algorithm.kl_placement == "loss" else None
+    ref_in_loss = ref if kl.in_loss else None
     return TrainBatch(rollouts.prompt_ids, rollouts.prompt_mask, rollouts.prompt_index, rollouts.completion_ids, mask,
                       advantages, old, ref_in_loss, rollouts.sampling_logprobs)
 
 
-def group_view_row(run: Run, step: int, rollouts: RolloutBatch, scored: ScoredBatch, advantages: torch.Tensor,
-                   old: torch.Tensor | None) -> dict | None:
-    """groups.jsonl's line for this step (after the update, which the ratios measure); None when turned off."""
-    c = run.config
-    if not c.group_view:
+def group_view_row(view: GroupViewPlan | None, models: Models, sharded: bool, step: int, rollouts: RolloutBatch,
+                   scored: ScoredBatch, advantages: torch.Tensor, old: torch.Tensor | None) -> dict | None:
+    """groups.jsonl's line for this step (after the update, which the ratios measure); None when turned off.
+    `sharded` (torchrun): the policy's weights are split across ranks and it cannot rescore rows alone, so the
+    line carries no ratios."""
+    if view is None:
         return None
     g = rollouts.group_size
     group = group_view.pick_group(scored.rewards, g, scored.scorable, step)
-    rescore = None if run.ranks.enabled else lambda rows: batched_logprobs(  # noqa: E731 (sharded under torchrun)
-        run.policy, rollouts.prompt_ids, rollouts.prompt_mask, rollouts.prompt_index[rows],
-        rollouts.completion_ids[rows], rollouts.completion_mask[rows], c.rollout.temperature, c.micro_batch_size)
+    rescore = None if sharded else lambda rows: batched_logprobs(  # noqa: E731
+        models.policy, rollouts.prompt_ids, rollouts.prompt_mask, rollouts.prompt_index[rows],
+        rollouts.completion_ids[rows], rollouts.completion_mask[rows], view.temperature, view.micro_batch_size)
     with torch.no_grad():
         rows = torch.arange(group * g, (group + 1) * g, device=rollouts.completion_ids.device)  # issue #23
-        ratios = group_view.token_ratios(old, rollouts.sampling_logprobs, c.rollout.top_p, rows, rescore)
-    return group_view.group_row(step, rollouts, scored, advantages, group, run.tokenizer.decode,
-                                (c.algorithm.clip_epsilon, c.algorithm.clip_high), ratios)
+        ratios = group_view.token_ratios(old, rollouts.sampling_logprobs, view.top_p, rows, rescore)
+    return group_view.group_row(step, rollouts, scored, advantages, group, models.tokenizer.decode, view.clip, ratios)

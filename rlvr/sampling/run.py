@@ -200,8 +200,8 @@ def _setup(config: RunConfig, run_dir: Path, resumed: bool, rewarder: Any, gener
     seed_everything(config.seed)
     if config.threads:
         torch.set_num_threads(config.threads)
+    from rlvr.grpo.setup import screen_prompt_lengths
     from rlvr.model.load import load_tokenizer
-    from rlvr.grpo.loop import screen_prompt_lengths
     from rlvr.tasks import build_task
 
     task = build_task(config.task)

@@ -204,8 +204,8 @@ DETERMINISM = [
     _m("verdicts placed by row, not arrival", "rlvr/rewards/pool.py",
        "self._verdicts[row] = verdicts", "self._verdicts[len(self._verdicts) - self._missing] = verdicts",
        "tests/test_determinism.py::test_late_verifier_workers_change_nothing"),
-    _m("the run is seeded", "rlvr/grpo/setup.py",
-       "torch.manual_seed(config.seed)", "torch.seed()",
+    _m("the run is seeded", "rlvr/seeding.py",
+       "torch.manual_seed(seed)", "torch.seed()",
        "tests/test_determinism.py::test_two_runs_of_one_seed_are_bit_identical"),
 ]
 

@@ -29,7 +29,7 @@ from rlvr.grpo.step import grpo_step
 from rlvr.metrics.diagnostics import Diagnostics, RunFacts
 from rlvr.model.load import save_model
 from rlvr.rollout.pipelined import saved_cursor
-from rlvr.training.divergence import check_skips
+from rlvr.training.guards import check_skips
 
 
 def run_eval(run: Run, step: int) -> EvalResult:

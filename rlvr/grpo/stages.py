@@ -20,7 +20,7 @@ from rlvr.grpo.dynamic_sampling import DrawStats, draw_informative_groups
 from rlvr.grpo.plan import DrawPlan, GroupViewPlan, KlPlan, RewardPlan, ScoringPlan, SyncPlan
 from rlvr.grpo.setup import Models, RolloutFeed
 from rlvr.model.logprobs import batched_logprobs
-from rlvr.rewards.service import RewardService
+from rlvr.rewards.pool import VerifierPool
 from rlvr.rollout import pipelined
 from rlvr.rollout.agreement import check_after_sync
 from rlvr.rollout.base import SamplingParams, SyncedEngine, draw_seed
@@ -63,7 +63,7 @@ def _merge(stats: list[CurriculumStats]) -> CurriculumStats | None:
     return CurriculumStats(*(sum(getattr(s, k) for s in stats) for k in ("skipped", "admitted", "forced")))
 
 
-def draw_batch(feed: RolloutFeed, service: RewardService, draw: DrawPlan, ranks: DistContext) -> Drawn:
+def draw_batch(feed: RolloutFeed, service: VerifierPool, draw: DrawPlan, ranks: DistContext) -> Drawn:
     """prompts -> rollouts -> (pending) rewards for rollout.prompts_per_step groups.
 
     Without dynamic sampling the verification runs in the reward workers while the caller computes the

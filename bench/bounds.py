@@ -25,7 +25,6 @@ import time
 
 import torch
 
-
 SHORT = 8  # tokens of the shorter sampling call the decode step is measured against
 
 
@@ -104,7 +103,10 @@ def main() -> None:
         prompts = list(itertools.islice(run.feed.prompt_stream, args.rows // 8))
         ids, mask = engine.encode(prompts)
         stops, engine.stop_ids = engine.stop_ids, [10 ** 9]  # every row decodes every step
-        sample = lambda new: timed(lambda: engine.sample(ids, mask, 8, SamplingParams(1.0, 1.0, new, seed=1)), 3)
+
+        def sample(new: int) -> float:
+            return timed(lambda: engine.sample(ids, mask, 8, SamplingParams(1.0, 1.0, new, seed=1)), 3)
+
         short, full = sample(SHORT), sample(args.new)
         step = (full - short) / (args.new - SHORT)  # per extra token: prefill and weight prepacking cancel out
         engine.stop_ids = stops

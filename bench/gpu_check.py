@@ -104,7 +104,8 @@ def summarize(name: str, work: Path) -> str:
         sides = {}
         for side, runs in data.items():
             steps = [s for r in runs for s in r["steps"][1:]]
-            sides[side] = (statistics.median(s["s"] for s in steps), statistics.median(s["tokens"] / s["s"] for s in steps),
+            sides[side] = (statistics.median(s["s"] for s in steps),
+                           statistics.median(s["tokens"] / s["s"] for s in steps),
                            max(r["peak_rss"] for r in runs) / 1e9)
         (mine, mine_tps, mine_gb), (theirs, theirs_tps, theirs_gb) = sides["rlvr"], sides["trl"]
         return (f"rlvr {mine:.2f} s/step ({mine_tps:.0f} tok/s, {mine_gb:.2f} GB) vs TRL {theirs:.2f} "

@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rlvr.verifiers.math.verifier import MathVerifier, extract_reference  # noqa: E402
 from rlvr.verifiers.math.extract import MODES  # noqa: E402
+from rlvr.verifiers.math.verifier import MathVerifier, extract_reference  # noqa: E402
 
 CORPUS = Path(__file__).parent / "data" / "math_corpus.jsonl"
 

@@ -31,8 +31,8 @@ SAMPLE_S = 0.25
 def plan_for(overrides: list[str]):
     from transformers import AutoConfig
 
-    from rlvr.config.run import load_config
     from rlvr.config.rules import with_dynamic_sampling_decided
+    from rlvr.config.run import load_config
     from rlvr.grpo.memory_plan import plan_memory, run_prompt_tokens
     from rlvr.model.load import load_tokenizer, resolve_model_path
     from rlvr.tasks import build_task

@@ -21,11 +21,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from rlvr.verifiers.base import Verifier
-from rlvr.verifiers.code.verifier import CodeVerifier
 from rlvr.verifiers.code.reference import AssertRounds, harness_files, parse_reference, read_results
-from rlvr.verifiers.math.verifier import MathVerifier
-from rlvr.verifiers.math.extract import MODES
 from rlvr.verifiers.code.sandbox import SYSTEM_PYTHON, SandboxConfig, probe
+from rlvr.verifiers.code.verifier import CodeVerifier
+from rlvr.verifiers.math.extract import MODES
+from rlvr.verifiers.math.verifier import MathVerifier
 
 CODE = "```python\ndef add(a, b):\n    return a + b\n```"
 REFERENCE = json.dumps({"asserts": ["assert add(1, 2) == 3", "assert add(-5, 5) == 0", "assert add(10, 32) == 42"]})

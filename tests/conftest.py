@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+
 def tiny_llama(seed: int = 0, tied: bool = False):
     """The unit tests' model: a random 2-layer Llama (vocabulary 64, hidden 32, grouped-query attention 4/2), fp32,
     eval mode; `tied` shares the input embedding with the LM head (as SmolLM2 does)."""
@@ -27,7 +28,7 @@ CHAT_TEMPLATE = (
 
 
 def build_tiny_model(target: Path) -> Path:
-    from tokenizers import Tokenizer, models, pre_tokenizers, decoders
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     specials = ["<unk>", "<|im_start|>", "<|im_end|>"]

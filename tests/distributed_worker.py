@@ -16,17 +16,17 @@ from pathlib import Path
 
 import torch
 
+from rlvr.algorithms.loss import LossSpec
+from rlvr.algorithms.objectives import ClipRange
 from rlvr.config.run import load_config
 from rlvr.distributed.context import init_distributed, shutdown
 from rlvr.distributed.state import savable
 from rlvr.distributed.wrap import DistributedEngine, ShardedLM, distribute_policy
-from rlvr.algorithms.loss import LossSpec
 from rlvr.model.load import load_model, load_tokenizer
-from rlvr.algorithms.objectives import ClipRange
 from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.hf import HFRolloutEngine
-from rlvr.types import Prompt, TrainBatch
 from rlvr.training.update import UpdateSettings, train_step
+from rlvr.types import Prompt, TrainBatch
 
 PROMPTS, G, C, P, STEPS = 4, 2, 6, 5, 3  # 4 prompts x G=2 = 8 rows per step; 2 ranks keep 2 prompts each
 

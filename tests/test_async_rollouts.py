@@ -10,10 +10,9 @@ import signal
 
 import pytest
 
-from test_train_tiny import tiny_overrides
-
 from rlvr.cli.main import main
 from rlvr.grpo import stages
+from test_train_tiny import tiny_overrides
 
 STEPS = 3
 

@@ -9,8 +9,14 @@ import pytest
 from rlvr.config.run import TaskConfig
 from rlvr.types import Outcome
 from rlvr.verifiers import VERIFIERS, build_verifiers
-from rlvr.verifiers.format import (FormatVerifier, LanguageVerifier, TagCountVerifier, ThinkFormatVerifier,
-                                   expected_script, script_of)
+from rlvr.verifiers.format import (
+    FormatVerifier,
+    LanguageVerifier,
+    TagCountVerifier,
+    ThinkFormatVerifier,
+    expected_script,
+    script_of,
+)
 from rlvr.verifiers.tools import MAX_JSON_CHARS, ToolCallVerifier
 
 MB = 1_000_000

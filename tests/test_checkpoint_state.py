@@ -1,7 +1,6 @@
 """Pieces of exact resume (issue #9): the prompt stream's cursor, RNG capture, config differences, signals."""
 from __future__ import annotations
 
-import os
 import random
 import signal
 import subprocess

@@ -12,8 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from rlvr.checkpoint.store import (COMPLETE, MANIFEST, CheckpointError, latest_good, list_checkpoints, prune,
-                                   verify_checkpoint, write_checkpoint)
+from rlvr.checkpoint.store import (
+    COMPLETE,
+    MANIFEST,
+    CheckpointError,
+    latest_good,
+    list_checkpoints,
+    prune,
+    verify_checkpoint,
+    write_checkpoint,
+)
 
 
 def fill_with(files: dict[str, bytes]):

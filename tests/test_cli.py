@@ -13,8 +13,8 @@ import sys
 import pytest
 
 from rlvr.cli.main import main
-from rlvr.config.run import TaskConfig
 from rlvr.cli.verify import VerifyInputError, verify_file
+from rlvr.config.run import TaskConfig
 
 
 @pytest.fixture(autouse=True)
@@ -369,7 +369,8 @@ def test_eval_list_flags_are_checked_before_loading(tmp_path, capsys, extra, fra
 @pytest.mark.sandbox
 def test_verify_survives_lone_surrogates_in_error_text(tmp_path, capsys):
     # review P3: a model-written `raise ValueError('\ud800')` ends up in the detail; the output stays writable
-    row = {"completion": "def f(x):\n    raise ValueError('\\ud800')", "reference": json.dumps({"asserts": ["assert f(1) == 1"]})}
+    row = {"completion": "def f(x):\n    raise ValueError('\\ud800')",
+           "reference": json.dumps({"asserts": ["assert f(1) == 1"]})}
     path = write_jsonl(tmp_path / "in.jsonl", [row])
     output = tmp_path / "out.jsonl"
     code, _, _ = run(capsys, "verify", "--verifier", "code", "--input", path, "--output", str(output))

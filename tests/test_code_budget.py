@@ -137,7 +137,7 @@ def test_speculative_call_without_an_answer_is_dropped_not_failed():
 
 
 def test_collector_is_paused_while_judging_and_resumed_after():
-    # a full collection of the trainer's heap, triggered by decoding a big result, cost 0.135 s (verifiers/code/budget.py)
+    # a full collection of the trainer's heap, triggered by decoding a big result, cost 0.135 s (code/budget.py)
     assert gc.isenabled()
     first, second = Budget(), Budget()
     with first:

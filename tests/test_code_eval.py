@@ -129,7 +129,8 @@ def test_calls_behind_parent_operators_take_one_round_per_depth():
 def test_calls_of_one_depth_share_one_round():
     # One sandbox run. Calls Python certainly makes first (f(3) of assert 1, f(0) of assert 2), then the
     # ones gathered from the rest of each assert; each site is its own call, so f(2) and f(3) appear twice.
-    outcomes, log = judge(refs("assert f(3) == f(2) + 1", "assert all(f(x) == x for x in range(4))"), {"f": lambda x: x})
+    outcomes, log = judge(refs("assert f(3) == f(2) + 1", "assert all(f(x) == x for x in range(4))"),
+                          {"f": lambda x: x})
     assert [ok for ok, _ in outcomes] == [True, True]
     assert log == [["f(3)", "f(0)", "f(2)", "f(1)", "f(2)", "f(3)"]]
 

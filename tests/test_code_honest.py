@@ -115,16 +115,21 @@ HONEST = {
                                          "assert sq(4) == sq(3) + 7", "assert all(sq(i) == i * i for i in range(6))")),
     "subclass_results": ("from collections import Counter, defaultdict, OrderedDict\ndef freq(s):\n"
                          "    d = defaultdict(int)\n    for ch in s:\n        d[ch] += 1\n    return d\n"
-                         "def count(s):\n    return Counter(s)\ndef ordered(xs):\n    return OrderedDict((x, 1) for x in xs)",
+                         "def count(s):\n    return Counter(s)\n"
+                         "def ordered(xs):\n    return OrderedDict((x, 1) for x in xs)",
                          asserts("assert freq('aab') == {'a': 2, 'b': 1}", "assert count('abb')['b'] == 2",
-                                 "assert ordered([2, 1]) == {2: 1, 1: 1}", "assert count('aab').most_common(1) == [('a', 2)]")),
+                                 "assert ordered([2, 1]) == {2: 1, 1: 1}",
+                                 "assert count('aab').most_common(1) == [('a', 2)]")),
     "string_methods_on_result": ("def greet(n):\n    return 'Hello ' + n",
-                                 asserts("assert greet('bo').lower() == 'hello bo'", "assert greet('x').split() == ['Hello', 'x']",
+                                 asserts("assert greet('bo').lower() == 'hello bo'",
+                                         "assert greet('x').split() == ['Hello', 'x']",
                                          "assert ''.join(reversed(greet('a'))) == 'a olleH'")),
     "objects_between_calls": ("class Node:\n    def __init__(self, v, nxt=None):\n        self.v, self.nxt = v, nxt\n"
-                              "def from_list(xs):\n    head = None\n    for x in reversed(xs):\n        head = Node(x, head)\n"
+                              "def from_list(xs):\n    head = None\n    for x in reversed(xs):\n"
+                              "        head = Node(x, head)\n"
                               "    return head\ndef reverse(h):\n    prev = None\n    while h:\n"
-                              "        h.nxt, prev, h = prev, h, h.nxt\n    return prev\ndef to_list(h):\n    out = []\n"
+                              "        h.nxt, prev, h = prev, h, h.nxt\n    return prev\n"
+                              "def to_list(h):\n    out = []\n"
                               "    while h:\n        out.append(h.v)\n        h = h.nxt\n    return out",
                               asserts("assert to_list(reverse(from_list([1, 2, 3]))) == [3, 2, 1]")),
     "state_between_calls": ("_store = {}\ndef encode(url):\n    key = str(len(_store))\n    _store[key] = url\n"

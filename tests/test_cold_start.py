@@ -206,4 +206,5 @@ def test_level1_rule_phrasings_are_first_in_the_generated_rows():
     ruled = [c for c in rows if c.split()[1] == "*" and {"0", "1", "10"} & set(c.split()[::2])]
     assert len(ruled) > 10  # the train split holds many (57 of its 137 problems have some rule)
     for canonical in ruled:
-        assert rows[canonical].startswith("<think>\n") and rows[canonical].split("\n")[1].startswith(("Anything", "Times"))
+        assert rows[canonical].startswith("<think>\n")
+        assert rows[canonical].split("\n")[1].startswith(("Anything", "Times"))

@@ -11,22 +11,28 @@ from dataclasses import astuple
 import pytest
 import torch
 
+from rlvr.algorithms.correction import (
+    CorrectionSettings,
+    CorrectionStats,
+    EngineMismatch,
+    check_agreement,
+    correction_stats,
+    importance_weights,
+    mismatch_kl,
+)
+from rlvr.algorithms.loss import LossSpec, policy_loss
+from rlvr.algorithms.objectives import ClipRange
+from rlvr.cli.main import main
+from rlvr.config.run import ConfigError, RunConfig, load_config
+from rlvr.errors import UserFacingError
+from rlvr.model.logprobs import completion_logprobs
+from rlvr.rollout.base import SamplingParams
+from rlvr.rollout.hf import HFRolloutEngine, completion_mask
+from rlvr.training.update import UpdateSettings, train_step
+from rlvr.types import TrainBatch
 from test_rollout import STOPS, engine, prompts, tiny_llama  # the tiny random Llama and the sampler around it
 from test_train_tiny import tiny_overrides
 from test_update import perturbed
-
-from rlvr.errors import UserFacingError
-from rlvr.cli.main import main
-from rlvr.config.run import ConfigError, RunConfig, load_config
-from rlvr.algorithms.correction import (CorrectionSettings, CorrectionStats, EngineMismatch, check_agreement, correction_stats,
-                             importance_weights, mismatch_kl)
-from rlvr.model.logprobs import completion_logprobs
-from rlvr.algorithms.loss import LossSpec, policy_loss
-from rlvr.algorithms.objectives import ClipRange
-from rlvr.rollout.base import SamplingParams
-from rlvr.rollout.hf import HFRolloutEngine, completion_mask
-from rlvr.types import TrainBatch
-from rlvr.training.update import UpdateSettings, train_step
 
 torch.set_num_threads(1)
 
@@ -348,8 +354,8 @@ def test_an_older_runs_config_without_the_correction_section_still_resumes():
 def test_config_names_match_the_functions():
     from typing import get_args
 
-    from rlvr.config.run import CorrectionConfig
     from rlvr.algorithms.correction import LEVELS, MODES
+    from rlvr.config.run import CorrectionConfig
 
     assert get_args(CorrectionConfig.model_fields["mode"].annotation) == MODES
     assert get_args(CorrectionConfig.model_fields["level"].annotation) == LEVELS

@@ -19,7 +19,7 @@ from safetensors.torch import load_file
 from rlvr.cli.main import main
 from rlvr.config.run import load_config
 from rlvr.distributed.checks import problems
-from rlvr.distributed.context import DistContext, DistributedError, SINGLE, from_env
+from rlvr.distributed.context import SINGLE, DistContext, DistributedError, from_env
 from rlvr.distributed.state import check_strategy
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,14 +12,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from test_train_tiny import tiny_overrides
-from test_update import perturbed
-
-from rlvr.errors import UserFacingError
+from rlvr.algorithms.correction import EngineMismatch
 from rlvr.cli.main import main
 from rlvr.config.run import load_config
+from rlvr.errors import UserFacingError
 from rlvr.grpo.backends import host_settings
-from rlvr.algorithms.correction import EngineMismatch
 from rlvr.model.load import load_model, load_tokenizer
 from rlvr.rollout.agreement import check_after_sync
 from rlvr.rollout.base import SamplingParams, SyncedEngine
@@ -27,6 +24,8 @@ from rlvr.rollout.hf import HFRolloutEngine
 from rlvr.rollout.host import HostSettings
 from rlvr.rollout.process import EngineProcessError, ProcessEngine
 from rlvr.types import Prompt
+from test_train_tiny import tiny_overrides
+from test_update import perturbed
 
 torch.set_num_threads(1)  # the engine process runs with threads=1 too: the same kernels on both sides
 

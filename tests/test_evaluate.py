@@ -1,5 +1,5 @@
-"""Evaluation (rlvr.evaluation.evaluate): the estimators wired to scripted completions with hand-derived numbers, the reward
-model counting in best-of-k but never in correctness, breakdowns, the JSON keys, and evaluate_model on a tiny
+"""Evaluation (evaluation/evaluate.py): the estimators wired to scripted completions with hand-derived numbers, the
+reward model counting in best-of-k but never in correctness, breakdowns, the JSON keys, and evaluate_model on a tiny
 random model."""
 from __future__ import annotations
 

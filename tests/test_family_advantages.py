@@ -7,11 +7,17 @@ from typing import get_args
 import pytest
 import torch
 
-from rlvr.algorithms.advantages import ADVANTAGES, combined_advantages, dr_grpo_advantages, grpo_advantages, rloo_advantages
-from rlvr.config.run import AdvantageName, AggregationName, KLName, ObjectiveName
+from rlvr.algorithms.advantages import (
+    ADVANTAGES,
+    combined_advantages,
+    dr_grpo_advantages,
+    grpo_advantages,
+    rloo_advantages,
+)
 from rlvr.algorithms.loss import AGGREGATIONS, KL_ESTIMATORS
 from rlvr.algorithms.objectives import OBJECTIVES
 from rlvr.algorithms.shaping import soft_overlong_penalty
+from rlvr.config.run import AdvantageName, AggregationName, KLName, ObjectiveName
 
 torch.set_num_threads(1)
 

@@ -269,7 +269,8 @@ def test_aggregated_policy_gradient_by_hand(mode: str) -> None:
 # --- policy_loss: KL estimators in the loss and the entropy bonus ---------------------------------------------------
 # B = 2, C = 2, mask [[1, 1], [1, 0]] (3 real tokens), token_mean -> denominator 3, mu = 1 (ratio 1), A = [1, -0.5]
 #   policy: per-token -A -> (-1 - 1 + 0.5)/3 = -0.5
-#   logp = log 0.5 everywhere, ref = [[log .25, log .5], [log .125, log .9]] -> d = logp - ref = [[log 2, 0], [log 4, -]]
+#   logp = log 0.5 everywhere, ref = [[log .25, log .5], [log .125, log .9]]
+#   -> d = logp - ref = [[log 2, 0], [log 4, -]]
 #   k1: (0.6931472 + 0 + 1.3862944)/3 = 0.6931472 ; k2: (0.2402265 + 0 + 0.9609060)/3 = 0.4003775
 #   entropy H = [[1, 2], [0.5, (7)]] -> (1 + 2 + 0.5)/3 = 1.1666667 ; beta 0.1, entropy_coef 0.01
 #   loss = policy + beta * kl - 0.01 * 1.1666667 (= 0.0116667):

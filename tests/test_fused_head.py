@@ -1,4 +1,4 @@
-"""The fused LM head (rlvr/model/fused_head.py) equals the plain logits -> logsumexp path in values and gradients, and the
+"""The fused LM head (model/fused_head.py) equals the plain logits -> logsumexp path in values and gradients, and the
 tied embedding's rows-into-.grad backward equals nn.Embedding's dense backward (issue #12, item 3)."""
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import math
 
 import pytest
 import torch
-from conftest import tiny_llama
 
 import rlvr.model.logprobs as lp
+from conftest import tiny_llama
 from rlvr.model.fused_head import fused_head_applies, head_logprobs_fused, tied_input_embeddings
 from rlvr.model.logprobs import token_logprobs
 

@@ -5,9 +5,9 @@ import math
 
 import pytest
 import torch
-from conftest import tiny_llama
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
+from conftest import tiny_llama
 from rlvr.model.fused_layers import _RMSNorm, _SiluProduct, fused_layers_on
 
 torch.set_num_threads(1)

@@ -13,7 +13,9 @@ from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.decode_steps import FusedStepper
 from rlvr.rollout.graph_step import StaticDecoders, bucket_for, buckets, row_capacity, static_supported
 from rlvr.rollout.hf import HFRolloutEngine
-from test_decode_steps import assert_steps_agree, left_padded_prompts as prompts, tiny as tiny_model  # same models
+from test_decode_steps import assert_steps_agree  # same models
+from test_decode_steps import left_padded_prompts as prompts
+from test_decode_steps import tiny as tiny_model
 
 STOPS = [1, 2, 3, 4, 5, 6, 7, 8]  # 8 of 64 tokens stop a row: most rows finish within 24 tokens, so rows drop
 

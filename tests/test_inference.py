@@ -9,8 +9,8 @@ import torch
 
 from rlvr.cli.main import main
 from rlvr.config.run import EvalConfig, ModelConfig
-from rlvr.evaluation.evaluate import ProblemSamples
 from rlvr.evaluation.budget import CLOSE_TEXT, BudgetedEngine
+from rlvr.evaluation.evaluate import ProblemSamples
 from rlvr.evaluation.generate import choose, generate
 from rlvr.evaluation.scaling import n_curve, run_scaling, table, write_csv
 from rlvr.model.load import load_model, load_tokenizer

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from rlvr.algorithms.loss import LossSpec, kl_k3, policy_loss, sequence_mean
-from rlvr.algorithms.objectives import ClipRange, ppo_clip as _ppo_clip
+from rlvr.algorithms.objectives import ClipRange
+from rlvr.algorithms.objectives import ppo_clip as _ppo_clip
 
 torch.set_num_threads(1)
 

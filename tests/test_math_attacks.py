@@ -3,7 +3,7 @@
 Each case scores 0 (WRONG / UNPARSEABLE / TIMEOUT) or, for a bad gold answer, is an unscorable ERROR. The
 pathological ones must end within 3 s under a 1 s budget and leave the verifier (and its one worker
 process) working. Every case holds in every answer mode (strict, last_number, latex). Decisions behind each
-expectation: rlvr/verifiers/math/extract.py, verifiers/math/latex.py, verifiers/math/numbers.py, verifiers/math/worker.py.
+expectation: rlvr/verifiers/math/ (extract.py, latex.py, numbers.py, worker.py).
 """
 from __future__ import annotations
 

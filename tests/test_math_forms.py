@@ -10,12 +10,19 @@ from fractions import Fraction
 import pytest
 
 from rlvr.types import Outcome
-from rlvr.verifiers.math.verifier import MODES, MathVerifier, brace_problem, shape_problem
-from rlvr.verifiers.math.extract import (_ANSWER_MARK, extract_answer, final_answer, hedge_problem, number_readings,
-                                         strip_thinking, top_level_items)
+from rlvr.verifiers.math.extract import (
+    _ANSWER_MARK,
+    extract_answer,
+    final_answer,
+    hedge_problem,
+    number_readings,
+    strip_thinking,
+    top_level_items,
+)
 from rlvr.verifiers.math.forms import is_unit, machine_rounding, value_problem
 from rlvr.verifiers.math.numbers import numbers_match, rounded_fractions
 from rlvr.verifiers.math.scan import FALLBACK_CHARS, MAX_MARKS, ascii_lower, last_marks, nth_last, tail
+from rlvr.verifiers.math.verifier import MODES, MathVerifier, brace_problem, shape_problem
 
 
 @pytest.fixture(scope="module", params=MODES)

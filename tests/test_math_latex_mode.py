@@ -18,10 +18,10 @@ import pytest
 from rlvr.config.run import AnswerMode, ConfigError, TaskConfig, load_config
 from rlvr.types import Outcome
 from rlvr.verifiers import build_verifiers, math_answer_mode
-from rlvr.verifiers.math.verifier import MODES, MathVerifier
 from rlvr.verifiers.math.extract import extract_answer, final_answer
 from rlvr.verifiers.math.latex import last_side, latex_envs, refine, trim_prose
 from rlvr.verifiers.math.numbers import last_number
+from rlvr.verifiers.math.verifier import MODES, MathVerifier
 
 ROOT = Path(__file__).resolve().parents[1]
 C, W, U = Outcome.CORRECT, Outcome.WRONG, Outcome.UNPARSEABLE

@@ -8,9 +8,15 @@ from transformers import LlamaConfig
 
 from conftest import tiny_llama
 from rlvr.config.run import load_config
+from rlvr.grpo.memory_plan import (
+    RUNTIME_BYTES_CPU,
+    available_memory_bytes,
+    model_shape,
+    plan_lines,
+    plan_memory,
+    update_activations,
+)
 from rlvr.model.logprobs import completion_logprobs
-from rlvr.grpo.memory_plan import (RUNTIME_BYTES_CPU, available_memory_bytes, model_shape, plan_lines, plan_memory,
-                              update_activations)
 
 # tiny_llama()'s shapes: vocabulary 64, hidden 32, MLP 64, 2 layers, 4 query heads / 2 KV heads of 8 dims
 TINY = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,

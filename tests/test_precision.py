@@ -12,19 +12,19 @@ import torch
 
 import rlvr.model.logprobs as logprobs_module
 from conftest import tiny_llama
-from rlvr.model import precision
-from rlvr.config.run import ConfigError, ModelConfig, load_config
-from rlvr.training.critic import Critic, CriticSettings
-from rlvr.model.fused_head import head_logprobs_fused
-from rlvr.model.logprobs import batched_logprobs, completion_logprobs, token_logprobs
 from rlvr.algorithms.loss import LossSpec, policy_loss
-from rlvr.grpo.memory_plan import plan_memory
-from rlvr.model.load import load_model
 from rlvr.algorithms.objectives import ClipRange
+from rlvr.config.run import ConfigError, ModelConfig, load_config
+from rlvr.grpo.memory_plan import plan_memory
+from rlvr.model import precision
+from rlvr.model.fused_head import head_logprobs_fused
+from rlvr.model.load import load_model
+from rlvr.model.logprobs import batched_logprobs, completion_logprobs, token_logprobs
 from rlvr.sft.batching import MicroBatch
 from rlvr.sft.step import target_nll
-from rlvr.types import TrainBatch
+from rlvr.training.critic import Critic, CriticSettings
 from rlvr.training.update import UpdateSettings, train_step
+from rlvr.types import TrainBatch
 from test_memory_plan import UNTIED_PARAMS, small_run, tiny_config
 
 torch.set_num_threads(1)
@@ -206,7 +206,7 @@ def test_fused_head_backward_runs_as_autocast_would():
 
 
 def test_fused_layers_under_autocast_equal_transformers_modules(monkeypatch):
-    """The packed training forward with rlvr/model/fused_layers.py's nodes and with transformers' own modules, both under
+    """The packed training forward with model/fused_layers.py's nodes and with transformers' own modules, both under
     mixed bf16: equal log-probs, gradients within 1e-5 of the largest entry (measured 1e-7; the fused SwiGLU node run
     on the bf16 projections instead of transformers' forward: 9e-3; bf16 against fp32: 1e-2)."""
     model = precision.record_compute_dtype(tiny_llama(tied=True), torch.bfloat16)

@@ -10,11 +10,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from rlvr.model import precision
 from rlvr.cli.main import main
 from rlvr.config.run import ModelConfig
-from rlvr.model.logprobs import batched_logprobs, completion_hidden_states
 from rlvr.model.load import load_model, load_tokenizer
+from rlvr.model.logprobs import batched_logprobs, completion_hidden_states
 from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.hf import HFRolloutEngine
 from rlvr.types import Prompt

@@ -11,16 +11,15 @@ from transformers import AutoModelForCausalLM
 
 ray = pytest.importorskip("ray")
 
-from rlvr.errors import UserFacingError  # noqa: E402
 from rlvr.cluster.ray_backend import RayBackendError, RayEngine, RayRewardService  # noqa: E402
 from rlvr.config.run import load_config  # noqa: E402
+from rlvr.errors import UserFacingError  # noqa: E402
 from rlvr.grpo.backends import host_settings  # noqa: E402
-from rlvr.model.load import load_model, load_tokenizer  # noqa: E402
 from rlvr.grpo.loop import train  # noqa: E402
+from rlvr.model.load import load_model, load_tokenizer  # noqa: E402
 from rlvr.rollout.base import SamplingParams  # noqa: E402
 from rlvr.tasks import build_task  # noqa: E402
 from rlvr.types import Outcome  # noqa: E402
-
 from test_train_tiny import tiny_overrides  # noqa: E402
 
 

@@ -155,8 +155,8 @@ def test_resume_auto_starts_fresh_then_continues(tiny_model_dir, tmp_path):
 def test_nan_loss_and_nan_gradient_leave_the_step_a_no_op():
     from dataclasses import replace
 
-    from test_update import make_batch, settings, tiny_llama  # the hand-built batch of the update tests
     from rlvr.training.update import train_step
+    from test_update import make_batch, settings, tiny_llama  # the hand-built batch of the update tests
 
     policy = tiny_llama()
     optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-2)

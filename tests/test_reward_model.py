@@ -8,13 +8,20 @@ import pytest
 import torch
 from transformers import AutoTokenizer, LlamaConfig, LlamaForSequenceClassification
 
-from rlvr.errors import UserFacingError
 from rlvr.config.run import load_config
+from rlvr.errors import UserFacingError
 from rlvr.grpo.loop import train
-from rlvr.rewards.reward_model import (MAX_SCORE, NAME, RewardModel, RewardModelError, RewardModelSettings,
-                               preference_score, reward_model_components)
-from rlvr.rewards.service import RewardService
+from rlvr.rewards.reward_model import (
+    MAX_SCORE,
+    NAME,
+    RewardModel,
+    RewardModelError,
+    RewardModelSettings,
+    preference_score,
+    reward_model_components,
+)
 from rlvr.rewards.rewarder import build_rewarder, reward_functions
+from rlvr.rewards.service import RewardService
 from rlvr.types import Outcome, Prompt
 
 QUESTIONS = ["What is 7 * 8?", "What is 2 + 3?", "Say hello.", "What is 12 * 12?", "Why?"]

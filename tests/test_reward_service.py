@@ -15,13 +15,12 @@ import psutil
 import pytest
 import torch
 
+from reward_service_helpers import CRASH, CRASH_ONCE, HANG, failing_factory, trap_factory
 from rlvr.config.run import TaskConfig
 from rlvr.rewards.pool import VerifierPool
-from rlvr.rewards.service import RewardService
 from rlvr.rewards.rewarder import Rewarder
+from rlvr.rewards.service import RewardService
 from rlvr.types import Outcome, Prompt, RolloutBatch
-
-from reward_service_helpers import CRASH, CRASH_ONCE, HANG, failing_factory, trap_factory
 
 TASK = TaskConfig(verifiers={"math": 1.0, "answer_format": 0.5})
 DEADLINE_S = 1.0

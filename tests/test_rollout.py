@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 from transformers import BatchEncoding
-from conftest import tiny_llama
 
+from conftest import tiny_llama
 from rlvr.model.logprobs import completion_logprobs
 from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.hf import HFRolloutEngine, completion_mask, pick_tokens, stop_token_ids, top_p_filter

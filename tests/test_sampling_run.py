@@ -116,8 +116,8 @@ def test_general_rows_are_mixed_at_the_ratio(tiny_model_dir, tmp_path):
     general.write_text("".join(json.dumps({"messages": [{"role": "user", "content": f"hi {i}"},
                                                          {"role": "assistant", "content": f"hello {i}"}]}) + "\n"
                                for i in range(3)))
-    result = rejection_sample(load_config(None, overrides(tiny_model_dir, tmp_path / "run", f"sample.mix_path={general}",
-                                                          "sample.mix_ratio=0.5")))
+    result = rejection_sample(load_config(None, overrides(tiny_model_dir, tmp_path / "run",
+                                                          f"sample.mix_path={general}", "sample.mix_ratio=0.5")))
     rows = rows_of(result.path)
     assert result.rows_general == result.rows_kept  # kept * 0.5 / (1 - 0.5)
     assert sum(r["source"] == "general" for r in rows) == result.rows_general

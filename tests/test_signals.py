@@ -144,8 +144,8 @@ def test_entropy_note_needs_low_entropy_and_ties_on_an_unsolved_task() -> None:
 
 
 def test_run_facts_from_the_default_config() -> None:
-    from rlvr.config.run import load_config
     from rlvr.config.rules import with_dynamic_sampling_decided
+    from rlvr.config.run import load_config
     from rlvr.metrics.diagnostics import RunFacts
 
     facts = RunFacts.of(with_dynamic_sampling_decided(load_config(None, []), 1))
@@ -174,8 +174,8 @@ def test_the_measured_default_run_gets_no_advice_to_change_a_default() -> None:
     import json
     from pathlib import Path
 
-    from rlvr.config.run import load_config
     from rlvr.config.rules import with_dynamic_sampling_decided
+    from rlvr.config.run import load_config
     from rlvr.metrics.diagnostics import Diagnostics, RunFacts
 
     rows = [json.loads(line) for line in (Path(__file__).parent / "data" / "default_run_metrics.jsonl").open()]

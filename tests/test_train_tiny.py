@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 from transformers import AutoModelForCausalLM
-import pytest
 
 from rlvr.cli.main import main
 from rlvr.config.run import ConfigError, load_config

@@ -7,13 +7,13 @@ import copy
 
 import pytest
 import torch
-from conftest import tiny_llama
 
-from rlvr.model.logprobs import batched_logprobs
-from rlvr.types import TrainBatch
+from conftest import tiny_llama
 from rlvr.algorithms.loss import LossSpec
 from rlvr.algorithms.objectives import ClipRange
+from rlvr.model.logprobs import batched_logprobs
 from rlvr.training.update import UpdateSettings, train_step
+from rlvr.types import TrainBatch
 
 torch.set_num_threads(1)
 

@@ -10,13 +10,22 @@ import dataclasses
 import pytest
 import torch
 
-from rlvr.model.logprobs import batched_logprobs
 from rlvr.algorithms.loss import LossSpec
 from rlvr.algorithms.objectives import ClipRange
-from rlvr.types import TrainBatch
+from rlvr.model.logprobs import batched_logprobs
 from rlvr.training.update import UpdateSettings
-from test_update import ADVANTAGES, LENGTHS, TEMPERATURE, deltas, make_batch, naive_logprobs, perturbed, step, \
-    tiny_llama
+from rlvr.types import TrainBatch
+from test_update import (
+    ADVANTAGES,
+    LENGTHS,
+    TEMPERATURE,
+    deltas,
+    make_batch,
+    naive_logprobs,
+    perturbed,
+    step,
+    tiny_llama,
+)
 
 torch.set_num_threads(1)
 
@@ -149,7 +158,7 @@ def test_constant_normaliser_uses_the_generation_budget() -> None:
         torch.testing.assert_close(d16[name], d8[name] / 2, rtol=1e-4, atol=1e-7, msg=name)
 
 
-# --- per-token advantages [B, C] (as GAE produces) ---------------------------------------------------------------------
+# --- per-token advantages [B, C] (as GAE produces) -------------------------------------------------------------
 
 def per_token(advantages: torch.Tensor, mask: torch.Tensor, padding: float = 100.0) -> torch.Tensor:
     """[B] -> [B, C]: the row's advantage on its real tokens and a (finite) garbage value on padding."""

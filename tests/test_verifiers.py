@@ -12,8 +12,14 @@ from rlvr.config.run import TaskConfig
 from rlvr.types import Outcome
 from rlvr.verifiers import VERIFIERS, Verifier, build_verifiers, verify_many
 from rlvr.verifiers.format import AnswerLineVerifier, FormatVerifier
-from rlvr.verifiers.math.verifier import (MODES, NO_ANSWER, MathVerifier, MathVerifyWorker, extract_answer,
-                                 extract_reference)
+from rlvr.verifiers.math.verifier import (
+    MODES,
+    NO_ANSWER,
+    MathVerifier,
+    MathVerifyWorker,
+    extract_answer,
+    extract_reference,
+)
 
 MB = 1_000_000
 

@@ -14,12 +14,19 @@ from dataclasses import dataclass, field
 import pytest
 import torch
 
-from rlvr.errors import UserFacingError
 from rlvr.config.run import load_config
+from rlvr.errors import UserFacingError
 from rlvr.grpo.backends import vllm_settings
 from rlvr.rollout.base import SamplingParams
-from rlvr.rollout.vllm.convert import (VLLMError, check_vllm_version, completion_logprobs, request_seeds,
-                                       rollout_from_outputs, scoring_requests, version_tuple)
+from rlvr.rollout.vllm.convert import (
+    VLLMError,
+    check_vllm_version,
+    completion_logprobs,
+    request_seeds,
+    rollout_from_outputs,
+    scoring_requests,
+    version_tuple,
+)
 from rlvr.types import Prompt, RolloutBatch
 
 STOP = 9
@@ -74,7 +81,7 @@ def convert(pad: int, outputs=None) -> RolloutBatch:
                                 letters(pad))
 
 
-@pytest.mark.parametrize("pad", [0, STOP])  # pad != EOS, and pad == EOS (the EOS must still count, docs/design.md principle 6)
+@pytest.mark.parametrize("pad", [0, STOP])  # pad != EOS, and pad == EOS (EOS still counts, design principle 6)
 def test_outputs_to_rollout_batch(pad):
     batch = convert(pad)
     # rows: p0 sample 0 [5, STOP], p0 sample 1 [7, 8, 7] (hit max_tokens), p1 [STOP], p1 [4, 4, STOP]; width 3

@@ -22,12 +22,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from test_update import perturbed
-from test_vllm_engine import vllm_model_dir  # noqa: F401 - a fixture: the tiny Llama vLLM's kernels accept
-
-from rlvr.errors import UserFacingError
-from rlvr.config.run import load_config
 from rlvr.algorithms.correction import EngineMismatch
+from rlvr.config.run import load_config
+from rlvr.errors import UserFacingError
 from rlvr.model.load import load_model, load_tokenizer
 from rlvr.rollout.agreement import check_after_sync
 from rlvr.rollout.base import SamplingParams, SyncedEngine
@@ -36,6 +33,8 @@ from rlvr.rollout.vllm.convert import VLLMError, parse_completion_reply, request
 from rlvr.rollout.vllm.server import VLLMServerEngine, VLLMServerHTTPError, check_processed_logprobs
 from rlvr.rollout.vllm.weights import GlooWeightSender, free_port
 from rlvr.types import Prompt
+from test_update import perturbed
+from test_vllm_engine import vllm_model_dir  # noqa: F401 - a fixture: the tiny Llama vLLM's kernels accept
 
 torch.set_num_threads(1)  # the stand-in runs with one thread too: the same kernels on both sides
 
@@ -222,10 +221,9 @@ def test_a_refused_update_and_a_killed_server_are_one_clear_error(tiny_model_dir
 def test_three_asynchronous_steps_train_through_the_server_engine(tiny_model_dir, tmp_path, monkeypatch):
     """The GRPO loop with this engine (rlvr/grpo/backends.py builds it; only the NCCL sender is swapped for gloo):
     every update is pushed and probed, and with max_staleness=1 each batch after the first is one update stale."""
-    from test_train_tiny import tiny_overrides
-
-    from rlvr.grpo import backends
     from rlvr.cli.main import main
+    from rlvr.grpo import backends
+    from test_train_tiny import tiny_overrides
 
     process, url = start_standin(tiny_model_dir)
     try:
@@ -304,7 +302,8 @@ def test_a_server_without_the_weight_transfer_routes_says_how_to_start_it():
 
 def test_server_mode_loads_with_a_url_and_asynchronous_rollouts():
     config = load_config(None, ["rollout.engine.kind=vllm", "rollout.engine.vllm_mode=server",
-                                "rollout.engine.vllm_server_url=http://gpu-node:8000", "rollout.engine.max_staleness=1"])
+                                "rollout.engine.vllm_server_url=http://gpu-node:8000",
+                                "rollout.engine.max_staleness=1"])
     assert config.rollout.engine.vllm_server_url == "http://gpu-node:8000"
     assert config.rollout.engine.vllm_request_timeout_s == 600.0
 

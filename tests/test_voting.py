@@ -10,7 +10,15 @@ from fractions import Fraction
 
 import pytest
 
-from rlvr.evaluation.voting import best_index, best_of_n, extracted_answer, maj_at_k, paired_difference, pass_at_k, ranked_votes
+from rlvr.evaluation.voting import (
+    best_index,
+    best_of_n,
+    extracted_answer,
+    maj_at_k,
+    paired_difference,
+    pass_at_k,
+    ranked_votes,
+)
 
 
 # ---------------------------------------------------------------- brute force

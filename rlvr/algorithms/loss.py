@@ -15,7 +15,6 @@ import torch
 
 from rlvr.algorithms.objectives import OBJECTIVES, ClipRange
 
-
 # --- KL estimators of KL(pi_theta || pi_ref), per token (Schulman, "Approximating KL divergence", 2020) -----
 
 def kl_k1(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:

@@ -17,15 +17,24 @@ from typing import Any, Callable
 
 import yaml
 
-from rlvr.checkpoint.state import (MODEL_DIR, CountingStream, TrainerState, config_differences, load_policy_weights,
-                                   load_state, restore_rng, rng_state, save_state, with_current_defaults)
-from rlvr.checkpoint.store import Checkpoint, latest_good, prune, write_checkpoint
-from rlvr.config.run import ConfigError, RunConfig
-from rlvr.distributed.context import SINGLE, DistContext
-from rlvr.config.rules import with_dynamic_sampling_decided
-from rlvr.distributed.context import from_env
-from rlvr.distributed.state import check_strategy, is_sharded, load_into_shards, rng_for_rank
 from rlvr.checkpoint.rundir import CLAIM, claim_run_dir, release_if_unused
+from rlvr.checkpoint.state import (
+    MODEL_DIR,
+    CountingStream,
+    TrainerState,
+    config_differences,
+    load_policy_weights,
+    load_state,
+    restore_rng,
+    rng_state,
+    save_state,
+    with_current_defaults,
+)
+from rlvr.checkpoint.store import Checkpoint, latest_good, prune, write_checkpoint
+from rlvr.config.rules import with_dynamic_sampling_decided
+from rlvr.config.run import ConfigError, RunConfig
+from rlvr.distributed.context import SINGLE, DistContext, from_env
+from rlvr.distributed.state import check_strategy, is_sharded, load_into_shards, rng_for_rank
 
 CHECKPOINTS = "checkpoints"
 LOGS = ("metrics.jsonl", "samples.jsonl", "eval.jsonl", "groups.jsonl")  # JSON lines, each with a "step"

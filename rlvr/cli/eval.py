@@ -1,4 +1,4 @@
-"""`rlvr eval MODEL_OR_RUN`: held-out accuracy with the training verifiers (rlvr.evaluation.evaluate), JSON on stdout and
+"""`rlvr eval MODEL_OR_RUN`: held-out accuracy with the training verifiers (evaluation/evaluate.py), JSON on stdout and
 in a file, a short table on stderr; `--scaling` measures accuracy against N and the thinking budget instead
 (rlvr.evaluation.scaling). Input problems are one-line errors before any model loads."""
 from __future__ import annotations

@@ -7,8 +7,8 @@ import argparse
 import json
 import sys
 
-from rlvr.config.run import validate_config
 from rlvr.cli.eval import register_eval
+from rlvr.config.run import validate_config
 from rlvr.evaluation.target import InferenceInputError, resolve_target
 
 __all__ = ["register", "register_eval"]

@@ -67,9 +67,9 @@ class EngineConfig(_Section):
         "hf", description="hf: transformers in the trainer process, the policy itself (no sync) | hf_process: a "
                           "transformers copy in a child process, weights broadcast over torch.distributed gloo | "
                           "vllm: vLLM (pip install 'rlvr[vllm]', GPU)")
-    max_staleness: int = Field(0, ge=0, le=1, description="0: each step samples with the weights it updates | 1: step "
-                                                         "n+1 is sampled while step n updates (asynchronous; needs an "
-                                                         "engine with its own weights; correct with rollout.correction)")
+    max_staleness: int = Field(0, ge=0, le=1, description=(
+        "0: each step samples with the weights it updates | 1: step n+1 is sampled while step n updates "
+        "(asynchronous; needs an engine with its own weights; correct with rollout.correction)"))
     agreement_rows: int = Field(2, ge=0, description="sequences teacher-forced by engine and trainer after each sync; "
                                                     "their mismatch KL is checked against correction.max_mismatch_kl")
     threads: int = Field(0, ge=0, description="hf_process: torch threads of the engine process (0 = torch's default)")

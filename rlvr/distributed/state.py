@@ -96,8 +96,7 @@ def load_into_shards(policy: torch.nn.Module, optimizer: torch.optim.Optimizer, 
     Collective: every rank calls it with the same files. `policy` is the Hugging Face model inside the wrapper;
     its parameters are the very DTensors the optimizer steps, so the names below the prefix are the same."""
     from safetensors.torch import load_file
-    from torch.distributed.checkpoint.state_dict import (StateDictOptions, set_model_state_dict,
-                                                         set_optimizer_state_dict)
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict, set_optimizer_state_dict
 
     weights: dict[str, torch.Tensor] = {}
     for shard in sorted(model_dir.glob("*.safetensors")):

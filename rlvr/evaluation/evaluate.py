@@ -1,8 +1,8 @@
 """Evaluation with the training verifiers (issue #10, item 4).
 
 pass@1 as in the R1 paper (mean correctness of n samples per problem at temperature 0.6, top-p 0.95), and for
-every k in eval.ks (k <= n; larger ones are skipped) the exact, unbiased estimators of rlvr.evaluation.voting from the same
-n samples: pass@k (Chen et al. 2021), maj@k (majority vote over extracted, normalised answers) and best-of-k
+every k in eval.ks (k <= n; larger ones are skipped) the exact, unbiased estimators of evaluation/voting.py from
+the same n samples: pass@k (Chen et al. 2021), maj@k (majority vote over extracted, normalised answers) and best-of-k
 (the sample with the highest total training reward). Also the mean completion length in tokens (EOS included),
 the share of truncated completions, greedy accuracy (when eval.greedy), verdict counts, and the same numbers
 per value of the prompts' "level", "source", "type", "subject" and "op" columns.
@@ -20,17 +20,18 @@ from typing import Any, Iterator, Sequence
 import torch
 
 from rlvr.config.run import EvalConfig, RunConfig
+from rlvr.evaluation.voting import best_of_n, extracted_answer, maj_at_k, pass_at_k
 from rlvr.metrics.progress import SILENT, Progress, ProgressFactory, Reporter
 from rlvr.rewards.rewarder import Rewarder, build_rewarder
 from rlvr.rollout.base import RolloutEngine, SamplingParams
 from rlvr.seeding import seed_everything
 from rlvr.types import Outcome, Prompt, RolloutBatch, ScoredBatch
-from rlvr.evaluation.voting import best_of_n, extracted_answer, maj_at_k, pass_at_k
 
 __all__ = ["EvalResult", "ProblemSamples", "Summary", "collect", "correct_mask", "evaluate", "evaluate_model",
            "pass_at_k", "summarize"]
 
-UNGATED = ("reward_model",)  # = rlvr.rewards.reward_model.NAME: scored, never required for correctness (issue #10, item 6)
+# = rewards/reward_model.py's NAME: scored, never required for correctness (issue #10, item 6)
+UNGATED = ("reward_model",)
 BREAKDOWN_KEYS = ("level", "source", "type", "subject", "op")  # Prompt.columns keys reported per value
 
 

@@ -8,10 +8,10 @@ from typing import Any, Callable, Literal, Sequence
 
 from rlvr.config.run import EvalConfig, RolloutConfig
 from rlvr.evaluation.budget import BudgetedEngine
+from rlvr.evaluation.voting import Vote, best_index, extracted_answer, ranked_votes
 from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.hf import HFRolloutEngine
 from rlvr.types import Prompt, RolloutBatch, ScoredBatch
-from rlvr.evaluation.voting import Vote, best_index, extracted_answer, ranked_votes
 
 Mode = Literal["sample", "majority", "best_of"]
 MODES: tuple[str, ...] = ("sample", "majority", "best_of")

@@ -1,7 +1,7 @@
 """`rlvr eval --scaling` (issue #10, item 5): accuracy against the number of samples N and the thinking budget B.
 
 Against N, every point comes from ONE set of max(N) samples per held-out problem, through the exact estimators
-of rlvr.evaluation.voting: pass@N (any of N correct: the ceiling), maj@N (majority vote of N) and best-of-N (highest total
+of evaluation/voting.py: pass@N (any of N correct: the ceiling), maj@N (majority vote of N) and best-of-N (highest total
 training reward of N). So the curves differ only by how an answer is chosen, never by sampling noise between
 points. Against B, each budget draws eval.samples samples per problem with the think section capped at B
 (rlvr.evaluation.budget) and reports pass@1; the uncapped point comes from the N samples.
@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rlvr.config.run import EvalConfig
-from rlvr.evaluation.evaluate import ProblemSamples, collect, gated_names, problem_samples, summarize
 from rlvr.evaluation.budget import BudgetedEngine
+from rlvr.evaluation.evaluate import ProblemSamples, collect, gated_names, problem_samples, summarize
 from rlvr.rewards.rewarder import Rewarder
 from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.hf import HFRolloutEngine

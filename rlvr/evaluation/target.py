@@ -37,7 +37,8 @@ def int_list(text: str, flag: str) -> list[int]:
     try:
         values = sorted({int(part) for part in text.split(",") if part.strip()})
     except ValueError:
-        raise InferenceInputError(f"{flag} {text!r}: expected a comma-separated list of integers, e.g. 1,4,16") from None
+        raise InferenceInputError(f"{flag} {text!r}: expected a comma-separated list of integers, e.g. 1,4,16"
+                                  ) from None
     if not values:
         raise InferenceInputError(f"{flag} {text!r}: expected at least one integer")
     if values[0] < 1:

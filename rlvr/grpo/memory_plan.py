@@ -12,7 +12,7 @@ The phases of a step do not overlap in time, so the peak is the largest phase, n
 Every phase also holds the runtime (interpreter, torch, transformers, tokenizer), the weights, the reference and
 the optimizer state (AdamW's moments live from the first step to the end).
 
-Each part is counted from tensor shapes and dtypes in the code paths the run takes (rlvr/model/logprobs.py, fused_head.py,
+Each part is counted from tensor shapes and dtypes in the code paths the run takes (model/logprobs.py, fused_head.py,
 fused_layers.py, blocked_attention.py, rollout/decode_steps.py), for the worst case of every completion reaching
 max_new_tokens; only the runtime is a measured constant. The parameter counts come from the model built on the meta
 device (exact for any architecture, no memory). Not modeled: vLLM (its share is vllm_gpu_memory_utilization), FSDP2's
@@ -231,7 +231,7 @@ def plan_memory(config: RunConfig, model_config, device: str, *, prompt_tokens: 
     """The plan for `config` with the model whose HF config is `model_config` on `device`. prompt_tokens: the
     longest rendered prompt (longest_prompt_tokens); runtime_bytes: replaces the measured RUNTIME_BYTES_CPU."""
     c, r, lora = config, config.rollout, config.model.lora
-    # Mixed precision (rlvr/model/precision.py, issue #23): weights, gradients, AdamW moments and the decode (which does not
+    # Mixed precision (model/precision.py, issue #23): weights, gradients, AdamW moments and the decode (which does not
     # enter autocast yet) in the storage dtype b; the forwards' activations in the compute dtype
     b = precision.storage_dtype(c.model.dtype, c.model.master_weights).itemsize
     compute = precision.DTYPES[c.model.dtype].itemsize

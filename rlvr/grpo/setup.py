@@ -27,8 +27,8 @@ from rlvr.metrics.logger import RunLogger
 from rlvr.metrics.sinks import build_sinks
 from rlvr.model.load import context_length, load_model, load_tokenizer
 from rlvr.model.lora import AdapterOffReference, LoraPolicy, wrap_policy
-from rlvr.rewards.rewarder import Rewarder, build_rewarder
 from rlvr.rewards.pool import VerifierPool
+from rlvr.rewards.rewarder import Rewarder, build_rewarder
 from rlvr.rollout.pipelined import Prefetched
 from rlvr.seeding import seed_everything
 from rlvr.tasks import Task, build_task

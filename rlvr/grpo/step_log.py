@@ -5,10 +5,10 @@ from typing import Sequence
 
 from rlvr.algorithms.advantages import tied_groups
 from rlvr.algorithms.correction import CorrectionStats
-from rlvr.rewards.rewarder import mean_scores, outcome_counts
 from rlvr.metrics.diagnostics import peak_memory_gb, reflection_rate, tokens_per_second
-from rlvr.types import RolloutBatch, ScoredBatch
+from rlvr.rewards.rewarder import mean_scores, outcome_counts
 from rlvr.training.update import UpdateStats
+from rlvr.types import RolloutBatch, ScoredBatch
 
 
 def step_record(step: int, rollouts: RolloutBatch, scored: ScoredBatch, stats: UpdateStats,

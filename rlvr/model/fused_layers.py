@@ -9,9 +9,9 @@ keeps gate and up only (silu(gate) is recomputed in the backward, one cheap elem
 for the backward on the benchmark's update, and fewer passes over memory. The forward values are transformers'
 own (same ops in the same order); gradients equal to float tolerance (tests/test_fused_layers.py).
 
-Applied for the duration of one forward with gradients (rlvr/model/logprobs.py), to Llama-family fp32 modules only: other
+Applied for the duration of one forward with gradients (logprobs.py), to Llama-family fp32 modules only: other
 dtypes (bf16 upcasts inside the norm) and other MLPs keep transformers' own forward. Under mixed precision
-(torch.autocast over fp32 weights, rlvr/model/precision.py, issue #23) the norms still take the fused node, correctly: their
+(torch.autocast over fp32 weights, precision.py, issue #23) the norms still take the fused node, correctly: their
 input is the fp32 residual stream and they run no op autocast casts, so forward and backward are the fp32 ones
 transformers' norm computes there too; the SwiGLU product's inputs are then bf16 projections, and it keeps
 transformers' forward (tests/test_precision.py compares both paths under autocast).

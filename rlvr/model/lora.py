@@ -14,9 +14,9 @@ from pathlib import Path
 
 import torch
 
-from rlvr.model import precision
 from rlvr.config.run import LoraConfig
 from rlvr.errors import UserFacingError
+from rlvr.model import precision
 
 ADAPTER_DIR = "adapter"  # inside final/ and checkpoints/step-N/model/
 ADAPTER_NAME = "default"  # peft's name for the one adapter get_peft_model adds

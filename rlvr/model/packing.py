@@ -22,7 +22,7 @@ import torch
 
 @dataclass(frozen=True)
 class AttentionBlocks:
-    """The packed sequence's attention cut into blocks that share their keys (rlvr/model/blocked_attention.py): one for the
+    """The packed sequence's attention cut into blocks that share their keys (blocked_attention.py): one for the
     shared prompt opening if any, one per distinct prompt (queries: its tokens; keys: the shared opening and its
     tokens) and one per completion row (queries: its tokens; keys: its prompt's tokens, then its own). Attention
     then costs sum over blocks of queries x keys instead of T x T: on the benchmark's batch ~16 x 24 x 73 +

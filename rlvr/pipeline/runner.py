@@ -8,20 +8,19 @@ an evaluation, the pipeline's handler lets it finish, records it, then stops.
 """
 from __future__ import annotations
 
-import os
 import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from rlvr.checkpoint.stop import GracefulStop
 from rlvr.checkpoint.state import config_differences, with_current_defaults
+from rlvr.checkpoint.stop import GracefulStop
 from rlvr.checkpoint.store import latest_good
 from rlvr.config.run import ConfigError, RunConfig, dump_config, validate_config
 from rlvr.pipeline import checks
 from rlvr.pipeline.manifest import DONE, INTERRUPTED, PENDING, RUNNING, Manifest, StageRecord, load_manifest
-from rlvr.pipeline.spec import MODEL_KINDS, Recipe, StageSpec
+from rlvr.pipeline.spec import MODEL_KINDS, Recipe
 from rlvr.pipeline.summary import summary_table
 
 

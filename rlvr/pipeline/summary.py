@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlvr.pipeline.manifest import Manifest
 from rlvr.evaluation.voting import paired_difference
+from rlvr.pipeline.manifest import Manifest
 
 PER_PROBLEM = "per_problem_pass@1"  # rlvr.evaluation.evaluate.EvalResult.as_json's key
 

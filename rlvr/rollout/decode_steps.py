@@ -21,8 +21,8 @@ from typing import Protocol
 import torch
 import torch.nn.functional as F
 
-from rlvr.model.logprobs import position_ids_from_mask
 from rlvr.model.family import full_attention_llama
+from rlvr.model.logprobs import position_ids_from_mask
 
 
 class Stepper(Protocol):

@@ -14,11 +14,10 @@ import contextlib
 import torch
 
 from rlvr.model import precision
-from rlvr.rollout.decode_steps import make_stepper
 from rlvr.rollout.base import SamplingParams, sampling_generator
+from rlvr.rollout.decode_steps import make_stepper
 from rlvr.rollout.graph_step import GraphStepper, StaticDecoders, static_supported
 from rlvr.types import Prompt, RolloutBatch
-
 
 # Finished rows leave the decode batch once at most this share of it is still running: each drop copies the KV
 # cache once, so dropping at every finish would cost more than the rows it saves.

@@ -22,12 +22,22 @@ from typing import Any
 
 import torch
 
+from rlvr.errors import UserFacingError
 from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.host import HostSettings, synced_parameters
-from rlvr.rollout.process_worker import (CONNECT_TIMEOUT_S, GROUP_PREFIX, CheckLayout, Close, Generate, Reply, Sync,
-                                         TeacherForced, TensorSpec, serve)
+from rlvr.rollout.process_worker import (
+    CONNECT_TIMEOUT_S,
+    GROUP_PREFIX,
+    CheckLayout,
+    Close,
+    Generate,
+    Reply,
+    Sync,
+    TeacherForced,
+    TensorSpec,
+    serve,
+)
 from rlvr.types import Prompt, RolloutBatch
-from rlvr.errors import UserFacingError
 
 # The longest any one command may take, generation included. No config field: a step of the real 135M model on
 # CPU takes well under a minute, and a hang, not a slow step, is what this guards against (issue #11).

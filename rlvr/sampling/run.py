@@ -21,17 +21,27 @@ from typing import Any, Callable
 import yaml
 
 from rlvr.checkpoint.resume import hold_run_lock
+from rlvr.checkpoint.rundir import claim_run_dir, release_if_unused
 from rlvr.checkpoint.stop import GracefulStop
 from rlvr.config.run import ConfigError, RunConfig, dump_config
-from rlvr.model.lora import refuse_outside_grpo
 from rlvr.metrics.progress import Reporter, clear_bars
-from rlvr.checkpoint.rundir import claim_run_dir, release_if_unused
+from rlvr.model.lora import refuse_outside_grpo
 from rlvr.sampling import SampleError
 from rlvr.sampling.mix import plan_mix, read_general_rows, shuffled
-from rlvr.sampling.records import (PROGRESS, Drawn, PromptRecord, append_progress, batch_seed, dataset_rows,
-                                   draw_distinct, load_progress, model_step, write_atomic)
-from rlvr.seeding import seed_everything
+from rlvr.sampling.records import (
+    PROGRESS,
+    Drawn,
+    PromptRecord,
+    append_progress,
+    batch_seed,
+    dataset_rows,
+    draw_distinct,
+    load_progress,
+    model_step,
+    write_atomic,
+)
 from rlvr.sampling.select import Candidate, gating_components, is_correct, select_best
+from rlvr.seeding import seed_everything
 from rlvr.types import Outcome, Prompt
 
 REPORT = "report.json"

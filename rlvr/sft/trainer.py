@@ -21,21 +21,21 @@ from typing import Any
 import torch
 
 from rlvr.checkpoint import resume
-from rlvr.checkpoint.stop import GracefulStop
 from rlvr.checkpoint.state import CountingStream
+from rlvr.checkpoint.stop import GracefulStop
 from rlvr.checkpoint.store import Checkpoint
 from rlvr.config.run import RunConfig, dump_config
-from rlvr.seeding import seed_everything
-from rlvr.training.guards import check_skips
-from rlvr.training.optim import build_optimizer
-from rlvr.model.lora import refuse_outside_grpo
 from rlvr.metrics.logger import RunLogger
+from rlvr.metrics.sinks import build_sinks
 from rlvr.model.load import context_length, load_model, load_tokenizer, save_model
+from rlvr.model.lora import refuse_outside_grpo
+from rlvr.seeding import seed_everything
 from rlvr.sft.batching import row_stream, total_steps
 from rlvr.sft.data import BadRow, RowScreen, SFTDataError, data_source, load_chat_rows, source_name
 from rlvr.sft.masking import Example, encode_row
 from rlvr.sft.step import StepSettings, sft_step
-from rlvr.metrics.sinks import build_sinks
+from rlvr.training.guards import check_skips
+from rlvr.training.optim import build_optimizer
 
 DATA_FILE = "sft_rows.json"  # rows and fingerprint of the tokenised data, checked on resume
 

@@ -10,13 +10,19 @@ from typing import Any, Protocol
 
 import torch
 
-from rlvr.algorithms.correction import (CorrectionSettings, CorrectionStats, EngineMismatch, check_agreement, correction_stats,
-                             importance_weights)
-from rlvr.model.logprobs import completion_logprobs
+from rlvr.algorithms.correction import (
+    CorrectionSettings,
+    CorrectionStats,
+    EngineMismatch,
+    check_agreement,
+    correction_stats,
+    importance_weights,
+)
 from rlvr.algorithms.loss import AGGREGATIONS, LossSpec, policy_loss
-from rlvr.types import TrainBatch
 from rlvr.errors import UserFacingError
+from rlvr.model.logprobs import completion_logprobs
 from rlvr.training.guards import is_out_of_memory
+from rlvr.types import TrainBatch
 
 
 class Ranks(Protocol):

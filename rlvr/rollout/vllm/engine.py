@@ -37,9 +37,17 @@ import torch
 from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.hf import stop_token_ids
 from rlvr.rollout.host import synced_parameters
-from rlvr.rollout.vllm.convert import (UNTEMPERED_PROMPT_LOGPROBS, VLLMError, check_vllm_version,
-                                       completion_logprobs, encode_prompts, request_seeds, rollout_from_outputs,
-                                       scoring_requests, unpadded_prompts)
+from rlvr.rollout.vllm.convert import (
+    UNTEMPERED_PROMPT_LOGPROBS,
+    VLLMError,
+    check_vllm_version,
+    completion_logprobs,
+    encode_prompts,
+    request_seeds,
+    rollout_from_outputs,
+    scoring_requests,
+    unpadded_prompts,
+)
 from rlvr.types import Prompt, RolloutBatch
 
 if TYPE_CHECKING:

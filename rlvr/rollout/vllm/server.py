@@ -49,9 +49,17 @@ import torch
 from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.hf import stop_token_ids
 from rlvr.rollout.host import synced_parameters
-from rlvr.rollout.vllm.convert import (UNTEMPERED_PROMPT_LOGPROBS, VLLMError, completion_logprobs, encode_prompts,
-                                       parse_completion_reply, request_seeds, rollout_from_outputs, scoring_requests,
-                                       unpadded_prompts)
+from rlvr.rollout.vllm.convert import (
+    UNTEMPERED_PROMPT_LOGPROBS,
+    VLLMError,
+    completion_logprobs,
+    encode_prompts,
+    parse_completion_reply,
+    request_seeds,
+    rollout_from_outputs,
+    scoring_requests,
+    unpadded_prompts,
+)
 from rlvr.rollout.vllm.weights import WeightSender, address_seen_by, free_port
 from rlvr.types import Prompt, RolloutBatch
 

@@ -18,8 +18,20 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from rlvr.verifiers.code.budget import OverBudget, check
-from rlvr.verifiers.code.values import (LIBRARIES, MODULES, NAMES, UNSUPPORTED_BUILTINS, Failed, attribute, binary,
-                                        call_allowed, check_size, compare, hash_bound, unary)
+from rlvr.verifiers.code.values import (
+    LIBRARIES,
+    MODULES,
+    NAMES,
+    UNSUPPORTED_BUILTINS,
+    Failed,
+    attribute,
+    binary,
+    call_allowed,
+    check_size,
+    compare,
+    hash_bound,
+    unary,
+)
 from rlvr.verifiers.code.wire import encode, fresh
 
 MAX_STEPS = 500_000  # expression nodes evaluated per assert (comprehensions over big ranges)

@@ -1,5 +1,5 @@
 """The sandbox's side of a round of asserts: the harness that runs the candidate's calls, its payload, and
-the parent's reading of its result lines (verifiers/code/reference.py says how the rounds judge them, verifiers/code/wire.py what a
+the parent's reading of its result lines (reference.py says how the rounds judge them, wire.py what a
 line's value may be).
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Unit tests for model-written code, judged so that nothing the candidate can define or patch decides a pass.
 
 Reference format and the rounds that judge the asserts; the harness that runs inside the sandbox is in
-verifiers/code/harness.py, the wire format of its results in verifiers/code/wire.py. Used by verifiers/code/verifier.py; see its docstring for the
+harness.py, the wire format of its results in wire.py. Used by verifier.py; see its docstring for the
 verifier around it.
 
 Known hacks on naive harnesses: sys.exit(0) before the asserts, an object whose __eq__ is always True, walking
@@ -33,7 +33,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlvr.verifiers.code.budget import Budget
-from rlvr.verifiers.code.evaluate import MAX_ROUNDS, MISSING, BadReference, CallResult, CandidateCall, Evaluator, Pending
+from rlvr.verifiers.code.evaluate import (
+    MAX_ROUNDS,
+    MISSING,
+    BadReference,
+    CallResult,
+    CandidateCall,
+    Evaluator,
+    Pending,
+)
 from rlvr.verifiers.code.forms import check_supported
 from rlvr.verifiers.code.harness import SPECULATIVE_MARK, harness_files, printable, read_results
 from rlvr.verifiers.code.values import Failed

@@ -27,10 +27,24 @@ from typing import Literal
 
 from rlvr.types import Outcome, Verdict
 from rlvr.verifiers.base import error_verdict
-from rlvr.verifiers.code.reference import (SPECULATIVE_MARK, AssertRounds, BadReference, CodeTests, harness_files,
-                                       parse_reference, short)
-from rlvr.verifiers.code.sandbox import (CHANNEL_FD, PYTHON, SandboxConfig, SandboxUnavailable, probe, run_sandboxed,
-                                    warn_unsandboxed)
+from rlvr.verifiers.code.reference import (
+    SPECULATIVE_MARK,
+    AssertRounds,
+    BadReference,
+    CodeTests,
+    harness_files,
+    parse_reference,
+    short,
+)
+from rlvr.verifiers.code.sandbox import (
+    CHANNEL_FD,
+    PYTHON,
+    SandboxConfig,
+    SandboxUnavailable,
+    probe,
+    run_sandboxed,
+    warn_unsandboxed,
+)
 
 MAX_CODE_BYTES = 256 << 10  # longer extracted code is not run
 SPECULATIVE_SHARE = 0.25  # of the time limit, for a round's speculative calls once the needed ones answered

@@ -51,8 +51,7 @@ from typing import Literal, get_args
 from rlvr.verifiers.math.latex import clean as _clean
 from rlvr.verifiers.math.latex import connective as _connective
 from rlvr.verifiers.math.latex import latex_level, list_gap, refine, solves_nothing, stated_value
-from rlvr.verifiers.math.numbers import (  # noqa: F401  (re-exported: rlvr.verifiers.math.verifier and the tests use them)
-    as_number, canonical, last_number, number_readings)
+from rlvr.verifiers.math.numbers import as_number, canonical, last_number, number_readings  # noqa: F401  (re-exported: rlvr.verifiers.math.verifier and the tests use them)
 from rlvr.verifiers.math.scan import ascii_lower, last_marks, nth_last, tail
 
 Mode = Literal["strict", "last_number", "latex"]

@@ -25,8 +25,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from rlvr.verifiers.math.forms import (REPEATING, expand_repeating, is_unit, machine_rounding, magnitude,
-                                      repeating_value)
+from rlvr.verifiers.math.forms import REPEATING, expand_repeating, is_unit, machine_rounding, magnitude, repeating_value
 
 _EURO = r"(?:€|\\euro(?:\{\})?|EUR\b|euros?\b)"
 _PERCENT_WORD = r"(?:\s*\\?%|\s*\\text\{\s*\\?%\s*\}|\s*percent\b|\s*\\text\{\s*percent\s*\})"
@@ -57,7 +56,7 @@ _DEGREES = re.compile(r"\s*(?:\^\s*\{?\s*\\circ\s*\}?|°)\s*$")
 _WHOLE_TEXT = re.compile(r"\\(?:text|textbf|textrm|mbox|mathrm)\s*\{([^{}]*\d[^{}]*)\}")  # '\\text{5 cm}'
 _TRAILING_WORDS = re.compile(r"(?<=[\d.])\s*((?:[^\W\d_]|°)[^\d\\{}$]*)$")
 _MAGNITUDE = re.compile(r"\s*(?:\\(?:text|mathrm|mbox)\s*\{\s*([A-Za-z]+)\s*\}|([A-Za-z]+))$")
-_CURRENCY_PREFIX = re.compile(rf"^(?:\\\$|\$|£|¥|(€|\\euro(?:\{{\}})?))\s*")
+_CURRENCY_PREFIX = re.compile(r"^(?:\\\$|\$|£|¥|(€|\\euro(?:\{\})?))\s*")
 _CURRENCY_SUFFIX = re.compile(rf"\s*(?:£|¥|\\\$|\$|({_EURO}|\\text\{{\s*{_EURO}\s*\}}))$")  # '18\\$' (issue 24)
 
 

@@ -33,12 +33,27 @@ import sys
 import threading
 import time
 from pathlib import Path
+
 from rlvr.types import Outcome, Verdict
 from rlvr.verifiers.base import error_verdict
 from rlvr.verifiers.math.extract import (  # noqa: F401  (re-exported: tests and rlvr.tasks.qa use them)
-    MAX_ANSWER_CHARS, MODES, NO_ANSWER, NO_ANSWER_LATEX, NO_ANSWER_OR_NUMBER, ONLY_IN_THINK, Mode, answer_text,
-    as_number, canonical, extract_answer, extract_reference, final_answer, hedge_problem, last_boxed,
-    number_readings)
+    MAX_ANSWER_CHARS,
+    MODES,
+    NO_ANSWER,
+    NO_ANSWER_LATEX,
+    NO_ANSWER_OR_NUMBER,
+    ONLY_IN_THINK,
+    Mode,
+    answer_text,
+    as_number,
+    canonical,
+    extract_answer,
+    extract_reference,
+    final_answer,
+    hedge_problem,
+    last_boxed,
+    number_readings,
+)
 from rlvr.verifiers.math.forms import value_problem
 from rlvr.verifiers.math.numbers import numbers_match, rounded_fractions
 

@@ -95,7 +95,7 @@ def mismatch_kl_per_token(trainer_logprobs: torch.Tensor, behaviour_logprobs: to
     The tokens were drawn from mu, so with r = pi / mu the per-token value r - 1 - log r is >= 0 and its mean
     under mu is E[r] - 1 + KL(mu || pi) = KL(mu || pi) (Schulman 2020, "Approximating KL divergence"; the k3 of
     loss.py with the roles of the two policies set by who sampled). E_mu[r] = 1 needs mu to put mass wherever
-    pi does: true for full-vocabulary sampling, false for top-p < 1 (config_rules refuses that combination).
+    pi does: true for full-vocabulary sampling, false for top-p < 1 (config/rules refuses that combination).
     k1 (the mean of -log r) is also unbiased, but can be negative per batch, which a threshold reads badly.
     """
     log_r = log_ratios(trainer_logprobs, behaviour_logprobs, mask).double().clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO)

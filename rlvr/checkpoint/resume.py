@@ -1,5 +1,5 @@
 """Saving and resuming a training run (issue #9): where the run lives, what a checkpoint holds, how the logs
-continue. The loop (recipes/grpo.py) calls `open_run`, `save`, `restore`; the format is store.py's.
+continue. The loop (grpo/loop.py) calls `open_run`, `save`, `restore`; the format is store.py's.
 
 Layout: RUN/checkpoints/step-NNNNNN/{model/ (save_pretrained: safetensors + tokenizer), trainer_state.pt,
 manifest.json, COMPLETE}. RUN/final/ stays the plain Hugging Face model of the last step (eval, vLLM).

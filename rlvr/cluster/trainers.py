@@ -238,7 +238,7 @@ class TrainerRanks:
 
     def signal_rank_zero(self, signum: int) -> None:
         """Send `signum` to rank 0's process, on its node (a zero-CPU task pinned there). One rank is enough: the
-        ranks agree to stop through a max over ranks of their stop flags (recipes/grpo.py _train_loop), so all
+        ranks agree to stop through a max over ranks of their stop flags (grpo/loop.py _train_loop), so all
         checkpoint the same step. Signalling every rank, as torchrun does, raced here: a rank whose signal came
         after that agreed stop had already left GracefulStop, and Ray's own SIGTERM handler killed it mid-save."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy

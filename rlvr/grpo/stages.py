@@ -95,7 +95,7 @@ def draw_batch(feed: RolloutFeed, service: VerifierPool, draw: DrawPlan, ranks: 
 def prefetch_next(feed: RolloutFeed, draw: DrawPlan, step: int) -> None:
     """max_staleness = 1 (issue #11, item 4): submit the next step's prompts now, before this step's update, so
     the engine samples them (with the weights of the last sync) while the trainer updates. None after the last
-    step. Dynamic sampling and the curriculum are refused with it (config_rules), so the prompts are plain."""
+    step. Dynamic sampling and the curriculum are refused with it (config/rules), so the prompts are plain."""
     if not draw.prefetch or step >= draw.max_steps:
         return
     prompts = _next_prompts(feed, draw.prompts_per_step, [])

@@ -85,7 +85,7 @@ class RunFacts:
 
     @classmethod
     def of(cls, config: Any) -> "RunFacts":
-        """From a RunConfig whose dynamic_sampling.enabled is decided (config_rules.with_dynamic_sampling_decided)."""
+        """From a RunConfig whose dynamic_sampling.enabled is decided (config/rules.with_dynamic_sampling_decided)."""
         a, sampling = config.algorithm, config.rollout.dynamic_sampling
         return cls(a.updates_per_batch, sampling.enabled is True, sampling.max_extra_prompts,
                    config.curriculum.enabled, a.clip_high > a.clip_epsilon, a.entropy_coef > 0)

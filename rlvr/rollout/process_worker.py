@@ -133,7 +133,7 @@ def serve(conn, settings: HostSettings, store_host: str, store_port: int, parent
 
     _exit_with_parent(parent_pid)
     # A terminal's Ctrl-C (and a job scheduler's SIGTERM) reaches the whole process group: the trainer finishes
-    # its step and checkpoints (checkpoint/signals.py), which needs this engine alive; it closes us afterwards.
+    # its step and checkpoints (checkpoint/stop.py), which needs this engine alive; it closes us afterwards.
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
     try:

@@ -21,7 +21,7 @@ Modes (rollout.engine.vllm_mode). colocate: vllm.LLM in the trainer's process on
 (level 1: weights to host memory, KV cache freed) from the end of each generate until the next sync or generate, so
 the update has the memory; weights are pushed by a worker extension that loads the trainer's named parameters with
 the model's own `load_weights` (HF names; vLLM fuses q/k/v and gate/up itself). server: a separate `vllm serve`
-driven over HTTP, weights sent with vLLM's native NCCL weight-transfer API (rollout/vllm_server.py and
+driven over HTTP, weights sent with vLLM's native NCCL weight-transfer API (rollout/vllm/server.py and
 rollout/vllm/weights.py, which import vllm only inside the NCCL sender).
 """
 from __future__ import annotations
@@ -203,7 +203,7 @@ def _check_supported(settings: VLLMSettings, vllm: Any) -> None:
 
 def build_vllm_engine(settings: VLLMSettings, policy, tokenizer) -> Any:
     """The engine rlvr/grpo/backends.py builds for rollout.engine.kind=vllm: VLLMEngine (colocate) or, in server mode,
-    rollout/vllm_server.py's VLLMServerEngine with the NCCL weight sender. Errors (each one VLLMError,
+    rollout/vllm/server.py's VLLMServerEngine with the NCCL weight sender. Errors (each one VLLMError,
     user-facing): vLLM missing or older than 0.10.2 (server mode: without the weight-transfer API of 0.22), no
     CUDA, an unscorable temperature, and in server mode an unreachable or misconfigured server."""
     from rlvr.model.load import resolve_model_path

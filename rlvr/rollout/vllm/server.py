@@ -22,7 +22,7 @@ loudly, not pass wrongly).
 Weight sync with vLLM's native weight-transfer API (docs.vllm.ai/en/latest/training/weight_transfer/, example
 examples/rl/rlhf_http_nccl.py). Control plane over HTTP: GET /get_world_size and POST /init_weight_transfer_engine
 once (concurrently with rank 0 joining the group), then per sync POST /pause, /start_weight_update,
-/update_weights (concurrently with the data plane's broadcast, rollout/vllm_weights.py), /finish_weight_update,
+/update_weights (concurrently with the data plane's broadcast, rollout/vllm/weights.py), /finish_weight_update,
 /reset_prefix_cache (while paused: no request can reuse KV blocks computed with the old weights), /resume.
 
 Never a hang: every HTTP call has a deadline (rollout.engine.vllm_request_timeout_s) and every failure is one

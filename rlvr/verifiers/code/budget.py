@@ -1,7 +1,7 @@
 """The parent's CPU budget for one completion (issue #24): what the trainer may spend on one candidate's values.
 
 The parent (the process that calls `CodeVerifier.verify`, the trainer or its reward workers) decodes the
-candidate's results and evaluates the asserts on them. Size bounds (code_values) keep each single operation
+candidate's results and evaluates the asserts on them. Size bounds (code/values) keep each single operation
 small, but a candidate can still make the parent loop: 30,000 Fractions summed took 18 s, iterating a 100,000-item
 generator result 2-3 s (issue #24). So every loop the parent runs over candidate data (evaluation steps, builtin
 calls and their callbacks, decoding, `sum`) checks the thread's CPU time against a deadline taken when the

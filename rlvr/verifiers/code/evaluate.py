@@ -2,13 +2,13 @@
 
 An assert such as `assert abs(hyp(3, 4) - 5.0) < 1e-9` is split by *name*: `hyp` is the candidate's (any name
 that is not an allow-listed builtin, `math`, a comprehension variable, an unsupported builtin or a known
-library), everything else is the parent's (code_values). A candidate *call chain* (`hyp(3, 4)`,
+library), everything else is the parent's (code/values). A candidate *call chain* (`hyp(3, 4)`,
 `Stack().push(1).pop()`, `candidate(xs)`) is sent to the sandbox with arguments the parent computed and comes
 back as a plain value; `abs`, `-`, `<` and `1e-9` are then evaluated here, where the candidate's namespace,
 builtins and modules do not exist. Nested calls (`f(g(3))`, `f(3) == f(2) + 1`) take rounds: each round
 collects every call whose arguments are known, the sandbox runs them in one batch, and the asserts are
 evaluated again. Forms the parent cannot evaluate are refused when the reference is read
-(code_forms.check_supported, naming the form): the sample is unscorable, never a pass decided in the sandbox.
+(code/forms.check_supported, naming the form): the sample is unscorable, never a pass decided in the sandbox.
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ Known hacks on naive harnesses: sys.exit(0) before the asserts, an object whose 
 stack frames or gc to forge results, patching the harness, builtins or `math` (issue #3), and shadowing `abs`
 or `math.isclose` in the candidate's own namespace so that tolerance asserts pass (issue #8). All of them act
 inside the process that runs the code, so that process decides nothing:
-  * The parent reads each assert with `ast` and refuses forms it cannot evaluate itself (code_eval).
+  * The parent reads each assert with `ast` and refuses forms it cannot evaluate itself (code/evaluate).
   * The sandbox receives only the candidate's call chains with plain arguments the parent computed
     (`hyp(3, 4)`, `Stack().push(1).pop()`), runs them in order after loading the code, and writes one JSON
     line per call to a private pipe (not stdout, which with stderr goes to /dev/null once the harness is
@@ -16,13 +16,13 @@ inside the process that runs the code, so that process decides nothing:
     OrderedDict/Counter/set/frozenset, by exact type; subclasses (defaultdict, numpy.float64) are sent as
     their base type's content, read with the base type's own methods; a returned iterator is drained.
   * The parent decodes plain data and evaluates the whole assert itself: `abs`, `math.isclose`, `-`, `<`,
-    comprehensions, with its own builtins (code_values). A call whose line never arrived (exit, crash,
+    comprehensions, with its own builtins (code/values). A call whose line never arrived (exit, crash,
     timeout) fails its test; a forged line can only claim a value the function could have returned.
   * Calls that only a branch Python may not take needs (the rest of an `any(...)`, the right side of an `or`)
     are *speculative*: they run after the calls Python certainly makes, under their own share of the time
     limit, and a speculative call without an answer is dropped, never failed (issue #24).
 Equality (`==`, `!=`, `in`, `<`) is Python's own on plain data (issue #24: [1, 2] != (1, 2), 0.1 + 0.2 != 0.3);
-a reference's "rel_tol" makes two floats match within math.isclose(rel_tol=...) (code_values.same).
+a reference's "rel_tol" makes two floats match within math.isclose(rel_tol=...) (code/values.same).
 """
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ MAX_RUNS = 2 * MAX_ROUNDS  # sandbox runs per completion, counting the rounds wh
 @dataclass(frozen=True)
 class AssertTest:
     source: str  # the assert as written, for details
-    test: ast.expr  # its condition, checked by code_forms.check_supported
+    test: ast.expr  # its condition, checked by code/forms.check_supported
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ def _harmless_import(stmt: ast.stmt) -> bool:
 # ---------------------------------------------------------------- judging, round by round
 class AssertRounds:
     """The asserts of one reference against one candidate: `calls()` says what the sandbox must run next,
-    `record()` stores its answers, `outcomes()` judges every assert (code_eval.Evaluator, in this process)."""
+    `record()` stores its answers, `outcomes()` judges every assert (code/evaluate.Evaluator, in this process)."""
 
     def __init__(self, tests: CodeTests, budget: Budget | None = None):
         self.tests = tests

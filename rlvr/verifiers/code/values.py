@@ -99,7 +99,7 @@ def compare(op: str, left: Any, right: Any, rel_tol: float | None = None) -> boo
     propagate: the test fails, and `not (f(x) < 5)` cannot pass by making the comparison raise."""
     if op in ("Eq", "NotEq"):
         return same(left, right, rel_tol) == (op == "Eq")
-    if op in ("Is", "IsNot"):  # code_forms allows `is` only against None/True/False/Ellipsis or a type
+    if op in ("Is", "IsNot"):  # code/forms allows `is` only against None/True/False/Ellipsis or a type
         return (left is right) == (op == "Is")
     if op in _ORDER:
         return bool(_ORDER[op](left, right))

@@ -10,7 +10,7 @@ bound as `candidate`, HumanEval style), "time_limit_s" (per sandbox run, capped 
     arguments computed here, one sandboxed run per round of nested calls (verifiers/code/reference.py says why). Calls
     that only a branch Python may not take needs (speculative) run last in a round, with a quarter of the
     time limit of their own; one that does not answer is dropped, never failed.
-    The parent spends at most code_budget.PARENT_CPU_S of CPU judging one completion (issue #24).
+    The parent spends at most code/budget.PARENT_CPU_S of CPU judging one completion (issue #24).
   * stdin/stdout: one sandboxed run per case; a case passes when stdout equals the expected output
     (trailing whitespace per line and trailing blank lines ignored), the program exited 0, within time.
     The exit status alone never passes anything.
@@ -130,7 +130,7 @@ class CodeVerifier:
     @staticmethod
     def _run_asserts(code: str, tests: CodeTests, config: SandboxConfig,
                      problems: list[str]) -> list[tuple[bool, str]]:
-        """One sandboxed run per round of candidate calls (code_tests.AssertRounds): one run unless calls
+        """One sandboxed run per round of candidate calls (code/reference.AssertRounds): one run unless calls
         are nested in other calls' arguments."""
         rounds = AssertRounds(tests)
         while calls := rounds.calls():

@@ -13,7 +13,8 @@ def _run_marked_test_without_sandbox(tmp_path, ci: str | None) -> tuple[int, str
 
     conftest = Path(__file__).with_name("conftest.py").read_text().replace("from __future__ import annotations", "")
     (tmp_path / "conftest.py").write_text(
-        "from rlvr.verifiers.code import sandbox\nsandbox._probe = sandbox.Probe(False, 'simulated: no bwrap')\n" + conftest)
+        "from rlvr.verifiers.code import sandbox\n"
+        "sandbox._probe = sandbox.Probe(False, 'simulated: no bwrap')\n" + conftest)
     (tmp_path / "test_needs_sandbox.py").write_text(
         "import pytest\npytestmark = pytest.mark.sandbox\n\ndef test_x():\n    assert True\n")
     env = {k: v for k, v in os.environ.items() if k != "CI"} | ({"CI": ci} if ci else {})

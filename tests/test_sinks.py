@@ -16,6 +16,11 @@ from rlvr.errors import UserFacingError
 from rlvr.metrics.logger import RunLogger
 from rlvr.metrics.sinks import SinkError, TensorBoardSink, WandbSink, build_sinks
 
+
+def sinks_of(config, run_dir, writes=True):
+    """What a trainer builds: the logging section, and the resolved config that W&B records with the run."""
+    return build_sinks(config.logging, config.model_dump(mode="json"), run_dir, writes=writes)
+
 SAMPLES = [{"step": 1, "prompt_id": "a/1", "question": "What is 2 | 3?", "reference": "3",
             "completion": "<think>bitwise</think>\nAnswer: 3", "reward": 1.0,
             "verdicts": {"math": {"outcome": "correct", "score": 1.0, "detail": ""}}},
@@ -47,7 +52,7 @@ def test_tensorboard_scalars_and_completions_table(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     config = load_config(None, ["logging.tensorboard=true"])
-    sinks = build_sinks(config, tmp_path)
+    sinks = sinks_of(config, tmp_path)
     assert [type(s) for s in sinks] == [TensorBoardSink]
     assert not (tmp_path / "tensorboard").exists()  # nothing is opened before the first row
     logger = RunLogger(tmp_path, 2, stream=io.StringIO(), sinks=sinks)
@@ -107,7 +112,7 @@ def test_wandb_run_config_metrics_table_and_finish(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "wandb", fake)
     config = load_config(None, ["logging.wandb.project=grpo", "logging.wandb.entity=lab", "logging.wandb.name=r1",
                                 "logging.wandb.mode=offline", "max_steps=7"])
-    sinks = build_sinks(config, tmp_path)
+    sinks = sinks_of(config, tmp_path)
     assert [type(s) for s in sinks] == [WandbSink] and fake.calls == []  # the W&B run starts at the first row
     logger = RunLogger(tmp_path, 2, stream=io.StringIO(), sinks=sinks)
     logger.log_step(record(1, 0.25))
@@ -141,15 +146,15 @@ def test_wandb_run_config_metrics_table_and_finish(tmp_path, monkeypatch):
 def test_a_missing_package_is_one_clear_error(tmp_path, monkeypatch, override, module, message):
     monkeypatch.setitem(sys.modules, module, None)  # makes `import module` fail as if it were not installed
     with pytest.raises(SinkError) as err:
-        build_sinks(load_config(None, [override]), tmp_path)
+        sinks_of(load_config(None, [override]), tmp_path)
     assert str(err.value) == message and isinstance(err.value, UserFacingError)
     with pytest.raises(SinkError):  # torchrun ranks > 0 check it as well: every rank stops at start
-        build_sinks(load_config(None, [override]), tmp_path, writes=False)
+        sinks_of(load_config(None, [override]), tmp_path, writes=False)
 
 
 def test_no_sink_unless_enabled_and_none_on_other_ranks(tmp_path):
-    assert build_sinks(load_config(None, []), tmp_path) == []
-    assert build_sinks(load_config(None, ["logging.tensorboard=true"]), tmp_path, writes=False) == []
+    assert sinks_of(load_config(None, []), tmp_path) == []
+    assert sinks_of(load_config(None, ["logging.tensorboard=true"]), tmp_path, writes=False) == []
 
 
 class Breaks:
@@ -226,7 +231,7 @@ def test_a_resumed_run_logs_into_the_same_wandb_run(tmp_path, monkeypatch):
     for _ in range(2):  # the first process, then the resumed one, on the same run directory
         fake = FakeWandb()
         monkeypatch.setitem(sys.modules, "wandb", fake)
-        logger = RunLogger(tmp_path, 2, stream=io.StringIO(), sinks=build_sinks(config, tmp_path))
+        logger = RunLogger(tmp_path, 2, stream=io.StringIO(), sinks=sinks_of(config, tmp_path))
         logger.log_step(record(1, 0.25))
         logger.close()
         ids.append(fake.calls[0][1]["id"])
@@ -238,21 +243,21 @@ def test_online_wandb_without_a_login_is_refused_before_the_run(tmp_path, monkey
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))  # no ~/.netrc entry either
     with pytest.raises(SinkError, match="needs a W&B login: run `wandb login` or set WANDB_API_KEY"):
-        build_sinks(load_config(None, ["logging.wandb.project=grpo"]), tmp_path)
+        sinks_of(load_config(None, ["logging.wandb.project=grpo"]), tmp_path)
     (tmp_path / "netrc").write_text("machine api.wandb.ai login user password " + "k" * 40 + "\n")
     (tmp_path / "netrc").chmod(0o600)
-    assert [type(s) for s in build_sinks(load_config(None, ["logging.wandb.project=grpo"]), tmp_path)] == [WandbSink]
+    assert [type(s) for s in sinks_of(load_config(None, ["logging.wandb.project=grpo"]), tmp_path)] == [WandbSink]
 
 
 def test_tensorboard_drops_the_steps_a_resume_logs_again(tmp_path):
     """A run logged steps 1-3, stopped, and resumed from its step-1 checkpoint: steps 2 and 3 are logged again, and
     TensorBoard shows each step once, with the resumed values (purge_step)."""
     config = load_config(None, ["logging.tensorboard=true"])
-    first = RunLogger(tmp_path, 3, stream=io.StringIO(), sinks=build_sinks(config, tmp_path))
+    first = RunLogger(tmp_path, 3, stream=io.StringIO(), sinks=sinks_of(config, tmp_path))
     for step in (1, 2, 3):
         first.log_step(record(step, 1.0))
     first.close()
-    resumed = RunLogger(tmp_path, 3, stream=io.StringIO(), sinks=build_sinks(config, tmp_path))
+    resumed = RunLogger(tmp_path, 3, stream=io.StringIO(), sinks=sinks_of(config, tmp_path))
     for step in (2, 3):
         resumed.log_step(record(step, -1.0))
     resumed.close()

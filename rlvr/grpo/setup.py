@@ -98,7 +98,8 @@ def setup(config: RunConfig, run_dir: Path, ranks: DistContext = SINGLE) -> Run:
         torch.set_num_threads(config.threads)
     # Task and verifiers first: a bad dataset or verifier fails before any model loads.
     task, rewarder = build_task(config.task), build_rewarder(config)  # + reward.model_path when set (issue #10)
-    sinks = build_sinks(config, run_dir, writes=ranks.is_main)  # a missing tensorboard/wandb fails before any model
+    # a missing tensorboard/wandb fails before any model
+    sinks = build_sinks(config.logging, config.model_dump(mode="json"), run_dir, writes=ranks.is_main)
     models = build_models(config, plan, task, ranks)
     optim = build_optimisation(config, plan, models, ranks)
     service = build_reward_service(config, rewarder)  # worker processes, or Ray actors (backends.py)

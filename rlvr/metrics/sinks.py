@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence
 from rlvr.errors import UserFacingError
 
 if TYPE_CHECKING:
-    from rlvr.config.run import RunConfig
-    from rlvr.config.sections import WandbConfig
+    from rlvr.config.sections import LoggingConfig, WandbConfig
 
 TABLE_COLUMNS = ("step", "prompt", "completion", "reward", "verdict")
 WANDB_ID_FILE = "wandb-run-id"
@@ -205,13 +204,15 @@ class WandbSink:
             self._run.finish()
 
 
-def build_sinks(config: "RunConfig", run_dir: Path, writes: bool = True) -> list[Sink]:
-    """The optional sinks logging.* enables (JSONL is RunLogger's own). Call it early in set-up: a missing package
-    is one SinkError before any model loads. writes=False (torchrun ranks other than 0) checks the packages the
-    same way but returns no sink: rank 0 alone logs."""
+def build_sinks(logging: LoggingConfig, recorded_config: Mapping[str, Any], run_dir: Path, writes: bool = True
+                ) -> list[Sink]:
+    """The optional sinks `logging` enables (JSONL is RunLogger's own). Call it early in set-up: a missing package
+    is one SinkError before any model loads. recorded_config: the resolved run config as JSON, which W&B keeps with
+    the run (the sinks take their section and this record, not the RunConfig: issue 25). writes=False (torchrun
+    ranks other than 0) checks the packages the same way but returns no sink: rank 0 alone logs."""
     sinks: list[Sink] = []
-    if config.logging.tensorboard:
+    if logging.tensorboard:
         sinks.append(TensorBoardSink(run_dir))
-    if config.logging.wandb.project:
-        sinks.append(WandbSink(config.logging.wandb, config.model_dump(mode="json"), run_dir))
+    if logging.wandb.project:
+        sinks.append(WandbSink(logging.wandb, recorded_config, run_dir))
     return sinks if writes else []

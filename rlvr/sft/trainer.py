@@ -89,7 +89,7 @@ def setup(config: RunConfig, run_dir: Path) -> SFTRun:
     if config.threads:
         torch.set_num_threads(config.threads)
     # Data first: a bad dataset (or a missing tensorboard/wandb package) fails before any weights load.
-    sinks = build_sinks(config, run_dir)
+    sinks = build_sinks(config.logging, config.model_dump(mode="json"), run_dir)
     tokenizer = load_tokenizer(config.model)
     limit = min(config.sft.max_length, context_length(config.model) or config.sft.max_length)
     examples = load_examples(config, tokenizer, limit)

@@ -96,3 +96,12 @@ def test_circles_finds_what_it_should():
     """The search itself: a two-node and a three-node circle are found, a chain and a self-import are not."""
     imports = {"a": {"b"}, "b": {"a", "c"}, "c": {"d"}, "d": {"e"}, "e": {"c"}, "f": {"a", "f"}, "g": set()}
     assert circles(imports) == {frozenset({"a", "b"}), frozenset({"c", "d", "e"})}
+
+
+def test_the_old_entry_point_still_trains():
+    """Scripts written before the layout (issue 25) import rlvr.recipes.grpo.train: it must be the loop's own train,
+    not a copy that could drift. Catches a shim that re-implements or drops the re-export."""
+    from rlvr.grpo.loop import train
+    from rlvr.recipes.grpo import train as old_train
+
+    assert old_train is train

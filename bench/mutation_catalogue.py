@@ -138,7 +138,8 @@ MATH_VERIFIER = [
        "pred = [exact_decimals(x) for x in parsed(pred_text)]",
        "tests/test_math_forms.py::test_worker_reads_chains_and_inequalities"),
     _m("math: a thin space before a unit", "rlvr/verifiers/math/extract.py",
-       "if ch in \",;\" and i and text[i - 1] == \"\\\\\":",
+       "if ch in \",;\" and i and text[i - 1] == \"\\\\\":"
+       "  # '\\\\,' '\\\\;' are spacing ('12\\\\,\\\\text{cm}', issue 24)",
        "if False:", "tests/test_math_forms.py::test_equivalent_forms_are_correct"),
     _m("math: bounded scans of long completions", "rlvr/verifiers/math/scan.py",
        "FALLBACK_CHARS = 16_384  # the tail read by the fallbacks; a final sentence or paragraph is far shorter",
@@ -155,7 +156,8 @@ CODE_VERIFIER = [
        "value = json.loads(text, object_hook=self._object)",
        "tests/test_code_semantics.py::test_what_python_calls_equal_passes"),
     _m("code: OrderedDict keeps its order", "rlvr/verifiers/code/harness.py",
-       "if issubclass(t, OrderedDict):",
+       "if issubclass(t, OrderedDict):"
+       "  # before dict: Python compares two OrderedDicts by order (C items: no overrides)",
        "if False:", "tests/test_code_semantics.py::test_forged_pass_is_wrong"),
     _m("code: no candidate names on the expected side", "rlvr/verifiers/code/reference.py",
        "if entry is None and name not in tested:  # issue #24: the candidate could define it to match", "if False:",

@@ -117,7 +117,7 @@ def test_late_verifier_workers_change_nothing(wide_model, first_run, tmp_path, m
 
 def test_packed_backward_sums_a_groups_shared_state_in_one_order(wide_model):
     """The root cause alone: 8 rows of one prompt, so all 8 first tokens read the prompt's last state, and the
-    backward is split over 2 threads; 6 backward passes give the same gradients to the bit."""
+    backward is split over 2 threads; 16 backward passes give the same gradients to the bit."""
     torch.set_num_threads(THREADS)
     model = LlamaForCausalLM.from_pretrained(wide_model).float().eval()
     generator = torch.Generator().manual_seed(0)
@@ -126,7 +126,9 @@ def test_packed_backward_sums_a_groups_shared_state_in_one_order(wide_model):
     inputs = (prompt_ids, torch.ones_like(prompt_ids), torch.zeros(8, dtype=torch.long), completion_ids,
               torch.ones_like(completion_ids))
     grads = []
-    for _ in range(6):
+    # 16 passes: the unordered sum is a race between the 2 threads, which a busy machine (the mutation check's
+    # scratch run) sometimes lets 6 passes win every time (issue 25's mutation run: one survival at 6)
+    for _ in range(16):
         model.zero_grad(set_to_none=True)
         logprobs, _ = completion_logprobs(model, *inputs)
         logprobs.sum().backward()

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import select
+import sys
 
 import pytest
 import torch
@@ -245,3 +246,15 @@ def test_the_modes_are_the_configs():
     from rlvr.metrics.progress import Mode
 
     assert get_args(Mode) == get_args(LoggingConfig.model_fields["progress"].annotation)
+
+
+def test_the_logger_writes_to_the_stdout_of_now_not_of_its_import(tmp_path, monkeypatch):
+    """RunLogger's default stream is sys.stdout when the logger is made. As a default argument it was the stdout of
+    whoever imported rlvr.metrics.logger first: under pytest, a capture closed since, so a pipeline test run after
+    test_resume.py failed with 'I/O operation on closed file' (seen in issue 25). Catches `stream=sys.stdout`."""
+    import rlvr.metrics.logger as logger_module
+
+    now = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", now)
+    logger_module.RunLogger(tmp_path, 1).message("hello from the logger")
+    assert now.getvalue() == "hello from the logger\n"

@@ -41,13 +41,15 @@ class RunLogger:
     that raises is dropped with one warning and the run goes on, as metrics.jsonl does. `progress_mode`:
     logging.progress; on a terminal (auto) the step lines are printed above a live bar of the steps."""
 
-    def __init__(self, run_dir: Path, max_steps: int, stream: TextIO = sys.stdout, writes: bool = True,
+    def __init__(self, run_dir: Path, max_steps: int, stream: TextIO | None = None, writes: bool = True,
                  sinks: Sequence[Sink] = (), progress_mode: Mode = LOGGING_DEFAULTS.progress,
                  interval_s: float = LOGGING_DEFAULTS.progress_interval_s):
         self.jsonl = JsonlSink(run_dir)
         self.metrics_path, self.samples_path = self.jsonl.metrics_path, self.jsonl.samples_path
         self.max_steps = max_steps
-        self.stream = stream
+        # sys.stdout as it is now, not as it was when this module was imported: a default argument would keep the
+        # stream of whoever imported it first (a pytest capture closed since: 'I/O operation on closed file')
+        self.stream = stream if stream is not None else sys.stdout
         self.start = time.monotonic()
         self.created = self.start  # when the loop began: the steps' bar is dated back to it
         self.writes = writes

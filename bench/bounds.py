@@ -69,6 +69,13 @@ def with_tcmalloc(allocator: str) -> None:
     print(f"allocator: {'tcmalloc' if 'tcmalloc' in os.environ.get('LD_PRELOAD', '') else 'glibc malloc'}")
 
 
+def _sample_time(engine, ids, mask, new: int) -> float:
+    """Seconds to sample 8 completions of `new` tokens per prompt (median of 3, same seed each time)."""
+    from rlvr.rollout.base import SamplingParams  # here, as in main: --help stays torch-free
+
+    return timed(lambda: engine.sample(ids, mask, 8, SamplingParams(1.0, 1.0, new, seed=1)), 3)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=16)
@@ -103,11 +110,7 @@ def main() -> None:
         prompts = list(itertools.islice(run.feed.prompt_stream, args.rows // 8))
         ids, mask = engine.encode(prompts)
         stops, engine.stop_ids = engine.stop_ids, [10 ** 9]  # every row decodes every step
-
-        def sample(new: int) -> float:
-            return timed(lambda: engine.sample(ids, mask, 8, SamplingParams(1.0, 1.0, new, seed=1)), 3)
-
-        short, full = sample(SHORT), sample(args.new)
+        short, full = _sample_time(engine, ids, mask, SHORT), _sample_time(engine, ids, mask, args.new)
         step = (full - short) / (args.new - SHORT)  # per extra token: prefill and weight prepacking cancel out
         engine.stop_ids = stops
         bound = traffic + matmul

@@ -48,6 +48,26 @@ class Verdict:
 
 
 @dataclass
+class Turns:
+    """Multi-turn episodes (rlvr/agents, issue 26): where each model turn sits in a row's completion.
+
+    An episode's completion is one token sequence: the sampled ids as sampled, the environment's turns tokenized
+    and appended between them. RolloutBatch.completion_mask is 1 on sampled tokens only (they carry the loss and
+    the KL); environment tokens are 0 there yet are real context: the log-prob forwards attend to every position
+    up to a row's last sampled token (`row_extent`).
+    """
+
+    turn_of_token: torch.Tensor  # [B, C] long: index of the model turn that sampled the token; -1 elsewhere
+    turn_rewards: torch.Tensor  # [B, T] float: the environment's step reward for each model turn (0 = none)
+    turn_mask: torch.Tensor  # [B, T] bool: the row has a model turn t
+    records: list[Any]  # len B rlvr.agents.protocol.EpisodeRecord: messages, final state, stop reason, call counts
+
+    def to(self, device: "torch.device | str") -> "Turns":
+        return Turns(self.turn_of_token.to(device), self.turn_rewards.to(device), self.turn_mask.to(device),
+                     self.records)
+
+
+@dataclass
 class RolloutBatch:
     """G sampled completions per prompt, grouped contiguously: rows [g*G, (g+1)*G) share prompts[g].
 
@@ -63,7 +83,8 @@ class RolloutBatch:
     completion_mask: torch.Tensor  # [B, C] 1 = generated token, EOS included, padding excluded
     sampling_logprobs: torch.Tensor  # [B, C] log-prob of each sampled token under the sampling distribution
     completions: list[str]  # len B, decoded text without special tokens
-    truncated: torch.Tensor  # [B] bool, True when max_new_tokens was hit before EOS
+    truncated: torch.Tensor  # [B] bool, True when max_new_tokens was hit before EOS (an episode: a budget cut it)
+    turns: Turns | None = None  # multi-turn episodes only; completions then hold each episode's last model turn
 
     @property
     def size(self) -> int:
@@ -78,7 +99,8 @@ class RolloutBatch:
         move = lambda t: t.to(device)  # noqa: E731
         return RolloutBatch(self.prompts, self.group_size, move(self.prompt_ids), move(self.prompt_mask),
                             move(self.completion_ids), move(self.completion_mask), move(self.sampling_logprobs),
-                            self.completions, move(self.truncated))
+                            self.completions, move(self.truncated),
+                            None if self.turns is None else self.turns.to(device))
 
     @property
     def prompt_index(self) -> torch.Tensor:

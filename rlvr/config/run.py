@@ -16,7 +16,15 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 
 from rlvr.config.base import ConfigError, _Section  # ConfigError is imported from here everywhere
 from rlvr.config.rules import run_config_problems
-from rlvr.config.sections import DistributedConfig, EngineConfig, LoggingConfig, RayConfig, SampleConfig, SFTConfig
+from rlvr.config.sections import (
+    DistributedConfig,
+    EngineConfig,
+    EpisodeConfig,
+    LoggingConfig,
+    RayConfig,
+    SampleConfig,
+    SFTConfig,
+)
 
 EMBEDDED_MODEL = "embedded:SmolLM2-135M-Instruct"
 
@@ -249,6 +257,7 @@ class RunConfig(_Section):
     sft: SFTConfig = Field(default_factory=SFTConfig)
     sample: SampleConfig = Field(default_factory=SampleConfig)
     distributed: DistributedConfig = Field(default_factory=DistributedConfig)
+    episode: EpisodeConfig = Field(default_factory=EpisodeConfig)
     ray: RayConfig = Field(default_factory=RayConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     # 30: with dynamic sampling (auto) the default run's training fits in 10 minutes on a 2-core CPU (issue #12)

@@ -137,3 +137,23 @@ class LoggingConfig(_Section):
     tensorboard: bool = Field(False, description="also write TensorBoard events to RUN/tensorboard "
                                                  "(pip install 'rlvr[tensorboard]')")
     wandb: WandbConfig = Field(default_factory=WandbConfig)
+
+
+class EpisodeConfig(_Section):
+    """Multi-turn episodes (issue 26): read only when task.name names an environment task (rlvr/agents). Budgets
+    cut an episode and mark it truncated; the credit mode says which advantage each model turn's tokens get."""
+
+    max_turns: int = Field(4, ge=1, description="model turns per episode; a tool call past the last is cut")
+    tokens_per_turn: int = Field(48, ge=1, description="sampled tokens in one model turn")
+    tokens_per_episode: int = Field(192, ge=1, description="all tokens after the prompt (sampled + environment)")
+    tool_time_limit_s: float = Field(2.0, gt=0, description="wall-clock limit of one tool call")
+    state_weight: float = Field(1.0, ge=0, description="weight of the environment's final-state verdict in the "
+                                                       "reward (environments that have a state to check)")
+    partial_credit: bool = Field(False, description="filesystem: score the share of paths that match, not all-or-"
+                                                    "nothing")
+    credit: Literal["outcome", "process"] = Field(
+        "outcome", description="outcome: one GRPO advantage per episode on all its sampled tokens; process: "
+                               "DeepSeekMath's process supervision, normalized step rewards summed from each turn on")
+    process_reward: str | None = Field(None, description="a step scorer 'module:function' (turn text, prompt -> "
+                                                         "float) or a HF sequence-classification model directory")
+    process_weight: float = Field(1.0, ge=0, description="weight of the process scorer's per-turn score")

@@ -1,0 +1,111 @@
+"""Tool calls read strictly from a model turn, and run with a time limit (issue 26, item 1).
+
+The call format is the Hermes / Qwen one that most chat templates with `tools=` render and that
+rlvr.verifiers.tools already reads: `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`, one block per call,
+prose allowed around the blocks, reasoning inside <think>...</think> ignored. "arguments" may be an object or a
+JSON-encoded object string (as OpenAI's API returns it). Strict means: a block that does not close, JSON that does
+not parse, keys other than name/arguments, an unknown tool or arguments that violate the tool's JSON Schema are
+each one counted error, told back to the model, and never an exception.
+"""
+from __future__ import annotations
+
+import json
+import re
+import threading
+from typing import Any, Callable, Mapping, Sequence
+
+import jsonschema
+
+from rlvr.agents.protocol import ModelTurn, Observation, ToolCall, ToolSpec
+from rlvr.verifiers.math.extract import strip_thinking
+from rlvr.verifiers.tools import parse_json
+
+MAX_CALLS_PER_TURN = 8  # calls past this in one turn are errors (a turn of 100 calls is a loop, not a plan)
+MAX_RESULT_CHARS = 1000  # a tool's answer is cut here: it becomes prompt tokens of every later turn
+_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+OPEN, CLOSE = "<tool_call>", "</tool_call>"
+
+ToolHandler = Callable[..., Any]  # handler(**arguments) -> result (str, or JSON-able data)
+
+
+def _one_call(payload: str, tools: Mapping[str, ToolSpec]) -> ToolCall | str:
+    """A block's text -> the call, or the message that says why it is not one."""
+    value, why = parse_json(payload.strip())
+    if why:
+        return f"malformed tool call: {why}"
+    if not isinstance(value, dict) or set(value) != {"name", "arguments"}:
+        keys = sorted(value) if isinstance(value, dict) else type(value).__name__
+        return f'malformed tool call: expected {{"name": ..., "arguments": {{...}}}}, got {keys}'
+    name, arguments = value["name"], value["arguments"]
+    if isinstance(arguments, str):  # OpenAI's form: the arguments as a JSON-encoded string
+        arguments, why = parse_json(arguments)
+        if why:
+            return f"malformed tool call: arguments {why}"
+    if not isinstance(name, str) or name not in tools:
+        return f"unknown tool {name!r}; tools: {', '.join(sorted(tools)) or 'none'}"
+    if not isinstance(arguments, dict):
+        return f"malformed tool call: arguments of {name} must be an object, got {type(arguments).__name__}"
+    try:
+        jsonschema.validate(arguments, tools[name].parameters)
+    except jsonschema.ValidationError as err:
+        return f"invalid arguments for {name}: {err.message}"
+    return ToolCall(name, arguments)
+
+
+def parse_turn(index: int, text: str, tools: Sequence[ToolSpec]) -> ModelTurn:
+    """The model's turn text -> ModelTurn with its well-formed calls and one error per bad one."""
+    visible = strip_thinking(text)
+    by_name = {tool.name: tool for tool in tools}
+    calls: list[ToolCall] = []
+    errors: list[str] = []
+    for number, match in enumerate(_BLOCK.finditer(visible)):
+        if number >= MAX_CALLS_PER_TURN:
+            errors.append(f"more than {MAX_CALLS_PER_TURN} tool calls in one turn; the rest were not run")
+            break
+        parsed = _one_call(match.group(1), by_name)
+        (calls if isinstance(parsed, ToolCall) else errors).append(parsed)
+    rest = _BLOCK.sub("", visible)
+    if OPEN in rest or CLOSE in rest:  # an unclosed block (often a turn cut by its token budget) or a stray close
+        errors.append(f"malformed tool call: {rest.count(OPEN)} {OPEN} and {rest.count(CLOSE)} {CLOSE} left unmatched")
+    return ModelTurn(index, text, tuple(calls), tuple(errors))
+
+
+def _run_with_limit(handler: ToolHandler, arguments: dict[str, Any], limit_s: float) -> tuple[str, bool]:
+    """(result text, ok). The handler runs in a daemon thread: a call past the limit is reported as timed out and
+    left to finish on its own (tools here are pure Python and short; the code tool has the sandbox's own limit)."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = handler(**arguments)
+        except Exception as err:  # noqa: BLE001 - whatever a tool raises on model input is an observation
+            box["error"] = f"{type(err).__name__}: {err}"
+
+    worker = threading.Thread(target=target, daemon=True, name="rlvr-tool")
+    worker.start()
+    worker.join(limit_s)
+    if worker.is_alive():
+        return f"error: the tool ran past its time limit of {limit_s:g} s", False
+    if "error" in box:
+        return f"error: {box['error']}", False
+    value = box.get("value")
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    return text[:MAX_RESULT_CHARS], True
+
+
+def response_block(text: str) -> str:
+    return f"<tool_response>\n{text}\n</tool_response>"
+
+
+def run_calls(turn: ModelTurn, handlers: Mapping[str, ToolHandler], limit_s: float) -> Observation:
+    """Run the turn's calls in order and answer with their results (and its errors). A turn without calls or
+    errors is the model's final answer: the observation is empty and done."""
+    if not turn.calls and not turn.errors:
+        return Observation(None, done=True)
+    parts, valid, invalid = [], 0, len(turn.errors)
+    for call in turn.calls:
+        text, ok = _run_with_limit(handlers[call.name], call.arguments, limit_s)
+        parts.append(response_block(text))
+        valid, invalid = valid + ok, invalid + (not ok)
+    parts.extend(response_block(f"error: {message}") for message in turn.errors)
+    return Observation("\n".join(parts), valid_calls=valid, invalid_calls=invalid)

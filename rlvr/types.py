@@ -151,7 +151,7 @@ class TrainBatch:
         Completion columns past the longest selected completion are dropped: they are padding, and a batch
         padded to one rambling sample's length would otherwise cost every row that length.
         """
-        width = max(int(self.completion_mask[index].sum(dim=1).max()), 1) if self.size else 0
+        width = max(int(row_extent(self.completion_mask[index]).max()), 1) if self.size else 0
         pick = lambda t: None if t is None else t[index][:, :width]  # noqa: E731
         advantages = self.advantages[index] if self.advantages.dim() == 1 else pick(self.advantages)
         return TrainBatch(self.prompt_ids, self.prompt_mask, self.prompt_index[index], pick(self.completion_ids),
@@ -174,12 +174,22 @@ def length_order(completion_mask: torch.Tensor, rows: torch.Tensor) -> torch.Ten
     """
     import torch
 
-    lengths = completion_mask.sum(dim=1)
+    lengths = row_extent(completion_mask)
     # on the rows' device: a CPU tensor scattered into with CUDA indices crashed the first GPU step (issue #23)
     group_max = torch.zeros(int(rows.max()) + 1, dtype=lengths.dtype, device=rows.device).scatter_reduce(
         0, rows, lengths, reduce="amax", include_self=False)
     key = group_max[rows] * (rows.numel() + 1) - rows  # descending length, then ascending prompt index
     return key.argsort(descending=True, stable=True)
+
+
+def row_extent(mask: torch.Tensor) -> torch.Tensor:
+    """[B, C] mask -> [B] long: one past each row's last nonzero position (0 for an empty row). For a prefix mask
+    that is its sum; an episode's loss mask has holes where the environment spoke (issue 26), and the forward
+    must still run over those tokens, so widths are cut at the extent, never at the count."""
+    import torch
+
+    positions = torch.arange(1, mask.shape[-1] + 1, device=mask.device)
+    return (positions * (mask != 0)).amax(dim=-1) if mask.shape[-1] else mask.new_zeros(mask.shape[:-1]).long()
 
 
 def _pad_left(t: torch.Tensor, width: int) -> torch.Tensor:

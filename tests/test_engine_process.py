@@ -69,6 +69,22 @@ def test_same_seed_and_weights_sample_what_the_in_process_engine_samples(pair):
     assert ours.completion_mask.sum() > 6  # sanity: the comparison covered real tokens
 
 
+def test_episodes_on_the_engine_process_are_the_in_process_episodes(pair):
+    """issue 26: the multi-turn call (continue_tokens) runs in the child, the environment in the trainer."""
+    from rlvr.agents.episodes import EpisodeRunner
+    from rlvr.agents.protocol import Budgets
+    from test_episodes import EchoEnvironment
+
+    policy, tokenizer, engine = pair
+    play = lambda e: EpisodeRunner(e, tokenizer, EchoEnvironment(replies=1), Budgets(2, 40, 160)).generate(  # noqa: E731
+        PROMPTS, 2, SAMPLING)
+    ours, theirs = play(engine), play(HFRolloutEngine(policy, tokenizer))
+    assert torch.equal(ours.completion_ids, theirs.completion_ids)
+    assert torch.equal(ours.completion_mask, theirs.completion_mask) and ours.completions == theirs.completions
+    torch.testing.assert_close(ours.sampling_logprobs, theirs.sampling_logprobs, rtol=0, atol=1e-5)
+    assert ours.turns.turn_mask[:, 1].any()  # sanity: a row got its second turn, after an environment turn
+
+
 def test_a_sync_moves_the_engine_and_the_agreement_probe_passes(pair):
     policy, tokenizer, engine = pair
     rollouts = engine.generate(PROMPTS, 4, SAMPLING)

@@ -43,7 +43,8 @@ def gae_advantages(token_rewards: torch.Tensor, values: torch.Tensor, mask: torc
     completion is treated as terminal, like verl and OpenRLHF, because the verifier has already scored it.
     lam = 1 gives the Monte Carlo return minus V (unbiased, high variance); lam = 0 the one-step TD error.
     Without gradient: advantages and returns are fixed targets for the policy and critic updates (PPO).
-    Right padding is assumed; values and rewards at padding are ignored and the outputs there are 0.
+    Values and rewards where mask is 0 are ignored and the outputs there are 0 (right padding, or an episode's
+    environment tokens, which the recursion steps over).
     """
     real = mask.bool()
     rewards = torch.where(real, token_rewards.float(), 0.0)
@@ -53,9 +54,12 @@ def gae_advantages(token_rewards: torch.Tensor, values: torch.Tensor, mask: torc
     advantages = []
     for t in reversed(range(rewards.shape[1])):
         delta = rewards[:, t] + gamma * next_value - state_values[:, t]
-        running = torch.where(real[:, t], delta + gamma * lam * running, 0.0)
-        advantages.append(running)
-        next_value = state_values[:, t]
+        # Positions that are not actions are skipped, A and V carried across them: right padding (where both are
+        # still 0) and, in multi-turn episodes, the environment's tokens between two model turns (issue 26): the
+        # next state of a turn's last token is the first token of the model's next turn, not a terminal state.
+        running = torch.where(real[:, t], delta + gamma * lam * running, running)
+        advantages.append(torch.where(real[:, t], running, 0.0))
+        next_value = torch.where(real[:, t], state_values[:, t], next_value)
     advantages_t = torch.stack(advantages[::-1], dim=1)
     returns = torch.where(real, advantages_t + state_values, 0.0)
     return advantages_t, returns

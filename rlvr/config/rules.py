@@ -14,12 +14,37 @@ AnyRunConfig = Any
 # agree): names are checked against these, so config imports no registry (issue 25). task.name and task.verifiers
 # stay plain `str` fields: a TaskConfig built in code still reaches build_task, whose message names the valid tasks.
 TaskName = Literal["arithmetic", "qa"]
+# The tasks that play multi-turn episodes (their task object has `environment(...)`, rlvr/agents/wiring.py; a test
+# checks this list against the registry). Their rules: _episode_problems.
+EPISODE_TASKS: tuple[str, ...] = ()
 VerifierName = Literal["math", "format", "answer_format", "think_format", "tag_count", "language", "tool_call", "code"]
 
 
 def run_config_problems(c: AnyRunConfig) -> list[str]:
     return [*_batch_problems(c), *_task_problems(c), *_algorithm_problems(c), *_correction_problems(c),
-            *_lora_problems(c), *_engine_problems(c), *_ray_trainer_problems(c), *_precision_problems(c)]
+            *_lora_problems(c), *_engine_problems(c), *_ray_trainer_problems(c), *_precision_problems(c),
+            *_episode_problems(c)]
+
+
+def _episode_problems(c: AnyRunConfig) -> list[str]:
+    """Multi-turn episodes (issue 26) run on engines with `continue_tokens`, synchronously, and are cut by the
+    episode budgets, not by rollout.max_new_tokens."""
+    if c.task.name not in EPISODE_TASKS:
+        return []
+    e, problems, name = c.rollout.engine, [], f"task.name={c.task.name} plays multi-turn episodes"
+    if e.kind == "vllm" or c.ray.enabled:
+        problems.append(f"{name}, which the vLLM and Ray engines cannot run yet: use rollout.engine.kind=hf or "
+                        "hf_process (and ray.enabled=false)")
+    if e.max_staleness:
+        problems.append(f"{name}: rollout.engine.max_staleness=1 is not supported with them yet (use 0)")
+    if c.reward.overlong_buffer:
+        problems.append(f"{name}: reward.overlong_buffer measures one completion against rollout.max_new_tokens; "
+                        "for episodes cut by episode.tokens_per_turn / tokens_per_episode use "
+                        "algorithm.mask_truncated=true instead")
+    if c.episode.tokens_per_turn > c.episode.tokens_per_episode:
+        problems.append(f"episode.tokens_per_turn={c.episode.tokens_per_turn} exceeds episode.tokens_per_episode="
+                        f"{c.episode.tokens_per_episode}")
+    return problems
 
 
 def _engine_problems(c: AnyRunConfig) -> list[str]:

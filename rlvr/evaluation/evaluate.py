@@ -229,6 +229,7 @@ def evaluate_model(config: RunConfig, model_path: str) -> EvalResult:
     """Evaluate a model (directory, hub id or 'embedded') on config.task's held-out split (config.eval.size
     problems) with config.eval's sampling and ks and config.rollout.max_new_tokens. Seeded with config.seed.
     Progress goes to stderr as logging.progress says (`rlvr eval` prints its JSON on stdout)."""
+    from rlvr.agents.wiring import episode_engine, episode_parts, episode_rewarder
     from rlvr.model.load import load_model, load_tokenizer
     from rlvr.rollout.hf import HFRolloutEngine
     from rlvr.tasks import build_task
@@ -238,11 +239,14 @@ def evaluate_model(config: RunConfig, model_path: str) -> EvalResult:
     config.model.name_or_path = model_path
     # the training reward (verifiers + reward model when reward.model_path is set); a bad task fails before any
     # model loads
-    task, rewarder = build_task(config.task), build_rewarder(config)
+    task = build_task(config.task)
+    episodes = episode_parts(task, config)  # multi-turn tasks: episodes scored with their state (issue 26)
+    rewarder = build_rewarder(config) if episodes is None else episode_rewarder(episodes)
     tokenizer = load_tokenizer(config.model)
     model = load_model(config.model, trainable=False)
     seed_everything(config.seed, python=False)  # torch only, as always (rlvr/seeding.py)
     mode = math_answer_mode(config.task) if "math" in rewarder.components else None
     engine = HFRolloutEngine(model, tokenizer, cuda_graphs=config.rollout.cuda_graphs)
+    engine = engine if episodes is None else episode_engine(engine, tokenizer, episodes)
     return evaluate(engine, rewarder, task.eval_prompts(config.eval.size), config.eval,
                     config.rollout.max_new_tokens, answer_mode=mode, progress=Reporter.from_config(config.logging))

@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from rlvr.agents.scoring import EpisodeScoring
+from rlvr.agents.wiring import EpisodeParts, episode_engine, episode_parts, episode_rewarder
 from rlvr.checkpoint.state import CountingStream
 from rlvr.config.rules import with_dynamic_sampling_decided
 from rlvr.config.run import ModelConfig, RunConfig
@@ -97,12 +99,14 @@ def setup(config: RunConfig, run_dir: Path, ranks: DistContext = SINGLE) -> Run:
     if config.threads:
         torch.set_num_threads(config.threads)
     # Task and verifiers first: a bad dataset or verifier fails before any model loads.
-    task, rewarder = build_task(config.task), build_rewarder(config)  # + reward.model_path when set (issue #10)
+    task = build_task(config.task)
+    episodes = episode_parts(task, config)  # None unless the task plays multi-turn episodes (issue 26)
+    rewarder = build_rewarder(config) if episodes is None else episode_rewarder(episodes)  # + reward.model_path
     # a missing tensorboard/wandb fails before any model
     sinks = build_sinks(config.logging, config.model_dump(mode="json"), run_dir, writes=ranks.is_main)
     models = build_models(config, plan, task, ranks)
     optim = build_optimisation(config, plan, models, ranks)
-    service = build_reward_service(config, rewarder)  # worker processes, or Ray actors (backends.py)
+    service = reward_service(config, rewarder, episodes)  # worker processes, or Ray actors (backends.py)
     curriculum = PassRateCurriculum(config.curriculum, config.seed) if config.curriculum.enabled else None
     if ranks.enabled:
         seed_rank(config.seed, ranks)  # each rank samples its own completions
@@ -110,6 +114,8 @@ def setup(config: RunConfig, run_dir: Path, ranks: DistContext = SINGLE) -> Run:
     engine_weights = models.lora.merged_weights() if models.lora is not None else models.policy
     try:  # an engine that fails to start (its process, a Ray actor) must not leave the verifier pool running
         engine = build_engine(config, models.policy, models.tokenizer, models.wrapped, engine_weights)
+        if episodes is not None:  # turns played on the engine's continue_tokens (rlvr/agents/episodes.py)
+            engine = episode_engine(engine, models.tokenizer, episodes)
     except BaseException:
         service.close()
         raise
@@ -118,6 +124,15 @@ def setup(config: RunConfig, run_dir: Path, ranks: DistContext = SINGLE) -> Run:
     feed = RolloutFeed(engine, CountingStream(task.train_prompts(config.seed)), curriculum, engine_weights)
     estimator = build_estimator(plan.advantage, plan.kl.beta, models.critic)
     return Run(config, plan, run_dir, models, feed, optim, estimator, task, rewarder, service, logger, ranks)
+
+
+def reward_service(config: RunConfig, rewarder, episodes: EpisodeParts | None):
+    """The verifier pool; for episodes, the pool of the task's answer verifiers (none for a task scored by its
+    environment's state alone) wrapped to add the state verdict (rlvr/agents/scoring.py)."""
+    if episodes is None:
+        return build_reward_service(config, rewarder)
+    pool = build_reward_service(episodes.config, rewarder.answers) if episodes.has_answer_verifiers else None
+    return EpisodeScoring(pool, episodes.environment, episodes.state_weight)
 
 
 def build_models(config: RunConfig, plan: StepPlan, task: Task, ranks: DistContext) -> Models:

@@ -27,7 +27,7 @@ from rlvr.model.fused_head import fused_head_applies, head_logprobs_fused, tied_
 from rlvr.model.fused_layers import fused_layers_on
 from rlvr.model.packing import Packed, additive_mask, is_prefix_mask, pack, packed_tokens, row_groups
 from rlvr.model.precision import in_compute_dtype
-from rlvr.types import length_order
+from rlvr.types import length_order, row_extent
 
 # Rows of [tokens, vocabulary] logits made at once: 1024 x 49152 fp32 = 200 MB for SmolLM2's vocabulary.
 HEAD_CHUNK_TOKENS = 1024
@@ -185,7 +185,7 @@ def batched_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
     order = length_order(completion_mask, rows)
     for i in range(0, completion_ids.shape[0], micro_batch_size):
         part = order[i:i + micro_batch_size]
-        width = max(int(completion_mask[part].sum(dim=1).max()), 1)
+        width = max(int(row_extent(completion_mask[part]).max()), 1)  # holes: episodes (issue 26)
         out[part, :width] = completion_logprobs(model, prompt_ids, prompt_mask, rows[part],
                                                 completion_ids[part, :width], completion_mask[part, :width],
                                                 temperature)[0]

@@ -27,6 +27,26 @@ class RolloutEngine(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class SampledTurn:
+    """One model turn sampled after a token context (multi-turn episodes, issue 26): token ids in, token ids out."""
+
+    ids: list[int]  # the sampled ids as sampled, the stop token included when the turn stopped
+    logprobs: list[float]  # log-prob of each id under the distribution it was drawn from
+    stopped: bool  # ended with a stop token (False: the turn's token budget ran out first)
+
+
+@runtime_checkable
+class MultiTurnEngine(Protocol):
+    """An engine that can run the turns of episodes: the in-process and hf_process engines. vLLM and Ray engines
+    lack it and are refused with one message (rlvr/agents/episodes.py) until they grow it."""
+
+    def continue_tokens(self, contexts: list[list[int]], group_size: int, sampling: SamplingParams
+                        ) -> list[SampledTurn]:
+        """group_size turns after each context (rows grouped by context), at most sampling.max_new_tokens each."""
+        ...
+
+
 @runtime_checkable
 class SyncedEngine(Protocol):
     """An engine that holds its own copy of the weights (another process, vLLM, a Ray actor). After every update

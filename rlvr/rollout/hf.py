@@ -14,7 +14,7 @@ import contextlib
 import torch
 
 from rlvr.model import precision
-from rlvr.rollout.base import SamplingParams, sampling_generator
+from rlvr.rollout.base import SampledTurn, SamplingParams, sampling_generator
 from rlvr.rollout.decode_steps import make_stepper
 from rlvr.rollout.graph_step import GraphStepper, StaticDecoders, static_supported
 from rlvr.types import Prompt, RolloutBatch
@@ -176,6 +176,25 @@ class HFRolloutEngine:
         # as wide as when every step checks (the longest completion, its stop token included).
         width = max(int(completion_mask(ids, self.stop_ids).sum(dim=1).max()), 1)
         return ids[:, :width], logprobs[:, :width]
+
+    def continue_tokens(self, contexts: list[list[int]], group_size: int, sampling: SamplingParams
+                        ) -> list[SampledTurn]:
+        """Multi-turn episodes (issue 26): a turn after each token context, ids in and ids out, never through text.
+        Contexts are left-padded into one batch and sampled by the same loop as `generate` (group_size rows share
+        one prefill of their context)."""
+        device = next(self.model.parameters()).device
+        width = max(len(c) for c in contexts)
+        ids = torch.full((len(contexts), width), self.tokenizer.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(contexts), width), dtype=torch.long)
+        for row, context in enumerate(contexts):
+            ids[row, width - len(context):] = torch.tensor(context, dtype=torch.long)
+            mask[row, width - len(context):] = 1
+        sampled, logprobs = self.sample(ids.to(device), mask.to(device), group_size, sampling)
+        kept = completion_mask(sampled, self.stop_ids)
+        stops = torch.isin(sampled, torch.tensor(self.stop_ids, device=device)) & (kept > 0)
+        lengths, stopped = kept.sum(dim=1).tolist(), stops.any(dim=1).tolist()
+        sampled, logprobs = sampled.tolist(), logprobs.tolist()
+        return [SampledTurn(sampled[r][:n], logprobs[r][:n], stop) for r, (n, stop) in enumerate(zip(lengths, stopped))]
 
     def generate(self, prompts: list[Prompt], group_size: int, sampling: SamplingParams) -> RolloutBatch:
         prompt_ids, prompt_mask = self.encode(prompts)

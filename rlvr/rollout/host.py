@@ -11,7 +11,7 @@ import torch
 
 from rlvr.config.run import ModelConfig
 from rlvr.model.logprobs import batched_logprobs
-from rlvr.rollout.base import SamplingParams
+from rlvr.rollout.base import SampledTurn, SamplingParams
 from rlvr.rollout.hf import HFRolloutEngine
 from rlvr.types import Prompt, RolloutBatch
 
@@ -48,6 +48,10 @@ class EngineHost:
 
     def generate(self, prompts: list[Prompt], group_size: int, sampling: SamplingParams) -> RolloutBatch:
         return self.engine.generate(prompts, group_size, sampling)
+
+    def continue_tokens(self, contexts: list[list[int]], group_size: int, sampling: SamplingParams
+                        ) -> list[SampledTurn]:
+        return self.engine.continue_tokens(contexts, group_size, sampling)
 
     def parameters_in_order(self) -> Iterator[tuple[str, torch.Tensor]]:
         return iter(synced_parameters(self.model))

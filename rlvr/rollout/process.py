@@ -23,13 +23,14 @@ from typing import Any
 import torch
 
 from rlvr.errors import UserFacingError
-from rlvr.rollout.base import SamplingParams
+from rlvr.rollout.base import SampledTurn, SamplingParams
 from rlvr.rollout.host import HostSettings, synced_parameters
 from rlvr.rollout.process_worker import (
     CONNECT_TIMEOUT_S,
     GROUP_PREFIX,
     CheckLayout,
     Close,
+    Continue,
     Generate,
     Reply,
     Sync,
@@ -118,6 +119,11 @@ class ProcessEngine:
     def generate(self, prompts: list[Prompt], group_size: int, sampling: SamplingParams) -> RolloutBatch:
         return self.submit(prompts, group_size, sampling).result()
 
+    def continue_tokens(self, contexts: list[list[int]], group_size: int, sampling: SamplingParams
+                        ) -> list[SampledTurn]:
+        """One turn of episodes in the engine process (issue 26); the environments stay in the trainer's."""
+        return self._wait(self._send(Continue([list(c) for c in contexts], group_size, sampling)), "sampling a turn")
+
     def rollouts_of(self, pending: PendingRollouts, timeout: float | None = None) -> RolloutBatch:
         rollouts, pending.version = self._wait(pending.ticket, "generating rollouts", timeout)
         return rollouts.to(self.device)
@@ -146,16 +152,18 @@ class ProcessEngine:
         if self.closed:
             return
         self.closed = True
+        deadline = time.monotonic() + CLOSE_TIMEOUT_S
         try:
             if self.process.is_alive():
                 self.conn.send(Close())
-            deadline = time.monotonic() + CLOSE_TIMEOUT_S
             while self.process.is_alive() and time.monotonic() < deadline:
                 if self.conn.poll(POLL_S):
                     self.conn.recv()  # replies nobody waits for any more (a prefetched batch at a stop)
         except (EOFError, OSError, BrokenPipeError):
-            pass  # the child is gone already
-        self.process.join(timeout=POLL_S)
+            pass  # the child closed its end: it is exiting, or gone already
+        # it may still be shutting down (its end of the pipe closes before the interpreter exits): a loaded machine
+        # took longer than one poll, and the child was killed mid-exit (a flaky exit code -9 in the tests)
+        self.process.join(timeout=max(deadline - time.monotonic(), POLL_S))
         if self.process.is_alive():
             self.process.kill()
             self.process.join(timeout=CLOSE_TIMEOUT_S)

@@ -45,6 +45,15 @@ class Generate:
 
 
 @dataclass(frozen=True)
+class Continue:
+    """One turn of multi-turn episodes (issue 26): token contexts in, SampledTurns out."""
+
+    contexts: list[list[int]]
+    group_size: int
+    sampling: SamplingParams
+
+
+@dataclass(frozen=True)
 class CheckLayout:
     """Sent once at start: a trainer whose parameters the engine's model lacks is one clear error, not a hang
     in the middle of a broadcast."""
@@ -110,6 +119,8 @@ def _handle(host, group, command) -> Reply:
     if isinstance(command, Generate):
         rollouts = host.generate(command.prompts, command.group_size, command.sampling)
         return Reply(True, (rollouts.to("cpu"), host.version))
+    if isinstance(command, Continue):
+        return Reply(True, host.continue_tokens(command.contexts, command.group_size, command.sampling))
     if isinstance(command, TeacherForced):
         rollouts = command.rollouts.to(host.device)
         return Reply(True, host.teacher_forced_logprobs(rollouts, command.temperature).cpu())

@@ -19,7 +19,7 @@ from rlvr.config.run import ModelConfig
 from rlvr.model import precision
 from rlvr.model.load import load_model
 from rlvr.model.logprobs import completion_hidden_states
-from rlvr.types import length_order
+from rlvr.types import length_order, row_extent
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ def micro_batches(completion_mask: torch.Tensor, rows: torch.Tensor, size: int
     order = length_order(completion_mask, rows)
     for start in range(0, order.numel(), size):
         part = order[start:start + size]
-        yield part, max(int(completion_mask[part].sum(dim=1).max()), 1)
+        yield part, max(int(row_extent(completion_mask[part]).max()), 1)
 
 
 def explained_variance(predicted: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> float:

@@ -1,0 +1,90 @@
+"""Chat-template pieces of an episode (issue 26): the prompt with its tools, and the ids of an environment turn.
+
+Token-in, token-out: the model's turns are never re-rendered or re-encoded. What the template is asked for is
+only the text AROUND an environment message: after the assistant's end-of-turn token, the template's opening of a
+`tool` turn, then its closing and the next assistant header. It is found once by rendering a conversation with
+sentinel contents and cutting at them. The observation itself is tokenized on its own with special tokens split:
+a tool that echoes "<|im_end|>" (a file the model wrote, say) gives those characters, never the control token.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Sequence
+
+from rlvr.agents.protocol import ToolSpec
+from rlvr.errors import UserFacingError
+from rlvr.types import Prompt
+
+_ANSWER, _OBSERVATION = "\u2063rlvr-assistant\u2063", "\u2063rlvr-observation\u2063"  # sentinels: never in a template
+CALL_FORMAT = ('To call a tool, write <tool_call>{"name": <tool name>, "arguments": {<arguments>}}</tool_call> '
+               'and wait for its <tool_response>. Answer without a tool call when you are done.')
+
+
+class TemplateError(UserFacingError):
+    """The tokenizer's chat template cannot render an episode's turns."""
+
+
+def tools_system_text(tools: Sequence[ToolSpec]) -> str:
+    """The tools listed for templates that ignore `tools=`: the same OpenAI form, one JSON object per line."""
+    lines = [json.dumps(tool.as_openai(), sort_keys=True) for tool in tools]
+    return "You can use these tools:\n" + "\n".join(lines) + "\n" + CALL_FORMAT
+
+
+def render_prompt(tokenizer, prompt: Prompt, tools: Sequence[ToolSpec]) -> str:
+    """The prompt text the first model turn continues. The tools go to the template as `tools=`; a template that
+    renders nothing of them (no tool name appears) gets them as a system message instead (SmolLM2's does so)."""
+    messages = list(prompt.messages)
+    render = lambda ms, **kw: tokenizer.apply_chat_template(ms, tokenize=False, add_generation_prompt=True, **kw)  # noqa: E731
+    if not tools:
+        return render(messages)
+    with_tools = render(messages, tools=[tool.as_openai() for tool in tools])
+    if any(tool.name in with_tools and tool.name not in render(messages) for tool in tools):
+        return with_tools
+    listing = tools_system_text(tools)
+    if messages and messages[0].get("role") == "system":
+        messages[0] = {**messages[0], "content": messages[0]["content"] + "\n\n" + listing}
+    else:
+        messages.insert(0, {"role": "system", "content": listing})
+    return render(messages)
+
+
+@dataclass(frozen=True)
+class EnvironmentTurn:
+    """The template's text around an observation, after the assistant's end-of-turn token."""
+
+    before: str  # e.g. "\n<|im_start|>tool\n"
+    after: str  # e.g. "<|im_end|>\n<|im_start|>assistant\n"
+    role: str  # "tool", or "user" for templates that have no tool role
+
+    @classmethod
+    def of(cls, tokenizer) -> "EnvironmentTurn":
+        errors = []
+        for role in ("tool", "user"):
+            try:
+                return cls._cut(tokenizer, role)
+            except Exception as err:  # noqa: BLE001 - jinja raises its own errors for roles a template refuses
+                errors.append(f"{role}: {err}")
+        raise TemplateError("the chat template cannot render an environment turn after an assistant turn ("
+                            + "; ".join(errors) + "); multi-turn episodes need a template with a tool or user role")
+
+    @classmethod
+    def _cut(cls, tokenizer, role: str) -> "EnvironmentTurn":
+        messages = [{"role": "user", "content": "?"}, {"role": "assistant", "content": _ANSWER},
+                    {"role": role, "content": _OBSERVATION}]
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        if text.count(_ANSWER) != 1 or text.count(_OBSERVATION) != 1:
+            raise ValueError("the template does not render message contents verbatim")
+        between = text[text.index(_ANSWER) + len(_ANSWER):]
+        eos = tokenizer.eos_token or ""
+        if eos and not between.startswith(eos):  # the sampled turn ends with this token; the template must too
+            raise ValueError(f"the assistant turn does not end with the end-of-sequence token {eos!r}")
+        before, after = between[len(eos):].split(_OBSERVATION)
+        return cls(before, after, role)
+
+    def ids(self, tokenizer, observation: str) -> list[int]:
+        """The environment turn's token ids: template pieces with their special tokens, the observation with
+        special-token text split into plain characters."""
+        encode = lambda text, split: tokenizer(text, add_special_tokens=False,  # noqa: E731
+                                               split_special_tokens=split)["input_ids"]
+        return encode(self.before, False) + encode(observation, True) + encode(self.after, False)

@@ -1,0 +1,66 @@
+"""How a run that plays episodes is put together (issue 26): the task names its environment, the run config its
+budgets, and three wrappers make the rest of the system see what it already knows: an engine with `generate`
+(EpisodeRunner), a Rewarder (EpisodeRewarder) and a verifier pool (EpisodeScoring).
+
+A task plays episodes when it has `environment(episode_config) -> Environment`. It may also say which answer
+verifiers score its final turn (`answer_verifiers`, e.g. {} for the filesystem, whose outcome is its state alone);
+that replaces task.verifiers unless the user set task.verifiers explicitly.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from rlvr.agents.protocol import Budgets, Environment
+
+if TYPE_CHECKING:
+    from rlvr.config.run import RunConfig
+    from rlvr.config.sections import EpisodeConfig
+
+
+@dataclass(frozen=True)
+class EpisodeParts:
+    environment: Environment
+    budgets: Budgets
+    state_weight: float
+    config: Any  # the RunConfig with the task's answer verifiers in task.verifiers (what the rewarder is built from)
+
+    @property
+    def has_answer_verifiers(self) -> bool:
+        return bool(self.config.task.verifiers)
+
+
+def budgets_of(episode: EpisodeConfig) -> Budgets:
+    return Budgets(max_turns=episode.max_turns, tokens_per_turn=episode.tokens_per_turn,
+                   tokens_per_episode=episode.tokens_per_episode, tool_time_limit_s=episode.tool_time_limit_s)
+
+
+def plays_episodes(task) -> bool:
+    return callable(getattr(task, "environment", None))
+
+
+def episode_parts(task, config: RunConfig) -> EpisodeParts | None:
+    """None for single-turn tasks; else the environment, budgets and the config the answer rewarder reads."""
+    if not plays_episodes(task):
+        return None
+    environment = task.environment(config.episode)
+    own = getattr(task, "answer_verifiers", None)
+    if own is not None and "verifiers" not in config.task.model_fields_set:
+        config = config.model_copy(deep=True)
+        config.task.verifiers = dict(own)
+    return EpisodeParts(environment, budgets_of(config.episode), config.episode.state_weight, config)
+
+
+def episode_rewarder(parts: EpisodeParts):
+    """The answer verifiers (when the task has any) and the state check, as one Rewarder."""
+    from rlvr.agents.scoring import EpisodeRewarder
+    from rlvr.rewards.rewarder import build_rewarder
+
+    answers = build_rewarder(parts.config) if parts.has_answer_verifiers else None
+    return EpisodeRewarder(answers, parts.environment, parts.state_weight)
+
+
+def episode_engine(engine, tokenizer, parts: EpisodeParts):
+    from rlvr.agents.episodes import EpisodeRunner
+
+    return EpisodeRunner(engine, tokenizer, parts.environment, parts.budgets)

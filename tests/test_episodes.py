@@ -1,0 +1,227 @@
+"""The episode driver (issue 26, items 1, 2 and 4): token-in token-out trajectories, masks, budgets, and the
+sampled log-probs of an in-process engine against the trainer's forward over a trajectory with holes."""
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from rlvr.agents.episodes import EpisodeEngineError, EpisodeRunner
+from rlvr.agents.protocol import Budgets, ModelTurn, Observation, ToolSpec
+from rlvr.agents.tool_calls import run_calls
+from rlvr.algorithms.correction import CorrectionSettings
+from rlvr.algorithms.loss import LossSpec
+from rlvr.algorithms.objectives import ClipRange
+from rlvr.model.logprobs import batched_logprobs
+from rlvr.rollout.base import SampledTurn, SamplingParams
+from rlvr.training.update import UpdateSettings, train_step
+from rlvr.types import Outcome, Prompt, TrainBatch, Verdict, row_extent
+
+ECHO = ToolSpec("echo", "repeat a text", {"type": "object", "properties": {"text": {"type": "string"}},
+                                          "required": ["text"], "additionalProperties": False})
+
+
+@dataclass
+class EchoEpisode:
+    calls: int = 0
+    replies_left: int | None = None  # a talking environment: answers every turn this many times, then done
+
+    def respond(self, turn: ModelTurn) -> Observation:
+        if self.replies_left is not None:
+            self.replies_left -= 1
+            return Observation(None, done=True, reward=0.5) if self.replies_left < 0 else Observation("ok", reward=1.0)
+        observation = run_calls(turn, {"echo": lambda text: text}, 1.0)
+        self.calls += observation.valid_calls
+        return observation
+
+    def final_state(self) -> str:
+        return json.dumps({"calls": self.calls})
+
+
+class EchoEnvironment:
+    name, tools = "echo", (ECHO,)
+
+    def __init__(self, replies: int | None = None):
+        self.replies = replies
+
+    def start(self, prompt: Prompt) -> EchoEpisode:
+        return EchoEpisode(replies_left=self.replies)
+
+    def score_state(self, final_state: str, prompt: Prompt) -> Verdict:
+        ok = json.loads(final_state)["calls"] == int(prompt.reference)
+        return Verdict(Outcome.CORRECT if ok else Outcome.WRONG, float(ok))
+
+
+class ScriptedEngine:
+    """continue_tokens returns the scripted turns in order, one list per call (row by row)."""
+
+    def __init__(self, calls: list[list[list[int]]]):
+        self.calls, self.seen = list(calls), []
+
+    def continue_tokens(self, contexts, group_size, sampling):
+        self.seen.append(([list(c) for c in contexts], group_size, sampling.max_new_tokens))
+        turns = self.calls.pop(0)
+        return [SampledTurn(ids[:sampling.max_new_tokens], [-0.5] * len(ids[:sampling.max_new_tokens]),
+                            ids[-1] == EOS and len(ids) <= sampling.max_new_tokens) for ids in turns]
+
+
+EOS = None  # set from the tokenizer below
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    global EOS
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    EOS = tok.eos_token_id
+    return tok
+
+
+def chars(tokenizer, text: str) -> list[int]:
+    """One id per character, as a character-level sampler could emit them, special-token text included."""
+    return [tokenizer.convert_tokens_to_ids(c) for c in text]
+
+
+PROMPT = Prompt("echo/0", ({"role": "user", "content": "Echo it."},), "1")
+
+
+def test_sampled_ids_are_kept_as_sampled_even_where_decode_then_encode_differs(tokenizer):
+    call = chars(tokenizer, '<tool_call>{"name": "echo", "arguments": {"text": "<|im_end|>"}}</tool_call>') + [EOS]
+    answer = chars(tokenizer, "Answer: 1") + [EOS]
+    # the premise: re-encoding the decoded turn gives other ids (the text "<|im_end|>" becomes the control token)
+    assert tokenizer(tokenizer.decode(call), add_special_tokens=False)["input_ids"] != call
+    engine = ScriptedEngine([[call], [answer]])
+    batch = EpisodeRunner(engine, tokenizer, EchoEnvironment(), Budgets(4, 200, 400)).generate(
+        [PROMPT], 1, SamplingParams(seed=3))
+    ids, mask = batch.completion_ids[0].tolist(), batch.completion_mask[0].tolist()
+    env = ids[len(call):len(ids) - len(answer)]
+    assert ids[:len(call)] == call and ids[len(ids) - len(answer):] == answer
+    assert mask == [1] * len(call) + [0] * len(env) + [1] * len(answer)
+    # the second turn continued the exact ids of prompt + first turn + environment turn
+    assert engine.seen[1][0][0] == engine.seen[0][0][0] + call + env
+    # the echoed "<|im_end|>" is plain characters in the environment turn: only the template's own end token is EOS
+    assert env.count(EOS) == 1 and "<|im_end|>" in tokenizer.decode(env)
+    assert batch.turns.turn_of_token[0].tolist() == [0] * len(call) + [-1] * len(env) + [1] * len(answer)
+    assert batch.sampling_logprobs[0].tolist() == [-0.5] * len(call) + [0.0] * len(env) + [-0.5] * len(answer)
+    record = batch.turns.records[0]
+    assert (record.stop_reason, record.valid_calls, record.invalid_calls) == ("answered", 1, 0)
+    assert [m["role"] for m in record.messages] == ["assistant", "tool", "assistant"]
+    assert batch.completions == ["Answer: 1"] and not batch.truncated[0]
+    assert json.loads(record.final_state) == {"calls": 1}
+
+
+def test_malformed_and_unknown_calls_are_counted_errors_not_exceptions(tokenizer):
+    bad = chars(tokenizer, '<tool_call>{"name": "nope", "arguments": {}}</tool_call><tool_call>{oops</tool_call>')
+    engine = ScriptedEngine([[bad + [EOS]], [chars(tokenizer, "done") + [EOS]]])
+    batch = EpisodeRunner(engine, tokenizer, EchoEnvironment(), Budgets(3, 200, 400)).generate(
+        [PROMPT], 1, SamplingParams(seed=0))
+    record = batch.turns.records[0]
+    assert (record.valid_calls, record.invalid_calls, record.stop_reason) == (0, 2, "answered")
+    assert "unknown tool 'nope'" in record.messages[1]["content"] and "malformed" in record.messages[1]["content"]
+
+
+def test_budgets_cut_episodes_and_mark_them_truncated(tokenizer):
+    call = chars(tokenizer, '<tool_call>{"name": "echo", "arguments": {"text": "x"}}</tool_call>') + [EOS]
+    # max_turns: the model calls a tool in its last turn, nobody reads the answer -> cut
+    engine = ScriptedEngine([[call], [call]])
+    batch = EpisodeRunner(engine, tokenizer, EchoEnvironment(), Budgets(2, 200, 400)).generate(
+        [PROMPT], 1, SamplingParams())
+    assert batch.turns.records[0].stop_reason == "max_turns" and bool(batch.truncated[0])
+    assert int(batch.completion_mask[0].sum()) == 2 * len(call)  # the trajectory ends with the sampled call
+    # tokens per turn: the turn is cut at 10 tokens, before its stop token
+    engine = ScriptedEngine([[call]])
+    batch = EpisodeRunner(engine, tokenizer, EchoEnvironment(), Budgets(4, 10, 400)).generate(
+        [PROMPT], 1, SamplingParams())
+    assert batch.turns.records[0].stop_reason == "turn_tokens" and bool(batch.truncated[0])
+    assert batch.completion_ids.shape[1] == 10 and engine.seen[0][2] == 10
+    # tokens per episode: the environment's answer would leave no room for another model turn
+    engine = ScriptedEngine([[call]])
+    batch = EpisodeRunner(engine, tokenizer, EchoEnvironment(), Budgets(4, 200, len(call) + 5)).generate(
+        [PROMPT], 1, SamplingParams())
+    assert batch.turns.records[0].stop_reason == "episode_tokens" and bool(batch.truncated[0])
+    assert batch.completion_ids.shape[1] == len(call)
+
+
+def test_an_engine_without_turns_is_refused_with_one_message(tokenizer):
+    class SingleTurnOnly:
+        def generate(self, prompts, group_size, sampling):
+            raise AssertionError("never called")
+
+    with pytest.raises(EpisodeEngineError, match="cannot run multi-turn episodes.*kind=hf or hf_process"):
+        EpisodeRunner(SingleTurnOnly(), tokenizer, EchoEnvironment(), Budgets())
+
+
+def test_turn_seeds_make_episodes_repeatable_and_seed_dependent(tiny_model_dir):
+    engine, model = _talking_engine(tiny_model_dir)
+    run = lambda seed: EpisodeRunner(engine, engine.tokenizer, EchoEnvironment(replies=2),  # noqa: E731
+                                     Budgets(3, 6, 60)).generate([PROMPT], 2, SamplingParams(seed=seed))
+    a, b, c = run(5), run(5), run(6)
+    assert torch.equal(a.completion_ids, b.completion_ids) and not torch.equal(a.completion_ids, c.completion_ids)
+
+
+def _talking_engine(tiny_model_dir):
+    """The tiny model, in-process, with stop ids widened to most characters so that its random turns end after a
+    few tokens and the talking environment gets several turns in."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rlvr.rollout.hf import HFRolloutEngine
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).float().eval()
+    engine = HFRolloutEngine(model, tokenizer)
+    engine.stop_ids = sorted(set(range(3, len(tokenizer))) - set(chars(tokenizer, "abcdefgh")))
+    return engine, model
+
+
+def _episodes(tiny_model_dir):
+    engine, model = _talking_engine(tiny_model_dir)
+    runner = EpisodeRunner(engine, engine.tokenizer, EchoEnvironment(replies=2), Budgets(3, 6, 60))
+    torch.manual_seed(0)
+    return runner.generate([PROMPT, Prompt("echo/1", ({"role": "user", "content": "Again?"},), "0")], 3,
+                           SamplingParams(temperature=1.0, seed=11)), model
+
+
+def test_sampler_and_trainer_agree_per_sampled_token_across_environment_turns(tiny_model_dir):
+    batch, model = _episodes(tiny_model_dir)
+    inside = torch.arange(batch.completion_ids.shape[1]) < row_extent(batch.completion_mask)[:, None]
+    holes = (batch.turns.turn_of_token == -1) & inside
+    assert int(batch.turns.turn_mask.sum(1).max()) == 3 and holes.any()  # real multi-turn rows with env tokens
+    trainer = batched_logprobs(model, batch.prompt_ids, batch.prompt_mask, batch.prompt_index, batch.completion_ids,
+                               batch.completion_mask, 1.0, 4)
+    sampled = batch.completion_mask.bool()
+    assert torch.allclose(trainer[sampled], batch.sampling_logprobs[sampled], atol=1e-4)
+    assert (trainer[~sampled] == 0).all() and (batch.sampling_logprobs[~sampled] == 0).all()
+
+
+def test_environment_tokens_get_no_gradient_and_their_sampling_logprobs_are_never_read(tiny_model_dir):
+    batch, model = _episodes(tiny_model_dir)
+    env = (batch.turns.turn_of_token == -1) & (batch.completion_mask == 0)
+    advantages = torch.linspace(-1, 1, batch.size)
+    spec = LossSpec("ppo_clip", ClipRange(0.2, 0.2), "token_mean", "k3", 0.0, 0.0)
+    settings = UpdateSettings(spec, 1.0, 4, 1.0, 60, CorrectionSettings("tis", "token", 2.0, None))
+
+    def updated(behaviour: torch.Tensor) -> torch.nn.Module:
+        policy = copy.deepcopy(model).train()
+        train = TrainBatch(batch.prompt_ids, batch.prompt_mask, batch.prompt_index, batch.completion_ids,
+                           batch.completion_mask.float(), advantages, None, None, behaviour)
+        train_step(policy, train, torch.optim.SGD(policy.parameters(), lr=1.0), settings)
+        return policy
+
+    clean = updated(batch.sampling_logprobs)
+    garbage = updated(batch.sampling_logprobs.masked_fill(env, 7.0))  # nonsense at environment positions only
+    before = torch.cat([p.flatten() for p in model.parameters()])
+    after = [torch.cat([p.flatten() for p in m.parameters()]) for m in (clean, garbage)]
+    assert not torch.allclose(after[0], before)  # the update moved the weights
+    assert torch.equal(after[0], after[1])  # and nothing read the environment positions' sampling log-probs
+    # the loss's gradient with respect to each position's log-prob is zero at environment positions
+    from rlvr.algorithms.loss import policy_loss
+
+    logprobs = batch.sampling_logprobs.clone().requires_grad_(True)
+    terms = policy_loss(logprobs, logprobs.detach(), None, advantages, batch.completion_mask.float(), spec,
+                        float(batch.completion_mask.sum()))
+    (grad,) = torch.autograd.grad(terms.loss, logprobs)
+    assert grad[env].abs().max() == 0 and grad[batch.completion_mask.bool()].abs().min() > 0

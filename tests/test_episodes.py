@@ -225,3 +225,26 @@ def test_environment_tokens_get_no_gradient_and_their_sampling_logprobs_are_neve
                         float(batch.completion_mask.sum()))
     (grad,) = torch.autograd.grad(terms.loss, logprobs)
     assert grad[env].abs().max() == 0 and grad[batch.completion_mask.bool()].abs().min() > 0
+
+
+def test_a_trajectory_with_holes_is_packed_and_matches_the_padded_forward_with_gradients(tiny_model_dir, monkeypatch):
+    import rlvr.model.logprobs as lp
+
+    batch, model = _episodes(tiny_model_dir)
+    args = (batch.prompt_ids, batch.prompt_mask, batch.prompt_index, batch.completion_ids, batch.completion_mask, 0.9)
+    sampled = batch.completion_mask.bool()
+    assert not lp.is_prefix_mask(batch.completion_mask)  # the premise: holes
+
+    def grads(fn):
+        model.zero_grad()
+        values = fn(model, *args)[0]
+        (values[sampled] * torch.linspace(0.5, 1.5, int(sampled.sum()))).sum().backward()
+        return values.detach(), [p.grad.clone() for p in model.parameters()]
+
+    padded, padded_grads = grads(lp.padded_completion_logprobs)
+    monkeypatch.setattr(lp, "padded_completion_logprobs", None)  # the packed path must not fall back to it
+    packed, packed_grads = grads(lp.completion_logprobs)
+    torch.testing.assert_close(packed[sampled], padded[sampled], rtol=0, atol=1e-5)
+    assert (packed[~sampled] == 0).all()
+    for a, b in zip(packed_grads, padded_grads):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)

@@ -107,6 +107,11 @@ def head_logprobs(head, states: torch.Tensor, targets: torch.Tensor, temperature
     return torch.cat([lp for lp, _ in parts]), entropy
 
 
+def prefix_mask(mask: torch.Tensor) -> torch.Tensor:
+    """[B, C] -> 1 at every position up to and including each row's last nonzero one (0 after it)."""
+    return (torch.arange(mask.shape[1], device=mask.device) < row_extent(mask)[:, None]).to(mask.dtype)
+
+
 def _unpack(values: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
     """[N] values of the real tokens (row-major) -> [B, C], 0 elsewhere (differentiable)."""
     return torch.zeros(real.shape, dtype=values.dtype, device=values.device).masked_scatter(real, values)
@@ -121,20 +126,22 @@ def completion_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tens
 
     Logits are divided by the sampling temperature so that pi_theta is the distribution the rollouts were
     drawn from (TRL does the same); the ratio and the KL are then taken on like terms. The forward is packed
-    (rlvr.model.packing); a mask that is not a prefix per row (no such producer today) takes the padded forward.
+    (rlvr.model.packing); a mask with holes (an episode's environment turns) is packed over its span.
     """
-    if not is_prefix_mask(completion_mask):
-        return padded_completion_logprobs(model, prompt_ids, prompt_mask, rows, completion_ids, completion_mask,
-                                          temperature, with_entropy, entropy_grad)
-    if rows.numel() > 1 and packed_tokens(prompt_mask, rows, completion_mask) > MAX_PACKED_TOKENS:
+    # An episode's loss mask has holes where the environment spoke (issue 26): its tokens are packed up to the
+    # row's last sampled one (`span`, a prefix mask), and only the sampled positions' states reach the LM head.
+    span = completion_mask if is_prefix_mask(completion_mask) else prefix_mask(completion_mask)
+    if rows.numel() > 1 and packed_tokens(prompt_mask, rows, span) > MAX_PACKED_TOKENS:
         parts = [completion_logprobs(model, prompt_ids, prompt_mask, rows[g], completion_ids[g], completion_mask[g],
                                      temperature, with_entropy, entropy_grad)
-                 for g in row_groups(prompt_mask, rows, completion_mask, MAX_PACKED_TOKENS)]  # consecutive runs
+                 for g in row_groups(prompt_mask, rows, span, MAX_PACKED_TOKENS)]  # consecutive runs
         return torch.cat([lp for lp, _ in parts]), torch.cat([e for _, e in parts]) if with_entropy else None
-    packed = pack(prompt_ids, prompt_mask, rows, completion_ids, completion_mask)
+    packed = pack(prompt_ids, prompt_mask, rows, completion_ids, span)
     states = _packed_states(model, packed)
     head = model.get_output_embeddings()
     real = completion_mask.bool()
+    if span is not completion_mask:  # the states are row-major over the span; keep the sampled positions'
+        states = states[real[span.bool()]]
     logprobs, entropy = head_logprobs(head, states, completion_ids[real], temperature, with_entropy, entropy_grad)
     return _unpack(logprobs, real), None if entropy is None else _unpack(entropy, real)
 

@@ -42,7 +42,7 @@ class EchoEpisode:
 
 
 class EchoEnvironment:
-    name, tools = "echo", (ECHO,)
+    name, tools, scores_state = "echo", (ECHO,), True
 
     def __init__(self, replies: int | None = None):
         self.replies = replies

@@ -80,6 +80,7 @@ class Episode(Protocol):
 class Environment(Protocol):
     name: str
     tools: tuple[ToolSpec, ...]  # () for environments without tools (a game that reads the turn's text)
+    scores_state: bool  # True: score_state gives every episode a verdict; False: it always returns None
 
     def start(self, prompt: Prompt) -> Episode:
         """A fresh episode for this task row (deterministic: the same prompt starts the same episode)."""

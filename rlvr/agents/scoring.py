@@ -19,8 +19,8 @@ from rlvr.verifiers.base import error_verdict
 STATE = "environment"  # the component's name in verdicts, scores and metrics (reward/environment)
 
 
-def state_verdicts(environment: Environment, batch: RolloutBatch) -> list[Verdict] | None:
-    """One verdict per row on its final state; None when the environment has no state to check (every row)."""
+def state_verdicts(environment: Environment, batch: RolloutBatch) -> list[Verdict]:
+    """One verdict per row on its final state (an environment with `scores_state`); a failure is an ERROR."""
     if batch.turns is None:
         raise ValueError("state_verdicts needs a batch of episodes (RolloutBatch.turns)")
     verdicts = []
@@ -29,8 +29,8 @@ def state_verdicts(environment: Environment, batch: RolloutBatch) -> list[Verdic
             verdict = environment.score_state(record.final_state, batch.prompt_of(row))
         except Exception as err:  # noqa: BLE001 - a verifier never raises (docs/design.md principle 7)
             verdict = error_verdict(f"{environment.name}.score_state raised", err)
-        if verdict is None:
-            return None
+        if not isinstance(verdict, Verdict):
+            verdict = error_verdict(f"{environment.name}.score_state returned {type(verdict).__name__}, not a Verdict")
         verdicts.append(verdict)
     return verdicts
 
@@ -38,13 +38,12 @@ def state_verdicts(environment: Environment, batch: RolloutBatch) -> list[Verdic
 def with_state(answers: ScoredBatch | None, environment: Environment, weight: float,
                batch: RolloutBatch) -> ScoredBatch:
     """The answer verifiers' ScoredBatch (None: the task has none) with the state component added."""
-    verdicts = state_verdicts(environment, batch)
-    if verdicts is None:
+    if not environment.scores_state:
         if answers is None:
             raise ValueError(f"environment {environment.name!r} has no state to check and the task no answer "
                              "verifiers: nothing would score its episodes")
         return answers
-    state = weigh({STATE: verdicts}, {STATE: weight})
+    state = weigh({STATE: state_verdicts(environment, batch)}, {STATE: weight})
     if answers is None:
         return state
     device = answers.rewards.device
@@ -70,7 +69,7 @@ class EpisodeRewarder:
     def __init__(self, answers, environment: Environment, weight: float):
         self.answers, self.environment, self.weight = answers, environment, weight
         self.components: dict[str, tuple[Any, float]] = dict(answers.components) if answers is not None else {}
-        if weight > 0:
+        if environment.scores_state:  # weight 0: logged, never gating correctness (evaluate.gated_names)
             self.components[STATE] = (_StateComponent(environment), weight)
 
     def score_rollout(self, batch: RolloutBatch) -> ScoredBatch:

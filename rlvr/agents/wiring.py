@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rlvr.agents.protocol import Budgets, Environment
+from rlvr.config.base import ConfigError
 
 if TYPE_CHECKING:
     from rlvr.config.run import RunConfig
@@ -48,6 +49,9 @@ def episode_parts(task, config: RunConfig) -> EpisodeParts | None:
     if own is not None and "verifiers" not in config.task.model_fields_set:
         config = config.model_copy(deep=True)
         config.task.verifiers = dict(own)
+    if not config.task.verifiers and not environment.scores_state:
+        raise ConfigError(f"task.name={config.task.name}: its environment {environment.name!r} has no state to "
+                          "check, so task.verifiers must name at least one answer verifier")
     return EpisodeParts(environment, budgets_of(config.episode), config.episode.state_weight, config)
 
 
@@ -64,3 +68,12 @@ def episode_engine(engine, tokenizer, parts: EpisodeParts):
     from rlvr.agents.episodes import EpisodeRunner
 
     return EpisodeRunner(engine, tokenizer, parts.environment, parts.budgets)
+
+
+def episode_plan(plan, rewarder):
+    """The step plan with the reward components the episode rewarder scores (the answer verifiers the task chose,
+    and the environment's state check when it has one), in the rewarder's order."""
+    from dataclasses import replace
+
+    components = tuple((name, weight) for name, (_, weight) in rewarder.components.items())
+    return replace(plan, reward=replace(plan.reward, verifiers=components))

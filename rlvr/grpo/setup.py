@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from rlvr.agents.scoring import EpisodeScoring
-from rlvr.agents.wiring import EpisodeParts, episode_engine, episode_parts, episode_rewarder
+from rlvr.agents.wiring import EpisodeParts, episode_engine, episode_parts, episode_plan, episode_rewarder
 from rlvr.checkpoint.state import CountingStream
 from rlvr.config.rules import with_dynamic_sampling_decided
 from rlvr.config.run import ModelConfig, RunConfig
@@ -94,7 +94,6 @@ class Run:
 
 def setup(config: RunConfig, run_dir: Path, ranks: DistContext = SINGLE) -> Run:
     config = with_dynamic_sampling_decided(config, ranks.world_size)
-    plan = step_plan(config)
     seed_everything(config.seed)
     if config.threads:
         torch.set_num_threads(config.threads)
@@ -102,6 +101,7 @@ def setup(config: RunConfig, run_dir: Path, ranks: DistContext = SINGLE) -> Run:
     task = build_task(config.task)
     episodes = episode_parts(task, config)  # None unless the task plays multi-turn episodes (issue 26)
     rewarder = build_rewarder(config) if episodes is None else episode_rewarder(episodes)  # + reward.model_path
+    plan = step_plan(config) if episodes is None else episode_plan(step_plan(episodes.config), rewarder)
     # a missing tensorboard/wandb fails before any model
     sinks = build_sinks(config.logging, config.model_dump(mode="json"), run_dir, writes=ranks.is_main)
     models = build_models(config, plan, task, ranks)

@@ -248,3 +248,23 @@ def test_a_trajectory_with_holes_is_packed_and_matches_the_padded_forward_with_g
     assert (packed[~sampled] == 0).all()
     for a, b in zip(packed_grads, padded_grads):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_evaluation_over_episodes_counts_pass_at_k_and_tool_use(tokenizer):
+    from rlvr.agents.scoring import EpisodeRewarder
+    from rlvr.config.run import EvalConfig
+    from rlvr.evaluation.evaluate import evaluate
+
+    call = chars(tokenizer, '<tool_call>{"name": "echo", "arguments": {"text": "x"}}</tool_call>') + [EOS]
+    answer = chars(tokenizer, "Answer: 1") + [EOS]
+    # one prompt, n = 2: row 0 calls once then answers (state: 1 call = the reference, correct); row 1 answers at
+    # once (0 calls, wrong). Turn 2 only continues row 0.
+    engine = ScriptedEngine([[call, answer], [answer]])
+    result = evaluate(EpisodeRunner(engine, tokenizer, EchoEnvironment(), Budgets(3, 200, 400)),
+                      EpisodeRewarder(None, EchoEnvironment(), 1.0), [PROMPT],
+                      EvalConfig(samples=2, greedy=False, ks=[1, 2]), max_new_tokens=8)
+    # pass@1 = 1/2; pass@2 = 1 - C(1, 2) / C(2, 2) = 1; one call, valid: share 1.0, 0.5 per episode; turns (2 + 1) / 2
+    assert (result.pass_at_1, result.pass_at_k[2]) == (0.5, 1.0)
+    assert result.episodes == {"valid_call_share": 1.0, "calls_per_episode": 0.5, "valid_calls_per_episode": 0.5,
+                               "turns_per_episode": 1.5, "stop_answered": 1.0}
+    assert result.as_json()["episode/valid_call_share"] == 1.0 and "valid calls 1.000" in result.summary()

@@ -85,14 +85,48 @@ def _scored_chunks(engine: RolloutEngine, rewarder: Rewarder, prompts: list[Prom
         yield batch, rewarder.score_rollout(batch)
 
 
+@dataclass
+class EpisodeTally:
+    """Multi-turn episodes (issue 26): how the sampled episodes used their tools and turns."""
+
+    episodes: int = 0
+    turns: int = 0
+    valid_calls: int = 0
+    invalid_calls: int = 0
+    stops: Counter[str] = field(default_factory=Counter)
+
+    def add(self, batch: RolloutBatch) -> None:
+        if batch.turns is None:
+            return
+        for record in batch.turns.records:
+            self.episodes += 1
+            self.turns += sum(m["role"] == "assistant" for m in record.messages)
+            self.valid_calls += record.valid_calls
+            self.invalid_calls += record.invalid_calls
+            self.stops[record.stop_reason] += 1
+
+    def as_json(self) -> dict[str, float]:
+        """{} for single-turn tasks; else the share of tool calls that were valid, calls and turns per episode, and
+        the share of episodes per stop reason."""
+        if not self.episodes:
+            return {}
+        calls = self.valid_calls + self.invalid_calls
+        return {"valid_call_share": self.valid_calls / calls if calls else 0.0,
+                "calls_per_episode": calls / self.episodes, "valid_calls_per_episode": self.valid_calls / self.episodes,
+                "turns_per_episode": self.turns / self.episodes,
+                **{f"stop_{reason}": count / self.episodes for reason, count in sorted(self.stops.items())}}
+
+
 def collect(engine: RolloutEngine, rewarder: Rewarder, prompts: list[Prompt], n: int, sampling: SamplingParams,
             batch_size: int, answer_mode: str | None, outcomes: Counter[str] | None = None,
-            progress: Progress | None = None) -> list[ProblemSamples]:
-    """n samples per prompt, scored and reduced; verdict counts are added to `outcomes` when given, and each
-    chunk's samples to `progress`."""
+            progress: Progress | None = None, episodes: EpisodeTally | None = None) -> list[ProblemSamples]:
+    """n samples per prompt, scored and reduced; verdict counts are added to `outcomes` when given, each chunk's
+    samples to `progress`, and episodes' tool use to `episodes`."""
     gated, found = gated_names(rewarder), []
     for batch, scored in _scored_chunks(engine, rewarder, prompts, n, sampling, batch_size):
         found += problem_samples(batch, scored, gated, answer_mode)
+        if episodes is not None:
+            episodes.add(batch)
         if progress is not None:
             progress.update(len(batch.prompts) * n)
         if outcomes is not None:
@@ -161,6 +195,7 @@ class EvalResult:
     outcomes: dict[str, int] = field(default_factory=dict)  # sampled completions, per verifier/outcome
     breakdown: dict[str, dict[str, Summary]] = field(default_factory=dict)
     per_problem: list[float] = field(default_factory=list)  # [P] each problem's pass rate, in prompt order
+    episodes: dict[str, float] = field(default_factory=dict)  # multi-turn tasks: EpisodeTally.as_json()
 
     def as_json(self) -> dict[str, Any]:
         """Flat keys ("pass@1", "pass@4", "maj@4", "best_of_4", "mean_length", "greedy", ...) plus the nested
@@ -174,6 +209,7 @@ class EvalResult:
                 "outcomes": self.outcomes,
                 "breakdown": {key: {value: s.as_json() for value, s in values.items()}
                               for key, values in self.breakdown.items()},
+                **{f"episode/{k}": v for k, v in self.episodes.items()},
                 "per_problem_pass@1": self.per_problem}  # for paired comparisons between models
 
     def metrics(self, prefix: str = "eval/") -> dict[str, float]:
@@ -190,6 +226,9 @@ class EvalResult:
         parts += [f"maj@{k} {self.maj_at_k[k]:.3f}"] if k in self.maj_at_k else []
         parts += [f"best_of_{k} {self.best_of_k[k]:.3f}"] if k in self.best_of_k else []
         parts += [f"greedy {self.greedy:.3f}"] if self.greedy is not None else []
+        if self.episodes:
+            parts.append(f"valid calls {self.episodes['valid_call_share']:.3f} "
+                         f"({self.episodes['calls_per_episode']:.2f}/episode)")
         return " | ".join(parts + [f"len {self.mean_length:.1f}", f"{self.problems} problems"])
 
 
@@ -208,9 +247,11 @@ def evaluate(engine: RolloutEngine, rewarder: Rewarder, prompts: list[Prompt], c
     answer_mode = answer_mode if answer_mode is not None else answer_mode_of(rewarder)
     usable = sorted({1, *(k for k in (config.ks if ks is None else ks) if 1 <= k <= n)})
     outcomes: Counter[str] = Counter()
+    tally = EpisodeTally()
     sampling = SamplingParams(config.temperature, config.top_p, max_new_tokens)
     with progress("evaluating", len(prompts) * (n + int(config.greedy)), "samples") as bar:
-        sampled = collect(engine, rewarder, prompts, n, sampling, config.batch_size, answer_mode, outcomes, bar)
+        sampled = collect(engine, rewarder, prompts, n, sampling, config.batch_size, answer_mode, outcomes, bar,
+                          tally)
         greedy = None
         if config.greedy:
             picked = collect(engine, rewarder, prompts, 1, SamplingParams(0.0, 1.0, max_new_tokens),
@@ -222,7 +263,7 @@ def evaluate(engine: RolloutEngine, rewarder: Rewarder, prompts: list[Prompt], c
         greedy=greedy, pass_at_k=whole.pass_at, maj_at_k=whole.maj_at, best_of_k=whole.best_of,
         mean_length=whole.mean_length, truncated=whole.truncated, outcomes=dict(sorted(outcomes.items())),
         breakdown=breakdown(sampled, usable, vote=answer_mode is not None),
-        per_problem=[sum(s.correct) / len(s.correct) for s in sampled])
+        per_problem=[sum(s.correct) / len(s.correct) for s in sampled], episodes=tally.as_json())
 
 
 def evaluate_model(config: RunConfig, model_path: str) -> EvalResult:

@@ -56,6 +56,7 @@ class RewardModelSettings:
     device: str
     dtype: str
     trust_remote_code: bool
+    setting: str = "reward.model_path"  # the config key errors name (episode.process_reward for a step scorer)
 
     @classmethod
     def from_config(cls, reward: RewardConfig, model: ModelConfig) -> "RewardModelSettings | None":
@@ -138,13 +139,13 @@ class RewardModel:
 
 def _load(settings: RewardModelSettings) -> tuple[Any, Any]:
     """The classifier and its tokenizer, frozen and in eval mode on settings.device; any problem is one
-    RewardModelError naming reward.model_path."""
+    RewardModelError naming the setting (reward.model_path, or episode.process_reward for a step scorer)."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     from rlvr.model.load import ModelError, resolve_model_path
 
-    where = f"reward.model_path={settings.path!r}"
+    where = f"{settings.setting}={settings.path!r}"
     if settings.device.startswith("cuda") and not torch.cuda.is_available():
         raise RewardModelError(f"{where}: device {settings.device} requested (reward.model_device or model.device) "
                                "but torch sees no CUDA GPU here")

@@ -41,6 +41,9 @@ def _episode_problems(c: AnyRunConfig) -> list[str]:
         problems.append(f"{name}: reward.overlong_buffer measures one completion against rollout.max_new_tokens; "
                         "for episodes cut by episode.tokens_per_turn / tokens_per_episode use "
                         "algorithm.mask_truncated=true instead")
+    if c.episode.credit == "process" and c.algorithm.advantage == "gae":
+        problems.append(f"{name}: episode.credit=process adds a per-turn term to group advantages; with "
+                        "algorithm.advantage=gae GAE already credits each token (use credit=outcome)")
     if c.episode.tokens_per_turn > c.episode.tokens_per_episode:
         problems.append(f"episode.tokens_per_turn={c.episode.tokens_per_turn} exceeds episode.tokens_per_episode="
                         f"{c.episode.tokens_per_episode}")

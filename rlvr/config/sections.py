@@ -156,4 +156,5 @@ class EpisodeConfig(_Section):
                                "DeepSeekMath's process supervision, normalized step rewards summed from each turn on")
     process_reward: str | None = Field(None, description="a step scorer 'module:function' (turn text, prompt -> "
                                                          "float) or a HF sequence-classification model directory")
-    process_weight: float = Field(1.0, ge=0, description="weight of the process scorer's per-turn score")
+    process_weight: float = Field(1.0, ge=0, description="credit=process: scale of the (group-normalised) process "
+                                                         "advantage added to the outcome advantage")

@@ -13,10 +13,12 @@ import torch
 from rlvr.algorithms.advantages import AdvantageFn, combined_advantages
 from rlvr.algorithms.gae import gae_advantages, masked_whiten, outcome_token_rewards
 from rlvr.algorithms.shaping import kl_penalty_to_go, weighted_total
+from rlvr.algorithms.turns import combine_credit, process_advantages, turn_token_advantages
 from rlvr.grpo.plan import AdvantagePlan
 from rlvr.types import RolloutBatch
 
 if TYPE_CHECKING:
+    from rlvr.agents.process_reward import ProcessReward
     from rlvr.training.critic import Critic
 
 
@@ -83,6 +85,37 @@ class CriticEstimator:
                  **_kl_metrics(kl_per_token, mask)}
         shaped = float(token_rewards.sum(dim=1).mean())
         return Advantages(masked_whiten(advantages, learn), shaped, (returns, values, learn), extra)
+
+
+@dataclass
+class TurnCreditEstimator:
+    """episode.credit=process (issue 26, item 3): the outcome estimator's advantage on every sampled token of an
+    episode, plus DeepSeekMath's process-supervision advantage of the token's turn (algorithms/turns.py). Step
+    rewards are the environment's per-turn rewards plus the process scorer's, when one is named; `weight` scales
+    the (group-normalised) process term against the outcome term."""
+
+    outcome: AdvantageEstimator
+    scorer: ProcessReward | None
+    weight: float
+    eps: float
+
+    def __call__(self, rollouts, components, valid, kl_per_token) -> Advantages:
+        result = self.outcome(rollouts, components, valid, kl_per_token)
+        turns = rollouts.turns
+        if turns is None:
+            return result
+        steps, extra = turns.turn_rewards.float(), {}
+        if self.scorer is not None:
+            scored = self.scorer.score(turns, [rollouts.prompt_of(b) for b in range(rollouts.size)])
+            steps, extra = steps + scored.scores.to(steps.device), {"process/failed_turns": scored.failed}
+        process = process_advantages(steps, turns.turn_mask, rollouts.group_size, self.eps)
+        process = self.weight * process * valid[:, None]  # unscorable rows learn nothing, as in the outcome term
+        if result.values.dim() == 1:
+            values = combine_credit(result.values, process, turns.turn_of_token)
+        else:  # per-token already (the KL charged in the reward): add the turn's process term
+            values = result.values + turn_token_advantages(process, turns.turn_of_token)
+        extra["process/advantage_abs_mean"] = float(process.abs().sum() / turns.turn_mask.sum().clamp(min=1))
+        return Advantages(values, result.shaped_reward_mean, result.critic_targets, {**result.extra, **extra})
 
 
 def build_estimator(plan: AdvantagePlan, beta: float, critic: Critic | None) -> AdvantageEstimator:

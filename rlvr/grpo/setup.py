@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from rlvr.agents.process_reward import build_process_reward
 from rlvr.agents.scoring import EpisodeScoring
 from rlvr.agents.wiring import EpisodeParts, episode_engine, episode_parts, episode_plan, episode_rewarder
 from rlvr.checkpoint.state import CountingStream
@@ -23,7 +24,7 @@ from rlvr.distributed.context import SINGLE, DistContext
 from rlvr.distributed.wrap import WrappedPolicy, distribute_policy
 from rlvr.grpo.backends import build_engine, build_reward_service
 from rlvr.grpo.curriculum import PassRateCurriculum
-from rlvr.grpo.estimators import AdvantageEstimator, build_estimator
+from rlvr.grpo.estimators import AdvantageEstimator, TurnCreditEstimator, build_estimator
 from rlvr.grpo.plan import StepPlan, step_plan
 from rlvr.metrics.logger import RunLogger
 from rlvr.metrics.sinks import build_sinks
@@ -123,6 +124,10 @@ def setup(config: RunConfig, run_dir: Path, ranks: DistContext = SINGLE) -> Run:
                        progress_mode=config.logging.progress, interval_s=config.logging.progress_interval_s)
     feed = RolloutFeed(engine, CountingStream(task.train_prompts(config.seed)), curriculum, engine_weights)
     estimator = build_estimator(plan.advantage, plan.kl.beta, models.critic)
+    if episodes is not None and config.episode.credit == "process":  # per-turn credit (issue 26, item 3)
+        scorer = build_process_reward(config.episode, config.reward, config.model)
+        estimator = TurnCreditEstimator(estimator, scorer, config.episode.process_weight,
+                                        config.algorithm.std_epsilon)
     return Run(config, plan, run_dir, models, feed, optim, estimator, task, rewarder, service, logger, ranks)
 
 

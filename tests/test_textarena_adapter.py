@@ -74,6 +74,17 @@ class FakeGuess:
         return 0, out
 
 
+class Drift(FakeGuess):
+    """Starts differently every time from one seed, as a game drawing from an unseeded generator would."""
+
+    starts = 0
+
+    def reset(self, num_players: int, seed: int) -> None:
+        super().reset(num_players, seed)
+        Drift.starts += 1
+        self.state.game_state["draw"] = Drift.starts
+
+
 class Wrapper:
     def __init__(self, env) -> None:
         self.env = env
@@ -81,7 +92,7 @@ class Wrapper:
 
 def fake_module() -> types.ModuleType:
     games = {"GuessTheNumber-v0": FakeGuess, "Duel-v0": type("Duel", (FakeGuess,), {"players": 2}),
-             "Fixed-v0": type("Fixed", (FakeGuess,), {"fixed": True})}
+             "Fixed-v0": type("Fixed", (FakeGuess,), {"fixed": True}), "Drift-v0": Drift}
 
     def make(env_id: str):
         if env_id not in games:
@@ -218,7 +229,8 @@ def test_the_task_prompts_the_opening_after_one_example_move(fake):
 
 
 @pytest.mark.parametrize("env_id, message", [("Nope-v0", "not found in registry"),
-                                             ("Duel-v0", "number of players has to be 2")])
+                                             ("Duel-v0", "number of players has to be 2"),
+                                             ("Drift-v0", "starts differently from the same seed")])
 def test_a_game_that_cannot_start_is_one_config_error(fake, env_id, message):
     with pytest.raises(ConfigError, match=message):
         adapter.TextArenaTask(TaskConfig(name="textarena", textarena_env=env_id))

@@ -4,6 +4,7 @@ optional extra `gym` (reasoning-gym) is not installed."""
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -19,8 +20,8 @@ SMALL = {"min_terms": 2, "max_terms": 2, "min_digits": 2, "max_digits": 2, "oper
 
 
 def gym_task_config(**extra) -> TaskConfig:
-    return TaskConfig(name="reasoning_gym", verifiers={"reasoning_gym": 1.0}, gym_config=SMALL, gym_size=500,
-                      **extra)
+    return TaskConfig(**{"name": "reasoning_gym", "verifiers": {"reasoning_gym": 1.0}, "gym_config": SMALL,
+                         "gym_size": 500, **extra})
 
 
 # ---------------------------------------------------------------- without the library
@@ -44,6 +45,17 @@ def test_the_task_and_its_verifier_go_together():
         load_config(overrides=["task.verifiers={reasoning_gym: 1.0}"])
     config = load_config(overrides=["task.name=reasoning_gym", "task.verifiers={reasoning_gym: 1.0}"])
     assert set(build_verifiers(config.task)) == {"reasoning_gym"}
+
+
+def test_without_the_library_the_task_and_verifier_say_how_to_install_it(monkeypatch):
+    from rlvr.tasks import build_task
+
+    monkeypatch.setitem(sys.modules, "reasoning_gym", None)  # import reasoning_gym -> ImportError
+    with pytest.raises(ConfigError, match=r"pip install 'rlvr\[gym\]'"):
+        build_task(gym_task_config(gym_size=7))  # 7: no split of a test with the library is cached
+    row = GymRow("chain_sum", {"min_terms": 3}, 0, 3, 1, "q")  # a dataset no other test has made (cache)
+    verdict = ReasoningGymVerifier().verify("<answer>1</answer>", row.as_reference())
+    assert verdict.outcome is Outcome.ERROR and not verdict.scorable and "pip install" in verdict.detail
 
 
 # ---------------------------------------------------------------- with the library

@@ -1,4 +1,5 @@
-"""TextArena through rlvr's Environment protocol (issue 26, item 6): rlvr/agents/envs/textarena_adapter.py.
+"""TextArena through rlvr's Environment protocol (issue 26, item 6): rlvr/agents/envs/textarena_adapter.py and
+its task, rlvr/tasks/textarena.py.
 
 Most tests run a fake `textarena` module (put in sys.modules), so the mapping is tested without the optional
 extra; it mimics the library's surface the adapter uses (make, Wrapper, ObservationType, env.reset / step /
@@ -19,6 +20,7 @@ from rlvr.agents.envs import textarena_adapter as adapter
 from rlvr.agents.protocol import Environment, Episode, ModelTurn
 from rlvr.config.run import ConfigError, TaskConfig
 from rlvr.config.sections import EpisodeConfig
+from rlvr.tasks import textarena as arena
 from rlvr.types import Outcome, Prompt
 
 
@@ -107,9 +109,9 @@ def fake_module() -> types.ModuleType:
 @pytest.fixture
 def fake(monkeypatch):
     monkeypatch.setitem(sys.modules, "textarena", fake_module())
-    adapter.splits.cache_clear()
+    arena.splits.cache_clear()
     yield
-    adapter.splits.cache_clear()  # the real library's splits of the same ids must not see the fake's
+    arena.splits.cache_clear()  # the real library's splits of the same ids must not see the fake's
 
 
 def turn(text: str, index: int = 0) -> ModelTurn:
@@ -199,24 +201,24 @@ def test_a_final_state_of_another_game_is_unscorable(fake, final_state, why):
 
 
 def test_held_out_games_never_share_a_start_with_train(fake):
-    data = adapter.splits("GuessTheNumber-v0")
+    data = arena.splits("GuessTheNumber-v0")
     secret = lambda seed: seed % 9 + 1  # noqa: E731 - the fake's rule
     train, held = {secret(s) for s in data.train}, [secret(s) for s in data.held_out]
     # 9 secrets, the example's (seed 1000: secret 2) in neither split; 8 left, 8 // 5 = 1 held out
-    assert secret(adapter.SEED_POOL) not in train | set(held)
+    assert secret(arena.SEED_POOL) not in train | set(held)
     assert len(held) == 1 and not train & set(held) and len(train) == 7
-    assert data.held_out[0] == min(s for s in range(adapter.SEED_POOL) if secret(s) == held[0])
+    assert data.held_out[0] == min(s for s in range(arena.SEED_POOL) if secret(s) == held[0])
 
 
 def test_a_game_with_one_start_is_split_by_seed(fake):
-    data = adapter.splits("Fixed-v0")  # every seed starts the same game: the split falls back to seeds
+    data = arena.splits("Fixed-v0")  # every seed starts the same game: the split falls back to seeds
     # caught: no fallback (one key, held out whole, nothing to train on: a ConfigError)
     assert len(data.held_out) == 200 and len(data.train) == 800
-    assert not set(data.train) & set(data.held_out) and adapter.SEED_POOL not in data.train + data.held_out
+    assert not set(data.train) & set(data.held_out) and arena.SEED_POOL not in data.train + data.held_out
 
 
 def test_the_task_prompts_the_opening_after_one_example_move(fake):
-    task = adapter.TextArenaTask(TaskConfig(name="textarena"))
+    task = arena.TextArenaTask(TaskConfig(name="textarena"))
     prompt = task.eval_prompts(5)[0]
     assert len(task.eval_prompts(5)) == 1  # one held-out start (above)
     assert [m["role"] for m in prompt.messages] == ["user", "assistant", "tool", "user"]
@@ -224,7 +226,7 @@ def test_the_task_prompts_the_opening_after_one_example_move(fake):
     assert prompt.messages[-1]["content"] == "Guess my number in 1..9, e.g. [5]."
     assert json.loads(prompt.reference) == {"env_id": "GuessTheNumber-v0", "seed": task.held_out[0]}
     assert isinstance(task.environment(EpisodeConfig()), adapter.TextArenaEnvironment)
-    no_example = adapter.TextArenaTask(TaskConfig(name="textarena", one_shot=False))
+    no_example = arena.TextArenaTask(TaskConfig(name="textarena", one_shot=False))
     assert [m["role"] for m in no_example.eval_prompts(1)[0].messages] == ["user"]
 
 
@@ -233,14 +235,14 @@ def test_the_task_prompts_the_opening_after_one_example_move(fake):
                                              ("Drift-v0", "starts differently from the same seed")])
 def test_a_game_that_cannot_start_is_one_config_error(fake, env_id, message):
     with pytest.raises(ConfigError, match=message):
-        adapter.TextArenaTask(TaskConfig(name="textarena", textarena_env=env_id))
+        arena.TextArenaTask(TaskConfig(name="textarena", textarena_env=env_id))
 
 
 def test_without_the_library_the_task_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "textarena", None)  # import textarena -> ImportError
-    adapter.splits.cache_clear()
+    arena.splits.cache_clear()
     with pytest.raises(ConfigError, match=r"pip install 'rlvr\[textarena\]'"):
-        adapter.TextArenaTask(TaskConfig(name="textarena", textarena_env="Other-v0"))
+        arena.TextArenaTask(TaskConfig(name="textarena", textarena_env="Other-v0"))
 
 
 # ---------------------------------------------------------------- the real library
@@ -248,7 +250,7 @@ def test_real_guess_the_number_by_bisection():
     pytest.importorskip("textarena")
     from rlvr.tasks import build_task
 
-    adapter.splits.cache_clear()
+    arena.splits.cache_clear()
     task = build_task(TaskConfig(name="textarena"))
     env = task.environment(EpisodeConfig())
     prompt = task.eval_prompts(1)[0]

@@ -31,7 +31,7 @@ def _reasoning_gym(config: TaskConfig) -> Task:
 
 
 def _textarena(config: TaskConfig) -> Task:
-    from rlvr.agents.envs.textarena_adapter import TextArenaTask  # needs the optional extra `textarena`
+    from rlvr.tasks.textarena import TextArenaTask  # needs the optional extra `textarena`
 
     return TextArenaTask(config)
 

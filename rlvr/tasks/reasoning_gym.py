@@ -98,7 +98,8 @@ def _splits(dataset: str, config_json: str, size: int) -> GymSplits:
             seen.add(row.question)  # a held-out question repeated in its own stream is kept once
     if not train or not held:
         raise ConfigError(f"task.gym_dataset: {dataset} with {config} yields {len(train)} train and {len(held)} "
-                          f"held-out questions after dropping repeats; widen task.gym_config or raise task.gym_size")
+                          f"held-out questions after dropping repeats; widen task.gym_config or lower "
+                          f"task.gym_size (fewer train rows leave more questions unseen)")
     return GymSplits(train, tuple(held), example, example_answer)
 
 

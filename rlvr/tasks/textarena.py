@@ -44,8 +44,9 @@ def _start(env_id: str, seed: int) -> Game:
     except ImportError as err:
         raise ConfigError(f"task.name=textarena: {err}") from None
     except Exception as err:  # unknown id (ValueError), a multi-player game (AssertionError), a download, ...
+        why = " ".join(str(err).replace("*", " ").split())[:300]  # nltk's LookupError is a framed page
         raise ConfigError(f"task.textarena_env: TextArena could not start {env_id!r} as a one-player game "
-                          f"offline: {type(err).__name__}: {err}") from None
+                          f"offline: {type(err).__name__}: {why}") from None
 
 
 @lru_cache(maxsize=4)
@@ -62,7 +63,8 @@ def splits(env_id: str) -> ArenaSplits:
         keys = {seed: key for seed, key in keys.items() if key != example}
     ranked = sorted(set(keys.values()))
     held = ranked[:max(1, len(ranked) // 5)]
-    train = tuple(seed for seed, key in keys.items() if key not in set(held))
+    held_keys = set(held)
+    train = tuple(seed for seed, key in keys.items() if key not in held_keys)
     first_seed: dict[str, int] = {}
     for seed, key in keys.items():  # seeds in increasing order: the first one of each key stays
         first_seed.setdefault(key, seed)
@@ -100,7 +102,8 @@ class TextArenaTask:
         return TextArenaEnvironment(self.env_id, partial_credit=episode.partial_credit)
 
     def prompt(self, seed: int, split: str) -> Prompt:
-        turns = [{"role": "system", "content": self.config.system_prompt}] if self.config.system_prompt else []
+        system = self.config.system_prompt
+        turns = [] if system is None else [{"role": "system", "content": system}]
         opening = Game(self.env_id, seed).start_text
         return Prompt(id=f"textarena/{self.env_id}/{split}/{seed}",
                       messages=(*turns, *self.example, {"role": "user", "content": opening}),

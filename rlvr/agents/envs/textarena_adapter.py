@@ -96,7 +96,7 @@ class Game:
     def key(self) -> str:
         """The hash of the start: its text and the hidden game state (text alone when the state is not JSON)."""
         try:
-            hidden = json.dumps(self.env.state.game_state, sort_keys=True)
+            hidden = json.dumps(getattr(getattr(self.env, "state", None), "game_state", None), sort_keys=True)
         except (TypeError, ValueError):  # objects whose repr holds a memory address would make a random key
             hidden = ""
         return hashlib.sha256(f"{self.start_text}\0{hidden}".encode()).hexdigest()
@@ -146,7 +146,7 @@ class TextArenaEpisode:
             self.done = True
             self.reward = (state.rewards or {}).get(0)
             self.reason = str(state.game_info[0].get("reason", ""))
-        return Observation(text or NO_REPLY, done=bool(done), valid_calls=int(not invalid),
+        return Observation(text or (None if done else NO_REPLY), done=bool(done), valid_calls=int(not invalid),
                            invalid_calls=int(invalid))
 
     def final_state(self) -> str:

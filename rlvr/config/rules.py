@@ -13,11 +13,12 @@ AnyRunConfig = Any
 # The keys of rlvr.tasks.TASKS and rlvr.verifiers.VERIFIERS, in their order (tests/test_config.py checks that they
 # agree): names are checked against these, so config imports no registry (issue 25). task.name and task.verifiers
 # stay plain `str` fields: a TaskConfig built in code still reaches build_task, whose message names the valid tasks.
-TaskName = Literal["arithmetic", "qa"]
+TaskName = Literal["arithmetic", "qa", "reasoning_gym", "textarena"]
 # The tasks that play multi-turn episodes (their task object has `environment(...)`, rlvr/agents/wiring.py; a test
 # checks this list against the registry). Their rules: _episode_problems.
-EPISODE_TASKS: tuple[str, ...] = ()
-VerifierName = Literal["math", "format", "answer_format", "think_format", "tag_count", "language", "tool_call", "code"]
+EPISODE_TASKS: tuple[str, ...] = ("textarena",)
+VerifierName = Literal["math", "format", "answer_format", "think_format", "tag_count", "language", "tool_call", "code",
+                       "reasoning_gym"]
 
 
 def run_config_problems(c: AnyRunConfig) -> list[str]:
@@ -137,6 +138,12 @@ def _task_problems(c: AnyRunConfig) -> list[str]:
                 f"{c.task.verifier_timeout_s:g} (a worker's first symbolic check also imports sympy)"]
     if c.task.name == "qa" and not c.task.path:
         return ["task.path is required when task.name=qa (a .jsonl/.parquet file or a hub id)"]
+    # issue 26, item 6: the reasoning_gym verifier reads a reference only the reasoning_gym task writes, and that
+    # task's rows are not 'Answer: <number>' problems (grids, words, lists), so no other verifier can score them
+    if (c.task.name == "reasoning_gym") != ("reasoning_gym" in c.task.verifiers):
+        return [f"task.name={c.task.name} with task.verifiers={dict(c.task.verifiers)}: the reasoning_gym task and "
+                "the reasoning_gym verifier go together (set task.verifiers={reasoning_gym: 1.0}; others may be "
+                "added beside it)"]
     return []
 
 

@@ -89,6 +89,14 @@ class TaskConfig(_Section):
     code_memory_mb: int = Field(512, ge=64, description="code: address-space limit and memory cgroup per run")
     code_unsandboxed: bool = Field(False, description="code: run model-written code WITHOUT bubblewrap when the "
                                                       "sandbox probe fails (logged loudly); never for untrusted models")
+    gym_dataset: str = Field("basic_arithmetic", description="reasoning_gym: the procedural dataset (a name in "
+                                                             "reasoning_gym.factory.DATASETS), scored by its scorer")
+    gym_config: dict[str, Any] = Field(default_factory=dict, description="reasoning_gym: the dataset's config fields "
+                                       "(e.g. {min_terms: 2, max_terms: 2}); seed and size are set by the split")
+    gym_size: int = Field(2000, ge=1, description="reasoning_gym: train rows generated (seed 0); the held-out rows "
+                                                  "come from the seed after them, minus questions also in train")
+    textarena_env: str = Field("GuessTheNumber-v0", description="textarena: a single-player TextArena game id "
+                                                                "(offline games only), played over several turns")
 
 
 class RewardConfig(_Section):

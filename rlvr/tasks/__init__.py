@@ -24,10 +24,24 @@ def _qa(config: TaskConfig) -> Task:
     return QATask(config)
 
 
+def _reasoning_gym(config: TaskConfig) -> Task:
+    from rlvr.tasks.reasoning_gym import ReasoningGymTask  # needs the optional extra `gym` (reasoning-gym)
+
+    return ReasoningGymTask(config)
+
+
+def _textarena(config: TaskConfig) -> Task:
+    from rlvr.tasks.textarena import TextArenaTask  # needs the optional extra `textarena`
+
+    return TextArenaTask(config)
+
+
 # A new task also goes into rlvr.config.rules.TaskName, the names config validation accepts (a test checks).
 TASKS: dict[str, Callable[[TaskConfig], Task]] = {
     "arithmetic": _arithmetic,
     "qa": _qa,
+    "reasoning_gym": _reasoning_gym,  # reasoning-gym's procedural datasets, its own scorer (issue 26, item 6)
+    "textarena": _textarena,  # a single-player TextArena game, played over several turns (issue 26, item 6)
 }
 
 

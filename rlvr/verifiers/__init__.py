@@ -76,6 +76,12 @@ def _code(task: TaskConfig) -> Verifier:
     return CodeVerifier(mode=task.code_reward_mode, sandbox=sandbox)
 
 
+def _reasoning_gym(task: TaskConfig) -> Verifier:
+    from rlvr.verifiers.reasoning_gym import ReasoningGymVerifier
+
+    return ReasoningGymVerifier()
+
+
 # A new verifier also goes into rlvr.config.rules.VerifierName, the names config validation accepts (a test checks).
 VERIFIERS: dict[str, Callable[[TaskConfig], Verifier]] = {
     "math": _math,  # final answer vs reference: exact numbers, else math-verify with a time budget
@@ -86,6 +92,7 @@ VERIFIERS: dict[str, Callable[[TaskConfig], Verifier]] = {
     "language": _language,  # share of the completion's letters in the expected script; correct >= 0.95
     "tool_call": _tool_call,  # JSON matching the reference's JSON Schema or function signature
     "code": _code,  # unit tests (asserts / stdin-stdout) run in the bubblewrap sandbox; fraction passed
+    "reasoning_gym": _reasoning_gym,  # reasoning-gym's own scorer on the last <answer> block (task reasoning_gym)
 }
 
 

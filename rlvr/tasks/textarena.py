@@ -77,6 +77,8 @@ class TextArenaTask:
     """Prompts for one TextArena game: the game's opening message, after one example move (see the module
     docstring for the split). `environment(episode)` plays them."""
 
+    answer_verifiers: dict[str, float] = {}  # the game's final reward scores an episode, no answer is read
+
     def __init__(self, config: TaskConfig) -> None:
         self.config, self.env_id = config, config.textarena_env
         self.name = f"textarena:{self.env_id}"

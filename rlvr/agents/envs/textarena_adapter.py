@@ -159,6 +159,7 @@ class TextArenaEnvironment:
     """The Environment of one TextArena game id; episodes start from the prompt's reference (a seed)."""
 
     tools: tuple[ToolSpec, ...] = ()
+    scores_state = True  # a game is won or lost: its final reward is the outcome
 
     def __init__(self, env_id: str, partial_credit: bool = False) -> None:
         self.name = f"textarena:{env_id}"

@@ -24,10 +24,17 @@ def _qa(config: TaskConfig) -> Task:
     return QATask(config)
 
 
+def _code_agent(config: TaskConfig) -> Task:
+    from rlvr.agents.envs.code import CodeAgentTask
+
+    return CodeAgentTask(config)
+
+
 # A new task also goes into rlvr.config.rules.TaskName, the names config validation accepts (a test checks).
 TASKS: dict[str, Callable[[TaskConfig], Task]] = {
     "arithmetic": _arithmetic,
     "qa": _qa,
+    "code_agent": _code_agent,  # an environment task (issue 26): also .environment(episode) and .answer_verifiers
 }
 
 

@@ -224,7 +224,9 @@ def test_qa_missing_file_and_missing_column(tmp_path: Path) -> None:
 
 def test_unknown_task_name() -> None:
     assert set(TASKS) >= {"arithmetic", "qa"}
-    with pytest.raises(ConfigError, match=r"unknown task 'arithmetc'; valid tasks: arithmetic, qa"):
+    with pytest.raises(ConfigError,
+                       match=r"unknown task 'arithmetc'; valid tasks: arithmetic, code_agent, qa, reasoning_gym, "
+                             r"textarena"):
         build_task(TaskConfig(name="arithmetc"))
 
 

@@ -36,12 +36,19 @@ def _textarena(config: TaskConfig) -> Task:
     return TextArenaTask(config)
 
 
+def _code_agent(config: TaskConfig) -> Task:
+    from rlvr.agents.envs.code import CodeAgentTask
+
+    return CodeAgentTask(config)
+
+
 # A new task also goes into rlvr.config.rules.TaskName, the names config validation accepts (a test checks).
 TASKS: dict[str, Callable[[TaskConfig], Task]] = {
     "arithmetic": _arithmetic,
     "qa": _qa,
     "reasoning_gym": _reasoning_gym,  # reasoning-gym's procedural datasets, its own scorer (issue 26, item 6)
     "textarena": _textarena,  # a single-player TextArena game, played over several turns (issue 26, item 6)
+    "code_agent": _code_agent,  # an environment task (issue 26): also .environment(episode) and .answer_verifiers
 }
 
 

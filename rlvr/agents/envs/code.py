@@ -1,0 +1,214 @@
+"""The code environment and its task (issue 26, item 5c): write a small Python function, try it in the bubblewrap
+sandbox through two tools, then answer with the code.
+
+Tools:
+  * run_python(code): runs a snippet in the sandbox (rlvr/verifiers/code/sandbox.py) and returns its exit status
+    and the start of its stdout / the end of its stderr (a traceback's last line is what helps).
+  * run_tests(code): runs the row's VISIBLE tests against the code, through the code verifier's own assert
+    rounds (judged in this process, the candidate's calls in the sandbox), and says which passed. The hidden
+    tests are only in Prompt.reference: the "code" verifier scores the final answer (the last model turn's
+    ```python block) against them, so passing the visible tests by hard-coding them earns nothing.
+
+The sandbox is the only place model code runs (the security claim of issue 26): both tools go through
+`run_sandboxed`. A program's wall-clock limit is the tighter of task.code_time_limit_s and
+episode.tool_time_limit_s; the tool thread's own limit (rlvr/agents/tool_calls.py) is that plus the sandbox's
+start and clean-up, so the sandbox's kill, not the thread's, ends a looping program and its tree. Without a
+sandbox (and without task.code_unsandboxed) a call answers "error: ... sandbox ..." and is counted invalid: the
+handler raises, run_calls turns that into the error observation, and nothing reaches the driver.
+
+No state: score_state returns None, the answer verifier alone scores the episode.
+"""
+from __future__ import annotations
+
+import json
+import random
+from typing import Iterator
+
+from rlvr.agents.envs.code_tasks import ENTRY, Problem, example, splits
+from rlvr.agents.protocol import Episode, ModelTurn, Observation, ToolSpec
+from rlvr.agents.tool_calls import CLOSE, OPEN, response_block, run_calls
+from rlvr.config.run import TaskConfig
+from rlvr.config.sections import EpisodeConfig
+from rlvr.types import Prompt, Verdict
+from rlvr.verifiers.code import sandbox
+from rlvr.verifiers.code.reference import parse_reference
+from rlvr.verifiers.code.sandbox import SandboxConfig, SandboxUnavailable
+from rlvr.verifiers.code.verifier import MAX_CODE_BYTES, CodeVerifier, extract_code
+
+STDOUT_CHARS = 300  # the start of stdout; tool text becomes prompt tokens of every later turn
+STDERR_CHARS = 300  # the end of stderr: a traceback's last lines name the error
+OUTPUT_CAP = 1 << 16  # bytes kept per stream by the sandbox; far more than is shown
+START_AND_CLEANUP_S = 1.5  # bwrap start (~0.03 s), the kill's drain grace (0.5 s) and a loaded machine's slack
+INSTRUCTION = "Check your code with run_tests, then answer with the code in a ```python block."
+_CODE_ARG = {"type": "object", "properties": {"code": {"type": "string", "description": "Python source"}},
+             "required": ["code"], "additionalProperties": False}
+RUN_PYTHON = ToolSpec("run_python", "Run Python code and see its output.", _CODE_ARG)
+RUN_TESTS = ToolSpec("run_tests", f"Run the visible tests on code that defines {ENTRY}.", _CODE_ARG)
+
+
+def program_limit_s(config: TaskConfig, episode: EpisodeConfig) -> float:
+    """One sandboxed run's wall-clock limit: the tighter of the code task's and the episode's tool limit."""
+    return min(config.code_time_limit_s, episode.tool_time_limit_s)
+
+
+def _source(code: str) -> str:
+    """The code to run: a ```python block's body when the model fenced it, as the verifier reads answers. Raises
+    ValueError (an invalid call) when there is nothing to run or too much."""
+    source = extract_code(code)
+    if source is None:
+        raise ValueError("no code to run")
+    if len(source.encode("utf-8", "replace")) > MAX_CODE_BYTES:
+        raise ValueError(f"code longer than {MAX_CODE_BYTES} bytes; not run")
+    return source
+
+
+def format_run(result: sandbox.SandboxResult, limit_s: float) -> str:
+    """A sandboxed run as the model reads it: status, then the start of stdout and the end of stderr."""
+    if result.timed_out:
+        status = f"timed out after {limit_s:g} s (killed)"
+    elif result.signal is not None:
+        status = f"killed by signal {result.signal} (a memory, CPU or process limit)"
+    else:
+        status = f"exit code {result.exit_code}"
+    out = result.stdout.decode("utf-8", "replace")
+    err = result.stderr.decode("utf-8", "replace").strip()
+    parts = [status]
+    if out:
+        parts.append("stdout:\n" + out[:STDOUT_CHARS] + ("..." if len(out) > STDOUT_CHARS else ""))
+    if err:
+        parts.append("stderr:\n" + ("..." if len(err) > STDERR_CHARS else "") + err[-STDERR_CHARS:])
+    return "\n".join(parts)
+
+
+class CodeTools:
+    """The two tools of one episode, bound to the row's visible tests and the sandbox's limits."""
+
+    def __init__(self, visible: list[str], config: SandboxConfig):
+        self.config = config
+        self.visible = parse_reference(json.dumps({"asserts": visible, "entry": ENTRY})) if visible else None
+
+    def _check_sandbox(self) -> None:
+        state = sandbox.probe()
+        if not state.ok and not self.config.allow_unsandboxed:
+            raise SandboxUnavailable(f"no code sandbox on this machine ({state.reason}); code is not run")
+
+    def run_python(self, code: str) -> str:
+        source = _source(code)
+        self._check_sandbox()
+        result = sandbox.run_sandboxed(source, b"", self.config)
+        if not result.started:  # bwrap itself failed: the machine's fault, not the code's, yet no result either
+            raise SandboxUnavailable(f"the sandbox failed: {result.stderr.decode(errors='replace').strip()[-200:]}")
+        return format_run(result, self.config.time_limit_s)
+
+    def run_tests(self, code: str) -> str:
+        source = _source(code)
+        self._check_sandbox()
+        if self.visible is None:
+            return "this problem has no visible tests"
+        problems: list[str] = []
+        # The verifier's own rounds: the same judging as the final answer's, on the visible tests only.
+        results = CodeVerifier._run_asserts(source, self.visible, self.config, problems)
+        if problems and problems[0].startswith("sandbox failed"):
+            raise SandboxUnavailable(problems[0])
+        lines = [f"{sum(ok for ok, _ in results)}/{len(results)} visible tests passed", *problems[:1]]
+        for test, (ok, why) in zip(self.visible.asserts, results):
+            if ok or not problems:  # after a load error or a timeout, every FAIL would only repeat it
+                lines.append(f"PASS {test.source}" if ok else f"FAIL {why}")
+        return "\n".join(lines)
+
+
+class CodeEpisode:
+    """Stateless: each turn's calls run in the sandbox; a turn without calls is the answer."""
+
+    def __init__(self, tools: CodeTools, limit_s: float):
+        self.handlers = {"run_python": tools.run_python, "run_tests": tools.run_tests}
+        self.limit_s = limit_s
+
+    def respond(self, turn: ModelTurn) -> Observation:
+        return run_calls(turn, self.handlers, self.limit_s)
+
+    def final_state(self) -> str:
+        return ""
+
+
+class CodeEnvironment:
+    name = "code"
+    tools = (RUN_PYTHON, RUN_TESTS)
+    scores_state = False  # the "code" verifier on the final answer's hidden tests scores an episode
+
+    def __init__(self, config: TaskConfig, episode: EpisodeConfig):
+        self.sandbox = SandboxConfig(time_limit_s=program_limit_s(config, episode), memory_mb=config.code_memory_mb,
+                                     max_output_bytes=OUTPUT_CAP, allow_unsandboxed=config.code_unsandboxed)
+        self.thread_limit_s = self.sandbox.time_limit_s + START_AND_CLEANUP_S
+
+    def start(self, prompt: Prompt) -> Episode:
+        visible = prompt.columns.get("visible_tests") or []
+        return CodeEpisode(CodeTools(list(visible), self.sandbox), self.thread_limit_s)
+
+    def score_state(self, final_state: str, prompt: Prompt) -> Verdict | None:
+        return None  # no state: the "code" verifier on the answer's hidden tests scores the episode
+
+
+def call_text(name: str, arguments: dict) -> str:
+    """One tool call in the format parse_turn reads (Hermes / Qwen)."""
+    return f"{OPEN}{json.dumps({'name': name, 'arguments': arguments})}{CLOSE}"
+
+
+EXAMPLE_CODE = "def f(x): return x + 3"  # one line: no JSON-escaped newlines for a tiny model to copy
+
+
+def example_tool_text() -> str:
+    """What run_tests answers to EXAMPLE_CODE on the example's visible tests (a sandbox test checks it)."""
+    tests = example().visible
+    return "\n".join([f"{len(tests)}/{len(tests)} visible tests passed", *(f"PASS {t}" for t in tests)])
+
+
+class CodeAgentTask:
+    """Small Python function problems (code_tasks.py) with the sandbox tools; answers scored by "code"."""
+
+    answer_verifiers = {"code": 1.0}  # the hidden tests in Prompt.reference, whatever task.verifiers says
+
+    def __init__(self, config: TaskConfig):
+        self.config = config
+        self.name = "code_agent"
+        self.train, self.held_out = splits()
+        # The default instruction asks for "Answer: <number>" (the math tasks'); a code task asks for code.
+        default = TaskConfig.model_fields["instruction"].default
+        self.instruction = INSTRUCTION if config.instruction == default else config.instruction
+
+    def question(self, problem: Problem) -> str:
+        return " ".join([problem.question, "Tests:", "; ".join(problem.visible) + ".", self.instruction]).strip()
+
+    def messages(self, problem: Problem) -> tuple[dict[str, str], ...]:
+        """System turn (if set), the one-shot exchange (if task.one_shot): user / run_tests call / its result /
+        the fenced answer, then the question. A tiny model copies the example's shape (issue 26)."""
+        shot = example()
+        system = self.config.system_prompt
+        messages = [] if system is None else [{"role": "system", "content": system}]
+        if self.config.one_shot:
+            messages += [{"role": "user", "content": self.question(shot)},
+                         {"role": "assistant", "content": call_text("run_tests", {"code": EXAMPLE_CODE})},
+                         {"role": "tool", "content": response_block(example_tool_text())},
+                         {"role": "assistant", "content": f"```python\n{EXAMPLE_CODE}\n```"}]
+        return (*messages, {"role": "user", "content": self.question(problem)})
+
+    def prompt(self, problem: Problem, split: str) -> Prompt:
+        return Prompt(id=f"code_agent/{split}/{problem.canonical}", messages=self.messages(problem),
+                      reference=problem.reference(),
+                      columns={"template": problem.template, "visible_tests": list(problem.visible)})
+
+    # The Task contract (rlvr/tasks/base.py), written out here: rlvr.agents must not import rlvr.tasks, which
+    # imports this module (tests/test_layout.py forbids subpackages that import each other).
+    def train_prompts(self, seed: int) -> Iterator[Prompt]:
+        """Endless, uniform with replacement over the train split, from a private RNG (as sample_forever)."""
+        rng = random.Random(seed)
+        while True:
+            yield self.prompt(self.train[rng.randrange(len(self.train))], "train")
+
+    def eval_prompts(self, size: int) -> list[Prompt]:
+        if size < 0:
+            raise ValueError(f"eval size must be >= 0, got {size}")
+        return [self.prompt(p, "eval") for p in self.held_out[:size]]
+
+    def environment(self, episode: EpisodeConfig) -> CodeEnvironment:
+        return CodeEnvironment(self.config, episode)

@@ -1,0 +1,265 @@
+"""The code environment (issue 26, item 5c): its problems and split, its prompt, its two sandbox tools, and attacks
+through the tool path (the sandbox's own suite is tests/test_sandbox.py and tests/test_code_attacks.py; here we
+only show that the tools reach the sandbox and report what it did)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import time
+from typing import get_args
+
+import pytest
+
+from rlvr.agents.envs import code as code_env
+from rlvr.agents.envs.code import EXAMPLE_CODE, START_AND_CLEANUP_S, STDOUT_CHARS, call_text, example_tool_text
+from rlvr.agents.envs.code_tasks import EXAMPLE_CANONICAL, MIN_HELD_OUT, TEMPLATES, make_problem, splits
+from rlvr.agents.protocol import ModelTurn, ToolCall
+from rlvr.agents.tool_calls import parse_turn
+from rlvr.config.rules import TaskName
+from rlvr.config.run import TaskConfig
+from rlvr.config.sections import EpisodeConfig
+from rlvr.tasks import build_task
+from rlvr.types import Outcome
+from rlvr.verifiers.code import sandbox
+from rlvr.verifiers.code.reference import parse_reference
+from rlvr.verifiers.code.sandbox import Probe, SandboxConfig, SandboxResult
+from rlvr.verifiers.code.verifier import MAX_CODE_BYTES, CodeVerifier, extract_code
+
+LIMIT_S = 1.0  # the episode's tool limit in these tests: the slow attacks cost about this each
+
+
+def task(**overrides):
+    return build_task(TaskConfig(name="code_agent", **overrides))
+
+
+def episode(prompt=None, **task_overrides):
+    t = task(**task_overrides)
+    env = t.environment(EpisodeConfig(tool_time_limit_s=LIMIT_S))
+    return env, env.start(prompt or t.eval_prompts(1)[0])
+
+
+def call(env, ep, name: str, code: str):
+    return ep.respond(parse_turn(0, call_text(name, {"code": code}), env.tools))
+
+
+def body(observation) -> str:
+    return observation.text.removeprefix("<tool_response>\n").removesuffix("\n</tool_response>")
+
+
+# ---------------------------------------------------------------- problems, split, prompt (no sandbox)
+def test_problems_split_by_hash_without_the_example():
+    train, held = splits()
+    names = [p.canonical for p in train + held]
+    assert len(names) == len(set(names)) >= 250
+    assert len(held) == max(MIN_HELD_OUT, len(names) // 5) and len(train) > 250
+    assert EXAMPLE_CANONICAL not in names  # the one-shot example is in no split
+    rank = [hashlib.sha256(p.canonical.encode()).hexdigest() for p in held + train]
+    assert rank[:len(held)] == sorted(rank[:len(held)]) and max(rank[:len(held)]) < min(rank[len(held):])
+    t = task()
+    assert [p.id for p in t.eval_prompts(3)] == [f"code_agent/eval/{p.canonical}" for p in held[:3]]
+    stream = t.train_prompts(seed=1)
+    assert [next(stream).id for _ in range(5)] == [p.id for p, _ in zip(task().train_prompts(seed=1), range(5))]
+
+
+def test_tests_are_right_and_hidden_ones_stay_apart():
+    add5 = make_problem(TEMPLATES[0], 5)  # x + 5 on the inputs 1, 10 | 0, 7, 25, 100
+    assert add5.visible == ("assert f(1) == 6", "assert f(10) == 15")
+    assert add5.hidden == ("assert f(0) == 5", "assert f(7) == 12", "assert f(25) == 30", "assert f(100) == 105")
+    divisible = make_problem(next(t for t in TEMPLATES if t.key == "divisible"), 4)  # inputs 5, 4 | 8, 0, 3, 13
+    assert divisible.visible == ("assert f(5) == False", "assert f(4) == True")
+    for problem in splits()[0] + splits()[1]:
+        assert not set(problem.visible) & set(problem.hidden), problem.canonical
+        tests = parse_reference(problem.reference())  # the code verifier's form; every assert judged in the parent
+        assert tests.entry == "f" and [a.source for a in tests.asserts] == list(problem.hidden)
+
+
+def test_registered_with_the_code_verifier_and_no_state():
+    assert "code_agent" in get_args(TaskName)
+    t = task()
+    assert t.answer_verifiers == {"code": 1.0}
+    env = t.environment(EpisodeConfig())
+    assert [tool.name for tool in env.tools] == ["run_python", "run_tests"]
+    assert env.score_state("", t.eval_prompts(1)[0]) is None
+
+
+def test_program_limit_is_the_tighter_of_task_and_episode():
+    env = task(code_time_limit_s=5.0).environment(EpisodeConfig(tool_time_limit_s=1.5))
+    assert env.sandbox.time_limit_s == 1.5
+    env = task(code_time_limit_s=0.5, code_memory_mb=128).environment(EpisodeConfig(tool_time_limit_s=2.0))
+    assert env.sandbox.time_limit_s == 0.5 and env.sandbox.memory_mb == 128
+    assert env.thread_limit_s == 0.5 + START_AND_CLEANUP_S  # the sandbox's kill comes before the thread's
+
+
+def test_prompt_has_a_one_shot_call_that_parses():
+    t = task()
+    prompt = t.eval_prompts(1)[0]
+    roles = [m["role"] for m in prompt.messages]
+    assert roles == ["user", "assistant", "tool", "assistant", "user"]
+    shot = parse_turn(0, prompt.messages[1]["content"], t.environment(EpisodeConfig()).tools)
+    assert not shot.errors and [c.name for c in shot.calls] == ["run_tests"]
+    assert extract_code(prompt.messages[3]["content"]) == EXAMPLE_CODE == shot.calls[0].arguments["code"]
+    question = prompt.messages[-1]["content"]
+    assert all(test in question for test in prompt.columns["visible_tests"]) and "run_tests" in question
+    assert not any(test in question for test in json.loads(prompt.reference)["asserts"])
+    assert "Answer: <number>" not in question  # the math default instruction is replaced
+    alone = task(one_shot=False, system_prompt="Be brief.", instruction="Go.").eval_prompts(1)[0]
+    assert [m["role"] for m in alone.messages] == ["system", "user"] and alone.messages[1]["content"].endswith("Go.")
+
+
+def test_without_a_sandbox_the_tools_say_so(monkeypatch):
+    monkeypatch.setattr(sandbox, "_probe", Probe(False, "bwrap missing (simulated)"))
+    env, ep = episode()
+    for name in ("run_python", "run_tests"):
+        observation = call(env, ep, name, "print(1)")
+        assert (observation.valid_calls, observation.invalid_calls, observation.done) == (0, 1, False)
+        assert body(observation).startswith("error: ") and "no code sandbox" in observation.text
+        assert "simulated" in observation.text
+
+
+def test_a_sandbox_that_fails_to_start_is_an_invalid_call(monkeypatch):
+    from rlvr.verifiers.code import verifier
+
+    broken = SandboxResult(1, None, False, False, b"", b"bwrap: setting up uid map: Permission denied", b"",
+                           frozenset(), 0.01, True)
+    monkeypatch.setattr(sandbox, "_probe", Probe(True, "works (simulated)"))
+    monkeypatch.setattr(sandbox, "run_sandboxed", lambda *args, **kwargs: broken)
+    monkeypatch.setattr(verifier, "run_sandboxed", lambda *args, **kwargs: broken)
+    env, ep = episode()
+    for name in ("run_python", "run_tests"):
+        observation = call(env, ep, name, "def f(x): return x")
+        assert (observation.valid_calls, observation.invalid_calls) == (0, 1)
+        assert "sandbox failed" in observation.text and "uid map" in observation.text
+
+
+def test_bad_calls_are_counted_never_raised():
+    env, ep = episode()
+    for code in ("", "  \n", "x" * (MAX_CODE_BYTES + 1)):  # the last is past parse_turn's JSON limit: built here
+        observation = ep.respond(ModelTurn(0, "", (ToolCall("run_python", {"code": code}),), ()))
+        assert observation.invalid_calls == 1 and body(observation).startswith("error: ValueError")
+    turn = parse_turn(0, '<tool_call>{"name": "run_python", "arguments": {"code": 3}}</tool_call>', env.tools)
+    assert ep.respond(turn).invalid_calls == 1  # schema: code must be a string
+    assert ep.respond(parse_turn(1, "```python\ndef f(x): return x\n```", env.tools)).done  # the answer
+
+
+# ---------------------------------------------------------------- through the sandbox
+@pytest.mark.sandbox
+def test_run_python_reports_status_output_and_the_traceback_end():
+    env, ep = episode()
+    assert body(call(env, ep, "run_python", "print(6 * 7)")) == "exit code 0\nstdout:\n42\n"
+    failed = body(call(env, ep, "run_python", "import sys\nprint('hi')\nsys.stderr.write('x' * 900)\n1 / 0"))
+    assert failed.startswith("exit code 1\nstdout:\nhi\n") and failed.endswith("ZeroDivisionError: division by zero")
+    assert len(failed) < 700  # stderr cut to its end
+    long = body(call(env, ep, "run_python", "print(''.join(str(i % 10) for i in range(5000)))"))
+    assert long == "exit code 0\nstdout:\n" + ("0123456789" * 30)[:STDOUT_CHARS] + "..."
+
+
+@pytest.mark.sandbox
+def test_run_tests_runs_visible_tests_and_the_verifier_decides_on_hidden_ones():
+    t = task()
+    shot = next(p for p in t.eval_prompts(len(splits()[1])) if p.columns["template"] == "add")
+    env, ep = episode(shot)
+    right = "def f(x):\n    return x + " + shot.id.split()[-1]
+    passed = "2/2 visible tests passed\n" + "\n".join(f"PASS {test}" for test in shot.columns["visible_tests"])
+    assert body(call(env, ep, "run_tests", right)) == passed
+    assert body(call(env, ep, "run_tests", f"```python\n{right}\n```")) == passed  # a fenced block is read
+    tools = code_env.CodeTools(list(code_env.example().visible), env.sandbox)
+    assert tools.run_tests(EXAMPLE_CODE) == example_tool_text()  # the one-shot shows what the tool really says
+    cheat = "def f(x):\n    return {%s}[x]" % ", ".join(  # hard-codes the visible answers only
+        f"{t.split('(')[1].split(')')[0]}: {t.split('== ')[1]}" for t in shot.columns["visible_tests"])
+    cheated = body(call(env, ep, "run_tests", cheat))
+    assert cheated.startswith("2/2 visible tests passed")
+    assert not any(hidden in cheated for hidden in json.loads(shot.reference)["asserts"])
+    verifier = CodeVerifier(sandbox=SandboxConfig(time_limit_s=5.0))
+    assert verifier.verify(f"```python\n{cheat}\n```", shot.reference).outcome is not Outcome.CORRECT
+    assert verifier.verify(f"```python\n{right}\n```", shot.reference).outcome is Outcome.CORRECT
+    wrong = body(call(env, ep, "run_tests", "def f(x): return x"))
+    assert wrong.startswith("0/2 visible tests passed\nFAIL ") and ": got " in wrong
+
+
+def _descendants() -> set[int]:
+    """Processes below this one (bwrap and whatever the sandbox left would be here)."""
+    parents = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                parents[int(pid)] = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    found, frontier = set(), {os.getpid()}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+@pytest.mark.sandbox
+def test_attack_files_secrets_and_network_through_the_tool(monkeypatch, tmp_path):
+    monkeypatch.setenv("RLVR_CODE_ENV_SECRET", "4242")
+    canaries = [f"/tmp/rlvr-code-env-canary-{os.getpid()}", str(tmp_path / "canary"), os.path.abspath("canary")]
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    listener.settimeout(0.2)
+    snippet = f"""
+import os, socket
+def attempt(what, fn):
+    try:
+        print(what, 'OK', repr(fn())[:40])
+    except Exception as err:
+        print(what, 'DENIED', type(err).__name__)
+attempt('shadow', lambda: open('/etc/shadow').read())
+attempt('root', lambda: os.listdir('/root'))
+for path in {canaries!r}:
+    attempt('write', lambda: open(path, 'w').write('x'))
+attempt('secret', lambda: os.environ['RLVR_CODE_ENV_SECRET'])
+attempt('connect', lambda: socket.create_connection(('127.0.0.1', {listener.getsockname()[1]}), timeout=0.5))
+"""
+    env, ep = episode()
+    observation = call(env, ep, "run_python", snippet)
+    out = body(observation)
+    assert observation.valid_calls == 1 and out.startswith("exit code 0")
+    lines = out.split("stdout:\n", 1)[1].splitlines()
+    assert len(lines) == 7 and all(" DENIED " in line for line in lines if not line.startswith("write")), out
+    assert lines[2] == "write OK 1"  # /tmp inside is the sandbox's own tmpfs: written there, gone with it
+    assert not any(os.path.exists(path) for path in canaries)
+    with pytest.raises(socket.timeout):
+        listener.accept()
+    listener.close()
+
+
+@pytest.mark.sandbox
+def test_attack_loop_and_forks_are_killed_and_leave_nothing():
+    before = _descendants()
+    env, ep = episode()
+    start = time.monotonic()
+    looped = call(env, ep, "run_tests", "def f(x):\n    while True:\n        pass")
+    assert body(looped) == "0/2 visible tests passed\ntimeout" and looped.valid_calls == 1
+    assert time.monotonic() - start < LIMIT_S + START_AND_CLEANUP_S
+    slept = body(call(env, ep, "run_python", "import time\ntime.sleep(100)"))
+    assert slept == f"timed out after {LIMIT_S:g} s (killed)"
+    forks = """
+import os, time
+made = 0
+for _ in range(50):
+    try:
+        if os.fork() == 0:
+            time.sleep(100)
+            os._exit(0)
+        made += 1
+    except OSError as err:
+        print('refused', type(err).__name__)
+        break
+print('forked', made)
+"""
+    forked = body(call(env, ep, "run_python", forks))
+    assert forked.startswith("exit code 0\nstdout:\n") and "forked" in forked
+    if sandbox.probe().cgroups:  # root: the pids cgroup caps the program's processes
+        assert "refused BlockingIOError" in forked
+        assert int(forked.rsplit("forked ", 1)[1]) <= SandboxConfig().max_processes  # not 50
+    time.sleep(0.2)
+    assert _descendants() <= before  # the sleepers died with the sandbox's pid namespace
+    cgroups = [os.path.join(base, name) for base in sandbox._host.cgroup_bases.values() for name in os.listdir(base)
+               if name.startswith(f"rlvr-sbx-{os.getpid()}-")]
+    assert cgroups == []

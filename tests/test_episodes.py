@@ -268,3 +268,19 @@ def test_evaluation_over_episodes_counts_pass_at_k_and_tool_use(tokenizer):
     assert result.episodes == {"valid_call_share": 1.0, "calls_per_episode": 0.5, "valid_calls_per_episode": 0.5,
                                "turns_per_episode": 1.5, "stop_answered": 1.0}
     assert result.as_json()["episode/valid_call_share"] == 1.0 and "valid calls 1.000" in result.summary()
+
+
+def test_rendering_lists_tools_when_the_template_ignores_them_and_writes_observations_in_the_chosen_role(tokenizer):
+    from rlvr.agents.chat import EnvironmentTurn, render_prompt
+
+    shot = Prompt("p", ({"role": "user", "content": "Q1"}, {"role": "assistant", "content": "call"},
+                        {"role": "tool", "content": "R1"}, {"role": "user", "content": "Q2"}), "1")
+    listed = render_prompt(tokenizer, shot, (ECHO,))  # the tiny template ignores tools=: a system message lists it
+    assert listed.startswith("<|im_start|>system\nYou can use these tools:\n") and '"name": "echo"' in listed
+    assert "<|im_start|>tool\nR1<|im_end|>" in listed
+    as_user = render_prompt(tokenizer, shot, (), role="user")
+    assert "system" not in as_user and "<|im_start|>user\nR1<|im_end|>" in as_user
+    assert as_user.endswith("<|im_start|>assistant\n")
+    turn = EnvironmentTurn.of(tokenizer, "user")
+    assert (turn.before, turn.after, turn.role) == ("\n<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n",
+                                                    "user")

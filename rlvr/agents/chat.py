@@ -31,10 +31,19 @@ def tools_system_text(tools: Sequence[ToolSpec]) -> str:
     return "You can use these tools:\n" + "\n".join(lines) + "\n" + CALL_FORMAT
 
 
-def render_prompt(tokenizer, prompt: Prompt, tools: Sequence[ToolSpec]) -> str:
+@dataclass(frozen=True)
+class Rendering:
+    """How episodes are written for the model (episode.observation_role, episode.list_tools)."""
+
+    observation_role: str = "tool"  # role of environment turns, and of the tool turns in a task's examples
+    list_tools: bool = True  # declare the tools (tools= or a system message); False: the task's examples show them
+
+
+def render_prompt(tokenizer, prompt: Prompt, tools: Sequence[ToolSpec], role: str = "tool") -> str:
     """The prompt text the first model turn continues. The tools go to the template as `tools=`; a template that
-    renders nothing of them (no tool name appears) gets them as a system message instead (SmolLM2's does so)."""
-    messages = list(prompt.messages)
+    renders nothing of them (no tool name appears) gets them as a system message instead (SmolLM2's does so).
+    Tool turns of the prompt (a task's worked example) are written in `role`, as the episode's own will be."""
+    messages = [{**m, "role": role} if m.get("role") == "tool" else m for m in prompt.messages]
     render = lambda ms, **kw: tokenizer.apply_chat_template(ms, tokenize=False, add_generation_prompt=True, **kw)  # noqa: E731
     if not tools:
         return render(messages)
@@ -58,13 +67,14 @@ class EnvironmentTurn:
     role: str  # "tool", or "user" for templates that have no tool role
 
     @classmethod
-    def of(cls, tokenizer) -> "EnvironmentTurn":
+    def of(cls, tokenizer, role: str = "tool") -> "EnvironmentTurn":
+        """The pieces for `role`; a template that cannot render a tool turn falls back to a user turn."""
         errors = []
-        for role in ("tool", "user"):
+        for tried in dict.fromkeys((role, "user")):
             try:
-                return cls._cut(tokenizer, role)
+                return cls._cut(tokenizer, tried)
             except Exception as err:  # noqa: BLE001 - jinja raises its own errors for roles a template refuses
-                errors.append(f"{role}: {err}")
+                errors.append(f"{tried}: {err}")
         raise TemplateError("the chat template cannot render an environment turn after an assistant turn ("
                             + "; ".join(errors) + "); multi-turn episodes need a template with a tool or user role")
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from rlvr.agents.chat import EnvironmentTurn, render_prompt
+from rlvr.agents.chat import EnvironmentTurn, Rendering, render_prompt
 from rlvr.agents.protocol import Budgets, Environment, Episode, EpisodeRecord
 from rlvr.agents.tool_calls import parse_turn
 from rlvr.errors import UserFacingError
@@ -70,13 +70,15 @@ class EpisodeRunner:
     """`generate(prompts, G, sampling)` as every engine has it, playing episodes: the GRPO loop, dynamic sampling,
     the curriculum and evaluation call it unchanged. Weight sync and the agreement check go to the wrapped engine."""
 
-    def __init__(self, engine, tokenizer, environment: Environment, budgets: Budgets):
+    def __init__(self, engine, tokenizer, environment: Environment, budgets: Budgets,
+                 rendering: Rendering | None = None):
         if not isinstance(engine, MultiTurnEngine):
             raise EpisodeEngineError(
                 f"the rollout engine {type(engine).__name__} cannot run multi-turn episodes yet (task "
                 f"{environment.name!r} needs them); use rollout.engine.kind=hf or hf_process")
         self.engine, self.tokenizer, self.environment, self.budgets = engine, tokenizer, environment, budgets
-        self.turn_template = EnvironmentTurn.of(tokenizer)
+        self.rendering = rendering if rendering is not None else Rendering()
+        self.turn_template = EnvironmentTurn.of(tokenizer, self.rendering.observation_role)
 
     def __getattr__(self, name: str):
         """Weight sync, the agreement check and close are the wrapped engine's (when it has them: SyncedEngine is
@@ -87,7 +89,8 @@ class EpisodeRunner:
         raise AttributeError(name)
 
     def generate(self, prompts: list[Prompt], group_size: int, sampling: SamplingParams) -> RolloutBatch:
-        contexts = [self.tokenizer(render_prompt(self.tokenizer, p, self.environment.tools),
+        listed = self.environment.tools if self.rendering.list_tools else ()
+        contexts = [self.tokenizer(render_prompt(self.tokenizer, p, listed, self.turn_template.role),
                                    add_special_tokens=False)["input_ids"] for p in prompts]
         rows = [_Row(self.environment.start(p), contexts[i]) for i, p in enumerate(prompts) for _ in range(group_size)]
         for turn, seed in enumerate(_turn_seeds(sampling, self.budgets.max_turns)):

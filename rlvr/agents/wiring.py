@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from rlvr.agents.chat import Rendering
 from rlvr.agents.protocol import Budgets, Environment
 from rlvr.config.base import ConfigError
 
@@ -24,6 +25,7 @@ class EpisodeParts:
     environment: Environment
     budgets: Budgets
     state_weight: float
+    rendering: Rendering
     config: Any  # the RunConfig with the task's answer verifiers in task.verifiers (what the rewarder is built from)
 
     @property
@@ -52,7 +54,8 @@ def episode_parts(task, config: RunConfig) -> EpisodeParts | None:
     if not config.task.verifiers and not environment.scores_state:
         raise ConfigError(f"task.name={config.task.name}: its environment {environment.name!r} has no state to "
                           "check, so task.verifiers must name at least one answer verifier")
-    return EpisodeParts(environment, budgets_of(config.episode), config.episode.state_weight, config)
+    rendering = Rendering(config.episode.observation_role, config.episode.list_tools)
+    return EpisodeParts(environment, budgets_of(config.episode), config.episode.state_weight, rendering, config)
 
 
 def episode_rewarder(parts: EpisodeParts):
@@ -67,7 +70,7 @@ def episode_rewarder(parts: EpisodeParts):
 def episode_engine(engine, tokenizer, parts: EpisodeParts):
     from rlvr.agents.episodes import EpisodeRunner
 
-    return EpisodeRunner(engine, tokenizer, parts.environment, parts.budgets)
+    return EpisodeRunner(engine, tokenizer, parts.environment, parts.budgets, parts.rendering)
 
 
 def episode_plan(plan, rewarder):

@@ -147,6 +147,11 @@ class EpisodeConfig(_Section):
     tokens_per_turn: int = Field(48, ge=1, description="sampled tokens in one model turn")
     tokens_per_episode: int = Field(192, ge=1, description="all tokens after the prompt (sampled + environment)")
     tool_time_limit_s: float = Field(2.0, gt=0, description="wall-clock limit of one tool call")
+    observation_role: Literal["tool", "user"] = Field(
+        "tool", description="role of the environment's turns (and of the tool turns in a task's worked examples); "
+                            "user for models never trained on a tool role (SmolLM2: README, Agents that act)")
+    list_tools: bool = Field(True, description="declare the tools to the model (chat template tools=, else a system "
+                                               "message); false: the task's worked examples alone show them")
     state_weight: float = Field(1.0, ge=0, description="weight of the environment's final-state verdict in the "
                                                        "reward (environments that have a state to check)")
     partial_credit: bool = Field(False, description="filesystem: score the share of paths that match, not all-or-"

@@ -13,7 +13,7 @@ AnyRunConfig = Any
 # The keys of rlvr.tasks.TASKS and rlvr.verifiers.VERIFIERS, in their order (tests/test_config.py checks that they
 # agree): names are checked against these, so config imports no registry (issue 25). task.name and task.verifiers
 # stay plain `str` fields: a TaskConfig built in code still reaches build_task, whose message names the valid tasks.
-TaskName = Literal["arithmetic", "qa"]
+TaskName = Literal["arithmetic", "qa", "calculator", "filesystem"]
 VerifierName = Literal["math", "format", "answer_format", "think_format", "tag_count", "language", "tool_call", "code"]
 
 

@@ -24,10 +24,24 @@ def _qa(config: TaskConfig) -> Task:
     return QATask(config)
 
 
+def _calculator(config: TaskConfig) -> Task:
+    from rlvr.agents.envs.calculator import CalculatorTask
+
+    return CalculatorTask(config)
+
+
+def _filesystem(config: TaskConfig) -> Task:
+    from rlvr.agents.envs.filesystem import FilesystemTask
+
+    return FilesystemTask(config)
+
+
 # A new task also goes into rlvr.config.rules.TaskName, the names config validation accepts (a test checks).
 TASKS: dict[str, Callable[[TaskConfig], Task]] = {
     "arithmetic": _arithmetic,
     "qa": _qa,
+    "calculator": _calculator,  # environment tasks (issue 26): also have .environment(episode) and .answer_verifiers
+    "filesystem": _filesystem,
 }
 
 

@@ -13,10 +13,11 @@ AnyRunConfig = Any
 # The keys of rlvr.tasks.TASKS and rlvr.verifiers.VERIFIERS, in their order (tests/test_config.py checks that they
 # agree): names are checked against these, so config imports no registry (issue 25). task.name and task.verifiers
 # stay plain `str` fields: a TaskConfig built in code still reaches build_task, whose message names the valid tasks.
-TaskName = Literal["arithmetic", "qa", "reasoning_gym", "textarena", "code_agent"]
+TaskName = Literal["arithmetic", "qa", "reasoning_gym", "textarena", "code_agent", "calculator",
+                   "filesystem"]
 # The tasks that play multi-turn episodes (their task object has `environment(...)`, rlvr/agents/wiring.py; a test
 # checks this list against the registry). Their rules: _episode_problems.
-EPISODE_TASKS: tuple[str, ...] = ("textarena", "code_agent")
+EPISODE_TASKS: tuple[str, ...] = ("textarena", "code_agent", "calculator", "filesystem")
 VerifierName = Literal["math", "format", "answer_format", "think_format", "tag_count", "language", "tool_call", "code",
                        "reasoning_gym"]
 

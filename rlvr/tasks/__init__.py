@@ -42,6 +42,18 @@ def _code_agent(config: TaskConfig) -> Task:
     return CodeAgentTask(config)
 
 
+def _calculator(config: TaskConfig) -> Task:
+    from rlvr.agents.envs.calculator import CalculatorTask
+
+    return CalculatorTask(config)
+
+
+def _filesystem(config: TaskConfig) -> Task:
+    from rlvr.agents.envs.filesystem import FilesystemTask
+
+    return FilesystemTask(config)
+
+
 # A new task also goes into rlvr.config.rules.TaskName, the names config validation accepts (a test checks).
 TASKS: dict[str, Callable[[TaskConfig], Task]] = {
     "arithmetic": _arithmetic,
@@ -49,6 +61,8 @@ TASKS: dict[str, Callable[[TaskConfig], Task]] = {
     "reasoning_gym": _reasoning_gym,  # reasoning-gym's procedural datasets, its own scorer (issue 26, item 6)
     "textarena": _textarena,  # a single-player TextArena game, played over several turns (issue 26, item 6)
     "code_agent": _code_agent,  # an environment task (issue 26): also .environment(episode) and .answer_verifiers
+    "calculator": _calculator,  # environment tasks (issue 26): also have .environment(episode) and .answer_verifiers
+    "filesystem": _filesystem,
 }
 
 

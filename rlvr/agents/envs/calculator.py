@@ -1,0 +1,247 @@
+"""The calculator environment and its task (issue 26, item 5a): multi-step arithmetic word problems and one tool,
+`calculate(expression)`, that evaluates + - * / and parentheses over whole numbers.
+
+The evaluator never calls eval: the text must consist of digits, operators, parentheses and spaces, is parsed
+with `ast` and only number literals, unary +/- and the four binary operators are walked, in exact fractions.
+Sizes are bounded (the expression's length, its node count, every literal and every intermediate value), so
+`9**9**9`, a 10 MB string or `__import__('os')` come back as an "error: ..." text, never as an exception or a
+hang. The environment has no state: the answer is checked by the "math" verifier on the last model turn
+("Answer: <number>"; Prompt.reference is the number) and score_state returns None.
+
+Problems: templates of 2 operations (level 1, numbers 2..12) or 3 operations (level 2, numbers 2..9), kept when
+every step stays a whole non-negative number. A problem's identity is "<template> <numbers>" (e.g.
+"apples 3 5 2"); the held-out split hashes it (rlvr/agents/envs/common.py). The one-shot example's template is
+in no split.
+"""
+from __future__ import annotations
+
+import ast
+import itertools
+import operator
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+
+from rlvr.agents.envs.common import Example, SplitTask, one_shot_messages, split_by_hash, user_turn
+from rlvr.agents.protocol import Episode, ModelTurn, Observation, ToolSpec
+from rlvr.agents.tool_calls import run_calls
+from rlvr.config.run import ConfigError, TaskConfig
+from rlvr.config.sections import EpisodeConfig
+from rlvr.types import Prompt, Verdict
+
+MAX_EXPRESSION_CHARS = 200  # a word problem's expression is ~20 characters
+MAX_NODES = 100  # ast nodes: bounds the walk whatever the text
+MAX_LITERAL = 10**12  # digits a model could mean; more is a runaway
+MAX_MAGNITUDE = 10**15  # every intermediate value; products of two big literals stop here
+_ALLOWED_CHARS = frozenset("0123456789+-*/() \t\n")
+_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+
+
+class CalcError(ValueError):
+    """What is wrong with an expression, in words the model reads back."""
+
+
+def _walk(node: ast.AST) -> Fraction:
+    if isinstance(node, ast.Constant):
+        if type(node.value) is not int:  # bool is an int subclass; floats cannot pass the character check
+            raise CalcError(f"only whole numbers are allowed, got {node.value!r}")
+        if abs(node.value) > MAX_LITERAL:
+            raise CalcError(f"number too large (at most {MAX_LITERAL})")
+        return Fraction(node.value)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.UAdd, ast.USub)):
+        value = _walk(node.operand)
+        return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.BinOp):
+        apply = _OPERATORS.get(type(node.op))
+        if apply is None:
+            raise CalcError("only + - * / and parentheses are supported (no **, //, %)")
+        left, right = _walk(node.left), _walk(node.right)
+        if isinstance(node.op, ast.Div) and right == 0:
+            raise CalcError("division by zero")
+        value = apply(left, right)
+        if abs(value) > MAX_MAGNITUDE:
+            raise CalcError(f"result too large (at most {MAX_MAGNITUDE})")
+        return value
+    if isinstance(node, ast.Call):  # "2(3 + 4)": what the model meant is a product
+        raise CalcError("a number or ')' right before '(' needs an operator, e.g. 2 * (3 + 4)")
+    raise CalcError(f"{type(node).__name__} is not allowed; use whole numbers, + - * / and parentheses")
+
+
+def exact_value(expression: object) -> Fraction:
+    """The expression's exact value; CalcError (only) on anything else."""
+    if not isinstance(expression, str):
+        raise CalcError(f"the expression must be a string, got {type(expression).__name__}")
+    if len(expression) > MAX_EXPRESSION_CHARS:
+        raise CalcError(f"expression longer than {MAX_EXPRESSION_CHARS} characters")
+    text = expression.strip()
+    if not text:
+        raise CalcError("empty expression")
+    bad = sorted(set(text) - _ALLOWED_CHARS)
+    if bad:
+        raise CalcError(f"unexpected character {bad[0]!r}; use whole numbers, + - * / and parentheses")
+    try:
+        tree = ast.parse(text, mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # the parser's own limits (nesting) included
+        raise CalcError(f"cannot read {text[:40]!r} as an expression") from None
+    if sum(1 for _ in ast.walk(tree)) > MAX_NODES:
+        raise CalcError(f"expression has more than {MAX_NODES} parts")
+    return _walk(tree.body)
+
+
+def format_value(value: Fraction) -> str:
+    """Whole numbers as integers; other quotients to 6 decimals, trailing zeros dropped."""
+    if value.denominator == 1:
+        return str(value.numerator)
+    return f"{float(value):.6f}".rstrip("0").rstrip(".")
+
+
+def evaluate(expression: object) -> str:
+    """The `calculate` tool: the value as text, or "error: ..." (never raises)."""
+    try:
+        return format_value(exact_value(expression))
+    except CalcError as err:
+        return f"error: {err}"
+
+
+CALCULATE = ToolSpec(
+    name="calculate",
+    description="Evaluate an arithmetic expression with whole numbers, + - * / and parentheses, e.g. '3 + 2 * 4'.",
+    parameters={"type": "object", "properties": {"expression": {"type": "string", "description": "e.g. '(7 - 2) * 3'"}},
+                "required": ["expression"], "additionalProperties": False},
+)
+
+
+@dataclass(frozen=True)
+class Template:
+    key: str
+    text: str  # the question, with {a} {b} {c} ({d}) for the numbers
+    expression: str  # the same numbers as an expression: the reference is its value
+
+
+# Level 1: two operations; level 2: three. Phrasings vary the operation order and the role of parentheses.
+TEMPLATES: dict[int, tuple[Template, ...]] = {
+    1: (
+        Template("apples", "Tom has {a} apples and buys {b} bags with {c} apples in each. How many apples does he "
+                           "have now?", "{a} + {b} * {c}"),
+        Template("pens", "A box holds {a} pens. Sara fills {b} boxes, then gives away {c} pens. How many pens does "
+                         "she have left?", "{a} * {b} - {c}"),
+        Template("birds", "There are {a} birds on a tree. {b} more birds land on it, then {c} fly away. How many "
+                          "birds are on the tree now?", "{a} + {b} - {c}"),
+        Template("stickers", "{a} children have {b} stickers each. They share all the stickers equally among {c} "
+                             "groups. How many stickers does each group get?", "{a} * {b} / {c}"),
+        Template("flowers", "A farmer plants {a} red and {b} yellow flowers in each row. There are {c} rows. How "
+                            "many flowers does he plant?", "({a} + {b}) * {c}"),
+        Template("tickets", "A ticket costs {a} dollars. With a coupon it costs {b} dollars less. How much do {c} "
+                            "tickets with the coupon cost?", "({a} - {b}) * {c}"),
+        Template("cookies", "Mom bakes {a} cookies and Dad bakes {b}. They put them into {c} jars, the same number "
+                            "in each. How many cookies are in each jar?", "({a} + {b}) / {c}"),
+    ),
+    2: (
+        Template("market", "Tom has {a} apples and buys {b} bags with {c} apples in each. Then he eats {d} apples. "
+                           "How many apples does he have now?", "{a} + {b} * {c} - {d}"),
+        Template("garden", "A farmer plants {a} red and {b} yellow flowers in each of {c} rows. Then {d} flowers "
+                           "die. How many flowers are left?", "({a} + {b}) * {c} - {d}"),
+        Template("bakery", "A baker makes {a} trays of {b} muffins and {c} more muffins. She packs them equally "
+                           "into {d} boxes. How many muffins go in each box?", "({a} * {b} + {c}) / {d}"),
+    ),
+}
+NUMBERS = {1: range(2, 13), 2: range(2, 10)}
+EXAMPLE = Template("pencils", "Lena has 3 boxes with 4 pencils in each and 2 more pencils. How many pencils does "
+                              "she have?", "3 * 4 + 2")
+EXAMPLE_LEAD = "I will use the calculator."  # a sentence before the call: see common.one_shot_messages
+
+
+@dataclass(frozen=True)
+class Problem:
+    canonical: str  # "apples 3 5 2": the identity hashed for the split and shown in Prompt.id
+    question: str
+    expression: str
+    value: int
+    template: str
+
+
+def _story_value(node: ast.AST, numbers: dict[str, int]) -> Fraction | None:
+    """A template's value for these numbers, or None when a step is not a whole number >= 0 (the story never has
+    half a cookie or -3 birds). Templates are ours: names and the four operators only."""
+    if isinstance(node, ast.Name):
+        return Fraction(numbers[node.id])
+    assert isinstance(node, ast.BinOp), ast.dump(node)
+    left, right = _story_value(node.left, numbers), _story_value(node.right, numbers)
+    if left is None or right is None or (isinstance(node.op, ast.Div) and right == 0):
+        return None
+    value = _OPERATORS[type(node.op)](left, right)
+    return value if value.denominator == 1 and value >= 0 else None
+
+
+def _problems(template: Template, numbers: range) -> list[Problem]:
+    names = "abcd"[: template.expression.count("{")]
+    tree = ast.parse(template.expression.format(**{n: n for n in names}), mode="eval").body  # parsed once
+    found = []
+    for values in itertools.product(numbers, repeat=len(names)):
+        fill = dict(zip(names, values))
+        value = _story_value(tree, fill)
+        if value is not None:
+            found.append(Problem(f"{template.key} {' '.join(map(str, values))}", template.text.format(**fill),
+                                 template.expression.format(**fill), int(value), template.key))
+    return found
+
+
+@lru_cache(maxsize=None)
+def splits(level: int) -> tuple[tuple[Problem, ...], tuple[Problem, ...]]:
+    """(train, held_out) of a level."""
+    if level not in TEMPLATES:
+        raise ConfigError(f"task.level: calculator has levels {', '.join(map(str, TEMPLATES))} (2 or 3 operations), "
+                          f"got {level}")
+    problems = [p for t in TEMPLATES[level] for p in _problems(t, NUMBERS[level])]
+    return split_by_hash(problems, lambda p: p.canonical)
+
+
+class CalculatorEpisode:
+    """Stateless: each turn's calls are run; a turn without calls is the answer."""
+
+    def __init__(self, limit_s: float) -> None:
+        self.limit_s = limit_s
+
+    def respond(self, turn: ModelTurn) -> Observation:
+        return run_calls(turn, {"calculate": evaluate}, self.limit_s)
+
+    def final_state(self) -> str:
+        return ""
+
+
+class CalculatorEnvironment:
+    name = "calculator"
+    tools = (CALCULATE,)
+    scores_state = False  # stateless: the "math" verifier on the final answer scores an episode
+
+    def __init__(self, episode: EpisodeConfig) -> None:
+        self.limit_s = episode.tool_time_limit_s
+
+    def start(self, prompt: Prompt) -> Episode:
+        return CalculatorEpisode(self.limit_s)
+
+    def score_state(self, final_state: str, prompt: Prompt) -> Verdict | None:
+        return None  # no state: the "math" verifier on the answer alone scores the episode
+
+
+class CalculatorTask(SplitTask):
+    """Word problems of one level; the answer verifiers are the task's own (task.verifiers, "math" by default)."""
+
+    def __init__(self, config: TaskConfig) -> None:
+        self.answer_verifiers: dict[str, float] | None = None  # None = task.verifiers ("math" reads the answer)
+        self.config = config
+        self.level = config.level
+        self.name = f"calculator-l{self.level}"
+        self.train, self.held_out = splits(self.level)
+
+    def prompt(self, problem: Problem, split: str) -> Prompt:
+        value = format_value(exact_value(EXAMPLE.expression))
+        example = Example(user_turn(EXAMPLE.text, self.config.instruction), EXAMPLE_LEAD,
+                          (("calculate", {"expression": EXAMPLE.expression}),), (value,), f"Answer: {value}")
+        messages = one_shot_messages(example, user_turn(problem.question, self.config.instruction), self.config)
+        return Prompt(id=f"calculator-l{self.level}/{split}/{problem.canonical}", messages=messages,
+                      reference=str(problem.value),
+                      columns={"level": self.level, "template": problem.template, "expression": problem.expression})
+
+    def environment(self, episode: EpisodeConfig) -> CalculatorEnvironment:
+        return CalculatorEnvironment(episode)

@@ -1,0 +1,161 @@
+"""The calculator environment and task (issue 26, item 5a): the safe evaluator, the problems and their split, and an
+episode driven by hand-written model turns through the strict parser."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from rlvr.agents.envs import calculator
+from rlvr.agents.envs.calculator import CALCULATE, CalculatorTask, evaluate, splits
+from rlvr.agents.envs.common import split_by_hash
+from rlvr.agents.protocol import Environment, Episode
+from rlvr.agents.tool_calls import parse_turn
+from rlvr.config.run import ConfigError, TaskConfig
+from rlvr.config.sections import EpisodeConfig
+from rlvr.tasks import build_task
+from rlvr.types import Outcome
+from rlvr.verifiers import build_verifiers
+
+
+@pytest.mark.parametrize("expression, value", [
+    ("3 + 2 * 4", "11"),  # * first: 2*4 = 8, 3+8 = 11
+    ("(3 + 2) * 4", "20"),  # parentheses first: 5*4
+    ("10 - 4 - 3", "3"),  # left to right: 6-3, not 10-1
+    ("12 / 4 / 3", "1"),  # left to right: 3/3, not 12/(4/3) = 9
+    ("7 / 2", "3.5"),
+    ("1 / 3", "0.333333"),  # 6 decimals
+    ("-5 + 2", "-3"),
+    (" 8 * (2 - 5) ", "-24"),  # 8 * -3
+    ("(1 / 3) * 3", "1"),  # exact fractions: a float would give 1.0 or 0.9999...
+])
+def test_evaluator_hand_checked_values(expression, value):
+    assert evaluate(expression) == value
+
+
+@pytest.mark.parametrize("expression, reason", [
+    ("__import__('os').system('echo hi')", "unexpected character"),
+    ("(1).real", "unexpected character '.'"),
+    ("9**9**9", "only + - * /"),
+    ("2 // 3", "only + - * /"),
+    ("1 / 0", "division by zero"),
+    ("1 / (2 - 2)", "division by zero"),
+    ("1" * 10**6, "longer than 200"),
+    ("9999999999999 + 1", "number too large"),  # 13 digits > 10**12
+    ("999999999999 * 999999999999", "result too large"),  # each literal allowed, the product is 10**24
+    ("1+" * 60 + "1", "more than 100 parts"),  # 181 characters, 60 BinOps + 60 operators + 61 numbers
+    ("(" * 199 + "1", "cannot read"),
+    ("3 +", "cannot read"),
+    ("2 (3 + 4)", "needs an operator, e.g. 2 * (3 + 4)"),  # parses as a call
+    ("   ", "empty expression"),
+    (5, "must be a string"),
+])
+def test_attacks_and_bad_input_are_error_text(expression, reason):
+    started = time.perf_counter()
+    result = evaluate(expression)
+    assert result.startswith("error: ") and reason in result, result
+    assert time.perf_counter() - started < 1.0  # 9**9**9 would not finish if it were computed
+
+
+def test_the_tool_schema_is_strict():
+    schema = CALCULATE.parameters
+    assert schema["required"] == ["expression"] and schema["additionalProperties"] is False
+    assert schema["properties"]["expression"]["type"] == "string"
+    bad = ['{"name": "calculate", "arguments": {"expression": 3}}',
+           '{"name": "calculate", "arguments": {"expression": "1", "x": 1}}',
+           '{"name": "calculate", "arguments": {}}']
+    for payload in bad:
+        turn = parse_turn(0, f"<tool_call>{payload}</tool_call>", (CALCULATE,))
+        assert not turn.calls and len(turn.errors) == 1 and "invalid arguments" in turn.errors[0]
+
+
+def test_problems_match_their_expression_and_the_tool():
+    train, held = splits(1)
+    by_name = {p.canonical: p for p in train + held}
+    apples = by_name["apples 3 5 2"]  # Tom has 3 apples and buys 5 bags with 2 in each: 3 + 5*2 = 13
+    assert apples.value == 13 and apples.expression == "3 + 5 * 2" and "Tom has 3 apples" in apples.question
+    assert by_name["stickers 4 6 3"].value == 8  # 4 children x 6 stickers = 24, shared among 3 groups
+    assert "stickers 4 6 5" not in by_name  # 24 / 5 is not whole: dropped
+    assert "tickets 3 5 2" not in by_name  # a ticket of 3 - 5 = -2 dollars: dropped
+    assert all(evaluate(p.expression) == str(p.value) for p in train + held)
+
+
+def test_split_is_hashed_disjoint_and_stable():
+    for level, operations, problems in ((1, 2, 6658), (2, 3, 9131)):
+        train, held = splits(level)
+        # a fifth held out (6658 // 5 = 1331, 9131 // 5 = 1826), the rest train
+        assert (len(train) + len(held), len(held)) == (problems, problems // 5)
+        assert not {p.canonical for p in train} & {p.canonical for p in held}
+        assert {sum(p.expression.count(op) for op in "+-*/") for p in train + held} == {operations}
+        # the order of enumeration does not matter, only the hash of the canonical text
+        again = split_by_hash(list(reversed(train + held)), lambda p: p.canonical)
+        assert again == (train, held)
+    # sha256("birds 10 12 5") starts 00112462, the smallest of level 1: first in the evaluation order
+    assert splits(1)[1][0].canonical == "birds 10 12 5"
+    templates = {p.template for p in splits(1)[0] + splits(1)[1]}
+    assert calculator.EXAMPLE.key not in templates and len(templates) == 7
+
+
+def test_train_stream_never_shows_held_out_and_eval_ignores_seeds():
+    task = CalculatorTask(TaskConfig(name="calculator"))
+    eval_ids = [p.id for p in task.eval_prompts(10**5)]
+    assert len(eval_ids) == len(splits(1)[1]) and all("/eval/" in i for i in eval_ids)
+    held = {i.split("/eval/")[1] for i in eval_ids}
+    for seed in (0, 1):
+        stream = task.train_prompts(seed)
+        drawn = [next(stream) for _ in range(300)]
+        assert not {p.id.split("/train/")[1] for p in drawn} & held
+    first, second = task.train_prompts(7), task.train_prompts(7)
+    assert [next(first).id for _ in range(20)] == [next(second).id for _ in range(20)]
+    assert [p.id for p in CalculatorTask(TaskConfig(name="calculator")).eval_prompts(50)] == eval_ids[:50]
+
+
+def test_prompt_carries_a_one_shot_tool_exchange():
+    prompt = build_task(TaskConfig(name="calculator")).eval_prompts(1)[0]
+    roles = [m["role"] for m in prompt.messages]
+    assert roles == ["user", "assistant", "tool", "assistant", "user"]
+    shown = parse_turn(0, prompt.messages[1]["content"], (CALCULATE,))  # the example's call is itself valid
+    assert len(shown.calls) == 1 and not shown.errors
+    # a sentence before the call: without it the 135M model starts its turn like the tool turn (common.py)
+    assert prompt.messages[1]["content"].startswith("I will use the calculator.\n<tool_call>")
+    assert evaluate(shown.calls[0].arguments["expression"]) in prompt.messages[2]["content"]
+    assert prompt.messages[3]["content"] == "Answer: 14"
+    assert prompt.reference == str(int(prompt.reference)) and prompt.id.startswith("calculator-l1/eval/")
+    one_shot_off = CalculatorTask(TaskConfig(name="calculator", one_shot=False)).eval_prompts(1)[0]
+    assert [m["role"] for m in one_shot_off.messages] == ["user"]
+
+
+def test_levels_and_registration():
+    task = build_task(TaskConfig(name="calculator", level=2))
+    assert isinstance(task, CalculatorTask) and task.name == "calculator-l2" and task.answer_verifiers is None
+    with pytest.raises(ConfigError, match="calculator has levels 1, 2"):
+        build_task(TaskConfig(name="calculator", level=3))
+
+
+def test_episode_driven_by_parsed_turns():
+    task = CalculatorTask(TaskConfig(name="calculator"))
+    prompt = next(p for p in task.eval_prompts(10**5) if p.columns["expression"] == "10 + 12 - 5")
+    env = task.environment(EpisodeConfig(tool_time_limit_s=1.0))
+    assert isinstance(env, Environment) and env.score_state("", prompt) is None
+    episode = env.start(prompt)
+    assert isinstance(episode, Episode) and episode.final_state() == ""
+
+    def respond(index, text):
+        return episode.respond(parse_turn(index, text, env.tools))
+
+    call = '<tool_call>{"name": "calculate", "arguments": {"expression": "10 + 12 - 5"}}</tool_call>'
+    first = respond(0, "I will use the calculator.\n" + call)
+    assert first.text == "<tool_response>\n17\n</tool_response>" and (first.valid_calls, first.invalid_calls) == (1, 0)
+    assert not first.done
+    malformed = respond(1, '<tool_call>{"name": "calculate", "arguments": {"expression": "1"}</tool_call>')
+    assert (malformed.valid_calls, malformed.invalid_calls, malformed.done) == (0, 1, False)
+    assert "malformed tool call" in malformed.text
+    unknown = respond(2, '<tool_call>{"name": "python", "arguments": {"code": "1"}}</tool_call>' + call)
+    assert (unknown.valid_calls, unknown.invalid_calls) == (1, 1) and "unknown tool 'python'" in unknown.text
+    zero = respond(3, '<tool_call>{"name": "calculate", "arguments": {"expression": "1 / 0"}}</tool_call>')
+    assert "error: division by zero" in zero.text and zero.valid_calls == 1  # the tool ran; its answer is an error
+    final = respond(4, "Answer: 17")
+    assert final.done and final.text is None
+    math = build_verifiers(TaskConfig(name="calculator"))["math"]
+    assert math.verify("Answer: 17", prompt.reference).outcome is Outcome.CORRECT
+    assert math.verify("Answer: 27", prompt.reference).outcome is Outcome.WRONG

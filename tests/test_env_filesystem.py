@@ -1,0 +1,264 @@
+"""The filesystem environment and task (issue 26, item 5b): each tool and its POSIX-like errors, paths that try to
+leave the root, the scoring of final trees (exact and partial credit), the problems and their split, and an episode
+driven by hand-written model turns through the strict parser."""
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from rlvr.agents.envs import filesystem
+from rlvr.agents.envs.filesystem import TOOLS, FilesystemTask, score_tree, splits
+from rlvr.agents.envs.fs_tree import MAX_ENTRIES, FileTree, canonical_json
+from rlvr.agents.protocol import Environment, Episode
+from rlvr.agents.tool_calls import parse_turn
+from rlvr.config.run import ConfigError, TaskConfig
+from rlvr.config.sections import EpisodeConfig
+from rlvr.tasks import build_task
+from rlvr.types import Outcome
+
+
+def tools(root=None):
+    tree = FileTree(root if root is not None else {"docs": {"a.txt": "x"}, "notes.txt": "hello", "empty": {}})
+    return tree, tree.handlers()
+
+
+def test_ls_and_cat():
+    tree, t = tools()
+    assert t["ls"](path=".") == "docs/\nempty/\nnotes.txt" and t["ls"](path="/") == t["ls"](path="")
+    assert t["ls"](path="docs") == "a.txt" and t["ls"](path="empty") == "(empty)"
+    assert t["ls"](path="notes.txt") == "notes.txt"
+    assert t["ls"](path="nope") == "error: ls: nope: No such file or directory"
+    assert t["cat"](path="docs/a.txt") == "x" and t["cat"](path="/notes.txt") == "hello"
+    assert t["cat"](path="docs") == "error: cat: docs: Is a directory"
+    assert t["cat"](path="notes.txt/a") == "error: cat: notes.txt/a: Not a directory"
+    assert t["cat"](path="docs/b/c") == "error: cat: docs/b/c: No such file or directory"
+
+
+def test_write_and_mkdir():
+    tree, t = tools()
+    assert t["write"](path="new.txt", content="hi") == "ok" and t["write"](path="notes.txt", content="bye") == "ok"
+    assert tree.root["new.txt"] == "hi" and tree.root["notes.txt"] == "bye"  # created, then replaced
+    assert t["write"](path="docs", content="x") == "error: write: docs: Is a directory"
+    assert t["write"](path="no/a.txt", content="x") == "error: write: no/a.txt: No such file or directory"
+    assert t["write"](path="notes.txt/a", content="x") == "error: write: notes.txt/a: Not a directory"
+    assert "File too large" in t["write"](path="big.txt", content="y" * 501)
+    assert "root folder" in t["write"](path="/", content="x")
+    assert t["mkdir"](path="docs/sub") == "ok" and tree.root["docs"]["sub"] == {}
+    assert t["mkdir"](path="docs") == "error: mkdir: docs: File exists"
+    assert t["mkdir"](path="notes.txt") == "error: mkdir: notes.txt: File exists"
+    assert t["mkdir"](path="x/y") == "error: mkdir: x/y: No such file or directory"  # no -p
+
+
+def test_rm_removes_files_and_whole_folders():
+    tree, t = tools()
+    assert t["rm"](path="notes.txt") == "ok" and "notes.txt" not in tree.root
+    assert t["rm"](path="docs") == "ok" and "docs" not in tree.root  # with a.txt in it
+    assert t["rm"](path="docs") == "error: rm: docs: No such file or directory"
+    assert "root folder" in t["rm"](path="/") and "root folder" in t["rm"](path="empty/..")
+    assert tree.root == {"empty": {}}
+
+
+def test_mv_semantics():
+    tree, t = tools()
+    assert t["mv"](src="notes.txt", dst="renamed.txt") == "ok"  # rename
+    assert t["mv"](src="renamed.txt", dst="docs") == "ok"  # into a folder, keeping the name
+    assert tree.root == {"docs": {"a.txt": "x", "renamed.txt": "hello"}, "empty": {}}
+    assert t["mv"](src="docs/renamed.txt", dst="docs/a.txt") == "ok"  # a file replaces a file
+    assert tree.root["docs"] == {"a.txt": "hello"}
+    assert t["mv"](src="docs", dst="empty") == "ok"  # a folder moves into a folder
+    assert tree.root == {"empty": {"docs": {"a.txt": "hello"}}}
+    assert t["mv"](src="empty/docs/a.txt", dst="/") == "ok" and tree.root["a.txt"] == "hello"  # to the top
+
+
+@pytest.mark.parametrize("src, dst, message", [
+    ("nope", "x", "nope: No such file or directory"),
+    ("notes.txt", "notes.txt", "notes.txt and notes.txt are the same file"),
+    ("docs/a.txt", "docs", "are the same file"),  # into its own folder = itself
+    ("docs", "docs/inner", "cannot move docs to a subdirectory of itself"),
+    ("docs", "docs", "cannot move docs to a subdirectory of itself"),
+    ("notes.txt", "missing/x", "missing/x: No such file or directory"),
+    ("docs", "notes.txt", "cannot overwrite non-directory with directory"),
+    ("empty", "big", "big: Directory not empty"),  # empty would replace big/empty, which holds a file
+    ("/", "docs", "root folder"),
+])
+def test_mv_errors_leave_the_tree_alone(src, dst, message):
+    tree, t = tools({"docs": {"a.txt": "x"}, "notes.txt": "hello", "empty": {}, "big": {"empty": {"f": "1"}}})
+    before = canonical_json(tree.root)
+    result = t["mv"](src=src, dst=dst)
+    assert result.startswith("error: mv: ") and message in result, result
+    assert canonical_json(tree.root) == before
+
+
+@pytest.mark.parametrize("path", ["..", "../etc/passwd", "docs/../../x", "/..", "./../notes.txt"])
+def test_paths_cannot_leave_the_root(path):
+    tree, t = tools()
+    before = canonical_json(tree.root)
+    for name in ("ls", "cat", "mkdir", "rm"):
+        assert "Permission denied (outside the root folder)" in t[name](path=path)
+    assert "outside the root" in t["write"](path=path, content="x")
+    assert "outside the root" in t["mv"](src="notes.txt", dst=path)
+    assert canonical_json(tree.root) == before
+
+
+def test_paths_are_normalized():
+    tree, t = tools()
+    assert t["cat"](path="/docs/../notes.txt") == "hello" and t["cat"](path="./docs//a.txt") == "x"
+    assert t["write"](path="docs/./b.txt", content="y") == "ok" and tree.root["docs"]["b.txt"] == "y"
+    assert "Invalid argument" in t["cat"](path="a\x00b")
+    assert "File name too long" in t["ls"](path="a/" * 200)
+    assert "a path is a string" in t["ls"](path=5)  # the schema stops it first; the handler does not rely on that
+
+
+def test_the_tree_cannot_grow_past_its_bound():
+    tree, t = tools({})
+    results = [t["write"](path=f"f{i}.txt", content="x") for i in range(MAX_ENTRIES + 1)]
+    assert results[:MAX_ENTRIES] == ["ok"] * MAX_ENTRIES and "No space left on device" in results[-1]
+    assert "No space left" in t["mkdir"](path="d") and t["write"](path="f0.txt", content="y") == "ok"  # replace
+
+
+def test_tools_never_raise_on_random_arguments():
+    rng = random.Random(0)
+    pieces = ["..", ".", "/", "docs", "a.txt", "notes.txt", "", "\x00", "é", "x" * 70]
+    tree, t = tools()
+    for _ in range(2000):
+        path = lambda: "/".join(rng.choice(pieces) for _ in range(rng.randrange(4)))  # noqa: E731
+        name = rng.choice(sorted(t))
+        args = {"src": path(), "dst": path()} if name == "mv" else {"path": path()}
+        if name == "write":
+            args["content"] = "c"
+        assert isinstance(t[name](**args), str)
+    assert FileTree.from_json(tree.to_json()).root == tree.root  # whatever happened, the state reads back
+
+
+def test_tool_schemas_are_strict():
+    assert [s.name for s in TOOLS] == ["ls", "cat", "write", "mkdir", "mv", "rm"]
+    for spec in TOOLS:
+        schema = spec.parameters
+        assert schema["additionalProperties"] is False and set(schema["required"]) == set(schema["properties"])
+        assert all(p["type"] == "string" for p in schema["properties"].values())
+    turn = parse_turn(0, '<tool_call>{"name": "mv", "arguments": {"src": "a"}}</tool_call>', TOOLS)
+    assert not turn.calls and "'dst' is a required property" in turn.errors[0]
+
+
+def test_score_exact_and_partial_credit():
+    ref = canonical_json({"docs": {"a": "x"}, "b": "y"})
+    assert score_tree(ref, ref, False).outcome is Outcome.CORRECT
+    # union {docs, docs/a, b}: docs (a folder in both) and b match, docs/a is missing -> 2/3
+    missing = score_tree(canonical_json({"docs": {}, "b": "y"}), ref, True)
+    assert missing.outcome is Outcome.WRONG and missing.score == pytest.approx(2 / 3)
+    assert missing.detail.startswith("docs/a: missing")
+    assert score_tree(canonical_json({"docs": {}, "b": "y"}), ref, False).score == 0.0
+    # union {a, b, c}: a's text differs, c should not exist, b matches -> 1/3; a is the first differing path
+    ref2 = canonical_json({"a": "x", "b": "y"})
+    extra = score_tree(canonical_json({"a": "z", "b": "y", "c": "w"}), ref2, True)
+    assert extra.score == pytest.approx(1 / 3) and extra.detail.startswith("a: text is 'z', expected 'x'")
+    kind = score_tree(canonical_json({"a": "x"}), canonical_json({"a": {}}), True)
+    assert kind.score == 0.0 and kind.detail.startswith("a: is a file, expected a folder")
+    # union {docs, docs/a, a}: after `mv docs/a a` only docs matches -> 1/3
+    moved = score_tree(canonical_json({"docs": {}, "a": "x"}), canonical_json({"docs": {"a": "x"}}), True)
+    assert moved.score == pytest.approx(1 / 3) and moved.outcome is Outcome.WRONG
+    assert score_tree("{}", "{}", True).outcome is Outcome.CORRECT  # nothing on both sides: equal
+
+
+@pytest.mark.parametrize("state", ["not json", "[1, 2]", '{"a": 5}', '{"a/b": "x"}', '{"..": {}}', "[" * 100000,
+                                   json.dumps({f"f{i}": "x" for i in range(MAX_ENTRIES + 1)}), None])
+def test_unreadable_final_states_are_verdicts(state):
+    verdict = score_tree(state, canonical_json({"a": "x"}), True)
+    assert verdict.outcome is Outcome.UNPARSEABLE and verdict.score == 0.0 and verdict.scorable
+
+
+def test_a_bad_reference_is_not_the_models_fault():
+    verdict = score_tree("{}", "oops", True)
+    assert verdict.outcome is Outcome.ERROR and not verdict.scorable
+
+
+def solve(problem):
+    """The calls that reach each template's target, from the problem's names."""
+    key, *names = problem.canonical.split("|")
+    f, second, third = names
+    plan = {"mkdir": [("mkdir", {"path": second})], "write": [("write", {"path": second, "content": third})],
+            "rename": [("mv", {"src": f, "dst": second})], "delete": [("rm", {"path": f})],
+            "overwrite": [("write", {"path": f, "content": third})], "move_into": [("mv", {"src": f, "dst": second})],
+            "mkdir_move": [("mkdir", {"path": second}), ("mv", {"src": f, "dst": second})],
+            "move_out": [("mv", {"src": f"{second}/{f}", "dst": "."}), ("rm", {"path": second})],
+            "copy": [("write", {"path": second, "content": third})]}
+    return plan[key]
+
+
+def test_every_problem_is_small_and_reachable_with_its_level_of_calls():
+    for level in (1, 2):
+        train, held = splits(level)
+        for problem in train + held:
+            tree, handlers = tools(json.loads(problem.start))
+            assert 1 <= len(tree.root) + sum(isinstance(v, dict) and len(v) for v in tree.root.values()) <= 3
+            steps = solve(problem)
+            assert len(steps) == level or problem.template == "copy"  # copy: cat, then write
+            assert [handlers[name](**args) for name, args in steps] == ["ok"] * len(steps)
+            assert score_tree(tree.to_json(), problem.target, False).outcome is Outcome.CORRECT, problem
+
+
+def test_split_is_hashed_disjoint_and_stable_and_the_example_is_in_none():
+    for level in (1, 2):
+        train, held = splits(level)
+        assert len(held) >= 200 and not {p.canonical for p in train} & {p.canonical for p in held}
+        assert all("a.txt" not in p.canonical and "box" not in p.canonical for p in train + held)
+    task = FilesystemTask(TaskConfig(name="filesystem"))
+    held = {p.id.split("/eval/")[1] for p in task.eval_prompts(10**5)}
+    assert len(held) == len(splits(1)[1])
+    for seed in (0, 1):
+        stream = task.train_prompts(seed)
+        assert not {next(stream).id.split("/train/")[1] for _ in range(300)} & held
+    assert [p.id for p in FilesystemTask(TaskConfig(name="filesystem")).eval_prompts(30)] == \
+        [p.id for p in task.eval_prompts(30)]
+
+
+def test_task_registration_and_prompt():
+    task = build_task(TaskConfig(name="filesystem", level=2))
+    assert isinstance(task, FilesystemTask) and task.answer_verifiers == {}
+    prompt = task.eval_prompts(1)[0]
+    assert [m["role"] for m in prompt.messages] == ["user", "assistant", "tool", "assistant", "user"]
+    shown = parse_turn(0, prompt.messages[1]["content"], TOOLS)
+    assert len(shown.calls) == 2 and not shown.errors  # the example's calls are valid
+    assert prompt.id.startswith("filesystem-l2/eval/") and json.loads(prompt.reference) is not None
+    assert prompt.messages[-1]["content"].startswith("Files: ")
+    with pytest.raises(ConfigError, match="filesystem has levels 1, 2"):
+        build_task(TaskConfig(name="filesystem", level=4))
+
+
+def test_episode_driven_by_parsed_turns():
+    task = FilesystemTask(TaskConfig(name="filesystem", level=2))
+    prompt = next(p for p in task.eval_prompts(10**5) if p.columns["template"] == "mkdir_move")
+    _, f, d, _ = prompt.id.split("/eval/")[1].split("|")
+    env = task.environment(EpisodeConfig(partial_credit=True))
+    assert isinstance(env, Environment)
+    episode = env.start(prompt)
+    assert isinstance(episode, Episode) and episode.final_state() == prompt.columns["start"]
+
+    def respond(index, text):
+        return episode.respond(parse_turn(index, text, env.tools))
+
+    mkdir = f'<tool_call>{{"name": "mkdir", "arguments": {{"path": "{d}"}}}}</tool_call>'
+    first = respond(0, "I will use the tools.\n" + mkdir)
+    assert (first.valid_calls, first.invalid_calls, first.done) == (1, 0, False)
+    half = env.score_state(episode.final_state(), prompt)  # union {d, d/f, f}: only d matches -> 1/3
+    assert half.outcome is Outcome.WRONG and half.score == pytest.approx(1 / 3)
+    malformed = respond(1, '<tool_call>{"name": "mv", "arguments": {"src": "x"}</tool_call>')
+    assert (malformed.valid_calls, malformed.invalid_calls) == (0, 1) and "malformed" in malformed.text
+    unknown = respond(2, '<tool_call>{"name": "cp", "arguments": {"src": "x", "dst": "y"}}</tool_call>')
+    assert (unknown.valid_calls, unknown.invalid_calls) == (0, 1) and "unknown tool 'cp'" in unknown.text
+    moved = respond(3, f'<tool_call>{{"name": "mv", "arguments": {{"src": "{f}", "dst": "{d}"}}}}</tool_call>')
+    assert moved.text == "<tool_response>\nok\n</tool_response>" and moved.valid_calls == 1
+    final = respond(4, "Done.")
+    assert final.done and final.text is None
+    verdict = env.score_state(episode.final_state(), prompt)
+    assert verdict.outcome is Outcome.CORRECT and verdict.score == 1.0
+    assert env.start(prompt).final_state() == prompt.columns["start"]  # a new episode starts fresh
+    assert env.score_state("not json", prompt).outcome is Outcome.UNPARSEABLE
+    with pytest.raises(ValueError, match="no valid starting tree"):
+        env.start(build_task(TaskConfig(name="calculator")).eval_prompts(1)[0])
+
+
+def test_filesystem_module_names_its_example_outside_the_problem_names():
+    assert "a.txt" not in filesystem.FILES and "box" not in filesystem.FOLDERS

@@ -113,13 +113,13 @@ def test_train_stream_never_shows_held_out_and_eval_ignores_seeds():
 def test_prompt_carries_a_one_shot_tool_exchange():
     prompt = build_task(TaskConfig(name="calculator")).eval_prompts(1)[0]
     roles = [m["role"] for m in prompt.messages]
-    assert roles == ["user", "assistant", "tool", "assistant", "user"]
+    assert roles == ["user", "assistant", "tool", "assistant"] * 2 + ["user"]  # two worked examples
     shown = parse_turn(0, prompt.messages[1]["content"], (CALCULATE,))  # the example's call is itself valid
     assert len(shown.calls) == 1 and not shown.errors
     # a sentence before the call: without it the 135M model starts its turn like the tool turn (common.py)
     assert prompt.messages[1]["content"].startswith("I will use the calculator.\n<tool_call>")
     assert evaluate(shown.calls[0].arguments["expression"]) in prompt.messages[2]["content"]
-    assert prompt.messages[3]["content"] == "Answer: 14"
+    assert prompt.messages[3]["content"] == "Answer: 14" and prompt.messages[7]["content"] == "Answer: 16"
     assert prompt.reference == str(int(prompt.reference)) and prompt.id.startswith("calculator-l1/eval/")
     one_shot_off = CalculatorTask(TaskConfig(name="calculator", one_shot=False)).eval_prompts(1)[0]
     assert [m["role"] for m in one_shot_off.messages] == ["user"]
@@ -145,7 +145,7 @@ def test_episode_driven_by_parsed_turns():
 
     call = '<tool_call>{"name": "calculate", "arguments": {"expression": "10 + 12 - 5"}}</tool_call>'
     first = respond(0, "I will use the calculator.\n" + call)
-    assert first.text == "<tool_response>\n17\n</tool_response>" and (first.valid_calls, first.invalid_calls) == (1, 0)
+    assert first.text == "17" and (first.valid_calls, first.invalid_calls) == (1, 0)
     assert not first.done
     malformed = respond(1, '<tool_call>{"name": "calculate", "arguments": {"expression": "1"}</tool_call>')
     assert (malformed.valid_calls, malformed.invalid_calls, malformed.done) == (0, 1, False)

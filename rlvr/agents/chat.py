@@ -18,7 +18,7 @@ from rlvr.types import Prompt
 
 _ANSWER, _OBSERVATION = "\u2063rlvr-assistant\u2063", "\u2063rlvr-observation\u2063"  # sentinels: never in a template
 CALL_FORMAT = ('To call a tool, write <tool_call>{"name": <tool name>, "arguments": {<arguments>}}</tool_call> '
-               'and wait for its <tool_response>. Answer without a tool call when you are done.')
+               'and wait for its result. Answer without a tool call when you are done.')
 
 
 class TemplateError(UserFacingError):

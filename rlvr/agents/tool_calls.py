@@ -94,7 +94,11 @@ def _run_with_limit(handler: ToolHandler, arguments: dict[str, Any], limit_s: fl
 
 
 def response_block(text: str) -> str:
-    return f"<tool_response>\n{text}\n</tool_response>"
+    """One call's result as the environment's turn shows it: the plain text. The template already marks the turn
+    as the tool's; the Hermes <tool_response> wrapper made SmolLM2-135M open its own turns with that wrapper
+    instead of a call (issue 26, measured on the calculator: 0/16 valid greedy first turns on level 2 with it,
+    11/16 without). The same function writes the tasks' worked examples, so they show what episodes show."""
+    return text
 
 
 def run_calls(turn: ModelTurn, handlers: Mapping[str, ToolHandler], limit_s: float) -> Observation:

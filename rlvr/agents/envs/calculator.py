@@ -149,6 +149,9 @@ NUMBERS = {1: range(2, 13), 2: range(2, 10)}
 EXAMPLE = Template("pencils", "Lena has 3 boxes with 4 pencils in each and 2 more pencils. How many pencils does "
                               "she have?", "3 * 4 + 2")
 EXAMPLE_LEAD = "I will use the calculator."  # a sentence before the call: see common.one_shot_messages
+# the second worked example (two: see common.one_shot_messages); in no template, so in no split
+SECOND_EXAMPLE = Template("cups", "A shop has 40 cups and sells 6 packs of 4 cups. How many cups are left?",
+                          "40 - 6 * 4")
 
 
 @dataclass(frozen=True)
@@ -224,6 +227,12 @@ class CalculatorEnvironment:
         return None  # no state: the "math" verifier on the answer alone scores the episode
 
 
+def worked_example(template: Template, instruction: str) -> Example:
+    value = format_value(exact_value(template.expression))
+    return Example(user_turn(template.text, instruction), EXAMPLE_LEAD,
+                   (("calculate", {"expression": template.expression}),), (value,), f"Answer: {value}")
+
+
 class CalculatorTask(SplitTask):
     """Word problems of one level; the answer verifiers are the task's own (task.verifiers, "math" by default)."""
 
@@ -235,10 +244,8 @@ class CalculatorTask(SplitTask):
         self.train, self.held_out = splits(self.level)
 
     def prompt(self, problem: Problem, split: str) -> Prompt:
-        value = format_value(exact_value(EXAMPLE.expression))
-        example = Example(user_turn(EXAMPLE.text, self.config.instruction), EXAMPLE_LEAD,
-                          (("calculate", {"expression": EXAMPLE.expression}),), (value,), f"Answer: {value}")
-        messages = one_shot_messages(example, user_turn(problem.question, self.config.instruction), self.config)
+        examples = [worked_example(t, self.config.instruction) for t in (EXAMPLE, SECOND_EXAMPLE)]
+        messages = one_shot_messages(examples, user_turn(problem.question, self.config.instruction), self.config)
         return Prompt(id=f"calculator-l{self.level}/{split}/{problem.canonical}", messages=messages,
                       reference=str(problem.value),
                       columns={"level": self.level, "template": problem.template, "expression": problem.expression})

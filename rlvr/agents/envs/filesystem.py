@@ -186,6 +186,8 @@ def question(goal: str, start: Tree) -> str:
 # Names in no template: the example is in no split. The sentence before the calls: see common.one_shot_messages.
 EXAMPLE = Example(question("Create a folder box and move a.txt into it.", {"a.txt": "hi"}), "I will use the tools.",
                   (("mkdir", {"path": "box"}), ("mv", {"src": "a.txt", "dst": "box"})), ("ok", "ok"), "Done.")
+SECOND_EXAMPLE = Example(question("Delete old.txt.", {"old.txt": "x", "b.txt": "y"}), "I will use the tools.",
+                         (("rm", {"path": "old.txt"}),), ("ok",), "Done.")
 
 
 class FilesystemTask(SplitTask):
@@ -199,7 +201,8 @@ class FilesystemTask(SplitTask):
         self.train, self.held_out = splits(self.level)
 
     def prompt(self, problem: Problem, split: str) -> Prompt:
-        messages = one_shot_messages(EXAMPLE, question(problem.goal, parse_tree(problem.start)), self.config)
+        goal = question(problem.goal, parse_tree(problem.start))
+        messages = one_shot_messages((EXAMPLE, SECOND_EXAMPLE), goal, self.config)
         return Prompt(id=f"filesystem-l{self.level}/{split}/{problem.canonical}", messages=messages,
                       reference=problem.target,
                       columns={"level": self.level, "template": problem.template, "start": problem.start})

@@ -284,3 +284,24 @@ def test_rendering_lists_tools_when_the_template_ignores_them_and_writes_observa
     turn = EnvironmentTurn.of(tokenizer, "user")
     assert (turn.before, turn.after, turn.role) == ("\n<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n",
                                                     "user")
+
+
+def test_a_turn_out_of_tokens_after_its_calls_ends_after_the_last_call_closed_by_the_template(tokenizer):
+    call = chars(tokenizer, '<tool_call>{"name": "echo", "arguments": {"text": "x"}}</tool_call>')
+    rambling = call + call + chars(tokenizer, "result is 5")  # two calls, then no stop token within the budget
+    answer = chars(tokenizer, "Answer: 1") + [EOS]
+    engine = ScriptedEngine([[rambling], [answer]])
+    batch = EpisodeRunner(engine, tokenizer, EchoEnvironment(), Budgets(3, len(rambling), 400)).generate(
+        [PROMPT], 1, SamplingParams())
+    ids, mask = batch.completion_ids[0].tolist(), batch.completion_mask[0].tolist()
+    kept = 2 * len(call)
+    assert ids[:kept] == call + call and mask[:kept] == [1] * kept  # the calls as sampled; the made-up rest dropped
+    assert ids[kept] == EOS and mask[kept] == 0  # the turn closed by the template, not by the model
+    record = batch.turns.records[0]
+    assert (record.stop_reason, record.valid_calls, batch.completions[0]) == ("answered", 2, "Answer: 1")
+    assert engine.seen[1][0][0][-(len(ids) - len(answer)):] == ids[:-len(answer)]  # turn 2 saw exactly that
+    # out of tokens inside a call (no call closed): the episode is cut, as before
+    engine = ScriptedEngine([[call[:-3]]])
+    batch = EpisodeRunner(engine, tokenizer, EchoEnvironment(), Budgets(3, len(call) - 3, 400)).generate(
+        [PROMPT], 1, SamplingParams())
+    assert batch.turns.records[0].stop_reason == "turn_tokens" and bool(batch.truncated[0])

@@ -21,7 +21,7 @@ import torch
 
 from rlvr.agents.chat import EnvironmentTurn, Rendering, render_prompt
 from rlvr.agents.protocol import Budgets, Environment, Episode, EpisodeRecord
-from rlvr.agents.tool_calls import parse_turn
+from rlvr.agents.tool_calls import CLOSE, parse_turn
 from rlvr.errors import UserFacingError
 from rlvr.rollout.base import MultiTurnEngine, SampledTurn, SamplingParams
 from rlvr.types import Prompt, RolloutBatch, Turns
@@ -56,6 +56,14 @@ class _Row:
 
     def end(self, reason: str, truncated: bool) -> None:
         self.record.stop_reason, self.truncated, self.done = reason, truncated, True
+
+
+def after_last_call(tokenizer, ids: list[int], end: str) -> int | None:
+    """The fewest leading ids whose text holds every `end` (a call's closing tag) of the turn; None without one."""
+    count = tokenizer.decode(ids).count(end)
+    if not count:
+        return None
+    return next(k for k in range(1, len(ids) + 1) if tokenizer.decode(ids[:k]).count(end) == count)
 
 
 def _turn_seeds(sampling: SamplingParams, turns: int) -> list[int | None]:
@@ -114,6 +122,12 @@ class EpisodeRunner:
         """Append the model's turn; let the environment answer; end the episode where it ends."""
         limit = min(self.budgets.tokens_per_turn, self.budgets.tokens_per_episode - len(row.ids))
         ids, logprobs, stopped = out.ids[:limit], out.logprobs[:limit], out.stopped and len(out.ids) <= limit
+        closing = []  # the end-of-turn token the template closes a turn with, when the driver ended it
+        cut = None if stopped or not self.environment.tools else after_last_call(self.tokenizer, ids, CLOSE)
+        if cut is not None:
+            # A turn out of tokens after its calls (SmolLM2 goes on with a made-up result): it ends after its last
+            # call, as a stop string ends a vLLM request; what was sampled after is dropped unseen, the call runs.
+            ids, logprobs, stopped, closing = ids[:cut], logprobs[:cut], True, [self.tokenizer.eos_token_id]
         row.add(ids, logprobs, turn)
         text = self.tokenizer.decode(ids, skip_special_tokens=True)
         row.last_text = text
@@ -133,7 +147,7 @@ class EpisodeRunner:
         if turn + 1 >= self.budgets.max_turns:  # it asked for more, and no turn is left to read the answer
             row.end("max_turns", True)
             return
-        env_ids = self.turn_template.ids(self.tokenizer, observation.text)
+        env_ids = closing + self.turn_template.ids(self.tokenizer, observation.text)
         if len(row.ids) + len(env_ids) >= self.budgets.tokens_per_episode:  # no room for a model turn after it
             row.end("episode_tokens", True)
             return

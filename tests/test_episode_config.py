@@ -1,0 +1,43 @@
+"""Config rules of multi-turn episodes (issue 26, item 7): engines that cannot run them, and combinations that
+would silently do the wrong thing, are one clear message each; EPISODE_TASKS agrees with the task registry."""
+from __future__ import annotations
+
+import pytest
+
+from rlvr.agents.wiring import plays_episodes
+from rlvr.config.rules import EPISODE_TASKS
+from rlvr.config.run import ConfigError, TaskConfig, load_config
+from rlvr.tasks import TASKS, build_task
+
+OPTIONAL = {"reasoning_gym": "reasoning_gym", "textarena": "textarena"}  # tasks whose library is an extra
+
+
+def problems(*overrides: str) -> str:
+    with pytest.raises(ConfigError) as err:
+        load_config(None, ["task.name=calculator", *overrides])
+    return str(err.value)
+
+
+def test_engines_without_turns_and_unsupported_combinations_are_refused():
+    assert "vLLM and Ray engines cannot run yet" in problems("rollout.engine.kind=vllm")
+    assert "vLLM and Ray engines cannot run yet" in problems("ray.enabled=true")
+    assert "max_staleness=1 is not supported" in problems("rollout.engine.kind=hf_process",
+                                                         "rollout.engine.max_staleness=1")
+    assert "use algorithm.mask_truncated=true instead" in problems("reward.overlong_buffer=4")
+    assert "credit=process adds a per-turn term" in problems("episode.credit=process", "algorithm.advantage=gae",
+                                                             "rollout.group_size=1")
+    assert "exceeds episode.tokens_per_episode" in problems("episode.tokens_per_turn=300")
+    load_config(None, ["task.name=calculator", "rollout.engine.kind=hf_process"])  # a supported engine passes
+    load_config(None, ["reward.overlong_buffer=4"])  # single-turn tasks keep their rules
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_episode_tasks_are_the_tasks_with_an_environment(name):
+    if name in OPTIONAL:
+        pytest.importorskip(OPTIONAL[name])
+    config = {"qa": TaskConfig(name="qa", path="tests/data/qa_tiny.jsonl")}.get(name, TaskConfig(name=name))
+    try:
+        task = build_task(config)
+    except (ConfigError, FileNotFoundError) as err:  # a dataset task without its file: its class says it all
+        pytest.skip(f"{name} needs data: {err}")
+    assert plays_episodes(task) == (name in EPISODE_TASKS)

@@ -41,3 +41,15 @@ def test_episode_tasks_are_the_tasks_with_an_environment(name):
     except (ConfigError, FileNotFoundError) as err:  # a dataset task without its file: its class says it all
         pytest.skip(f"{name} needs data: {err}")
     assert plays_episodes(task) == (name in EPISODE_TASKS)
+
+
+def test_an_environment_task_keeps_its_own_answer_verifiers_also_from_a_fully_dumped_config():
+    from rlvr.agents.wiring import episode_parts
+    from rlvr.config.run import validate_config
+
+    config = load_config(None, ["task.name=filesystem"])
+    dumped = validate_config(config.model_dump())  # as `rlvr eval` and a run's config.yaml give it: every field set
+    for c in (config, dumped):
+        assert episode_parts(build_task(c.task), c).config.task.verifiers == {}  # the filesystem scores its state
+    chosen = load_config(None, ["task.name=filesystem", "task.verifiers={format: 1.0}"])
+    assert episode_parts(build_task(chosen.task), chosen).config.task.verifiers == {"format": 1.0}

@@ -4,7 +4,7 @@ budgets, and three wrappers make the rest of the system see what it already know
 
 A task plays episodes when it has `environment(episode_config) -> Environment`. It may also say which answer
 verifiers score its final turn (`answer_verifiers`, e.g. {} for the filesystem, whose outcome is its state alone);
-that replaces task.verifiers unless the user set task.verifiers explicitly.
+that replaces task.verifiers when task.verifiers has its default value ({math: 1.0}).
 """
 from __future__ import annotations
 
@@ -42,13 +42,21 @@ def plays_episodes(task) -> bool:
     return callable(getattr(task, "environment", None))
 
 
+def _default_verifiers() -> dict[str, float]:
+    """task.verifiers' default. Compared by value, not by whether the user set it: a run's config.yaml, and `rlvr
+    eval`'s re-validated config, carry every field as if set, and must still mean the task's own verifiers."""
+    from rlvr.config.run import TaskConfig
+
+    return TaskConfig.model_fields["verifiers"].default_factory()
+
+
 def episode_parts(task, config: RunConfig) -> EpisodeParts | None:
     """None for single-turn tasks; else the environment, budgets and the config the answer rewarder reads."""
     if not plays_episodes(task):
         return None
     environment = task.environment(config.episode)
     own = getattr(task, "answer_verifiers", None)
-    if own is not None and "verifiers" not in config.task.model_fields_set:
+    if own is not None and config.task.verifiers == _default_verifiers():
         config = config.model_copy(deep=True)
         config.task.verifiers = dict(own)
     if not config.task.verifiers and not environment.scores_state:

@@ -18,6 +18,9 @@ TaskName = Literal["arithmetic", "qa", "reasoning_gym", "textarena", "code_agent
 # The tasks that play multi-turn episodes (their task object has `environment(...)`, rlvr/agents/wiring.py; a test
 # checks this list against the registry). Their rules: _episode_problems.
 EPISODE_TASKS: tuple[str, ...] = ("textarena", "code_agent", "calculator", "filesystem")
+# Tasks a user registered at run time (rlvr.tasks.register_task: a script that defines its own task or environment,
+# README "Agents that act"): name -> plays episodes. Filled by rlvr.tasks only, so config still imports no registry.
+REGISTERED_TASKS: dict[str, bool] = {}
 VerifierName = Literal["math", "format", "answer_format", "think_format", "tag_count", "language", "tool_call", "code",
                        "reasoning_gym"]
 
@@ -31,7 +34,7 @@ def run_config_problems(c: AnyRunConfig) -> list[str]:
 def _episode_problems(c: AnyRunConfig) -> list[str]:
     """Multi-turn episodes (issue 26) run on engines with `continue_tokens`, synchronously, and are cut by the
     episode budgets, not by rollout.max_new_tokens."""
-    if c.task.name not in EPISODE_TASKS:
+    if c.task.name not in EPISODE_TASKS and not REGISTERED_TASKS.get(c.task.name, False):
         return []
     e, problems, name = c.rollout.engine, [], f"task.name={c.task.name} plays multi-turn episodes"
     if e.kind == "vllm" or c.ray.enabled:
@@ -226,7 +229,7 @@ def _precision_problems(c: AnyRunConfig) -> list[str]:
 
 
 def _known_tasks() -> list[str]:
-    return list(get_args(TaskName))
+    return [*get_args(TaskName), *REGISTERED_TASKS]
 
 
 def _known_verifiers() -> list[str]:

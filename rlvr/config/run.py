@@ -74,7 +74,8 @@ class TaskConfig(_Section):
     system_prompt: str | None = Field(None, description="system turn; None keeps the chat template's default")
     one_shot: bool = Field(True, description="prepend one solved example turn showing the answer format")
     verifiers: dict[str, float] = Field(default_factory=lambda: {"math": 1.0},
-                                        description="verifier name -> weight in the total reward")
+                                        description="verifier name -> weight in the total reward; left at this "
+                                                    "default, an environment task uses its own (filesystem: none)")
     answer_mode: AnswerMode | None = Field(
         None, description="math answer extraction: strict = <answer>/\\boxed/Answer:/####; last_number adds the "
                           "last number; latex adds math-verify's reading (last LaTeX environment, fraction or "

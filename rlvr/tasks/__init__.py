@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from rlvr.config.rules import REGISTERED_TASKS
 from rlvr.config.run import ConfigError, TaskConfig
 from rlvr.tasks.base import Task
 
@@ -66,6 +67,16 @@ TASKS: dict[str, Callable[[TaskConfig], Task]] = {
 }
 
 
+def register_task(name: str, factory: Callable[[TaskConfig], Task], episodes: bool = False) -> None:
+    """Add a task defined outside rlvr (a script's own task or environment task; README, "Agents that act") under
+    `name`, for this process: config validation then accepts task.name=<name>, and `episodes` says whether it plays
+    multi-turn episodes (its task has `environment(episode_config)`), which selects the episode rules."""
+    if name in TASKS and name not in REGISTERED_TASKS:
+        raise ValueError(f"task name {name!r} is rlvr's own; register yours under another name")
+    TASKS[name] = factory
+    REGISTERED_TASKS[name] = episodes
+
+
 def build_task(config: TaskConfig) -> Task:
     """Look up config.name in TASKS and build it; an unknown name is a ConfigError listing the valid ones."""
     factory = TASKS.get(config.name)
@@ -74,4 +85,4 @@ def build_task(config: TaskConfig) -> Task:
     return factory(config)
 
 
-__all__ = ["TASKS", "Task", "build_task"]
+__all__ = ["TASKS", "Task", "build_task", "register_task"]

@@ -146,16 +146,17 @@ def test_episode_driven_by_parsed_turns():
     call = '<tool_call>{"name": "calculate", "arguments": {"expression": "10 + 12 - 5"}}</tool_call>'
     first = respond(0, "I will use the calculator.\n" + call)
     assert first.text == "17" and (first.valid_calls, first.invalid_calls) == (1, 0)
-    assert not first.done
+    assert not first.done and first.reward == 1.0  # step reward: every call of the turn ran
     malformed = respond(1, '<tool_call>{"name": "calculate", "arguments": {"expression": "1"}</tool_call>')
-    assert (malformed.valid_calls, malformed.invalid_calls, malformed.done) == (0, 1, False)
+    assert (malformed.valid_calls, malformed.invalid_calls, malformed.done, malformed.reward) == (0, 1, False, 0.0)
     assert "malformed tool call" in malformed.text
     unknown = respond(2, '<tool_call>{"name": "python", "arguments": {"code": "1"}}</tool_call>' + call)
     assert (unknown.valid_calls, unknown.invalid_calls) == (1, 1) and "unknown tool 'python'" in unknown.text
+    assert unknown.reward == 0.0  # one bad call spoils the turn's step reward
     zero = respond(3, '<tool_call>{"name": "calculate", "arguments": {"expression": "1 / 0"}}</tool_call>')
     assert "error: division by zero" in zero.text and zero.valid_calls == 1  # the tool ran; its answer is an error
     final = respond(4, "Answer: 17")
-    assert final.done and final.text is None
+    assert final.done and final.text is None and final.reward == 0.0
     math = build_verifiers(TaskConfig(name="calculator"))["math"]
     assert math.verify("Answer: 17", prompt.reference).outcome is Outcome.CORRECT
     assert math.verify("Answer: 27", prompt.reference).outcome is Outcome.WRONG

@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 import itertools
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import lru_cache
 
@@ -206,7 +206,11 @@ class CalculatorEpisode:
         self.limit_s = limit_s
 
     def respond(self, turn: ModelTurn) -> Observation:
-        return run_calls(turn, {"calculate": evaluate}, self.limit_s)
+        """The calls' results. Step reward (read with episode.credit=process only): 1 for a turn whose calls all
+        ran, the seeds' "the API call succeeds and returns the expected shape"; 0 for a turn with a bad call."""
+        observation = run_calls(turn, {"calculate": evaluate}, self.limit_s)
+        succeeded = observation.valid_calls > 0 and observation.invalid_calls == 0
+        return replace(observation, reward=float(succeeded))
 
     def final_state(self) -> str:
         return ""

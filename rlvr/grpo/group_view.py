@@ -14,7 +14,7 @@ from typing import Callable
 import torch
 
 from rlvr.algorithms.advantages import tied_groups
-from rlvr.types import RolloutBatch, ScoredBatch
+from rlvr.types import RolloutBatch, ScoredBatch, row_extent
 
 # rows (a [G] long index into the batch) -> log-probs [G, C] of the current (updated) policy
 Rescore = Callable[[torch.Tensor], torch.Tensor]
@@ -58,6 +58,12 @@ def decode_tokens(decode: Callable[[list[int]], str], ids: list[int], context: i
     return pieces
 
 
+def episode_view(record, sampled: torch.Tensor) -> dict:
+    """A multi-turn episode's extras (issue 26): which tokens the model sampled (the dashboard greys the
+    environment's), and how the episode went."""
+    return {"sampled": [int(x) for x in sampled.tolist()], "episode": record.as_json()}
+
+
 def group_row(step: int, rollouts: RolloutBatch, scored: ScoredBatch, advantages: torch.Tensor, group: int,
               decode: Callable[[list[int]], str], clip: tuple[float, float],
               ratios: torch.Tensor | None) -> dict:
@@ -65,11 +71,16 @@ def group_row(step: int, rollouts: RolloutBatch, scored: ScoredBatch, advantages
     g = rollouts.group_size
     prompt = rollouts.prompts[group]
     completions = []
+    extents = row_extent(rollouts.completion_mask)  # an episode's environment turns lie inside its extent
     for j, row in enumerate(range(group * g, (group + 1) * g)):
-        length = int(rollouts.completion_mask[row].sum())
+        length = int(extents[row])
         ids = rollouts.completion_ids[row, :length].tolist()
+        sampled = rollouts.completion_mask[row, :length]
         per_token = advantages[row, :length] if advantages.dim() == 2 else advantages[row].expand(length)
-        shown = advantages[row] if advantages.dim() == 1 else per_token.mean() if length else advantages.new_zeros(())
+        if rollouts.turns is not None:  # environment tokens carry no advantage
+            per_token = per_token * sampled
+        shown = (advantages[row] if advantages.dim() == 1 else per_token[sampled.bool()].mean() if length
+                 else advantages.new_zeros(()))
         completions.append({
             "text": rollouts.completions[row], "reward": scored.rewards[row].item(),
             "advantage": shown.item(),
@@ -78,6 +89,7 @@ def group_row(step: int, rollouts: RolloutBatch, scored: ScoredBatch, advantages
             "tokens": decode_tokens(decode, ids),
             "token_advantages": [round(x, 5) for x in per_token.tolist()],
             "token_ratios": None if ratios is None else [round(x, 5) for x in ratios[j, :length].tolist()],
+            **({} if rollouts.turns is None else episode_view(rollouts.turns.records[row], sampled)),
         })
     return {"step": step, "prompt_id": prompt.id, "question": prompt.messages[-1]["content"],
             "reference": prompt.reference, "clip_low": clip[0], "clip_high": clip[1], "completions": completions}

@@ -8,7 +8,7 @@ from rlvr.algorithms.correction import CorrectionStats
 from rlvr.metrics.diagnostics import peak_memory_gb, reflection_rate, tokens_per_second
 from rlvr.rewards.rewarder import mean_scores, outcome_counts
 from rlvr.training.update import UpdateStats
-from rlvr.types import RolloutBatch, ScoredBatch
+from rlvr.types import RolloutBatch, ScoredBatch, row_extent
 
 
 def step_record(step: int, rollouts: RolloutBatch, scored: ScoredBatch, stats: UpdateStats,
@@ -39,6 +39,7 @@ def step_record(step: int, rollouts: RolloutBatch, scored: ScoredBatch, stats: U
         **{f"time/{k}_s": round(v, 3) for k, v in timings.items()},
         **{f"reward_service/{k}": v for k, v in service_stats.items()},
         **correction_metrics(stats.correction),
+        **episode_metrics(rollouts),
         **extra,
     }
 
@@ -60,5 +61,22 @@ def sample_rows(step: int, rollouts: RolloutBatch, scored: ScoredBatch, limit: i
         rows.append({"step": step, "prompt_id": prompt.id, "question": prompt.messages[-1]["content"],
                      "reference": prompt.reference, "completion": rollouts.completions[i],
                      "reward": scored.rewards[i].item(),
-                     "verdicts": {name: v[i].as_json() for name, v in scored.verdicts.items()}})
+                     "verdicts": {name: v[i].as_json() for name, v in scored.verdicts.items()},
+                     **({} if rollouts.turns is None else {"episode": rollouts.turns.records[i].as_json()})})
     return rows
+
+
+def episode_metrics(rollouts: RolloutBatch) -> dict[str, float]:
+    """Multi-turn episodes (issue 26): turns, tool calls and environment tokens per episode, the share of calls
+    that were valid, and the share of episodes per stop reason."""
+    if rollouts.turns is None:
+        return {}
+    records, n = rollouts.turns.records, max(rollouts.size, 1)
+    valid, invalid = sum(r.valid_calls for r in records), sum(r.invalid_calls for r in records)
+    inside = row_extent(rollouts.completion_mask).sum() - rollouts.completion_mask.sum()
+    reasons = [r.stop_reason for r in records]
+    return {"episode/turns_mean": float(rollouts.turns.turn_mask.sum()) / n,
+            "episode/calls_mean": (valid + invalid) / n,
+            "episode/valid_call_share": valid / (valid + invalid) if valid + invalid else 0.0,
+            "episode/env_tokens_mean": float(inside) / n,
+            **{f"episode/stop_{reason}": reasons.count(reason) / n for reason in sorted(set(reasons))}}

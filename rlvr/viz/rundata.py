@@ -64,6 +64,8 @@ class GroupCompletion:
     tokens: list[str]
     token_advantages: list[float]
     token_ratios: list[float] | None  # pi_new / pi_old per token after the step's update; None: not recorded
+    sampled: list[bool] | None = None  # multi-turn episodes: False on the environment's tokens (drawn grey)
+    episode: dict[str, Any] | None = None  # multi-turn episodes: turns, stop reason, calls, final state
 
 
 @dataclass(frozen=True)
@@ -243,7 +245,17 @@ def _group_completion(path: Path, line: JsonLine, c: dict[str, Any]) -> GroupCom
         _text(c, "text"), _number(c.get("reward")), advantage, bool(c.get("truncated", False)),
         _verdicts(path, line, c.get("verdicts")), [str(t) for t in tokens],
         token_advantages if token_advantages is not None else [advantage or 0.0] * len(tokens),
-        None if ratios is None else _per_token(path, line, "token_ratios", ratios, len(tokens), 1.0))
+        None if ratios is None else _per_token(path, line, "token_ratios", ratios, len(tokens), 1.0),
+        _sampled(path, line, c.get("sampled"), len(tokens)), c.get("episode") if isinstance(c.get("episode"), dict)
+        else None)
+
+
+def _sampled(path: Path, line: JsonLine, values: Any, length: int) -> list[bool] | None:
+    if values is None:
+        return None
+    if not isinstance(values, list) or len(values) != length:
+        raise RunDataError(f"{path}: {line.where}: \"sampled\" must be a list as long as \"tokens\" ({length})")
+    return [bool(v) for v in values]
 
 
 def _per_token(path: Path, line: JsonLine, key: str, values: Any, length: int,

@@ -250,7 +250,9 @@
   function groupCard(group, c, j, scale) {
     const card = el("div", {"class": "card member", "data-index": j, "data-advantage": c.advantage});
     const meta = el("div", {"class": "meta"},
-      `#${j + 1} · reward ${fmt(c.reward)} · advantage ${fmt(c.advantage)}${c.truncated ? " · truncated" : ""} `);
+      `#${j + 1} · reward ${fmt(c.reward)} · advantage ${fmt(c.advantage)}${c.truncated ? " · truncated" : ""}` +
+      (c.episode ? ` · ${c.episode.messages.filter((m) => m.role === "assistant").length} turns · ` +
+        `${c.episode.valid_calls} valid / ${c.episode.invalid_calls} bad calls · ${c.episode.stop_reason}` : "") + " ");
     meta.appendChild(verdictBadges(c.verdicts));
     card.appendChild(meta);
     const ratios = state.mode === "ratio" ? c.token_ratios : null;
@@ -260,6 +262,10 @@
     }
     const body = el("div", {"class": "tokens"});
     c.tokens.forEach((t, k) => {
+      if (c.sampled && !c.sampled[k]) {  // an episode's environment turn: not the model's, no advantage (issue 26)
+        body.appendChild(el("span", {"class": "tok env", "title": "environment turn (not trained on)"}, t));
+        return;
+      }
       const span = el("span", {"class": "tok", "data-adv": c.token_advantages[k]}, t);
       if (c.token_ratios) span.setAttribute("data-ratio", c.token_ratios[k]);
       span.style.backgroundColor = state.mode === "advantage" ? advantageColour(c.token_advantages[k], scale)

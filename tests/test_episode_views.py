@@ -64,3 +64,23 @@ def test_single_turn_rows_have_no_episode_keys(tokenizer):
     batch.turns = None
     assert episode_metrics(batch) == {}
     assert "episode" not in sample_rows(3, batch, scored, 2)[0]
+
+
+def test_rlvr_verify_rescores_recorded_final_states_and_names_bad_lines(tmp_path, capsys):
+    from rlvr.cli.main import main
+
+    reference = json.dumps({"docs": {"a.txt": "hi"}}, sort_keys=True, separators=(",", ":"))
+    rows = [{"completion": "Done.", "reference": reference, "episode": {"final_state": reference}},
+            {"completion": "Done.", "reference": reference, "episode": {"final_state": '{"a.txt":"hi"}'}},
+            {"completion": "Done.", "reference": reference}]  # a single-turn row: nothing recorded to re-score
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "verdicts.jsonl"
+    assert main(["verify", "--verifier", "environment", "--input", str(samples), "--output", str(out),
+                 "task.name=filesystem"]) == 0
+    verdicts = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [v["outcome"] for v in verdicts] == ["correct", "wrong", "error"]
+    assert "no recorded episode" in verdicts[2]["detail"]
+    # a task without a state to check is one clear error before anything is written
+    assert main(["verify", "--verifier", "environment", "--input", str(samples), "task.name=calculator"]) == 2
+    assert "has no environment state to check" in capsys.readouterr().err

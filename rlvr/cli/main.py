@@ -64,7 +64,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     # computes them: `rlvr verify task.code_reward_mode=all task.code_time_limit_s=2 --verifier code ...`.
     extra = [f"task.answer_mode={args.answer_mode}"] if args.answer_mode else []
     config = _config_from_args(args.config, args.overrides + extra)
-    return verify_file(args.verifier, Path(args.input), config.task, Path(args.output) if args.output else None)
+    return verify_file(args.verifier, Path(args.input), config.task, Path(args.output) if args.output else None,
+                       config.episode)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from rlvr.config.run import TaskConfig
+from rlvr.config.sections import EpisodeConfig
 from rlvr.errors import UserFacingError
-from rlvr.types import Outcome, Verdict
+from rlvr.types import Outcome, Prompt, Verdict
 from rlvr.verifiers import VERIFIERS, Verifier, safe_verify
 from rlvr.verifiers.base import error_verdict
 
@@ -33,7 +34,38 @@ class VerifyInputError(UserFacingError, ValueError):
     """A problem with `rlvr verify`'s arguments or files, phrased for the user (exit code 2)."""
 
 
-def build_verifier(name: str, task: TaskConfig) -> Verifier:
+STATE_VERIFIER = "environment"  # re-scores recorded episodes' final states (issue 26): samples.jsonl's "episode"
+
+
+class RecordedStateVerifier:
+    """The task's environment judging a recorded final state against the recorded reference (`score_state` is
+    pure, so the verdict is the one training gave unless the environment's code changed). Prompt columns are not
+    recorded: an environment whose check reads them cannot be re-scored from samples.jsonl."""
+
+    def __init__(self, environment):
+        self.environment = environment
+
+    def verify(self, completion: str, reference: str) -> Verdict:  # completion: the final state's text
+        prompt = Prompt("recorded", (), reference)
+        verdict = self.environment.score_state(completion, prompt)
+        return verdict if isinstance(verdict, Verdict) else error_verdict("score_state gave no verdict")
+
+
+def _state_verifier(task: TaskConfig, episode: EpisodeConfig | None) -> Verifier:
+    from rlvr.agents.wiring import plays_episodes
+    from rlvr.tasks import build_task
+
+    built = build_task(task)
+    environment = built.environment(episode or EpisodeConfig()) if plays_episodes(built) else None
+    if environment is None or not environment.scores_state:
+        raise VerifyInputError(f"verifier {STATE_VERIFIER!r} re-scores recorded episodes' final states, and task "
+                               f"{task.name!r} has no environment state to check (give --task / task.name)")
+    return RecordedStateVerifier(environment)
+
+
+def build_verifier(name: str, task: TaskConfig, episode: EpisodeConfig | None = None) -> Verifier:
+    if name == STATE_VERIFIER:
+        return _state_verifier(task, episode)
     factory = VERIFIERS.get(name)
     if factory is None:
         raise VerifyInputError(f"unknown verifier {name!r}; valid verifiers: {', '.join(sorted(VERIFIERS))}")
@@ -53,8 +85,9 @@ def _type_name(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def parse_line(raw: bytes, needs_reference: bool) -> tuple[str, str] | str:
-    """(completion, reference) from one input line, or a string saying what is wrong with it."""
+def parse_line(raw: bytes, needs_reference: bool, state: bool = False) -> tuple[str, str] | str:
+    """(completion, reference) from one input line, or a string saying what is wrong with it. `state`: the
+    recorded episode's final state stands for the completion (samples.jsonl of a multi-turn run)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -67,6 +100,11 @@ def parse_line(raw: bytes, needs_reference: bool) -> tuple[str, str] | str:
         return f"bad input line: not valid JSON ({err.msg} at column {err.colno})"
     if not isinstance(record, dict):
         return f"bad input line: expected a JSON object, got a JSON {_type_name(record)}"
+    if state:
+        episode = record.get("episode")
+        if not isinstance(episode, dict) or not isinstance(episode.get("final_state"), str):
+            return "bad input line: no recorded episode with a 'final_state' string (a multi-turn run's samples.jsonl)"
+        record = {**record, "completion": episode["final_state"]}
     if "completion" not in record:
         return f"bad input line: missing field 'completion' (fields present: {', '.join(map(repr, record)) or 'none'})"
     completion = record["completion"]
@@ -117,12 +155,13 @@ def format_summary(counts: Counter[Outcome], total_score: float, bad_lines: int,
     return "\n".join(rows)
 
 
-def verify_file(verifier_name: str, input_path: Path, task: TaskConfig, output: Path | None = None) -> int:
+def verify_file(verifier_name: str, input_path: Path, task: TaskConfig, output: Path | None = None,
+                episode: EpisodeConfig | None = None) -> int:
     """Verify every line of `input_path`; write verdict lines to `output` (stdout if None), the summary to
     stderr. Returns 0 once the file could be read (bad lines are error verdicts); raises VerifyInputError
     for an unknown verifier, an unreadable input file or an unwritable output path."""
     input_path, output = Path(input_path), None if output is None else Path(output)
-    verifier = build_verifier(verifier_name, task)
+    verifier = build_verifier(verifier_name, task, episode)
     if not input_path.exists():
         raise VerifyInputError(f"input file {str(input_path)!r} does not exist")
     if not input_path.is_file():
@@ -138,7 +177,7 @@ def verify_file(verifier_name: str, input_path: Path, task: TaskConfig, output: 
         sink = _open_output(output, input_path)
         try:
             for number, raw in enumerate(source, start=1):  # a final newline adds no (blank) line
-                parsed = parse_line(raw.rstrip(b"\r\n"), needs_reference)
+                parsed = parse_line(raw.rstrip(b"\r\n"), needs_reference, verifier_name == STATE_VERIFIER)
                 if isinstance(parsed, str):
                     verdict: Verdict = error_verdict(parsed)
                     bad_lines += 1

@@ -245,4 +245,29 @@ NOTES = [
        "tests/test_signals.py::test_tied_advice_knows_what_the_run_does"),
 ]
 
-CATALOGUE: list[Mutation] = MATH + RESUME + DETERMINISM + RAY + DISTRIBUTED + NOTES + MATH_VERIFIER + CODE_VERIFIER
+# --- multi-turn episodes (README "Agents that act", issue 26) --------------------------------------------------
+AGENTS = [
+    _m("environment tokens carry no loss", "rlvr/agents/episodes.py",
+       "self.sampled += [int(logprobs is not None)] * len(ids)", "self.sampled += [1] * len(ids)",
+       "tests/test_episodes.py::test_sampled_ids_are_kept_as_sampled_even_where_decode_then_encode_differs",
+       "tests/test_episodes.py::test_environment_tokens_get_no_gradient_and_their_sampling_logprobs_are_never_read"),
+    _m("a tool's text cannot forge a control token", "rlvr/agents/chat.py",
+       "return encode(self.before, False) + encode(observation, True) + encode(self.after, False)",
+       "return encode(self.before, False) + encode(observation, False) + encode(self.after, False)",
+       "tests/test_episodes.py::test_sampled_ids_are_kept_as_sampled_even_where_decode_then_encode_differs"),
+    _m("trajectories with holes are packed over their span", "rlvr/model/logprobs.py",
+       "span = completion_mask if is_prefix_mask(completion_mask) else prefix_mask(completion_mask)",
+       "span = completion_mask",
+       "tests/test_episodes.py::test_sampler_and_trainer_agree_per_sampled_token_across_environment_turns"),
+    _m("GAE steps over environment tokens", "rlvr/algorithms/gae.py",
+       "running = torch.where(real[:, t], delta + gamma * lam * running, running)",
+       "running = torch.where(real[:, t], delta + gamma * lam * running, 0.0)",
+       "tests/test_gae.py::test_gae_steps_over_environment_tokens_of_an_episode"),
+    _m("process credit: unscorable episodes learn nothing", "rlvr/grpo/estimators.py",
+       "process = self.weight * process * valid[:, None]  # unscorable rows learn nothing, as in the outcome term",
+       "process = self.weight * process",
+       "tests/test_turn_credit.py::test_an_unscorable_episode_gets_no_process_credit_either"),
+]
+
+CATALOGUE: list[Mutation] = (MATH + RESUME + DETERMINISM + RAY + DISTRIBUTED + NOTES + MATH_VERIFIER + CODE_VERIFIER
+                             + AGENTS)

@@ -171,3 +171,17 @@ def test_value_loss_unclipped() -> None:
 def test_value_loss_dtype_and_shape(clip_range) -> None:
     per_token, clipped, _ = _value_loss(clip_range)
     assert per_token.shape == (1, 6) and per_token.dtype == torch.float32 and clipped.dtype == torch.bool
+
+
+def test_gae_steps_over_environment_tokens_of_an_episode():
+    """issue 26: an episode's environment tokens (mask 0 inside the row) are not time steps: A and V are carried
+    across them. Tokens a, env, b; reward 1 on b; V = 0.25, (9 at env: ignored), 0.5; lam = 1.
+    gamma = 1: A_b = 1 - 0.5 = 0.5, A_a = 1 - 0.25 = 0.75; gamma = 0.5 (one step from a to b, the env token
+    costs no discount): A_a = 0.5 * 1 - 0.25 = 0.25."""
+    mask = torch.tensor([[1.0, 0.0, 1.0]])
+    rewards = torch.tensor([[0.0, 0.0, 1.0]])
+    values = torch.tensor([[0.25, 9.0, 0.5]])
+    for gamma, expected in ((1.0, [0.75, 0.0, 0.5]), (0.5, [0.25, 0.0, 0.5])):
+        advantages, returns = gae_advantages(rewards, values, mask, gamma, 1.0)
+        torch.testing.assert_close(advantages, torch.tensor([expected]), rtol=0, atol=1e-6)
+        torch.testing.assert_close(returns, torch.tensor([[expected[0] + 0.25, 0.0, 1.0]]), rtol=0, atol=1e-6)

@@ -251,7 +251,7 @@ def test_episode_driven_by_parsed_turns():
     unknown = respond(2, '<tool_call>{"name": "cp", "arguments": {"src": "x", "dst": "y"}}</tool_call>')
     assert (unknown.valid_calls, unknown.invalid_calls) == (0, 1) and "unknown tool 'cp'" in unknown.text
     moved = respond(3, f'<tool_call>{{"name": "mv", "arguments": {{"src": "{f}", "dst": "{d}"}}}}</tool_call>')
-    assert moved.text == "ok" and moved.valid_calls == 1
+    assert moved.text == "ok" and moved.valid_calls == 1 and moved.reward == 1.0  # step reward: the call ran
     final = respond(4, "Done.")
     assert final.done and final.text is None
     verdict = env.score_state(episode.final_state(), prompt)

@@ -18,11 +18,18 @@ from __future__ import annotations
 import ast
 import itertools
 import operator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
-from rlvr.agents.envs.common import Example, SplitTask, one_shot_messages, split_by_hash, user_turn
+from rlvr.agents.envs.common import (
+    Example,
+    SplitTask,
+    one_shot_messages,
+    split_by_hash,
+    user_turn,
+    with_call_reward,
+)
 from rlvr.agents.protocol import Episode, ModelTurn, Observation, ToolSpec
 from rlvr.agents.tool_calls import run_calls
 from rlvr.config.run import ConfigError, TaskConfig
@@ -206,11 +213,7 @@ class CalculatorEpisode:
         self.limit_s = limit_s
 
     def respond(self, turn: ModelTurn) -> Observation:
-        """The calls' results. Step reward (read with episode.credit=process only): 1 for a turn whose calls all
-        ran, the seeds' "the API call succeeds and returns the expected shape"; 0 for a turn with a bad call."""
-        observation = run_calls(turn, {"calculate": evaluate}, self.limit_s)
-        succeeded = observation.valid_calls > 0 and observation.invalid_calls == 0
-        return replace(observation, reward=float(succeeded))
+        return with_call_reward(run_calls(turn, {"calculate": evaluate}, self.limit_s))
 
     def final_state(self) -> str:
         return ""

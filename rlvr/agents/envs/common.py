@@ -13,9 +13,10 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Sequence, TypeVar
 
+from rlvr.agents.protocol import Observation
 from rlvr.agents.tool_calls import CLOSE, OPEN, response_block
 from rlvr.config.run import TaskConfig
 from rlvr.types import Prompt
@@ -106,3 +107,11 @@ class SplitTask:
 def user_turn(question: str, instruction: str) -> str:
     """`question instruction` with no doubled space when either is empty (as rlvr.tasks.chat.user_turn)."""
     return " ".join(part for part in (question.strip(), instruction.strip()) if part)
+
+
+def with_call_reward(observation: Observation) -> Observation:
+    """The built-in tool environments' step reward (read with episode.credit=process only): 1 for a turn whose
+    calls all ran, the seeds' "the API call succeeds and returns the expected shape"; 0 for a turn with a bad call
+    and for the final answer."""
+    succeeded = observation.valid_calls > 0 and observation.invalid_calls == 0
+    return replace(observation, reward=float(succeeded))

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable
 
-from rlvr.agents.envs.common import Example, SplitTask, one_shot_messages, split_by_hash
+from rlvr.agents.envs.common import Example, SplitTask, one_shot_messages, split_by_hash, with_call_reward
 from rlvr.agents.envs.fs_tree import BadTree, FileTree, canonical_json, flatten, parse_tree
 from rlvr.agents.protocol import Episode, ModelTurn, Observation, ToolSpec
 from rlvr.agents.tool_calls import run_calls
@@ -149,7 +149,7 @@ class FilesystemEpisode:
         self.tree, self.limit_s = tree, limit_s
 
     def respond(self, turn: ModelTurn) -> Observation:
-        return run_calls(turn, self.tree.handlers(), self.limit_s)
+        return with_call_reward(run_calls(turn, self.tree.handlers(), self.limit_s))
 
     def final_state(self) -> str:
         return self.tree.to_json()

@@ -53,3 +53,11 @@ def test_an_environment_task_keeps_its_own_answer_verifiers_also_from_a_fully_du
         assert episode_parts(build_task(c.task), c).config.task.verifiers == {}  # the filesystem scores its state
     chosen = load_config(None, ["task.name=filesystem", "task.verifiers={format: 1.0}"])
     assert episode_parts(build_task(chosen.task), chosen).config.task.verifiers == {"format": 1.0}
+
+
+def test_commands_that_sample_single_completions_refuse_an_environment_task():
+    from rlvr.agents.wiring import SingleTurnOnly, refuse_episodes
+
+    with pytest.raises(SingleTurnOnly, match="rlvr sample samples single completions.*'calculator-l1'"):
+        refuse_episodes(build_task(TaskConfig(name="calculator")), "rlvr sample")
+    refuse_episodes(build_task(TaskConfig(name="arithmetic")), "rlvr sample")  # single-turn tasks pass

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from rlvr.agents.chat import Rendering
 from rlvr.agents.protocol import Budgets, Environment
 from rlvr.config.base import ConfigError
+from rlvr.errors import UserFacingError
 
 if TYPE_CHECKING:
     from rlvr.config.run import RunConfig
@@ -88,3 +89,15 @@ def episode_plan(plan, rewarder):
 
     components = tuple((name, weight) for name, (_, weight) in rewarder.components.items())
     return replace(plan, reward=replace(plan.reward, verifiers=components))
+
+
+class SingleTurnOnly(UserFacingError):
+    """A command that samples single completions was given a task that plays multi-turn episodes."""
+
+
+def refuse_episodes(task, command: str) -> None:
+    """`rlvr sample` and `rlvr eval --scaling` sample one completion per prompt; on an environment task that would
+    silently drop the environment, so they refuse it with one message (issue 26: until they play episodes)."""
+    if plays_episodes(task):
+        raise SingleTurnOnly(f"{command} samples single completions and does not play multi-turn episodes yet; "
+                             f"task {getattr(task, 'name', '?')!r} needs its environment (use rlvr train / rlvr eval)")

@@ -97,6 +97,7 @@ def eval_table(data: dict[str, Any]) -> str:
 
 
 def _scaling(config: RunConfig, model_path: str, output: Path) -> int:
+    from rlvr.agents.wiring import refuse_episodes
     from rlvr.evaluation.evaluate import answer_mode_of
     from rlvr.evaluation.scaling import run_scaling, table, write_plot
     from rlvr.model.load import load_model, load_tokenizer
@@ -106,6 +107,7 @@ def _scaling(config: RunConfig, model_path: str, output: Path) -> int:
     from rlvr.verifiers import math_answer_mode
 
     task, rewarder = build_task(config.task), build_rewarder(config)
+    refuse_episodes(task, "rlvr eval --scaling")
     if answer_mode_of(rewarder) is None:
         raise InferenceInputError(f"--scaling votes over extracted answers, so it needs the 'math' verifier; "
                                   f"task.verifiers is {sorted(config.task.verifiers)}")

@@ -210,11 +210,13 @@ def _setup(config: RunConfig, run_dir: Path, resumed: bool, rewarder: Any, gener
     seed_everything(config.seed)
     if config.threads:
         torch.set_num_threads(config.threads)
+    from rlvr.agents.wiring import refuse_episodes
     from rlvr.grpo.setup import screen_prompt_lengths
     from rlvr.model.load import load_tokenizer
     from rlvr.tasks import build_task
 
     task = build_task(config.task)
+    refuse_episodes(task, "rlvr sample")
     screen_prompt_lengths(task, load_tokenizer(config.model), config)
     drawn = draw_distinct(task.train_prompts(config.seed), config.sample.prompts)
     if drawn.exhausted:

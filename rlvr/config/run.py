@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 from rlvr.config.base import ConfigError, _Section  # ConfigError is imported from here everywhere
 from rlvr.config.rules import run_config_problems
 from rlvr.config.sections import (
+    CriticConfig,
     DistributedConfig,
     EngineConfig,
     EpisodeConfig,
@@ -191,15 +192,6 @@ class AlgorithmConfig(_Section):
     @property
     def clip_high(self) -> float:
         return self.clip_epsilon if self.clip_epsilon_high is None else self.clip_epsilon_high
-
-
-class CriticConfig(_Section):
-    """The learned value function of the PPO baseline (algorithm.advantage=gae); unused otherwise."""
-
-    lr: float = Field(1e-5, gt=0, description="critic AdamW learning rate (verl's critic default: 1e-5)")
-    value_clip: float | None = Field(0.5, gt=0, description="PPO value clipping range (verl: 0.5); None = off")
-    gamma: float = Field(1.0, gt=0, le=1, description="GAE discount (1.0 for episodic LM outputs, as verl)")
-    lam: float = Field(0.95, ge=0, le=1, description="GAE lambda (Schulman et al. 2016)")
 
 
 class CurriculumConfig(_Section):

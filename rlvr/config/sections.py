@@ -1,5 +1,5 @@
-"""Config sections of the pipeline stages (SFT, rejection sampling) and of scale-out (torchrun). RunConfig in
-config.py composes them; defaults live here and only here, as for the sections in config.py."""
+"""Config sections of the pipeline stages (SFT, rejection sampling), scale-out (torchrun), multi-turn episodes and the
+PPO critic. RunConfig in run.py composes them; defaults live here and only here, as for the sections in run.py."""
 from __future__ import annotations
 
 from typing import Literal
@@ -163,3 +163,12 @@ class EpisodeConfig(_Section):
                                                          "float) or a HF sequence-classification model directory")
     process_weight: float = Field(1.0, ge=0, description="credit=process: scale of the (group-normalised) process "
                                                          "advantage added to the outcome advantage")
+
+
+class CriticConfig(_Section):
+    """The learned value function of the PPO baseline (algorithm.advantage=gae); unused otherwise."""
+
+    lr: float = Field(1e-5, gt=0, description="critic AdamW learning rate (verl's critic default: 1e-5)")
+    value_clip: float | None = Field(0.5, gt=0, description="PPO value clipping range (verl: 0.5); None = off")
+    gamma: float = Field(1.0, gt=0, le=1, description="GAE discount (1.0 for episodic LM outputs, as verl)")
+    lam: float = Field(0.95, ge=0, le=1, description="GAE lambda (Schulman et al. 2016)")

@@ -66,6 +66,11 @@ class Turns:
         return Turns(self.turn_of_token.to(device), self.turn_rewards.to(device), self.turn_mask.to(device),
                      self.records)
 
+    def rows(self, index: "torch.Tensor") -> "Turns":
+        """The listed rows, in that order (dynamic sampling's chosen groups, grpo/dynamic_sampling.py)."""
+        return Turns(self.turn_of_token[index], self.turn_rewards[index], self.turn_mask[index],
+                     [self.records[int(i)] for i in index])
+
 
 @dataclass
 class RolloutBatch:
@@ -221,10 +226,30 @@ def concat_groups(parts: list[tuple[RolloutBatch, ScoredBatch]]) -> tuple[Rollou
         completion_mask=torch.cat([_pad_right(r.completion_mask, C) for r in rollouts]),
         sampling_logprobs=torch.cat([_pad_right(r.sampling_logprobs, C) for r in rollouts]),
         completions=[c for r in rollouts for c in r.completions],
-        truncated=torch.cat([r.truncated for r in rollouts]))
+        truncated=torch.cat([r.truncated for r in rollouts]),
+        turns=concat_turns([r.turns for r in rollouts], C))
     scored = [s for _, s in parts]
     merged_scores = ScoredBatch(
         rewards=torch.cat([s.rewards for s in scored]), scorable=torch.cat([s.scorable for s in scored]),
         verdicts={k: [v for s in scored for v in s.verdicts[k]] for k in scored[0].verdicts},
         scores={k: torch.cat([s.scores[k] for s in scored]) for k in scored[0].scores})
     return merged, merged_scores
+
+
+def concat_turns(parts: list[Turns | None], width: int) -> Turns | None:
+    """The Turns of batches concat_groups joins (None: single-turn batches). Dropping them there turned an episode
+    batch into a single-turn one after dynamic sampling, silently: no process credit, no episode logs (issue 26).
+    turn_of_token is padded with -1 (no model turn) to the joined completion width, the per-turn tensors with
+    0 / False to the most turns of any part."""
+    import torch
+    import torch.nn.functional as F
+
+    if all(p is None for p in parts):
+        return None
+    if any(p is None for p in parts):
+        raise ValueError("concat_groups: a batch of episodes cannot be joined with single-turn batches")
+    turns = max(p.turn_mask.shape[1] for p in parts)
+    return Turns(torch.cat([F.pad(p.turn_of_token, (0, width - p.turn_of_token.shape[1]), value=-1) for p in parts]),
+                 torch.cat([_pad_right(p.turn_rewards, turns) for p in parts]),
+                 torch.cat([_pad_right(p.turn_mask, turns) for p in parts]),
+                 [record for p in parts for record in p.records])

@@ -146,3 +146,42 @@ def test_auto_is_not_an_error_where_an_explicit_true_is():
     _auto_config("algorithm.advantage=reinforce_pp")  # auto: quietly off
     with pytest.raises(ConfigError, match="dynamic_sampling"):
         _auto_config("algorithm.advantage=reinforce_pp", "rollout.dynamic_sampling.enabled=true")
+
+
+def _episode_part(turn_of_token: list[list[int]], turn_rewards: list[list[float]], tag: str):
+    """One prompt of G = 2 episodes, its tokens all sampled (only `turns` matters here)."""
+    from rlvr.agents.protocol import EpisodeRecord
+    from rlvr.types import Turns
+
+    C = len(turn_of_token[0])
+    rewards = torch.tensor([1.0, 0.0])
+    rollouts = RolloutBatch([Prompt(tag, ({"role": "user", "content": tag},), "1")], G, torch.ones(1, 1),
+                            torch.ones(1, 1), torch.zeros(G, C), torch.ones(G, C), torch.zeros(G, C), ["a", "b"],
+                            torch.zeros(G, dtype=torch.bool),
+                            Turns(torch.tensor(turn_of_token), torch.tensor(turn_rewards),
+                                  torch.tensor([[True] * len(turn_rewards[0])] * G),
+                                  [EpisodeRecord(final_state=f"{tag}{j}") for j in range(G)]))
+    return rollouts, ScoredBatch(rewards, torch.ones(G, dtype=torch.bool), {"math": [Verdict(Outcome.CORRECT, 1.0),
+                                 Verdict(Outcome.WRONG, 0.0)]}, {"math": rewards})
+
+
+def test_selection_and_concatenation_keep_the_episodes_turns() -> None:
+    """Issue 26: concat_groups and select_groups once dropped RolloutBatch.turns, so that an episode batch came out
+    of dynamic sampling as a single-turn one (no process credit, no episode logs)."""
+    short = _episode_part([[0, -1, 1], [0, 0, -1]], [[0.5, 1.0], [0.0, 0.0]], "s")  # C = 3, T = 2
+    long = _episode_part([[0, 0, -1, -1, 1], [0, -1, 1, -1, 2]], [[1.0, 0.0, 0.0], [0.0, 0.5, 1.0]], "l")  # 5, 3
+    joined, _ = concat_groups([short, long])
+    turns = joined.turns
+    # the short part padded: -1 (no model turn) to width 5, turn rewards 0 and turn mask False to 3 turns
+    assert turns.turn_of_token.tolist() == [[0, -1, 1, -1, -1], [0, 0, -1, -1, -1], [0, 0, -1, -1, 1],
+                                            [0, -1, 1, -1, 2]]
+    assert turns.turn_rewards.tolist() == [[0.5, 1.0, 0.0], [0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.5, 1.0]]
+    assert turns.turn_mask.tolist() == [[True, True, False]] * 2 + [[True, True, True]] * 2
+    assert [r.final_state for r in turns.records] == ["s0", "s1", "l0", "l1"]
+    picked, _ = select_groups(joined, concat_groups([short, long])[1], [1])  # the second prompt's group
+    assert picked.turns.turn_of_token.tolist() == turns.turn_of_token[2:].tolist()
+    assert [r.final_state for r in picked.turns.records] == ["l0", "l1"]
+    single = (short[0], short[1])
+    single[0].turns = None
+    with pytest.raises(ValueError, match="cannot be joined with single-turn batches"):
+        concat_groups([single, long])

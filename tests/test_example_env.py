@@ -18,7 +18,7 @@ def test_the_readme_shows_the_example_file_as_it_is_and_it_is_under_50_lines():
     assert f"```python\n{text}```" in (ROOT / "README.md").read_text()
 
 
-def test_the_example_trains_on_its_own_task_and_environment(tiny_model_dir, tmp_path):
+def test_the_example_trains_on_its_own_task_and_environment(tiny_model_dir, tmp_path, monkeypatch, capsys):
     out = tmp_path / "run"
     args = [f"model.name_or_path={tiny_model_dir}", f"output_dir={out}", "max_steps=1", "rollout.group_size=2",
             "rollout.prompts_per_step=2", "episode.tokens_per_turn=8", "episode.tokens_per_episode=24",
@@ -32,3 +32,16 @@ def test_the_example_trains_on_its_own_task_and_environment(tiny_model_dir, tmp_
         step.get("outcomes/environment/correct", 0) == 4  # 2 prompts x G = 2 episodes, each scored by its state
     sample = json.loads((out / "samples.jsonl").read_text().splitlines()[0])
     assert sample["prompt_id"].startswith("capitals/")
+    # `rlvr verify` re-scores the recorded final states as training did: its score_state reads prompt.columns,
+    # which samples.jsonl records (issue 26, item 7). The example's task is registered here without its last line.
+    from rlvr.cli.verify import verify_file
+    from rlvr.config.rules import REGISTERED_TASKS
+    from rlvr.config.run import TaskConfig
+    from rlvr.tasks import TASKS
+
+    monkeypatch.setitem(TASKS, "capitals", None)  # restored (removed) after the test, as is the next one
+    monkeypatch.setitem(REGISTERED_TASKS, "capitals", True)
+    exec(compile(EXAMPLE.read_text().rsplit("\nsys.exit(", 1)[0], str(EXAMPLE), "exec"), {})
+    assert verify_file("environment", out / "samples.jsonl", TaskConfig(name="capitals"), tmp_path / "v.jsonl") == 0
+    rechecked = [json.loads(line) for line in (tmp_path / "v.jsonl").read_text().splitlines()]
+    assert rechecked and all(v["agrees"] for v in rechecked), rechecked

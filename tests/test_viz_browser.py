@@ -18,7 +18,7 @@ from rlvr.algorithms.objectives import ClipRange, ppo_clip
 from rlvr.viz import browser
 from rlvr.viz.dashboard import DashboardServer
 from rlvr.viz.report import write_report
-from viz_helpers import expected_points, group_row, make_run, metrics_row, write_lines
+from viz_helpers import expected_points, group_row, make_run, metrics_row, sample_rows, write_lines
 
 pytestmark = pytest.mark.browser
 STEPS = 40
@@ -247,3 +247,52 @@ def test_two_runs_overlay(driver, runs, tmp_path):
     assert counts == [STEPS, 25]
     colours = [s.find_element("css selector", "path").get_attribute("stroke") for s in series]
     assert colours[0] != colours[1]
+
+
+EPISODE = {"messages": [{"role": "assistant", "content": "<tool_call>...</tool_call>"},
+                        {"role": "tool", "content": "12"}, {"role": "assistant", "content": "Answer: 12"}],
+           "final_state": "{\"x\": 12}", "stop_reason": "answered", "turn_rewards": [0.0, 0.0], "valid_calls": 1,
+           "invalid_calls": 0}
+EPISODE_METRICS = {"episode/turns_mean": 1.5, "episode/calls_mean": 1.0, "episode/valid_call_share": 0.5,
+                   "episode/env_tokens_mean": 20.0, "episode/stop_answered": 0.75, "episode/stop_max_turns": 0.25}
+GREY = "rgb(228, 228, 228)"  # .tok.env in page.css
+
+
+def test_episodes_grey_the_environment_and_get_their_own_charts(driver, runs, artifacts, tmp_path):
+    """Issue 26: an episode's environment tokens are grey in both modes (no advantage, no ratio colour), the model's
+    next turn is marked where it starts, a sample shows its whole trajectory, the episode/* metrics are drawn; a run
+    without episodes does not list those charts as missing."""
+    run = make_run(tmp_path / "episodes", steps=3, final_eval=False)
+    group = group_row(3, 2, 6, ratios=True)
+    for c in group["completions"]:  # tokens 2 and 3 are the environment's: between model turns 0 and 1
+        c.update(sampled=[1, 1, 0, 0, 1, 1], episode=EPISODE)
+        c["token_advantages"][2:4], c["token_ratios"][2:4] = [0.0, 0.0], [None, None]
+    (run / "groups.jsonl").write_text("")
+    write_lines(run / "groups.jsonl", [group])
+    (run / "samples.jsonl").write_text("")
+    write_lines(run / "samples.jsonl", [{**row, "episode": EPISODE} for row in sample_rows(3, 2)])
+    (run / "metrics.jsonl").write_text("")
+    write_lines(run / "metrics.jsonl", [{**metrics_row(s), **EPISODE_METRICS} for s in (1, 2, 3)])
+    open_report(driver, [run], tmp_path / "episodes.html")
+    for mode in ("advantage", "ratio"):
+        driver.find_element("id", f"mode-{mode}").click()
+        colours = driver.execute_script(TOKEN_COLOURS)
+        assert [c[2:4] for c in colours] == [[GREY, GREY]] * 2 and GREY not in colours[0][:2] + colours[0][4:], mode
+    assert "environment turn" in driver.find_element("id", "group-legend").text
+    starts = driver.find_elements("css selector", "#group-cards .member[data-index='0'] .tok.turn-start")
+    assert [(t.get_attribute("data-turn"), t.text) for t in starts] == [("1", group["completions"][0]["tokens"][4])]
+    turns = driver.find_elements("css selector", "#completion-list .completion pre.turn")
+    assert [t.get_attribute("data-role") for t in turns[:3]] == ["assistant", "tool", "assistant"]
+    background = driver.execute_script("return getComputedStyle(arguments[0]).backgroundColor", turns[1])
+    assert background == GREY and "1 valid / 0 bad calls" in \
+        driver.find_element("css selector", "#completion-list .completion .meta").text
+    drawn = lambda chart: {g.get_attribute("data-series") for g in driver.find_elements(  # noqa: E731
+        "css selector", f"svg[data-chart='{chart}'] g.series")}
+    assert drawn("episodes") == {"episode/valid_call_share", "episode/stop_answered", "episode/stop_max_turns"}
+    assert drawn("episode_turns") == {"episode/turns_mean", "episode/calls_mean"}
+    assert "episode/env_tokens_mean" in drawn("length")
+    assert severe(driver) == []
+    driver.save_screenshot(str(artifacts / "episodes.png"))
+    open_report(driver, runs[:1], tmp_path / "plain.html")  # no episodes: nothing said about their charts
+    assert "episodes" not in driver.find_element("id", "charts-missing").text.lower()
+    assert "environment turn" not in driver.find_element("id", "group-legend").text

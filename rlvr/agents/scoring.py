@@ -13,7 +13,7 @@ from typing import Any
 
 from rlvr.agents.protocol import Environment
 from rlvr.rewards.rewarder import weigh
-from rlvr.types import Outcome, RolloutBatch, ScoredBatch, Verdict
+from rlvr.types import Outcome, Prompt, RolloutBatch, ScoredBatch, Verdict
 from rlvr.verifiers.base import error_verdict
 
 STATE = "environment"  # the component's name in verdicts, scores and metrics (reward/environment)
@@ -23,16 +23,20 @@ def state_verdicts(environment: Environment, batch: RolloutBatch) -> list[Verdic
     """One verdict per row on its final state (an environment with `scores_state`); a failure is an ERROR."""
     if batch.turns is None:
         raise ValueError("state_verdicts needs a batch of episodes (RolloutBatch.turns)")
-    verdicts = []
-    for row, record in enumerate(batch.turns.records):
-        try:
-            verdict = environment.score_state(record.final_state, batch.prompt_of(row))
-        except Exception as err:  # noqa: BLE001 - a verifier never raises (docs/design.md principle 7)
-            verdict = error_verdict(f"{environment.name}.score_state raised", err)
-        if not isinstance(verdict, Verdict):
-            verdict = error_verdict(f"{environment.name}.score_state returned {type(verdict).__name__}, not a Verdict")
-        verdicts.append(verdict)
-    return verdicts
+    return [state_verdict(environment, record.final_state, batch.prompt_of(row))
+            for row, record in enumerate(batch.turns.records)]
+
+
+def state_verdict(environment: Environment, final_state: str, prompt: Prompt) -> Verdict:
+    """One final state's verdict; a check that fails is an ERROR verdict. `rlvr verify` re-scores recorded states
+    through this same function, so a re-check fails as training's check did."""
+    try:
+        verdict = environment.score_state(final_state, prompt)
+    except Exception as err:  # noqa: BLE001 - a verifier never raises (docs/design.md principle 7)
+        return error_verdict(f"{environment.name}.score_state raised", err)
+    if not isinstance(verdict, Verdict):
+        return error_verdict(f"{environment.name}.score_state returned {type(verdict).__name__}, not a Verdict")
+    return verdict
 
 
 def with_state(answers: ScoredBatch | None, environment: Environment, weight: float,

@@ -84,8 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
     ve.add_argument("config", nargs="?", help="YAML config file (optional; its task section is used)")
     ve.add_argument("overrides", nargs="*", help="dotted.key=value overrides, as for train, e.g. "
                                                   "task.code_reward_mode=all task.code_time_limit_s=2")
-    ve.add_argument("--verifier", required=True, help="verifier name, e.g. math, format, answer_format")
-    ve.add_argument("--input", required=True, help="JSONL with 'completion' and 'reference' (or 'answer') fields")
+    ve.add_argument("--verifier", required=True, help="verifier name, e.g. math, format, answer_format; "
+                                                       "environment: a multi-turn run's recorded final states")
+    ve.add_argument("--input", required=True, help="JSONL with 'completion' and 'reference' (or 'answer') fields, "
+                                                    "e.g. a run's samples.jsonl (re-checked against its verdicts)")
     ve.add_argument("--answer-mode", default=None, help="shorthand for task.answer_mode=...")
     ve.add_argument("--output", default=None, help="write verdict lines here instead of stdout")
     ve.set_defaults(func=cmd_verify)

@@ -9,6 +9,13 @@ verifier, unreadable input, unwritable output) raise VerifyInputError before any
 `rlvr.cli.main.main` prints as one `rlvr: error: ...` line with exit code 2.
 
 The summary (stderr) counts every outcome, zeros included, as the training metrics do (rewards.outcome_counts).
+
+A run's samples.jsonl is valid input too, and re-checks what training logged (issue 26, item 7): a line that holds
+the verdict training recorded under the verifier's name ("verdicts") gets that verdict as "recorded" and
+"agrees" (same outcome and score) beside the new one, and the summary counts the lines that disagree. `--verifier
+environment` re-scores a multi-turn run's episodes: each line's recorded final state ("episode") judged by the
+task's environment against the recorded task row (prompt id, question, reference, columns); the answer verifiers
+("math", ...) re-check the episode's last model turn, which is the line's "completion".
 """
 from __future__ import annotations
 
@@ -17,8 +24,9 @@ import json
 import os
 import sys
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Callable
 
 from rlvr.config.run import TaskConfig
 from rlvr.config.sections import EpisodeConfig
@@ -35,23 +43,46 @@ class VerifyInputError(UserFacingError, ValueError):
 
 
 STATE_VERIFIER = "environment"  # re-scores recorded episodes' final states (issue 26): samples.jsonl's "episode"
+SAME_SCORE = 1e-9  # a re-checked score this close to the recorded one agrees (JSON keeps floats exactly)
 
 
-class RecordedStateVerifier:
-    """The task's environment judging a recorded final state against the recorded reference (`score_state` is
-    pure, so the verdict is the one training gave unless the environment's code changed). Prompt columns are not
-    recorded: an environment whose check reads them cannot be re-scored from samples.jsonl."""
+@dataclass(frozen=True)
+class Line:
+    """One usable input line: the text checked, its reference, and the whole object (a samples.jsonl row also
+    holds the prompt's id, question and columns, and the verdicts training recorded)."""
 
-    def __init__(self, environment):
-        self.environment = environment
+    completion: str  # the completion; for the environment verifier, the episode's recorded final state
+    reference: str
+    record: dict[str, Any]
 
-    def verify(self, completion: str, reference: str) -> Verdict:  # completion: the final state's text
-        prompt = Prompt("recorded", (), reference)
-        verdict = self.environment.score_state(completion, prompt)
-        return verdict if isinstance(verdict, Verdict) else error_verdict("score_state gave no verdict")
+    def prompt(self) -> Prompt:
+        """The task row as far as samples.jsonl recorded it: an environment's state check may read its columns
+        (examples/capitals.py reads prompt.columns["country"])."""
+        question, columns = self.record.get("question"), self.record.get("columns")
+        return Prompt(str(self.record.get("prompt_id", "recorded")),
+                      ({"role": "user", "content": question},) if isinstance(question, str) else (), self.reference,
+                      columns if isinstance(columns, dict) else {})
+
+    def recorded(self, verifier: str) -> dict[str, Any] | None:
+        """The verdict training recorded under this verifier's name ("verdicts" of a samples.jsonl row), or None
+        when the line holds none that can be compared (an outcome string and a numeric score)."""
+        verdicts = self.record.get("verdicts")
+        verdict = verdicts.get(verifier) if isinstance(verdicts, dict) else None
+        if not isinstance(verdict, dict) or not isinstance(verdict.get("outcome"), str):
+            return None
+        score = verdict.get("score")
+        if isinstance(score, bool) or not isinstance(score, (int, float)):
+            return None
+        return {"outcome": verdict["outcome"], "score": float(score), "detail": str(verdict.get("detail", ""))}
 
 
-def _state_verifier(task: TaskConfig, episode: EpisodeConfig | None) -> Verifier:
+Check = Callable[[Line], Verdict]
+
+
+def _state_check(task: TaskConfig, episode: EpisodeConfig | None) -> Check:
+    """The task's environment judging each line's recorded final state against its recorded task row (`score_state`
+    is pure, so the verdict is the one training gave unless the environment's code or the config changed)."""
+    from rlvr.agents.scoring import state_verdict
     from rlvr.agents.wiring import plays_episodes
     from rlvr.tasks import build_task
 
@@ -60,16 +91,23 @@ def _state_verifier(task: TaskConfig, episode: EpisodeConfig | None) -> Verifier
     if environment is None or not environment.scores_state:
         raise VerifyInputError(f"verifier {STATE_VERIFIER!r} re-scores recorded episodes' final states, and task "
                                f"{task.name!r} has no environment state to check (give --task / task.name)")
-    return RecordedStateVerifier(environment)
+    return lambda line: state_verdict(environment, line.completion, line.prompt())
 
 
-def build_verifier(name: str, task: TaskConfig, episode: EpisodeConfig | None = None) -> Verifier:
-    if name == STATE_VERIFIER:
-        return _state_verifier(task, episode)
+def build_verifier(name: str, task: TaskConfig) -> Verifier:
     factory = VERIFIERS.get(name)
     if factory is None:
-        raise VerifyInputError(f"unknown verifier {name!r}; valid verifiers: {', '.join(sorted(VERIFIERS))}")
+        raise VerifyInputError(f"unknown verifier {name!r}; valid verifiers: {', '.join(sorted(VERIFIERS))}, "
+                               f"{STATE_VERIFIER} (a multi-turn run's recorded final states)")
     return factory(task)
+
+
+def build_check(name: str, task: TaskConfig, episode: EpisodeConfig | None = None) -> tuple[Check, bool]:
+    """(verdict of one line, whether lines need a reference) for a verifier name."""
+    if name == STATE_VERIFIER:
+        return _state_check(task, episode), True
+    verifier = build_verifier(name, task)
+    return (lambda line: safe_verify(verifier, line.completion, line.reference)), _reference_required(verifier)
 
 
 def _reference_required(verifier: Verifier) -> bool:
@@ -85,8 +123,8 @@ def _type_name(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def parse_line(raw: bytes, needs_reference: bool, state: bool = False) -> tuple[str, str] | str:
-    """(completion, reference) from one input line, or a string saying what is wrong with it. `state`: the
+def parse_line(raw: bytes, needs_reference: bool, state: bool = False) -> Line | str:
+    """One input line's completion and reference, or a string saying what is wrong with it. `state`: the
     recorded episode's final state stands for the completion (samples.jsonl of a multi-turn run)."""
     try:
         text = raw.decode("utf-8")
@@ -114,13 +152,13 @@ def parse_line(raw: bytes, needs_reference: bool, state: bool = False) -> tuple[
     if field is None:
         if needs_reference:
             return "bad input line: missing field 'reference' (or 'answer')"
-        return completion, ""
+        return Line(completion, "", record)
     reference = record[field]
     if isinstance(reference, (int, float)) and not isinstance(reference, bool):
         reference = str(reference)  # datasets often store numeric answers as numbers
     if not isinstance(reference, str):
         return f"bad input line: field {field!r} must be a string or a number, got {_type_name(reference)}"
-    return completion, reference
+    return Line(completion, reference, record)
 
 
 def _open_output(output: Path | None, input_path: Path) -> IO[str]:
@@ -155,13 +193,51 @@ def format_summary(counts: Counter[Outcome], total_score: float, bad_lines: int,
     return "\n".join(rows)
 
 
+@dataclass
+class Tally:
+    """What the summary counts: outcomes, scores, unusable lines, and the lines whose re-checked verdict
+    disagrees with the one recorded in them (samples.jsonl: did the verifier or the environment change?)."""
+
+    counts: Counter[Outcome] = field(default_factory=Counter)
+    total_score: float = 0.0
+    bad_lines: int = 0
+    compared: int = 0
+    disagreeing: list[int] = field(default_factory=list)  # input line numbers
+
+    def add(self, number: int, parsed: Line | str, check: Check, verifier: str) -> dict[str, Any]:
+        """One output line; with the recorded verdict and whether the two agree when the input line holds one."""
+        if isinstance(parsed, str):
+            verdict, recorded = error_verdict(parsed), None
+            self.bad_lines += 1
+        else:
+            verdict, recorded = check(parsed), parsed.recorded(verifier)
+        self.counts[verdict.outcome] += 1
+        self.total_score += verdict.score
+        row = {"line": number, **verdict.as_json()}
+        if recorded is None:
+            return row
+        agrees = recorded["outcome"] == verdict.outcome.value and abs(recorded["score"] - verdict.score) <= SAME_SCORE
+        self.compared += 1
+        if not agrees:
+            self.disagreeing.append(number)
+        return {**row, "recorded": recorded, "agrees": agrees}
+
+    def comparison(self) -> str:
+        """The summary's last line, when some input lines held a recorded verdict ("" otherwise)."""
+        if not self.compared:
+            return ""
+        lines = ", ".join(map(str, self.disagreeing[:10])) + (", ..." if len(self.disagreeing) > 10 else "")
+        return (f"  recorded verdicts: {self.compared} compared, {len(self.disagreeing)} disagree"
+                + (f" (line{'' if len(self.disagreeing) == 1 else 's'} {lines})" if self.disagreeing else ""))
+
+
 def verify_file(verifier_name: str, input_path: Path, task: TaskConfig, output: Path | None = None,
                 episode: EpisodeConfig | None = None) -> int:
     """Verify every line of `input_path`; write verdict lines to `output` (stdout if None), the summary to
     stderr. Returns 0 once the file could be read (bad lines are error verdicts); raises VerifyInputError
     for an unknown verifier, an unreadable input file or an unwritable output path."""
     input_path, output = Path(input_path), None if output is None else Path(output)
-    verifier = build_verifier(verifier_name, task, episode)
+    check, needs_reference = build_check(verifier_name, task, episode)
     if not input_path.exists():
         raise VerifyInputError(f"input file {str(input_path)!r} does not exist")
     if not input_path.is_file():
@@ -170,22 +246,13 @@ def verify_file(verifier_name: str, input_path: Path, task: TaskConfig, output: 
         source = input_path.open("rb")
     except OSError as err:
         raise VerifyInputError(f"cannot read input file {str(input_path)!r}: {err.strerror or err}") from None
-    needs_reference = _reference_required(verifier)
-    counts: Counter[Outcome] = Counter()
-    total_score, bad_lines = 0.0, 0
+    tally, state = Tally(), verifier_name == STATE_VERIFIER
     with source:
         sink = _open_output(output, input_path)
         try:
             for number, raw in enumerate(source, start=1):  # a final newline adds no (blank) line
-                parsed = parse_line(raw.rstrip(b"\r\n"), needs_reference, verifier_name == STATE_VERIFIER)
-                if isinstance(parsed, str):
-                    verdict: Verdict = error_verdict(parsed)
-                    bad_lines += 1
-                else:
-                    verdict = safe_verify(verifier, *parsed)
-                counts[verdict.outcome] += 1
-                total_score += verdict.score
-                line = json.dumps({"line": number, **verdict.as_json()}, ensure_ascii=False)
+                parsed = parse_line(raw.rstrip(b"\r\n"), needs_reference, state)
+                line = json.dumps(tally.add(number, parsed, check, verifier_name), ensure_ascii=False)
                 # a lone surrogate in a detail (model-written error text) cannot be encoded: escape, never crash
                 sink.write(line.encode("utf-8", "backslashreplace").decode("utf-8") + "\n")
             sink.flush()
@@ -199,7 +266,8 @@ def verify_file(verifier_name: str, input_path: Path, task: TaskConfig, output: 
             if sink is not sys.stdout:
                 sink.close()
     label = f"{verifier_name} verifier on {input_path}"
-    print(format_summary(counts, total_score, bad_lines, label), file=sys.stderr)
+    summary = format_summary(tally.counts, tally.total_score, tally.bad_lines, label)
+    print("\n".join(filter(None, (summary, tally.comparison()))), file=sys.stderr)
     if output is not None:
         print(f"wrote {output}", file=sys.stderr)
     return 0

@@ -14,7 +14,8 @@ def _cpu(rollouts: RolloutBatch) -> RolloutBatch:
     move = lambda t: t.detach().cpu()  # noqa: E731
     return RolloutBatch(rollouts.prompts, rollouts.group_size, move(rollouts.prompt_ids), move(rollouts.prompt_mask),
                         move(rollouts.completion_ids), move(rollouts.completion_mask),
-                        move(rollouts.sampling_logprobs), rollouts.completions, move(rollouts.truncated))
+                        move(rollouts.sampling_logprobs), rollouts.completions, move(rollouts.truncated),
+                        None if rollouts.turns is None else rollouts.turns.to("cpu"))  # episodes: issue 26
 
 
 def global_step_view(ctx: DistContext, rollouts: RolloutBatch, scored: ScoredBatch, service_stats: dict[str, int],

@@ -28,7 +28,7 @@ def select_groups(rollouts: RolloutBatch, scored: ScoredBatch, groups: list[int]
         prompt_ids=rollouts.prompt_ids[groups], prompt_mask=rollouts.prompt_mask[groups],
         completion_ids=rollouts.completion_ids[rows], completion_mask=rollouts.completion_mask[rows],
         sampling_logprobs=rollouts.sampling_logprobs[rows], completions=[rollouts.completions[r] for r in rows],
-        truncated=rollouts.truncated[rows])
+        truncated=rollouts.truncated[rows], turns=None if rollouts.turns is None else rollouts.turns.rows(rows))
     kept = ScoredBatch(rewards=scored.rewards[rows], scorable=scored.scorable[rows],
                        verdicts={k: [v[r] for r in rows] for k, v in scored.verdicts.items()},
                        scores={k: v[rows] for k, v in scored.scores.items()})

@@ -64,6 +64,12 @@ def episode_view(record, sampled: torch.Tensor) -> dict:
     return {"sampled": [int(x) for x in sampled.tolist()], "episode": record.as_json()}
 
 
+def shown_ratios(ratios: torch.Tensor, sampled: torch.Tensor) -> list[float | None]:
+    """A row's ratios, null on an episode's environment tokens: no policy sampled them, so whatever the forwards
+    left there is no ratio (the dashboard reads null as uncoloured)."""
+    return [round(x, 5) if s else None for x, s in zip(ratios.tolist(), sampled.tolist())]
+
+
 def group_row(step: int, rollouts: RolloutBatch, scored: ScoredBatch, advantages: torch.Tensor, group: int,
               decode: Callable[[list[int]], str], clip: tuple[float, float],
               ratios: torch.Tensor | None) -> dict:
@@ -77,8 +83,8 @@ def group_row(step: int, rollouts: RolloutBatch, scored: ScoredBatch, advantages
         ids = rollouts.completion_ids[row, :length].tolist()
         sampled = rollouts.completion_mask[row, :length]
         per_token = advantages[row, :length] if advantages.dim() == 2 else advantages[row].expand(length)
-        if rollouts.turns is not None:  # environment tokens carry no advantage
-            per_token = per_token * sampled
+        if rollouts.turns is not None:  # environment tokens carry no advantage (0, not the -0.0 of a product)
+            per_token = torch.where(sampled.bool(), per_token, 0.0)
         shown = (advantages[row] if advantages.dim() == 1 else per_token[sampled.bool()].mean() if length
                  else advantages.new_zeros(()))
         completions.append({
@@ -88,7 +94,7 @@ def group_row(step: int, rollouts: RolloutBatch, scored: ScoredBatch, advantages
             "verdicts": {name: v[row].as_json() for name, v in scored.verdicts.items()},
             "tokens": decode_tokens(decode, ids),
             "token_advantages": [round(x, 5) for x in per_token.tolist()],
-            "token_ratios": None if ratios is None else [round(x, 5) for x in ratios[j, :length].tolist()],
+            "token_ratios": None if ratios is None else shown_ratios(ratios[j, :length], sampled),
             **({} if rollouts.turns is None else episode_view(rollouts.turns.records[row], sampled)),
         })
     return {"step": step, "prompt_id": prompt.id, "question": prompt.messages[-1]["content"],

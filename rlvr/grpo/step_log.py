@@ -1,14 +1,16 @@
 """What one step writes to metrics.jsonl and samples.jsonl."""
 from __future__ import annotations
 
-from typing import Sequence
+import json
+from typing import Any, Sequence
 
+from rlvr.agents.protocol import STOP_REASONS, EpisodeRecord
 from rlvr.algorithms.advantages import tied_groups
 from rlvr.algorithms.correction import CorrectionStats
 from rlvr.metrics.diagnostics import peak_memory_gb, reflection_rate, tokens_per_second
 from rlvr.rewards.rewarder import mean_scores, outcome_counts
 from rlvr.training.update import UpdateStats
-from rlvr.types import RolloutBatch, ScoredBatch, row_extent
+from rlvr.types import Prompt, RolloutBatch, ScoredBatch, row_extent
 
 
 def step_record(step: int, rollouts: RolloutBatch, scored: ScoredBatch, stats: UpdateStats,
@@ -62,8 +64,15 @@ def sample_rows(step: int, rollouts: RolloutBatch, scored: ScoredBatch, limit: i
                      "reference": prompt.reference, "completion": rollouts.completions[i],
                      "reward": scored.rewards[i].item(),
                      "verdicts": {name: v[i].as_json() for name, v in scored.verdicts.items()},
-                     **({} if rollouts.turns is None else {"episode": rollouts.turns.records[i].as_json()})})
+                     **({} if rollouts.turns is None else episode_sample(rollouts.turns.records[i], prompt))})
     return rows
+
+
+def episode_sample(record: EpisodeRecord, prompt: Prompt) -> dict[str, Any]:
+    """What an episode's samples.jsonl row adds (issue 26): the episode, and the prompt's columns, which `rlvr
+    verify --verifier environment` hands back to score_state (examples/capitals.py reads prompt.columns). A value
+    JSON cannot hold is written as its repr: a log line must never stop a run."""
+    return {"episode": record.as_json(), "columns": json.loads(json.dumps(prompt.columns, default=repr))}
 
 
 def episode_metrics(rollouts: RolloutBatch) -> dict[str, float]:
@@ -79,4 +88,7 @@ def episode_metrics(rollouts: RolloutBatch) -> dict[str, float]:
             "episode/calls_mean": (valid + invalid) / n,
             "episode/valid_call_share": valid / (valid + invalid) if valid + invalid else 0.0,
             "episode/env_tokens_mean": float(inside) / n,
-            **{f"episode/stop_{reason}": reasons.count(reason) / n for reason in sorted(set(reasons))}}
+            # every stop reason, zeros included, so that the columns stay the same from step to step (as
+            # rewards.outcome_counts): a reason absent at one step would leave a gap in its curve, not a 0
+            **{f"episode/stop_{reason}": reasons.count(reason) / n
+               for reason in (*STOP_REASONS, *sorted(set(reasons) - set(STOP_REASONS)))}}

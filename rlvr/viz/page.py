@@ -1,6 +1,6 @@
 """The page shared by `rlvr report` and `rlvr dashboard`: the JSON payload it draws and the HTML around it.
 
-One template, one script and one style sheet (rlvr/viz/static/) are inlined into a single HTML document, with the
+One template, its scripts and one style sheet (rlvr/viz/static/) are inlined into a single HTML document, with the
 payload in a <script type="application/json"> block: a report opens offline from file://, and a dashboard serves
 the same document and then polls /api/data for new payloads.
 """
@@ -20,6 +20,7 @@ from rlvr.viz.rundata import Group, RunData
 
 FORMAT = 1  # payload layout version, read by page.js
 GENERATOR = '<meta name="generator" content="rlvr report">'  # marks a file `rlvr report` may replace
+SCRIPTS = ("explainer.js", "page.js")  # inlined in this order: page.js starts the explainer explainer.js defines
 TOKEN_DIGITS = 4  # per-token advantages and ratios are rounded: they only pick a colour, and a report stays small
 # The explainer's first inputs. The algorithm's numbers are the trainer's defaults; the rewards, ratio and token
 # probabilities are only an example to start from (a group of 4 with two right answers, a ratio past the clip).
@@ -94,10 +95,10 @@ def data_json(data: dict[str, Any]) -> str:
 
 def render_page(data: str, title: str) -> str:
     """The whole self-contained HTML document, around a payload already made into text by data_json()."""
-    parts = {"TITLE": _escape(title), "CSS": _asset("page.css"), "JS": _asset("page.js"), "DATA": data,
+    parts = {"TITLE": _escape(title), "CSS": _asset("page.css"), "JS": "\n".join(map(_asset, SCRIPTS)), "DATA": data,
              "GENERATOR": GENERATOR}
     if "</script" in parts["JS"].lower():
-        raise AssertionError("page.js must not contain a closing script tag: it is inlined")
+        raise AssertionError(f"{' and '.join(SCRIPTS)} must not contain a closing script tag: they are inlined")
     # One pass, so that text inside the inserted parts is never taken for a placeholder.
     return re.sub(r"@@(TITLE|CSS|JS|DATA|GENERATOR)@@", lambda m: parts[m.group(1)], _asset("page.html"))
 

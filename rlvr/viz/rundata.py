@@ -43,15 +43,34 @@ class Verdict:
 
 
 @dataclass(frozen=True)
+class Message:
+    role: str  # "assistant": the model's turn; any other role is the environment's (tool results, a game's reply)
+    content: str
+
+
+@dataclass(frozen=True)
+class Episode:
+    """How one multi-turn episode went (issue 26): the "episode" of its samples.jsonl / groups.jsonl entry."""
+
+    messages: list[Message]  # the turns after the prompt
+    model_turns: int
+    stop_reason: str
+    valid_calls: int
+    invalid_calls: int
+    final_state: str
+
+
+@dataclass(frozen=True)
 class Completion:
     phase: str  # start | middle | end
     step: int
     prompt_id: str
     question: str
     reference: str
-    text: str
+    text: str  # an episode's: its last model turn
     reward: float | None
     verdicts: list[Verdict]
+    episode: Episode | None = None  # multi-turn episodes only
 
 
 @dataclass(frozen=True)
@@ -65,7 +84,7 @@ class GroupCompletion:
     token_advantages: list[float]
     token_ratios: list[float] | None  # pi_new / pi_old per token after the step's update; None: not recorded
     sampled: list[bool] | None = None  # multi-turn episodes: False on the environment's tokens (drawn grey)
-    episode: dict[str, Any] | None = None  # multi-turn episodes: turns, stop reason, calls, final state
+    episode: Episode | None = None  # multi-turn episodes only
 
 
 @dataclass(frozen=True)
@@ -197,7 +216,7 @@ def _completions(path: Path) -> list[Completion]:
             r = line.record
             out.append(Completion(phase, step, _text(r, "prompt_id"), _text(r, "question"), _text(r, "reference"),
                                   _text(r, "completion"), _number(r.get("reward")),
-                                  _verdicts(path, line, r.get("verdicts"))))
+                                  _verdicts(path, line, r.get("verdicts")), _episode(path, line, r.get("episode"))))
     return out
 
 
@@ -246,8 +265,24 @@ def _group_completion(path: Path, line: JsonLine, c: dict[str, Any]) -> GroupCom
         _verdicts(path, line, c.get("verdicts")), [str(t) for t in tokens],
         token_advantages if token_advantages is not None else [advantage or 0.0] * len(tokens),
         None if ratios is None else _per_token(path, line, "token_ratios", ratios, len(tokens), 1.0),
-        _sampled(path, line, c.get("sampled"), len(tokens)), c.get("episode") if isinstance(c.get("episode"), dict)
-        else None)
+        _sampled(path, line, c.get("sampled"), len(tokens)), _episode(path, line, c.get("episode")))
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _episode(path: Path, line: JsonLine, raw: Any) -> Episode | None:
+    """An "episode" entry (None: a single-turn line). Missing values read as empty; messages that are not a list
+    of objects are an error that names the line, as other malformed lists are."""
+    if raw is None:
+        return None
+    messages = raw.get("messages") if isinstance(raw, dict) else None
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        raise RunDataError(f"{path}: {line.where}: \"episode\" is not an object with a list of \"messages\" objects")
+    turns = [Message(_text(m, "role"), _text(m, "content")) for m in messages]
+    return Episode(turns, sum(m.role == "assistant" for m in turns), _text(raw, "stop_reason"),
+                   _count(raw.get("valid_calls")), _count(raw.get("invalid_calls")), _text(raw, "final_state"))
 
 
 def _sampled(path: Path, line: JsonLine, values: Any, length: int) -> list[bool] | None:

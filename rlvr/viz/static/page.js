@@ -11,7 +11,8 @@
     {id: "reward", title: "Reward (mean)", keys: ["reward_mean"], prefix: "reward/"},
     {id: "heldout", title: "Held-out accuracy", match: (k) => k.startsWith("eval/") && ACCURACY.test(k.slice(5))},
     {id: "kl", title: "KL to the reference", keys: ["kl"]},
-    {id: "length", title: "Completion length (tokens)", keys: ["completion_length", "completion_length_max"]},
+    {id: "length", title: "Completion length (tokens)",
+     keys: ["completion_length", "completion_length_max", "episode/env_tokens_mean"]},
     {id: "reflection", title: "Reflection rate", keys: ["reflection_rate"]},
     {id: "tied", title: "Tied share (groups with zero std)", keys: ["zero_std_fraction"]},
     {id: "clip", title: "Clip fraction", keys: ["clip_fraction", "clip_fraction_low", "clip_fraction_high"]},
@@ -22,6 +23,11 @@
     {id: "grad_norm", title: "Gradient norm", keys: ["grad_norm"]},
     {id: "truncated", title: "Truncated share", keys: ["truncated_fraction"]},
     {id: "memory", title: "Peak memory (GB)", keys: ["peak_memory_gb"]},
+    // multi-turn runs only (issue 26): not listed as missing in a run without episodes
+    {id: "episodes", title: "Episodes: valid-call share and stop reasons", episodes: true,
+     match: (k) => /^episode\/(valid_call_share|stop_)/.test(k)},
+    {id: "episode_turns", title: "Episodes: turns and tool calls per episode", episodes: true,
+     keys: ["episode/turns_mean", "episode/calls_mean"]},
   ];
   // The group view remembers its step by number: a dashboard's window of latest steps slides under it.
   const state = {data: null, groupRun: null, groupStep: null, followLatest: false, mode: "advantage", etag: null};
@@ -136,7 +142,7 @@
     const grid = clear(byId("charts")), missing = [];
     CHARTS.forEach((def) => {
       const card = drawChart(def, data.runs);
-      if (card) grid.appendChild(card); else missing.push(def.title.toLowerCase());
+      if (card) grid.appendChild(card); else if (!def.episodes) missing.push(def.title.toLowerCase());
     });
     byId("charts-missing").textContent = missing.length ? `Not recorded in ${these(data)}: ${missing.join(", ")}.` : "";
   }
@@ -163,10 +169,21 @@
         const card = el("div", {"class": "card completion", "data-phase": c.phase, "data-step": c.step});
         const meta = el("div", {"class": "meta"}, `reference ${c.reference} · reward ${fmt(c.reward)} `);
         meta.appendChild(verdictBadges(c.verdicts));
-        card.append(el("div", {"class": "question"}, c.question), meta, el("pre", {"class": "text"}, c.text));
+        if (c.episode) meta.prepend(episodeMeta(c.episode));
+        card.append(el("div", {"class": "question"}, c.question), meta,
+                    c.episode ? trajectory(c.episode) : el("pre", {"class": "text"}, c.text));
         row.appendChild(card);
       });
     });
+  }
+  const episodeMeta = (e) => `${e.model_turns} turns · ${e.valid_calls} valid / ${e.invalid_calls} bad calls · ` +
+    `${e.stop_reason} · `;
+  function trajectory(e) {  // an episode's turns after the prompt, the environment's grey as in the group view
+    const box = el("div", {"class": "trajectory"});
+    e.messages.forEach((m) => box.appendChild(el("pre", {"class": "text turn" + (m.role === "assistant" ? "" : " env"),
+                                                          "data-role": m.role, title: m.role}, m.content)));
+    if (e.final_state) box.appendChild(el("div", {"class": "meta final-state"}, "final state: " + e.final_state));
+    return box;
   }
   function renderConfig(data) {
     // a panel the reader closed stays closed when the dashboard redraws (by run index)
@@ -244,15 +261,15 @@
       `step ${group.step} · reference ${group.reference} · G = ${group.completions.length} · clip range ` +
       `[${fmt(1 - group.clip_low)}, ${fmt(1 + group.clip_high)}]`));
     const scale = Math.max(...group.completions.flatMap((c) => c.token_advantages.map(Math.abs)), 0) || 1;
-    legendItems(LEGENDS[state.mode]);
+    const episodes = group.completions.some((c) => c.sampled);  // issue 26: say what the grey tokens are
+    legendItems(LEGENDS[state.mode].concat(episodes ? [["#e4e4e4", "environment turn (not trained on)"]] : []));
     group.completions.forEach((c, j) => cards.appendChild(groupCard(group, c, j, scale)));
   }
   function groupCard(group, c, j, scale) {
     const card = el("div", {"class": "card member", "data-index": j, "data-advantage": c.advantage});
     const meta = el("div", {"class": "meta"},
-      `#${j + 1} · reward ${fmt(c.reward)} · advantage ${fmt(c.advantage)}${c.truncated ? " · truncated" : ""}` +
-      (c.episode ? ` · ${c.episode.messages.filter((m) => m.role === "assistant").length} turns · ` +
-        `${c.episode.valid_calls} valid / ${c.episode.invalid_calls} bad calls · ${c.episode.stop_reason}` : "") + " ");
+      `#${j + 1} · reward ${fmt(c.reward)} · advantage ${fmt(c.advantage)}${c.truncated ? " · truncated" : ""} ` +
+      (c.episode ? "· " + episodeMeta(c.episode) : ""));
     meta.appendChild(verdictBadges(c.verdicts));
     card.appendChild(meta);
     const ratios = state.mode === "ratio" ? c.token_ratios : null;
@@ -261,16 +278,20 @@
                           "token ratios were not recorded for this completion (token_ratios is null)"));
     }
     const body = el("div", {"class": "tokens"});
+    let turn = 0;  // an episode's model turn: a sampled token after the environment's starts the next one
     c.tokens.forEach((t, k) => {
       if (c.sampled && !c.sampled[k]) {  // an episode's environment turn: not the model's, no advantage (issue 26)
         body.appendChild(el("span", {"class": "tok env", "title": "environment turn (not trained on)"}, t));
         return;
       }
-      const span = el("span", {"class": "tok", "data-adv": c.token_advantages[k]}, t);
+      const starts = Boolean(c.sampled) && k > 0 && !c.sampled[k - 1];
+      turn += starts ? 1 : 0;
+      const span = el("span", {"class": "tok" + (starts ? " turn-start" : ""), "data-adv": c.token_advantages[k]}, t);
+      if (c.sampled) span.setAttribute("data-turn", turn);
       if (c.token_ratios) span.setAttribute("data-ratio", c.token_ratios[k]);
       span.style.backgroundColor = state.mode === "advantage" ? advantageColour(c.token_advantages[k], scale)
         : (ratios ? ratioColour(ratios[k], c.token_advantages[k], group) : "transparent");
-      span.title = `advantage ${fmt(c.token_advantages[k])}` +
+      span.title = (c.sampled ? `model turn ${turn + 1} · ` : "") + `advantage ${fmt(c.token_advantages[k])}` +
                    (c.token_ratios ? ` · ratio ${fmt(c.token_ratios[k], 5)}` : "");
       body.appendChild(span);
     });
@@ -292,78 +313,6 @@
       state.mode = mode;
       renderGroups(state.data);
     }));
-  }
-
-  /* ---- explainer: ports of rlvr.advantages.grpo_advantages, rlvr.objectives.ppo_clip, rlvr.loss.kl_k3 ---- */
-  function grpoAdvantages(rewards, eps) {
-    const n = rewards.length, mean = rewards.reduce((a, r) => a + r, 0) / Math.max(n, 1);
-    const std = Math.sqrt(rewards.reduce((a, r) => a + (r - mean) * (r - mean), 0) / Math.max(n - 1, 1));
-    const tied = !(n > 1 && Math.max(...rewards) > Math.min(...rewards));  // exactly 0 then, not float noise
-    return {mean, std, tied, advantages: rewards.map((r) => (tied ? 0 : (r - mean) / (std + eps)))};
-  }
-  function ppoClip(ratio, adv, low, high) {
-    const unclipped = ratio * adv, clippedTerm = Math.min(Math.max(ratio, 1 - low), 1 + high) * adv;
-    return {unclipped, clippedTerm, loss: -Math.min(unclipped, clippedTerm), binds: clippedTerm < unclipped};
-  }
-  function klK3(logprob, refLogprob) {
-    const d = refLogprob - logprob;
-    return {d, value: Math.exp(d) - d - 1};
-  }
-  function exShow(node, value) {
-    node = typeof node === "string" ? byId(node) : node;
-    node.setAttribute("data-value", String(value));
-    node.textContent = typeof value === "number" ? String(Number(value.toPrecision(7))) : String(value);
-  }
-  const exNumber = (id) => parseFloat(byId(id).value);
-  const exRewards = () => [...document.querySelectorAll("#ex-rewards input")].map((i) => parseFloat(i.value));
-  function exRewardRows(values) {
-    const box = clear(byId("ex-rewards"));
-    values.forEach((v, i) => {
-      const input = el("input", {id: "ex-r-" + i, type: "number", step: "0.1", value: v});
-      input.addEventListener("input", exCompute);
-      const remove = el("button", {type: "button", id: "ex-remove-" + i, title: "remove this completion"}, "remove");
-      remove.addEventListener("click", () => { const r = exRewards(); r.splice(i, 1); exRewardRows(r); });
-      remove.disabled = values.length <= 1;
-      const row = el("div", {"class": "ex-reward"});
-      row.append(el("label", {"for": "ex-r-" + i}, "r" + (i + 1)), input, remove);
-      box.appendChild(row);
-    });
-    byId("ex-g").textContent = String(values.length);
-    exCompute();
-  }
-  function exCompute() {
-    const rewards = exRewards(), low = exNumber("ex-eps-low"), high = exNumber("ex-eps-high");
-    const rho = exNumber("ex-ratio"), beta = exNumber("ex-beta"), eps = exNumber("ex-std-eps");
-    const pi = exNumber("ex-pi"), piRef = exNumber("ex-pi-ref");
-    const bad = [...rewards, low, high, rho, beta, eps].some((v) => !isFinite(v)) || !(pi > 0 && pi <= 1) ||
-                !(piRef > 0 && piRef <= 1) || rho < 0 || beta < 0 || eps <= 0 || low < 0 || high < 0;
-    byId("ex-error").textContent = bad ? "Every field needs a number: rho, beta, eps_low, eps_high >= 0, " +
-                                         "std eps > 0, 0 < pi <= 1, 0 < pi_ref <= 1." : "";
-    const rows = clear(byId("ex-rows"));
-    if (bad) return;
-    const adv = grpoAdvantages(rewards, eps), kl = klK3(Math.log(pi), Math.log(piRef));
-    [["ex-mean", adv.mean], ["ex-std", adv.std], ["ex-tied", adv.tied ? "yes" : "no"], ["ex-log-ratio", kl.d],
-     ["ex-kl", kl.value], ["ex-kl-term", beta * kl.value]].forEach(([id, v]) => exShow(id, v));
-    adv.advantages.forEach((a, i) => {
-      const s = ppoClip(rho, a, low, high), tr = el("tr");
-      tr.appendChild(el("td", {}, i + 1));
-      [["reward", rewards[i]], ["adv", a], ["unclipped", s.unclipped], ["clipped-term", s.clippedTerm],
-       ["loss", s.loss], ["binds", s.binds ? "yes" : "no"], ["total", s.loss + beta * kl.value]].forEach(([key, v]) => {
-        const td = el("td", {id: `ex-${key}-${i}`});
-        exShow(td, v);
-        tr.appendChild(td);
-      });
-      rows.appendChild(tr);
-    });
-  }
-  function initExplainer(defaults) {
-    [["ex-eps-low", "eps_low"], ["ex-eps-high", "eps_high"], ["ex-ratio", "ratio"], ["ex-std-eps", "std_eps"],
-     ["ex-beta", "beta"], ["ex-pi", "pi"], ["ex-pi-ref", "pi_ref"]].forEach(([id, key]) => {
-      byId(id).value = defaults[key];
-      byId(id).addEventListener("input", exCompute);
-    });
-    byId("ex-add").addEventListener("click", () => exRewardRows([...exRewards(), 0]));
-    exRewardRows(defaults.rewards);
   }
 
   /* ---- data, live updates ------------------------------------------------------------------------- */
@@ -397,10 +346,9 @@
     const data = JSON.parse(byId("rlvr-data").textContent);
     state.followLatest = Boolean(data.live);
     wireGroups();
-    initExplainer(data.explainer);
+    window.rlvrViz.initExplainer(data.explainer);  // explainer.js, inlined before this script
     render(data);
     if (data.live) { setStatus("live: polling every 2 s"); setTimeout(poll, 2000); }
   }
-  window.rlvrViz = {grpoAdvantages, ppoClip, klK3};
   start();
 })();

@@ -13,7 +13,7 @@ are marked in `BudgetedRollout.forced`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -27,7 +27,8 @@ CLOSE_TEXT = "\n</think>\n"  # appended when the budget runs out; the newlines k
 
 @dataclass
 class BudgetedRollout(RolloutBatch):
-    forced: torch.Tensor  # [B] bool: the budget closed </think> for this row
+    # [B] bool: the budget closed </think> for this row (keyword-only: RolloutBatch's last field has a default)
+    forced: torch.Tensor = field(kw_only=True)
 
 
 @dataclass

@@ -184,10 +184,10 @@ class HFRolloutEngine:
         one prefill of their context)."""
         device = next(self.model.parameters()).device
         width = max(len(c) for c in contexts)
-        ids = torch.full((len(contexts), width), self.tokenizer.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(contexts), width), dtype=torch.long)
+        ids = torch.full((len(contexts), width), self.tokenizer.pad_token_id, dtype=torch.long)  # host: filled row
+        mask = torch.zeros((len(contexts), width), dtype=torch.long)  # host: by row from lists, moved once below
         for row, context in enumerate(contexts):
-            ids[row, width - len(context):] = torch.tensor(context, dtype=torch.long)
+            ids[row, width - len(context):] = torch.tensor(context, dtype=torch.long)  # host: as above
             mask[row, width - len(context):] = 1
         sampled, logprobs = self.sample(ids.to(device), mask.to(device), group_size, sampling)
         kept = completion_mask(sampled, self.stop_ids)

@@ -200,7 +200,8 @@ def test_train_ppo_critic_with_lora_kl_in_the_reward_correction_and_a_resume(tin
 def test_train_and_evaluate_episodes_with_process_credit_and_dynamic_sampling(tiny_model_dir, tmp_path, task):
     """issue 26: the multi-turn path (turns, environment tokens, state scores, per-turn credit) under the trap."""
     out = tmp_path / "run"
-    run_trapped(tiny_train(tiny_model_dir, out, f"task.name={task}", "task.one_shot=false", "episode.max_turns=2",
+    run_trapped(tiny_train(tiny_model_dir, out, f"task.name={task}", "task.one_shot=false", "episode.list_tools=false",
+                           "episode.max_turns=2",
                            "episode.tokens_per_turn=6", "episode.tokens_per_episode=30", "episode.credit=process",
                            "rollout.dynamic_sampling.enabled=true", "eval.greedy=true"))
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]

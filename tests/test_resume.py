@@ -183,11 +183,13 @@ def test_nan_loss_and_nan_gradient_leave_the_step_a_no_op():
     ["algorithm.advantage=gae", "algorithm.aggregation=token_mean", "algorithm.updates_per_batch=2",
      "algorithm.kl_placement=reward", "algorithm.kl_estimator=k1"],  # PPO: the critic and its AdamW resume too
     # multi-turn episodes (issue 26): the environments replay, the turns' seeds come from the checkpointed RNG
-    ["task.name=calculator", "task.one_shot=false", "episode.max_turns=2", "episode.tokens_per_turn=6",
-     "episode.tokens_per_episode=40", "episode.credit=process", "curriculum.enabled=true",
+    ["task.name=calculator", "task.one_shot=false", "episode.list_tools=false", "episode.max_turns=2",
+     "episode.tokens_per_turn=6", "episode.tokens_per_episode=40", "episode.credit=process", "curriculum.enabled=true",
      "rollout.dynamic_sampling.enabled=true"],
-    ["task.name=filesystem", "task.one_shot=false", "episode.max_turns=2", "episode.tokens_per_turn=6",
-     "episode.tokens_per_episode=40", "algorithm.advantage=gae", "algorithm.aggregation=token_mean"],
+    ["task.name=filesystem", "task.one_shot=false", "episode.list_tools=false", "episode.max_turns=2",
+     "episode.tokens_per_turn=6", "episode.tokens_per_episode=40", "episode.partial_credit=true",
+     "algorithm.advantage=gae", "algorithm.aggregation=token_mean", "algorithm.kl_placement=reward",
+     "algorithm.kl_estimator=k1"],
 ], ids=["curriculum+dynamic_sampling", "ppo_critic", "episodes+process_credit", "episodes+ppo_critic"])
 def test_stateful_variants_resume_bit_exact(tiny_model_dir, tmp_path, variant):
     straight, stopped = tmp_path / "straight", tmp_path / "stopped"

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from rlvr.agents.chat import Rendering
 from rlvr.agents.protocol import Budgets, Environment
 from rlvr.config.base import ConfigError
+from rlvr.config.run import TaskConfig
 from rlvr.errors import UserFacingError
 
 if TYPE_CHECKING:
@@ -46,8 +47,6 @@ def plays_episodes(task) -> bool:
 def _default_verifiers() -> dict[str, float]:
     """task.verifiers' default. Compared by value, not by whether the user set it: a run's config.yaml, and `rlvr
     eval`'s re-validated config, carry every field as if set, and must still mean the task's own verifiers."""
-    from rlvr.config.run import TaskConfig
-
     return TaskConfig.model_fields["verifiers"].default_factory()
 
 

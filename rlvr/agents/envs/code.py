@@ -21,12 +21,11 @@ No state: score_state returns None, the answer verifier alone scores the episode
 from __future__ import annotations
 
 import json
-import random
-from typing import Iterator
 
 from rlvr.agents.envs.code_tasks import ENTRY, Problem, example, splits
+from rlvr.agents.envs.common import SplitTask, call_text
 from rlvr.agents.protocol import Episode, ModelTurn, Observation, ToolSpec
-from rlvr.agents.tool_calls import CLOSE, OPEN, response_block, run_calls
+from rlvr.agents.tool_calls import response_block, run_calls
 from rlvr.config.run import TaskConfig
 from rlvr.config.sections import EpisodeConfig
 from rlvr.types import Prompt, Verdict
@@ -149,11 +148,6 @@ class CodeEnvironment:
         return None  # no state: the "code" verifier on the answer's hidden tests scores the episode
 
 
-def call_text(name: str, arguments: dict) -> str:
-    """One tool call in the format parse_turn reads (Hermes / Qwen)."""
-    return f"{OPEN}{json.dumps({'name': name, 'arguments': arguments})}{CLOSE}"
-
-
 EXAMPLE_CODE = "def f(x): return x + 3"  # one line: no JSON-escaped newlines for a tiny model to copy
 
 
@@ -163,8 +157,9 @@ def example_tool_text() -> str:
     return "\n".join([f"{len(tests)}/{len(tests)} visible tests passed", *(f"PASS {t}" for t in tests)])
 
 
-class CodeAgentTask:
-    """Small Python function problems (code_tasks.py) with the sandbox tools; answers scored by "code"."""
+class CodeAgentTask(SplitTask):
+    """Small Python function problems (code_tasks.py) with the sandbox tools; answers scored by "code". The train
+    and held-out streams are common.SplitTask's, as the calculator's and the filesystem's."""
 
     answer_verifiers = {"code": 1.0}  # the hidden tests in Prompt.reference, whatever task.verifiers says
 
@@ -196,19 +191,6 @@ class CodeAgentTask:
         return Prompt(id=f"code_agent/{split}/{problem.canonical}", messages=self.messages(problem),
                       reference=problem.reference(),
                       columns={"template": problem.template, "visible_tests": list(problem.visible)})
-
-    # The Task contract (rlvr/tasks/base.py), written out here: rlvr.agents must not import rlvr.tasks, which
-    # imports this module (tests/test_layout.py forbids subpackages that import each other).
-    def train_prompts(self, seed: int) -> Iterator[Prompt]:
-        """Endless, uniform with replacement over the train split, from a private RNG (as sample_forever)."""
-        rng = random.Random(seed)
-        while True:
-            yield self.prompt(self.train[rng.randrange(len(self.train))], "train")
-
-    def eval_prompts(self, size: int) -> list[Prompt]:
-        if size < 0:
-            raise ValueError(f"eval size must be >= 0, got {size}")
-        return [self.prompt(p, "eval") for p in self.held_out[:size]]
 
     def environment(self, episode: EpisodeConfig) -> CodeEnvironment:
         return CodeEnvironment(self.config, episode)

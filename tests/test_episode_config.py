@@ -27,6 +27,7 @@ def test_engines_without_turns_and_unsupported_combinations_are_refused():
     assert "credit=process adds a per-turn term" in problems("episode.credit=process", "algorithm.advantage=gae",
                                                              "rollout.group_size=1")
     assert "exceeds episode.tokens_per_episode" in problems("episode.tokens_per_turn=300")
+    assert "would never run" in problems("episode.process_reward=mymod:score")  # credit is outcome by default
     load_config(None, ["task.name=calculator", "rollout.engine.kind=hf_process"])  # a supported engine passes
     load_config(None, ["reward.overlong_buffer=4"])  # single-turn tasks keep their rules
 

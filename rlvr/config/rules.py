@@ -46,6 +46,9 @@ def _episode_problems(c: AnyRunConfig) -> list[str]:
         problems.append(f"{name}: reward.overlong_buffer measures one completion against rollout.max_new_tokens; "
                         "for episodes cut by episode.tokens_per_turn / tokens_per_episode use "
                         "algorithm.mask_truncated=true instead")
+    if c.episode.process_reward is not None and c.episode.credit != "process":
+        problems.append("episode.process_reward scores turns for episode.credit=process only; with credit="
+                        f"{c.episode.credit} it would never run (set episode.credit=process)")
     if c.episode.credit == "process" and c.algorithm.advantage == "gae":
         problems.append(f"{name}: episode.credit=process adds a per-turn term to group advantages; with "
                         "algorithm.advantage=gae GAE already credits each token (use credit=outcome)")

@@ -267,6 +267,20 @@ AGENTS = [
        "process = self.weight * process * valid[:, None]  # unscorable rows learn nothing, as in the outcome term",
        "process = self.weight * process",
        "tests/test_turn_credit.py::test_an_unscorable_episode_gets_no_process_credit_either"),
+    _m("dynamic sampling keeps groups whose step rewards differ", "rlvr/grpo/dynamic_sampling.py",
+       "return (outcome & steps).tolist()", "return outcome.tolist()",
+       "tests/test_dynamic_sampling.py::test_with_step_credit_a_group_whose_step_rewards_differ_is_kept"),
+    _m("a final answer is no step", "rlvr/agents/protocol.py",
+       'return max(0, turns - (self.stop_reason == "answered"))', "return turns",
+       "tests/test_episodes.py::test_sampled_ids_are_kept_as_sampled_even_where_decode_then_encode_differs",
+       "tests/test_process_reward.py::test_a_final_answer_is_no_step_and_is_not_scored"),
+    _m("a calculator step is paid once", "rlvr/agents/envs/calculator.py",
+       "self.unreached -= new", "pass",
+       "tests/test_env_calculator.py::test_episode_driven_by_parsed_turns"),
+    _m("a filesystem step back and forth is paid once", "rlvr/agents/envs/filesystem.py",
+       "progress, self.fewest_wrong = wrong < self.fewest_wrong, min(wrong, self.fewest_wrong)",
+       "progress, self.fewest_wrong = wrong < self.fewest_wrong, wrong",
+       "tests/test_env_filesystem.py::test_episode_driven_by_parsed_turns"),
 ]
 
 CATALOGUE: list[Mutation] = (MATH + RESUME + DETERMINISM + RAY + DISTRIBUTED + NOTES + MATH_VERIFIER + CODE_VERIFIER

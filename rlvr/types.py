@@ -59,7 +59,7 @@ class Turns:
 
     turn_of_token: torch.Tensor  # [B, C] long: index of the model turn that sampled the token; -1 elsewhere
     turn_rewards: torch.Tensor  # [B, T] float: the environment's step reward for each model turn (0 = none)
-    turn_mask: torch.Tensor  # [B, T] bool: the row has a model turn t
+    turn_mask: torch.Tensor  # [B, T] bool: model turn t of the row is a step (every turn but a final answer)
     records: list[Any]  # len B rlvr.agents.protocol.EpisodeRecord: messages, final state, stop reason, call counts
 
     def to(self, device: "torch.device | str") -> "Turns":

@@ -185,3 +185,46 @@ def test_selection_and_concatenation_keep_the_episodes_turns() -> None:
     single[0].turns = None
     with pytest.raises(ValueError, match="cannot be joined with single-turn batches"):
         concat_groups([single, long])
+
+
+def _outcome_tied(turn_rewards: list[list[float]], tag: str):
+    """An episode group whose two outcomes tie (both 0) and whose turns earned `turn_rewards`."""
+    rollouts, _ = _episode_part([[0, -1, 1], [0, 0, -1]], turn_rewards, tag)
+    zero = torch.zeros(G)
+    return rollouts, ScoredBatch(zero, torch.ones(G, dtype=torch.bool), {"math": [Verdict(Outcome.WRONG, 0.0)] * G},
+                                 {"math": zero})
+
+
+def test_with_step_credit_a_group_whose_step_rewards_differ_is_kept() -> None:
+    """episode.credit=process (issue 26): outcomes 0, 0 tie, but step rewards (1, 0) vs (0, 0) do not, and the
+    process term gives that group nonzero advantages; judged on outcomes alone it was dropped."""
+    from rlvr.grpo.dynamic_sampling import tied_mask
+
+    parts = [_outcome_tied([[0.0, 0.0], [0.0, 0.0]], "flat"), _outcome_tied([[1.0, 0.0], [0.0, 0.0]], "steps"),
+             _outcome_tied([[1.0, 1.0], [1.0, 1.0]], "all-paid")]
+    calls = []
+
+    def draw(n: int):
+        part = parts[len(calls)]
+        calls.append(n)
+        return part
+
+    rollouts, _, stats = draw_informative_groups(draw, wanted=1, max_extra_prompts=2, step_credit=True)
+    # round 1: "flat" is tied -> share (0+1)/(1+2) -> asks min(cap 2, ceil(1 * 3)) = 2; the fake answers "steps"
+    assert [p.id for p in rollouts.prompts] == ["steps"] and stats.topped_up == 0 and calls == [1, 2]
+    assert tied_mask(*parts[1], step_credit=True) == [False]
+    assert tied_mask(*parts[1], step_credit=False) == [True]  # outcome credit: the step rewards are never read
+    assert tied_mask(*parts[2], step_credit=True) == [True]  # every step paid alike: nothing to tell apart
+    assert tied_mask(*_episode_part([[0, -1, 1], [0, 0, -1]], [[0.0, 0.0], [0.0, 0.0]], "o"), step_credit=True) == [
+        False]  # outcomes 1 vs 0 differ whatever the steps
+
+
+def test_auto_is_off_with_a_process_scorer_and_an_explicit_true_is_refused():
+    from rlvr.config.base import ConfigError
+    from rlvr.config.rules import dynamic_sampling_applies
+
+    scorer = ("task.name=calculator", "episode.credit=process", "episode.process_reward=mod:fn")
+    assert dynamic_sampling_applies(_auto_config(*scorer), 1) is False  # its scores come after the draw
+    assert dynamic_sampling_applies(_auto_config(*scorer[:2]), 1) is True
+    with pytest.raises(ConfigError, match="before episode.process_reward scores"):
+        _auto_config(*scorer, "rollout.dynamic_sampling.enabled=true")

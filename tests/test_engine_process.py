@@ -82,7 +82,7 @@ def test_episodes_on_the_engine_process_are_the_in_process_episodes(pair):
     assert torch.equal(ours.completion_ids, theirs.completion_ids)
     assert torch.equal(ours.completion_mask, theirs.completion_mask) and ours.completions == theirs.completions
     torch.testing.assert_close(ours.sampling_logprobs, theirs.sampling_logprobs, rtol=0, atol=1e-5)
-    assert ours.turns.turn_mask[:, 1].any()  # sanity: a row got its second turn, after an environment turn
+    assert (ours.turns.turn_of_token == 1).any()  # sanity: a row got its second turn, after an environment turn
 
 
 def test_a_sync_moves_the_engine_and_the_agreement_probe_passes(pair):

@@ -110,19 +110,36 @@ def test_train_stream_never_shows_held_out_and_eval_ignores_seeds():
     assert [p.id for p in CalculatorTask(TaskConfig(name="calculator")).eval_prompts(50)] == eval_ids[:50]
 
 
-def test_prompt_carries_a_one_shot_tool_exchange():
+def test_prompt_carries_a_worked_exchange_one_call_per_operation():
     prompt = build_task(TaskConfig(name="calculator")).eval_prompts(1)[0]
     roles = [m["role"] for m in prompt.messages]
-    assert roles == ["user", "assistant", "tool", "assistant"] * 2 + ["user"]  # two worked examples
-    shown = parse_turn(0, prompt.messages[1]["content"], (CALCULATE,))  # the example's call is itself valid
-    assert len(shown.calls) == 1 and not shown.errors
+    # two worked examples, each: question, two call turns answered by the tool, the answer; then the question
+    assert roles == ["user"] + ["assistant", "tool"] * 2 + ["assistant"] + ["user"] + ["assistant", "tool"] * 2 + [
+        "assistant", "user"]
+    calls = [parse_turn(0, m["content"], (CALCULATE,)) for m in prompt.messages if m["content"].startswith("I will")]
+    assert all(len(c.calls) == 1 and not c.errors for c in calls)  # every shown call is itself valid
     # a sentence before the call: without it the 135M model starts its turn like the tool turn (common.py)
     assert prompt.messages[1]["content"].startswith("I will use the calculator.\n<tool_call>")
-    assert evaluate(shown.calls[0].arguments["expression"]) in prompt.messages[2]["content"]
-    assert prompt.messages[3]["content"] == "Answer: 14" and prompt.messages[7]["content"] == "Answer: 16"
+    # "3 * 4 + 2" worked in order: 3*4 = 12, then 12+2 = 14; "40 - 6 * 4": 6*4 = 24, then 40-24 = 16
+    assert [c.calls[0].arguments["expression"] for c in calls] == ["3 * 4", "12 + 2", "6 * 4", "40 - 24"]
+    assert [m["content"] for m in prompt.messages if m["role"] == "tool"] == ["12", "14", "24", "16"]
+    assert prompt.messages[5]["content"] == "Answer: 14" and prompt.messages[11]["content"] == "Answer: 16"
     assert prompt.reference == str(int(prompt.reference)) and prompt.id.startswith("calculator-l1/eval/")
     one_shot_off = CalculatorTask(TaskConfig(name="calculator", one_shot=False)).eval_prompts(1)[0]
     assert [m["role"] for m in one_shot_off.messages] == ["user"]
+
+
+@pytest.mark.parametrize("expression, steps, targets", [
+    ("(5 + 6) * 8", (("5 + 6", "11"), ("11 * 8", "88")), {"11", "88"}),  # parentheses first
+    ("10 + 12 - 5", (("10 + 12", "22"), ("22 - 5", "17")), {"22", "17"}),  # left to right
+    ("3 + 4 * 5", (("4 * 5", "20"), ("3 + 20", "23")), {"20", "23"}),  # * before +
+    ("3 * 12 / 3", (("3 * 12", "36"), ("36 / 3", "12")), {"36"}),  # 12 is given by the question: not a step to pay
+    ("9 - 1", (("9 - 1", "8"),), {"8"}),  # one operation: one step
+    ("(2 * 3 + 4) / 5", (("2 * 3", "6"), ("6 + 4", "10"), ("10 / 5", "2")), {"6", "10"}),  # 2 is given
+])
+def test_solution_steps_and_the_values_the_step_reward_pays(expression, steps, targets):
+    assert calculator.solution_steps(expression) == steps
+    assert calculator.step_targets(expression) == targets
 
 
 def test_levels_and_registration():
@@ -143,20 +160,31 @@ def test_episode_driven_by_parsed_turns():
     def respond(index, text):
         return episode.respond(parse_turn(index, text, env.tools))
 
-    call = '<tool_call>{"name": "calculate", "arguments": {"expression": "10 + 12 - 5"}}</tool_call>'
-    first = respond(0, "I will use the calculator.\n" + call)
-    assert first.text == "17" and (first.valid_calls, first.invalid_calls) == (1, 0)
-    assert not first.done and first.reward == 1.0  # step reward: every call of the turn ran
+    def call(expression):
+        return f'<tool_call>{{"name": "calculate", "arguments": {{"expression": "{expression}"}}}}</tool_call>'
+
+    # the reference works "10 + 12 - 5" as 10+12 = 22, then 22-5 = 17: those two values earn a step reward, once each
+    first = respond(0, "I will use the calculator.\n" + call("10 + 5"))
+    assert first.text == "15" and (first.valid_calls, first.invalid_calls) == (1, 0)
+    assert not first.done and first.reward == 0.0  # it ran, but 15 is no step of the solution
     malformed = respond(1, '<tool_call>{"name": "calculate", "arguments": {"expression": "1"}</tool_call>')
     assert (malformed.valid_calls, malformed.invalid_calls, malformed.done, malformed.reward) == (0, 1, False, 0.0)
     assert "malformed tool call" in malformed.text
-    unknown = respond(2, '<tool_call>{"name": "python", "arguments": {"code": "1"}}</tool_call>' + call)
+    unknown = respond(2, '<tool_call>{"name": "python", "arguments": {"code": "1"}}</tool_call>' + call("10 + 12"))
     assert (unknown.valid_calls, unknown.invalid_calls) == (1, 1) and "unknown tool 'python'" in unknown.text
-    assert unknown.reward == 0.0  # one bad call spoils the turn's step reward
-    zero = respond(3, '<tool_call>{"name": "calculate", "arguments": {"expression": "1 / 0"}}</tool_call>')
+    assert unknown.text.startswith("22") and unknown.reward == 0.0  # one bad call spoils the turn's step reward
+    step = respond(3, call("10 + 12"))
+    assert step.reward == 1.0  # the spoiled turn did not use the step up
+    again = respond(4, call("12 + 10"))
+    assert again.text == "22" and again.reward == 0.0  # a step is paid once
+    zero = respond(5, '<tool_call>{"name": "calculate", "arguments": {"expression": "1 / 0"}}</tool_call>')
     assert "error: division by zero" in zero.text and zero.valid_calls == 1  # the tool ran; its answer is an error
-    final = respond(4, "Answer: 17")
+    both = respond(6, call("22 - 5") + call("3 + 3"))
+    assert both.text == "17\n6" and both.reward == 1.0  # the last step; 6 beside it takes nothing away
+    final = respond(7, "Answer: 17")
     assert final.done and final.text is None and final.reward == 0.0
+    with pytest.raises(ValueError, match="has no 'expression' column"):
+        env.start(type(prompt)(id="x", messages=prompt.messages, reference="17"))
     math = build_verifiers(TaskConfig(name="calculator"))["math"]
     assert math.verify("Answer: 17", prompt.reference).outcome is Outcome.CORRECT
     assert math.verify("Answer: 27", prompt.reference).outcome is Outcome.WRONG

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -218,13 +219,17 @@ def test_task_registration_and_prompt():
     task = build_task(TaskConfig(name="filesystem", level=2))
     assert isinstance(task, FilesystemTask) and task.answer_verifiers == {}
     prompt = task.eval_prompts(1)[0]
+    # one call turn each
     assert [m["role"] for m in prompt.messages] == ["user", "assistant", "tool", "assistant"] * 2 + ["user"]
     shown = parse_turn(0, prompt.messages[1]["content"], TOOLS)
     assert len(shown.calls) == 2 and not shown.errors  # the examples' calls are valid
     second = parse_turn(0, prompt.messages[5]["content"], TOOLS)
-    assert [c.name for c in second.calls] == ["rm"] and not second.errors
+    assert [c.name for c in second.calls] == ["rm", "mv", "write"] and not second.errors
     assert prompt.id.startswith("filesystem-l2/eval/") and json.loads(prompt.reference) is not None
     assert prompt.messages[-1]["content"].startswith("Files: ")
+    # the tools in one line: with episode.list_tools=false the model otherwise invents tools (filesystem.signatures)
+    tools = "Tools: ls(path), cat(path), write(path, content), mkdir(path), mv(src, dst), rm(path)."
+    assert tools in prompt.messages[-1]["content"] and tools in prompt.messages[0]["content"]
     with pytest.raises(ConfigError, match="filesystem has levels 1, 2"):
         build_task(TaskConfig(name="filesystem", level=4))
 
@@ -246,18 +251,33 @@ def test_episode_driven_by_parsed_turns():
     assert (first.valid_calls, first.invalid_calls, first.done) == (1, 0, False)
     half = env.score_state(episode.final_state(), prompt)  # union {d, d/f, f}: only d matches -> 1/3
     assert half.outcome is Outcome.WRONG and half.score == pytest.approx(1 / 3)
+    # step reward = progress: start {f} vs target {d, d/f}: 3 paths wrong; after mkdir d: 2 wrong -> paid
+    assert first.reward == 1.0
+    look = respond(1, f'<tool_call>{{"name": "ls", "arguments": {{"path": "{d}"}}}}</tool_call>')
+    assert look.valid_calls == 1 and look.reward == 0.0  # it ran, but the tree is no closer
     malformed = respond(1, '<tool_call>{"name": "mv", "arguments": {"src": "x"}</tool_call>')
     assert (malformed.valid_calls, malformed.invalid_calls) == (0, 1) and "malformed" in malformed.text
     unknown = respond(2, '<tool_call>{"name": "cp", "arguments": {"src": "x", "dst": "y"}}</tool_call>')
     assert (unknown.valid_calls, unknown.invalid_calls) == (0, 1) and "unknown tool 'cp'" in unknown.text
-    moved = respond(3, f'<tool_call>{{"name": "mv", "arguments": {{"src": "{f}", "dst": "{d}"}}}}</tool_call>')
-    assert moved.text == "ok" and moved.valid_calls == 1 and moved.reward == 1.0  # step reward: the call ran
-    final = respond(4, "Done.")
-    assert final.done and final.text is None
+    back = respond(3, f'<tool_call>{{"name": "rm", "arguments": {{"path": "{d}"}}}}</tool_call>')
+    assert back.text == "ok" and back.reward == 0.0  # 3 wrong again: a step back
+    redo = respond(4, mkdir)
+    assert redo.reward == 0.0  # 2 wrong, no fewer than before: the undone step is not paid twice
+    spoiled = respond(5, f'<tool_call>{{"name": "mv", "arguments": {{"src": "{f}", "dst": "{d}"}}}}</tool_call>'
+                         '<tool_call>{"name": "cat", "arguments": {}}</tool_call>')
+    assert (spoiled.valid_calls, spoiled.invalid_calls, spoiled.reward) == (1, 1, 0.0)  # a bad call spoils the turn
+    episode = env.start(prompt)
+    respond(0, mkdir)
+    moved = respond(1, f'<tool_call>{{"name": "mv", "arguments": {{"src": "{f}", "dst": "{d}"}}}}</tool_call>')
+    assert moved.text == "ok" and moved.valid_calls == 1 and moved.reward == 1.0  # 0 wrong: progress
+    final = respond(2, "Done.")
+    assert final.done and final.text is None and final.reward == 0.0
     verdict = env.score_state(episode.final_state(), prompt)
     assert verdict.outcome is Outcome.CORRECT and verdict.score == 1.0
     assert env.start(prompt).final_state() == prompt.columns["start"]  # a new episode starts fresh
     assert env.score_state("not json", prompt).outcome is Outcome.UNPARSEABLE
+    with pytest.raises(ValueError, match="no valid target tree"):
+        env.start(replace(prompt, reference="not json"))
     with pytest.raises(ValueError, match="no valid starting tree"):
         env.start(build_task(TaskConfig(name="calculator")).eval_prompts(1)[0])
 

@@ -112,6 +112,9 @@ def test_sampled_ids_are_kept_as_sampled_even_where_decode_then_encode_differs(t
     assert [m["role"] for m in record.messages] == ["assistant", "tool", "assistant"]
     assert batch.completions == ["Answer: 1"] and not batch.truncated[0]
     assert json.loads(record.final_state) == {"calls": 1}
+    # the call turn is a step; the final answer is not (the outcome scores it): with it a step of reward 0, the
+    # group normalisation made answering look worse than calling again (issue 26)
+    assert batch.turns.turn_mask[0].tolist() == [True, False, False, False]
 
 
 def test_malformed_and_unknown_calls_are_counted_errors_not_exceptions(tokenizer):
@@ -132,6 +135,7 @@ def test_budgets_cut_episodes_and_mark_them_truncated(tokenizer):
         [PROMPT], 1, SamplingParams())
     assert batch.turns.records[0].stop_reason == "max_turns" and bool(batch.truncated[0])
     assert int(batch.completion_mask[0].sum()) == 2 * len(call)  # the trajectory ends with the sampled call
+    assert batch.turns.turn_mask[0].tolist() == [True, True]  # a cut episode's turns are all steps
     # tokens per turn: the turn is cut at 10 tokens, before its stop token
     engine = ScriptedEngine([[call]])
     batch = EpisodeRunner(engine, tokenizer, EchoEnvironment(), Budgets(4, 10, 400)).generate(
@@ -189,7 +193,7 @@ def test_sampler_and_trainer_agree_per_sampled_token_across_environment_turns(ti
     batch, model = _episodes(tiny_model_dir)
     inside = torch.arange(batch.completion_ids.shape[1]) < row_extent(batch.completion_mask)[:, None]
     holes = (batch.turns.turn_of_token == -1) & inside
-    assert int(batch.turns.turn_mask.sum(1).max()) == 3 and holes.any()  # real multi-turn rows with env tokens
+    assert int(batch.turns.turn_of_token.amax(1).max()) == 2 and holes.any()  # real multi-turn rows with env tokens
     trainer = batched_logprobs(model, batch.prompt_ids, batch.prompt_mask, batch.prompt_index, batch.completion_ids,
                                batch.completion_mask, 1.0, 4)
     sampled = batch.completion_mask.bool()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import textwrap
+from dataclasses import replace
 
 import pytest
 import torch
@@ -65,11 +66,11 @@ def episode(*turns: str) -> EpisodeRecord:
         messages.append({"role": "assistant", "content": text})
         if i < len(turns) - 1:
             messages.append({"role": "tool", "content": f"tool reply {i}"})
-    return EpisodeRecord(messages=messages)
+    return EpisodeRecord(messages=messages, stop_reason="max_turns")  # cut: every model turn is a step
 
 
 def turns_of(*records: EpisodeRecord, steps: int = 3) -> Turns:
-    counts = [sum(m["role"] == "assistant" for m in r.messages) for r in records]
+    counts = [r.step_count() for r in records]
     mask = torch.tensor([[t < n for t in range(steps)] for n in counts])
     return Turns(torch.zeros(len(records), 1, dtype=torch.long), torch.zeros(mask.shape), mask, list(records))
 
@@ -105,8 +106,18 @@ def test_records_must_match_the_turn_mask(scorers):
     hook = build(f"{scorers}:length")
     turns = turns_of(episode("a", "b"), episode("c"))
     turns.records[1] = episode("c", "d")  # two model turns in the record, one in the mask
-    with pytest.raises(ValueError, match="row 1: 2 assistant messages"):
+    with pytest.raises(ValueError, match="row 1: 2 steps"):
         hook.score(turns, [prompt("1"), prompt("2")])
+
+
+def test_a_final_answer_is_no_step_and_is_not_scored(scorers):
+    hook = build(f"{scorers}:length")
+    answered = replace(episode("call", "Answer: 5"), stop_reason="answered")
+    turns = turns_of(answered, episode("xy", "z"))
+    assert turns.turn_mask.tolist() == [[True, False, False], [True, True, False]]  # step_count 1 and 2
+    scored = hook.score(turns, [prompt("1"), prompt("2")])
+    assert scored.scores[0, 1] == 0.0 and scored.scores[0, 0] != 0.0  # the answer turn is left unscored
+    assert scored.scores[1, 1] != 0.0  # a cut episode's last turn is a step
 
 
 @pytest.mark.parametrize("source, says", [

@@ -71,17 +71,18 @@ class ProcessReward:
         self.scorer, self.source = scorer, source
 
     def score(self, turns: Turns, prompts: Sequence[Prompt]) -> StepScores:
-        """`prompts[b]` is row b's prompt (RolloutBatch.prompt_of(b)). A record whose assistant messages do not
-        match the row's turn_mask is the driver's bug, not the model's: ValueError."""
+        """`prompts[b]` is row b's prompt (RolloutBatch.prompt_of(b)). The steps are scored: every model turn but a
+        final answer (EpisodeRecord.step_count). A record whose steps do not match the row's turn_mask is the
+        driver's bug, not the model's: ValueError."""
         rows, steps = turns.turn_mask.shape
         if len(prompts) != rows or len(turns.records) != rows:
             raise ValueError(f"{len(prompts)} prompts and {len(turns.records)} records for {rows} rows")
         mask = turns.turn_mask.bool().cpu()  # host: read to pick the texts
         where, texts, row_prompts = [], [], []
         for row, (record, prompt) in enumerate(zip(turns.records, prompts)):
-            said = model_turn_texts(record)
+            said = model_turn_texts(record)[:record.step_count()]
             if len(said) > steps or mask[row].tolist() != [t < len(said) for t in range(steps)]:
-                raise ValueError(f"row {row}: {len(said)} assistant messages in its record, but its turn_mask is "
+                raise ValueError(f"row {row}: {len(said)} steps in its record, but its turn_mask is "
                                  f"{mask[row].int().tolist()}")
             for turn, text in enumerate(said):
                 where.append((row, turn))

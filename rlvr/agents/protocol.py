@@ -58,7 +58,8 @@ class Observation:
 
     text: str | None  # rendered as the next (tool) turn; None = nothing to say
     done: bool = False  # True = the episode ends here (the text, if any, is not shown to the model)
-    reward: float = 0.0  # step-level reward of the turn just taken (issue 26, item 3); 0 = none
+    reward: float = 0.0  # step-level reward of the turn just taken (issue 26, item 3); 0 = none. Not read on the
+    # final answer (text None, not done): that turn is no step, the outcome scores it (episodes.EpisodeRunner._batch)
     valid_calls: int = 0  # tool calls that ran
     invalid_calls: int = 0  # malformed calls, unknown tools, schema violations, tools that failed or timed out
 
@@ -115,6 +116,12 @@ class EpisodeRecord:
     turn_rewards: list[float] = field(default_factory=list)  # one per model turn
     valid_calls: int = 0
     invalid_calls: int = 0
+
+    def step_count(self) -> int:
+        """Model turns that are steps (types.Turns.turn_mask): all but a final answer, which the outcome scores
+        (issue 26: a final answer counted as a step of reward 0 made answering look worse than calling again)."""
+        turns = sum(message.get("role") == "assistant" for message in self.messages)
+        return max(0, turns - (self.stop_reason == "answered"))
 
     def as_json(self) -> dict[str, Any]:
         return {"messages": self.messages, "final_state": self.final_state, "stop_reason": self.stop_reason,

@@ -43,12 +43,26 @@ def process_advantages(step_rewards: torch.Tensor, step_mask: torch.Tensor, grou
     mean = torch.where(valid, grouped, 0.0).sum(dim=1, keepdim=True) / count.clamp(min=1)
     var = torch.where(valid, (grouped - mean) ** 2, 0.0).sum(dim=1, keepdim=True) / (count - 1).clamp(min=1)
     # Tied groups (all valid steps equal, or fewer than two) give exactly 0, not (r - mean) float noise / eps.
-    high = grouped.masked_fill(~valid, float("-inf")).amax(dim=1, keepdim=True)
-    low = grouped.masked_fill(~valid, float("inf")).amin(dim=1, keepdim=True)
-    normalized = torch.where(valid & (high > low), (grouped - mean) / (var.sqrt() + eps), 0.0).view(rows, steps)
+    spread = ~_tied(grouped, valid)[:, None]
+    normalized = torch.where(valid & spread, (grouped - mean) / (var.sqrt() + eps), 0.0).view(rows, steps)
     # Reward-to-go: a turn is credited with what it and the turns after it earned, never with the turns before it.
     to_go = normalized.flip(1).cumsum(dim=1).flip(1)
     return torch.where(ok, to_go, 0.0)
+
+
+def _tied(grouped: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """[N, K] values, [N, K] bool -> [N] bool: the valid values of a line all equal (or fewer than two)."""
+    high = grouped.masked_fill(~valid, float("-inf")).amax(dim=1)
+    low = grouped.masked_fill(~valid, float("inf")).amin(dim=1)
+    return ~(high > low)
+
+
+def tied_step_groups(step_rewards: torch.Tensor, step_mask: torch.Tensor, group_size: int) -> torch.Tensor:
+    """[B, T], [B, T] bool -> [B/G] bool: groups whose valid step rewards all tie, so that process_advantages gives
+    them 0 everywhere (what dynamic sampling needs to know besides the outcome tie)."""
+    rows, steps = step_rewards.shape
+    grouped = step_rewards.float().reshape(rows // group_size, group_size * steps)
+    return _tied(grouped, step_mask.bool().reshape(grouped.shape))
 
 
 def turn_token_advantages(turn_advantages: torch.Tensor, turn_of_token: torch.Tensor) -> torch.Tensor:

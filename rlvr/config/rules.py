@@ -49,6 +49,10 @@ def _episode_problems(c: AnyRunConfig) -> list[str]:
     if c.episode.process_reward is not None and c.episode.credit != "process":
         problems.append("episode.process_reward scores turns for episode.credit=process only; with credit="
                         f"{c.episode.credit} it would never run (set episode.credit=process)")
+    if c.episode.process_reward is not None and c.rollout.dynamic_sampling.enabled is True:
+        problems.append("rollout.dynamic_sampling judges a group by its rewards before episode.process_reward scores "
+                        "its turns, so it would drop groups the process scorer separates; set "
+                        "rollout.dynamic_sampling.enabled=false (auto leaves it off)")
     if c.episode.credit == "process" and c.algorithm.advantage == "gae":
         problems.append(f"{name}: episode.credit=process adds a per-turn term to group advantages; with "
                         "algorithm.advantage=gae GAE already credits each token (use credit=outcome)")
@@ -243,12 +247,14 @@ def dynamic_sampling_applies(c: AnyRunConfig, world_size: int) -> bool:
     """rollout.dynamic_sampling.enabled with "auto" decided (issue #12, item 4: the default run should spend no step
     on groups that all tie). Auto is on where dynamic sampling works and pays: one process (it picks prompts from
     rank-local rewards), synchronous rollouts (the next prompts depend on rewards not yet known) and a group
-    baseline (only there does a tied group carry no signal; the group estimators already require G >= 2)."""
+    baseline (only there does a tied group carry no signal; the group estimators already require G >= 2), and no
+    process scorer (issue 26: it scores turns after the draw, so a tie cannot be seen at the draw)."""
     setting = c.rollout.dynamic_sampling.enabled
     if setting != "auto":
         return bool(setting)
     return (world_size == 1 and c.ray.trainer_ranks == 1 and not c.rollout.engine.max_staleness
-            and c.algorithm.advantage in GROUP_ESTIMATORS)
+            and c.algorithm.advantage in GROUP_ESTIMATORS
+            and c.episode.process_reward is None)  # a process scorer's step scores come after the draw
 
 
 def with_dynamic_sampling_decided(c: AnyRunConfig, world_size: int) -> AnyRunConfig:

@@ -14,6 +14,7 @@ from typing import Callable
 import torch
 
 from rlvr.algorithms.advantages import tied_groups
+from rlvr.algorithms.turns import tied_step_groups
 from rlvr.types import RolloutBatch, ScoredBatch, concat_groups
 
 
@@ -58,20 +59,32 @@ def next_request(missing: int, informative: int, drawn: int, cap_left: int) -> i
     return max(1, min(cap_left, math.ceil(missing / share)))
 
 
-def draw_informative_groups(draw: Draw, wanted: int, max_extra_prompts: int
+def tied_mask(rollouts: RolloutBatch, scored: ScoredBatch, step_credit: bool) -> list[bool]:
+    """Per group: no learning signal. With episode.credit=process an episode group whose outcomes tie still teaches
+    when its turns' step rewards differ (estimators.TurnCreditEstimator adds their normalised term), so it is tied
+    only when both tie (issue 26: judged on outcomes alone, a calculator run at 1 % success threw away every group
+    whose first steps differed and drew 12 extra prompts each step)."""
+    outcome = tied_groups(scored.rewards, rollouts.group_size, scored.scorable)
+    if not step_credit or rollouts.turns is None:
+        return outcome.tolist()
+    turns = rollouts.turns
+    steps = tied_step_groups(turns.turn_rewards, turns.turn_mask, rollouts.group_size).to(outcome.device)
+    return (outcome & steps).tolist()
+
+
+def draw_informative_groups(draw: Draw, wanted: int, max_extra_prompts: int, step_credit: bool = False
                             ) -> tuple[RolloutBatch, ScoredBatch, DrawStats]:
     """Draw `wanted` groups, then more (sized by `next_request`, at most max_extra_prompts in all) until
     `wanted` groups with reward spread are held; surplus informative groups are left out. If the cap is hit
     first, the batch is topped up with tied groups so that its size, and so the step's scale, stays the same (verl
-    stops the run instead)."""
+    stops the run instead). `step_credit`: episodes' step rewards count as spread too (`tied_mask`)."""
     informative: list[tuple[RolloutBatch, ScoredBatch]] = []
     tied: list[tuple[RolloutBatch, ScoredBatch]] = []
     extra, rounds, request = 0, 0, wanted
     while True:
         rollouts, scored = draw(request)
         rounds += 1
-        flat = tied_groups(scored.rewards, rollouts.group_size, scored.scorable).tolist()
-        for g, is_tied in enumerate(flat):
+        for g, is_tied in enumerate(tied_mask(rollouts, scored, step_credit)):
             (tied if is_tied else informative).append(select_groups(rollouts, scored, [g]))
         missing = wanted - len(informative)
         if missing <= 0 or extra >= max_extra_prompts:

@@ -35,6 +35,7 @@ class DrawPlan:
     group_size: int
     dynamic_sampling: bool  # draw more prompts until enough groups are informative (DAPO)
     max_extra_prompts: int
+    step_credit: bool  # episode.credit=process: step rewards that differ make a group informative too
     prefetch: bool  # rollout.engine.max_staleness = 1: the next step's batch is generated during this update
     max_steps: int  # no batch is prefetched after the last step
 
@@ -134,7 +135,8 @@ def step_plan(config: RunConfig) -> StepPlan:
     kl = kl_plan(a)
     ds = r.dynamic_sampling
     draw = DrawPlan(SamplingParams(r.temperature, r.top_p, r.max_new_tokens), r.prompts_per_step, r.group_size,
-                    ds.enabled, ds.max_extra_prompts, bool(r.engine.max_staleness), config.max_steps)
+                    ds.enabled, ds.max_extra_prompts, config.episode.credit == "process", bool(r.engine.max_staleness),
+                    config.max_steps)
     gae = a.advantage == "gae"
     advantage = AdvantagePlan(gae, None if gae else ADVANTAGES[a.advantage], a.reward_combination, a.std_epsilon,
                               config.critic.gamma, config.critic.lam)

@@ -83,7 +83,7 @@ def draw_batch(feed: RolloutFeed, service: VerifierPool, draw: DrawPlan, ranks: 
 
     if draw.dynamic_sampling:
         rollouts, scored, stats = draw_informative_groups(generate_and_score, draw.prompts_per_step,
-                                                          draw.max_extra_prompts)
+                                                          draw.max_extra_prompts, draw.step_credit)
         return Drawn(rollouts, _Scored(scored), stats, _merge(curriculum_stats))
     # torchrun: every rank draws the step's prompts from the same seeded stream and rolls out its own slice
     # of whole groups (DistContext.share); one process keeps them all.

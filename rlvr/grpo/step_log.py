@@ -84,7 +84,8 @@ def episode_metrics(rollouts: RolloutBatch) -> dict[str, float]:
     valid, invalid = sum(r.valid_calls for r in records), sum(r.invalid_calls for r in records)
     inside = row_extent(rollouts.completion_mask).sum() - rollouts.completion_mask.sum()
     reasons = [r.stop_reason for r in records]
-    return {"episode/turns_mean": float(rollouts.turns.turn_mask.sum()) / n,
+    turns = sum(len(r.turn_rewards) for r in records)  # one reward per model turn, the final answer included
+    return {"episode/turns_mean": turns / n,
             "episode/calls_mean": (valid + invalid) / n,
             "episode/valid_call_share": valid / (valid + invalid) if valid + invalid else 0.0,
             "episode/env_tokens_mean": float(inside) / n,

@@ -13,10 +13,9 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence, TypeVar
 
-from rlvr.agents.protocol import Observation
 from rlvr.agents.tool_calls import CLOSE, OPEN, response_block
 from rlvr.config.run import TaskConfig
 from rlvr.types import Prompt
@@ -49,14 +48,21 @@ def tool_turn(results: Sequence[str]) -> str:
 
 
 @dataclass(frozen=True)
+class ExampleTurn:
+    """One assistant turn of a worked example: its calls and what the tools answered."""
+
+    calls: tuple[tuple[str, dict[str, Any]], ...]  # (tool name, arguments)
+    results: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Example:
-    """The worked exchange of a task's prompts: its question, the assistant's sentence and calls, the tools' results
-    and the final answer."""
+    """The worked exchange of a task's prompts: its question, the assistant's turns (each the sentence, then its
+    calls, answered by the tools) and the final answer."""
 
     question: str
     lead: str
-    calls: tuple[tuple[str, dict[str, Any]], ...]  # (tool name, arguments)
-    results: tuple[str, ...]
+    turns: tuple[ExampleTurn, ...]
     answer: str
 
 
@@ -73,10 +79,11 @@ def one_shot_messages(examples: Sequence[Example], question: str, config: TaskCo
     if config.system_prompt is not None:
         messages.append({"role": "system", "content": config.system_prompt})
     for example in examples if config.one_shot else ():
-        calls = [call_text(name, arguments) for name, arguments in example.calls]
         messages.append({"role": "user", "content": example.question})
-        messages.append({"role": "assistant", "content": "\n".join([example.lead, *calls])})
-        messages.append({"role": "tool", "content": tool_turn(example.results)})
+        for turn in example.turns:
+            calls = [call_text(name, arguments) for name, arguments in turn.calls]
+            messages.append({"role": "assistant", "content": "\n".join([example.lead, *calls])})
+            messages.append({"role": "tool", "content": tool_turn(turn.results)})
         messages.append({"role": "assistant", "content": example.answer})
     messages.append({"role": "user", "content": question})
     return tuple(messages)
@@ -107,11 +114,3 @@ class SplitTask:
 def user_turn(question: str, instruction: str) -> str:
     """`question instruction` with no doubled space when either is empty (as rlvr.tasks.chat.user_turn)."""
     return " ".join(part for part in (question.strip(), instruction.strip()) if part)
-
-
-def with_call_reward(observation: Observation) -> Observation:
-    """The built-in tool environments' step reward (read with episode.credit=process only): 1 for a turn whose
-    calls all ran, the seeds' "the API call succeeds and returns the expected shape"; 0 for a turn with a bad call
-    and for the final answer."""
-    succeeded = observation.valid_calls > 0 and observation.invalid_calls == 0
-    return replace(observation, reward=float(succeeded))

@@ -167,7 +167,8 @@ class EpisodeRunner:
         turn_rewards = [r.record.turn_rewards + [0.0] * (T - len(r.record.turn_rewards)) for r in rows]
         # The final answer is no step (EpisodeRecord.step_count): counted as a step with reward 0, the group's
         # normalisation made answering look worse than one more call (issue 26: answered 66 % -> 0 % in one update)
-        turn_mask = [[t < r.record.step_count() for t in range(T)] for r in rows]
+        steps = [r.record.step_count() for r in rows]
+        turn_mask = [[t < n for t in range(T)] for n in steps]
         turns = Turns(tensor([right(r.turn_of_token, -1) for r in rows], torch.long),
                       tensor(turn_rewards, torch.float32), tensor(turn_mask, torch.bool), [r.record for r in rows])
         sampled = tensor([right(r.sampled, 0) for r in rows], torch.long)

@@ -138,7 +138,7 @@ def solution_steps(expression: str) -> tuple[tuple[str, str], ...]:
 def step_targets(expression: str) -> frozenset[str]:
     """The values the step reward pays for: every step's result, less the numbers the question itself gives (a call
     of "12" on "3 children have 12 stickers each..." reaches the step value 12 by copying, not by working)."""
-    given = {format_value(exact_value(n)) for n in re.findall(r"\d+", expression)}
+    given = {str(int(n)) for n in re.findall(r"\d+", expression)}
     return frozenset(value for _, value in solution_steps(expression)) - given
 
 

@@ -183,8 +183,9 @@ def test_episode_driven_by_parsed_turns():
     assert both.text == "17\n6" and both.reward == 1.0  # the last step; 6 beside it takes nothing away
     final = respond(7, "Answer: 17")
     assert final.done and final.text is None and final.reward == 0.0
-    with pytest.raises(ValueError, match="has no 'expression' column"):
-        env.start(type(prompt)(id="x", messages=prompt.messages, reference="17"))
+    for bad in ({}, {"expression": 5}, {"expression": "2 ** 3"}, {"expression": "2 +"}, {"expression": "a + 1"}):
+        with pytest.raises(ValueError, match="has no usable 'expression' column"):  # one message, whatever the form
+            env.start(type(prompt)(id="x", messages=prompt.messages, reference="17", columns=bad))
     math = build_verifiers(TaskConfig(name="calculator"))["math"]
     assert math.verify("Answer: 17", prompt.reference).outcome is Outcome.CORRECT
     assert math.verify("Answer: 27", prompt.reference).outcome is Outcome.WRONG

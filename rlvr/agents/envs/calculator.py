@@ -273,10 +273,13 @@ class CalculatorEnvironment:
 
     def start(self, prompt: Prompt) -> Episode:
         expression = prompt.columns.get("expression")
-        if not isinstance(expression, str):
-            raise ValueError(f"calculator prompt {prompt.id!r} has no 'expression' column: the environment plays the "
-                             "calculator task's own prompts")
-        return CalculatorEpisode(self.limit_s, step_targets(expression))
+        try:
+            targets = step_targets(expression)
+        except (TypeError, SyntaxError, KeyError, ValueError) as err:  # CalcError is a ValueError
+            raise ValueError(f"calculator prompt {prompt.id!r} has no usable 'expression' column ({expression!r}: "
+                             f"{type(err).__name__}): the environment plays the calculator task's own prompts"
+                             ) from None
+        return CalculatorEpisode(self.limit_s, targets)
 
     def score_state(self, final_state: str, prompt: Prompt) -> Verdict | None:
         return None  # no state: the "math" verifier on the answer alone scores the episode

@@ -281,7 +281,34 @@ AGENTS = [
        "progress, self.fewest_wrong = wrong < self.fewest_wrong, min(wrong, self.fewest_wrong)",
        "progress, self.fewest_wrong = wrong < self.fewest_wrong, wrong",
        "tests/test_env_filesystem.py::test_episode_driven_by_parsed_turns"),
+    _m("a call the tool cannot carry out is a failed call", "rlvr/agents/tool_calls.py",
+       "return str(text[:MAX_RESULT_CHARS]), not isinstance(value, ToolFailure)",
+       "return str(text[:MAX_RESULT_CHARS]), True",
+       "tests/test_env_calculator.py::test_episode_driven_by_parsed_turns",
+       "tests/test_env_filesystem.py::test_episode_driven_by_parsed_turns"),
+    _m("a level mix draws levels uniformly", "rlvr/tasks/levels.py",
+       "yield next(streams[order[pick.randrange(len(order))]])", "yield next(streams[order[-1]])",
+       "tests/test_task_levels.py::test_levels_are_drawn_uniformly_not_by_split_size"),
+]
+
+# --- speed paths that must not change the result (README "How one step works") ----------------------------
+SPEED = [
+    _m("rows skipped only without a KL term", "rlvr/algorithms/loss.py",
+       "if spec.beta > 0 or spec.entropy_coef != 0:", "if spec.entropy_coef != 0:",
+       "tests/test_update_skip.py::test_rows_with_gradient_by_hand",
+       "tests/test_update_skip.py::test_with_a_kl_term_every_row_runs"),
+    _m("an update with no row left still moves AdamW", "rlvr/training/update.py",
+       "_zero_gradients(policy)  # step count move on, as they would after a backward of exact zeros)",
+       "pass",
+       "tests/test_update_skip.py::test_all_tied_batch_runs_nothing_but_adam_moves_as_after_zero_gradients"),
+    _m("shared-opening prefill continues each row's positions", "rlvr/rollout/prefill.py",
+       "positions = position_ids_from_mask(full)[:, shared.ids.shape[1]:]",
+       "positions = position_ids_from_mask(mask)",
+       "tests/test_prefill.py::test_prefill_with_shared_openings_equals_the_whole_contexts"),
+    _m("shared-opening prefill gathers each row's own opening", "rlvr/rollout/prefill.py",
+       "cache.batch_select_indices(shared.rows)", "cache.batch_select_indices(torch.sort(shared.rows).values.flip(0))",
+       "tests/test_prefill.py::test_prefill_with_shared_openings_equals_the_whole_contexts"),
 ]
 
 CATALOGUE: list[Mutation] = (MATH + RESUME + DETERMINISM + RAY + DISTRIBUTED + NOTES + MATH_VERIFIER + CODE_VERIFIER
-                             + AGENTS)
+                             + AGENTS + SPEED)

@@ -70,7 +70,7 @@ def test_the_tool_schema_is_strict():
 
 
 def test_problems_match_their_expression_and_the_tool():
-    train, held = splits(1)
+    train, held = splits(2)
     by_name = {p.canonical: p for p in train + held}
     apples = by_name["apples 3 5 2"]  # Tom has 3 apples and buys 5 bags with 2 in each: 3 + 5*2 = 13
     assert apples.value == 13 and apples.expression == "3 + 5 * 2" and "Tom has 3 apples" in apples.question
@@ -81,25 +81,27 @@ def test_problems_match_their_expression_and_the_tool():
 
 
 def test_split_is_hashed_disjoint_and_stable():
-    for level, operations, problems in ((1, 2, 6658), (2, 3, 9131)):
+    # level 1: 4 templates x 11 x 11 numbers, "fly" a - b >= 0 (66 pairs), "share" a / b whole (23 pairs):
+    # 484 + 66 + 23 = 573; a fifth is 114 < MIN_HELD_OUT = 200, so 200 are held out
+    for level, problems, held_out in ((1, 573, 200), (2, 6658, 6658 // 5), (3, 9131, 9131 // 5)):
         train, held = splits(level)
-        # a fifth held out (6658 // 5 = 1331, 9131 // 5 = 1826), the rest train
-        assert (len(train) + len(held), len(held)) == (problems, problems // 5)
+        assert (len(train) + len(held), len(held)) == (problems, held_out)
+        operations = level
         assert not {p.canonical for p in train} & {p.canonical for p in held}
         assert {sum(p.expression.count(op) for op in "+-*/") for p in train + held} == {operations}
         # the order of enumeration does not matter, only the hash of the canonical text
         again = split_by_hash(list(reversed(train + held)), lambda p: p.canonical)
         assert again == (train, held)
-    # sha256("birds 10 12 5") starts 00112462, the smallest of level 1: first in the evaluation order
-    assert splits(1)[1][0].canonical == "birds 10 12 5"
-    templates = {p.template for p in splits(1)[0] + splits(1)[1]}
+    # sha256("birds 10 12 5") starts 00112462, the smallest of level 2: first in the evaluation order
+    assert splits(2)[1][0].canonical == "birds 10 12 5"
+    templates = {p.template for p in splits(2)[0] + splits(2)[1]}
     assert calculator.EXAMPLE.key not in templates and len(templates) == 7
 
 
 def test_train_stream_never_shows_held_out_and_eval_ignores_seeds():
-    task = CalculatorTask(TaskConfig(name="calculator"))
+    task = CalculatorTask(TaskConfig(name="calculator", level=2))
     eval_ids = [p.id for p in task.eval_prompts(10**5)]
-    assert len(eval_ids) == len(splits(1)[1]) and all("/eval/" in i for i in eval_ids)
+    assert len(eval_ids) == len(splits(2)[1]) and all("/eval/" in i for i in eval_ids)
     held = {i.split("/eval/")[1] for i in eval_ids}
     for seed in (0, 1):
         stream = task.train_prompts(seed)
@@ -107,24 +109,24 @@ def test_train_stream_never_shows_held_out_and_eval_ignores_seeds():
         assert not {p.id.split("/train/")[1] for p in drawn} & held
     first, second = task.train_prompts(7), task.train_prompts(7)
     assert [next(first).id for _ in range(20)] == [next(second).id for _ in range(20)]
-    assert [p.id for p in CalculatorTask(TaskConfig(name="calculator")).eval_prompts(50)] == eval_ids[:50]
+    assert [p.id for p in CalculatorTask(TaskConfig(name="calculator", level=2)).eval_prompts(50)] == eval_ids[:50]
 
 
-def test_prompt_carries_a_worked_exchange_one_call_per_operation():
-    prompt = build_task(TaskConfig(name="calculator")).eval_prompts(1)[0]
+def test_prompt_carries_worked_exchanges_with_the_whole_expression_in_one_call():
+    prompt = build_task(TaskConfig(name="calculator", level=2)).eval_prompts(1)[0]
     roles = [m["role"] for m in prompt.messages]
-    # two worked examples, each: question, two call turns answered by the tool, the answer; then the question
-    assert roles == ["user"] + ["assistant", "tool"] * 2 + ["assistant"] + ["user"] + ["assistant", "tool"] * 2 + [
-        "assistant", "user"]
+    # two worked examples, each: question, one call answered by the tool, the answer; then the question
+    assert roles == ["user", "assistant", "tool", "assistant"] * 2 + ["user"]
     calls = [parse_turn(0, m["content"], (CALCULATE,)) for m in prompt.messages if m["content"].startswith("I will")]
     assert all(len(c.calls) == 1 and not c.errors for c in calls)  # every shown call is itself valid
     # a sentence before the call: without it the 135M model starts its turn like the tool turn (common.py)
     assert prompt.messages[1]["content"].startswith("I will use the calculator.\n<tool_call>")
-    # "3 * 4 + 2" worked in order: 3*4 = 12, then 12+2 = 14; "40 - 6 * 4": 6*4 = 24, then 40-24 = 16
-    assert [c.calls[0].arguments["expression"] for c in calls] == ["3 * 4", "12 + 2", "6 * 4", "40 - 24"]
-    assert [m["content"] for m in prompt.messages if m["role"] == "tool"] == ["12", "14", "24", "16"]
-    assert prompt.messages[5]["content"] == "Answer: 14" and prompt.messages[11]["content"] == "Answer: 16"
-    assert prompt.reference == str(int(prompt.reference)) and prompt.id.startswith("calculator-l1/eval/")
+    # one call per problem, whatever its operations (README: per-operation examples taught "answer after one call"
+    # to a model that then could not do two-operation problems): 3 * 4 + 2 = 14, 40 - 6 * 4 = 16
+    assert [c.calls[0].arguments["expression"] for c in calls] == ["3 * 4 + 2", "40 - 6 * 4"]
+    assert [m["content"] for m in prompt.messages if m["role"] == "tool"] == ["14", "16"]
+    assert prompt.messages[3]["content"] == "Answer: 14" and prompt.messages[7]["content"] == "Answer: 16"
+    assert prompt.reference == str(int(prompt.reference)) and prompt.id.startswith("calculator-l2/eval/")
     one_shot_off = CalculatorTask(TaskConfig(name="calculator", one_shot=False)).eval_prompts(1)[0]
     assert [m["role"] for m in one_shot_off.messages] == ["user"]
 
@@ -143,14 +145,24 @@ def test_solution_steps_and_the_values_the_step_reward_pays(expression, steps, t
 
 
 def test_levels_and_registration():
-    task = build_task(TaskConfig(name="calculator", level=2))
-    assert isinstance(task, CalculatorTask) and task.name == "calculator-l2" and task.answer_verifiers is None
-    with pytest.raises(ConfigError, match="calculator has levels 1, 2"):
-        build_task(TaskConfig(name="calculator", level=3))
+    task = build_task(TaskConfig(name="calculator", level=3))
+    assert isinstance(task, CalculatorTask) and task.name == "calculator-l3" and task.answer_verifiers is None
+    with pytest.raises(ConfigError, match=r"calculator has levels 1, 2, 3 \(the number of operations\), got 4"):
+        build_task(TaskConfig(name="calculator", level=4))
+
+
+def test_level_one_tells_level_two_stories_with_one_operation():
+    train, held = splits(1)
+    by_name = {p.canonical: p for p in train + held}
+    # "Tom has 3 apples and buys 5 more apples": 3 + 5 = 8; "12 stickers ... among 4 groups": 12 / 4 = 3
+    assert by_name["buy 3 5"].value == 8 and "Tom has 3 apples" in by_name["buy 3 5"].question
+    assert by_name["share 12 4"].value == 3 and "share 12 5" not in by_name  # 12 / 5 is not whole
+    assert by_name["fly 7 7"].value == 0 and "fly 3 7" not in by_name  # 3 - 7 birds: dropped
+    assert all(len(calculator.solution_steps(p.expression)) == 1 for p in train + held)
 
 
 def test_episode_driven_by_parsed_turns():
-    task = CalculatorTask(TaskConfig(name="calculator"))
+    task = CalculatorTask(TaskConfig(name="calculator", level=2))
     prompt = next(p for p in task.eval_prompts(10**5) if p.columns["expression"] == "10 + 12 - 5")
     env = task.environment(EpisodeConfig(tool_time_limit_s=1.0))
     assert isinstance(env, Environment) and env.score_state("", prompt) is None
@@ -178,7 +190,11 @@ def test_episode_driven_by_parsed_turns():
     again = respond(4, call("12 + 10"))
     assert again.text == "22" and again.reward == 0.0  # a step is paid once
     zero = respond(5, '<tool_call>{"name": "calculate", "arguments": {"expression": "1 / 0"}}</tool_call>')
-    assert "error: division by zero" in zero.text and zero.valid_calls == 1  # the tool ran; its answer is an error
+    # a call the tool cannot carry out is a failed call (the seeds: a call is judged by whether it succeeds)
+    assert zero.text == "error: division by zero" and (zero.valid_calls, zero.invalid_calls) == (0, 1)
+    prose = respond(5, call("There are 10 birds"))  # what a trained policy did in half its episodes
+    assert prose.text.startswith("error: unexpected character 'T'") and (prose.valid_calls, prose.invalid_calls) == (
+        0, 1)
     both = respond(6, call("22 - 5") + call("3 + 3"))
     assert both.text == "17\n6" and both.reward == 1.0  # the last step; 6 beside it takes nothing away
     final = respond(7, "Answer: 17")

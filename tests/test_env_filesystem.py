@@ -259,6 +259,10 @@ def test_episode_driven_by_parsed_turns():
     assert (malformed.valid_calls, malformed.invalid_calls) == (0, 1) and "malformed" in malformed.text
     unknown = respond(2, '<tool_call>{"name": "cp", "arguments": {"src": "x", "dst": "y"}}</tool_call>')
     assert (unknown.valid_calls, unknown.invalid_calls) == (0, 1) and "unknown tool 'cp'" in unknown.text
+    missing = respond(3, '<tool_call>{"name": "cat", "arguments": {"path": "nowhere.txt"}}</tool_call>')
+    # a call the tool cannot carry out is shown as an error and counted as a failed call
+    assert missing.text == "error: cat: nowhere.txt: No such file or directory"
+    assert (missing.valid_calls, missing.invalid_calls, missing.reward) == (0, 1, 0.0)
     back = respond(3, f'<tool_call>{{"name": "rm", "arguments": {{"path": "{d}"}}}}</tool_call>')
     assert back.text == "ok" and back.reward == 0.0  # 3 wrong again: a step back
     redo = respond(4, mkdir)

@@ -70,6 +70,18 @@ def parse_turn(index: int, text: str, tools: Sequence[ToolSpec]) -> ModelTurn:
     return ModelTurn(index, text, tuple(calls), tuple(errors))
 
 
+class ToolFailure(str):
+    """A tool's answer when the call could not be carried out (a bad expression, a missing file): the model reads
+    the text, and the call counts as invalid, as a malformed one does. The seeds judge a tool call by whether it
+    succeeds and returns the expected shape, so "valid" means parsed, known, schema-conform AND carried out; counted
+    as valid, a calculator policy that copied the question's words into the expression (about half of its episodes
+    after one training run) scored a valid-call share of 1.00; counted as failed, 0.35 (issue 26)."""
+
+
+def tool_failure(message: str) -> ToolFailure:
+    return ToolFailure(f"error: {message}")
+
+
 def _run_with_limit(handler: ToolHandler, arguments: dict[str, Any], limit_s: float) -> tuple[str, bool]:
     """(result text, ok). The handler runs in a daemon thread: a call past the limit is reported as timed out and
     left to finish on its own (tools here are pure Python and short; the code tool has the sandbox's own limit)."""
@@ -90,7 +102,7 @@ def _run_with_limit(handler: ToolHandler, arguments: dict[str, Any], limit_s: fl
         return f"error: {box['error']}", False
     value = box.get("value")
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-    return text[:MAX_RESULT_CHARS], True
+    return str(text[:MAX_RESULT_CHARS]), not isinstance(value, ToolFailure)
 
 
 def response_block(text: str) -> str:

@@ -137,3 +137,19 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, ref_logprobs
     clipped_tokens, clipped_high = (surrogate.clipped & real).sum(), (surrogate.high & real).sum()
     return LossTerms(loss, policy.detach(), kl.detach(), mean_entropy.detach(), clipped_tokens, clipped_high,
                      kl_max.detach())
+
+
+def rows_with_gradient(advantages: torch.Tensor, mask: torch.Tensor, spec: LossSpec) -> torch.Tensor:
+    """advantages [B] or [B, C], mask [B, C] -> [B] bool: rows whose loss can have a nonzero gradient.
+
+    Every objective's per-token loss is the advantage times a function of the ratio (objectives.py), so without a
+    KL term in the loss (beta 0: Dr. GRPO, DAPO; or the KL in the reward) and without an entropy bonus, a row whose
+    advantages are exactly 0 on all its loss tokens adds exactly 0 to the gradient: a tied group (the seeds: all
+    right or all wrong teaches nothing) or a masked row. The update need not run it. With a KL or entropy term
+    every row with a loss token counts. Exact zeros only: a float tie's 1e-13 is a (tiny) gradient and is kept.
+    """
+    live = mask > 0
+    if spec.beta > 0 or spec.entropy_coef != 0:
+        return live.any(dim=1)
+    per_token = advantages if advantages.dim() == 2 else advantages[:, None].expand_as(mask)
+    return ((per_token != 0) & live).any(dim=1)

@@ -62,7 +62,11 @@ AnswerMode = Literal["strict", "last_number", "latex"]  # = rlvr.verifiers.math.
 
 class TaskConfig(_Section):
     name: str = Field("arithmetic", description="a registered task (see `rlvr.tasks.TASKS`) or 'qa' for a dataset")
-    level: int = Field(1, ge=1, le=4, description="arithmetic difficulty level (1 = single-digit + and x)")
+    level: int = Field(1, ge=1, le=4, description="difficulty level (arithmetic: 1 = single-digit + and x; calculator: "
+                       "operations per problem); evaluation uses its held-out split")
+    train_levels: list[Annotated[int, Field(ge=1, le=4)]] | None = Field(
+        None, min_length=1, description="train on prompts of these levels, a level drawn uniformly per prompt (e.g. "
+        "[1, 2]: an easier level keeps the reward signal, rlvr/tasks/levels.py); None = task.level alone")
     path: str | None = Field(None, description="qa: local .jsonl/.json/.parquet file or HF hub dataset id")
     subset: str | None = Field(None, description="qa: hub dataset configuration name, e.g. 'main' for openai/gsm8k")
     split: str = Field("train", description="qa: dataset split used for training")

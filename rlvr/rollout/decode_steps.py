@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from rlvr.model.family import full_attention_llama
-from rlvr.model.logprobs import position_ids_from_mask
+from rlvr.rollout.prefill import SharedPrefix, prefill
 
 
 class Stepper(Protocol):
@@ -34,13 +34,12 @@ class Stepper(Protocol):
 class HFStepper:
     """transformers' forward with its DynamicCache; the attention mask is allocated once and sliced."""
 
-    def __init__(self, model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, group_size: int, max_new: int):
+    def __init__(self, model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, group_size: int, max_new: int,
+                 shared: SharedPrefix | None = None):
         self.model = model
-        out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=position_ids_from_mask(prompt_mask),
-                    use_cache=True, logits_to_keep=1)
-        self.cache = out.past_key_values
+        logits, self.cache, prompt_mask = prefill(model, prompt_ids, prompt_mask, shared)
         self.cache.batch_repeat_interleave(group_size)
-        self.first_logits = out.logits[:, -1].repeat_interleave(group_size, dim=0)  # [N*G, V]
+        self.first_logits = logits.repeat_interleave(group_size, dim=0)  # [N*G, V]
         mask = prompt_mask.repeat_interleave(group_size, dim=0)
         self.position = mask.sum(dim=1, keepdim=True)
         self.mask = torch.cat([mask, mask.new_ones(mask.shape[0], max_new)], dim=1)
@@ -172,7 +171,8 @@ class FusedStepper:
     once (N prompts), whose per-layer keys/values are copied into the buffers, G rows per prompt."""
 
     @torch.no_grad()
-    def __init__(self, model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, group_size: int, max_new: int):
+    def __init__(self, model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, group_size: int, max_new: int,
+                 shared: SharedPrefix | None = None):
         config, inner = model.config, model.model
         self.model, self.inner = model, inner
         self.layers = [_fuse(layer) for layer in inner.layers]
@@ -182,20 +182,19 @@ class FusedStepper:
         self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
         self.scale = self.head_dim ** -0.5
-        out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=position_ids_from_mask(prompt_mask),
-                    use_cache=True, logits_to_keep=1)
-        self.first_logits = out.logits[:, -1].repeat_interleave(group_size, dim=0)  # [N*G, V]
-        rows, prompt_len = prompt_ids.shape[0] * group_size, prompt_ids.shape[1]
+        logits, cache, prompt_mask = prefill(model, prompt_ids, prompt_mask, shared)
+        self.first_logits = logits.repeat_interleave(group_size, dim=0)  # [N*G, V]
+        rows, prompt_len = prompt_mask.shape[0] * group_size, prompt_mask.shape[1]
         total = prompt_len + max_new
         self.keys, self.values = [], []
-        for layer_cache in out.past_key_values.layers:
+        for layer_cache in cache.layers:
             k = layer_cache.keys.new_empty(rows, self.kv_heads, total, self.head_dim)
             v = torch.empty_like(k)
             k[:, :, :prompt_len] = layer_cache.keys.repeat_interleave(group_size, dim=0)
             v[:, :, :prompt_len] = layer_cache.values.repeat_interleave(group_size, dim=0)
             self.keys.append(k)
             self.values.append(v)
-        del out
+        del cache
         mask = prompt_mask.repeat_interleave(group_size, dim=0).bool()
         self.mask = torch.cat([mask, mask.new_ones(rows, max_new)], dim=1)  # [R, total] True = attend
         self.position = mask.sum(dim=1)  # [R] next position of each row (left padding skipped)
@@ -236,7 +235,7 @@ class FusedStepper:
 
 
 def make_stepper(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, group_size: int, max_new: int,
-                 fused: bool = True) -> HFStepper | FusedStepper:
+                 fused: bool = True, shared: SharedPrefix | None = None) -> HFStepper | FusedStepper:
     if fused and fused_supported(model):
-        return FusedStepper(model, prompt_ids, prompt_mask, group_size, max_new)
-    return HFStepper(model, prompt_ids, prompt_mask, group_size, max_new)
+        return FusedStepper(model, prompt_ids, prompt_mask, group_size, max_new, shared)
+    return HFStepper(model, prompt_ids, prompt_mask, group_size, max_new, shared)

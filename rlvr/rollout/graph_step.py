@@ -26,8 +26,8 @@ import torch
 import torch.nn.functional as F
 
 from rlvr.model import precision
-from rlvr.model.logprobs import position_ids_from_mask
 from rlvr.rollout.decode_steps import cat_bias, llama_blocks_supported, rope_rotate, signed_sin
+from rlvr.rollout.prefill import SharedPrefix, prefill
 
 CAPACITY_STEP = 64  # KV capacity is rounded up to this: fewer shapes to record, and aligned rows for the kernels
 MIN_BUCKET = 8
@@ -292,9 +292,11 @@ class StaticDecoders:
         self.graphs, self.by_shape = graphs, {}
 
     def stepper(self, model, compute_dtype: torch.dtype, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
-                group_size: int, max_new: int) -> GraphStepper:
-        rows = prompt_ids.shape[0] * group_size
-        capacity = -(-(prompt_ids.shape[1] + max_new) // CAPACITY_STEP) * CAPACITY_STEP
+                group_size: int, max_new: int, shared: SharedPrefix | None = None) -> GraphStepper:
+        with torch.no_grad(), precision.autocast(model):  # the prefill is transformers' forward
+            logits, cache, prompt_mask = prefill(model, prompt_ids, prompt_mask, shared)
+        rows = prompt_mask.shape[0] * group_size
+        capacity = -(-(prompt_mask.shape[1] + max_new) // CAPACITY_STEP) * CAPACITY_STEP
         key = (capacity, compute_dtype)
         decoder = self.by_shape.pop(key, None)
         if decoder is not None and (decoder.weights.model is not model or not decoder.weights.still_valid()
@@ -305,12 +307,8 @@ class StaticDecoders:
                 self.by_shape.pop(next(iter(self.by_shape)))
             decoder = StaticDecoder(model, row_capacity(rows), capacity, compute_dtype, self.graphs)
         self.by_shape[key] = decoder
-        with torch.no_grad(), precision.autocast(model):  # the prefill is transformers' forward
-            out = model(input_ids=prompt_ids, attention_mask=prompt_mask,
-                        position_ids=position_ids_from_mask(prompt_mask), use_cache=True, logits_to_keep=1)
-            layers = out.past_key_values.layers
-            decoder.start([c.keys for c in layers], [c.values for c in layers], prompt_mask, group_size)
-        return GraphStepper(decoder, out.logits[:, -1].repeat_interleave(group_size, dim=0))
+        decoder.start([c.keys for c in cache.layers], [c.values for c in cache.layers], prompt_mask, group_size)
+        return GraphStepper(decoder, logits.repeat_interleave(group_size, dim=0))
 
 
 def static_supported(model) -> bool:

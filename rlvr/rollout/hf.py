@@ -17,6 +17,7 @@ from rlvr.model import precision
 from rlvr.rollout.base import SampledTurn, SamplingParams, sampling_generator
 from rlvr.rollout.decode_steps import make_stepper
 from rlvr.rollout.graph_step import GraphStepper, StaticDecoders, static_supported
+from rlvr.rollout.prefill import SharedPrefix, left_pad, split_contexts
 from rlvr.types import Prompt, RolloutBatch
 
 # Finished rows leave the decode batch once at most this share of it is still running: each drop copies the KV
@@ -113,7 +114,8 @@ class HFRolloutEngine:
         self.fused = fused
         self.cuda_graphs = cuda_graphs
 
-    def _stepper(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, group_size: int, max_new: int):
+    def _stepper(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, group_size: int, max_new: int,
+                 shared: SharedPrefix | None = None):
         """The static-cache step on a GPU, and for a mixed-precision model anywhere (it makes its own compute-dtype
         weight copies, issue #23 item 3); else the eager fused step, or transformers' forward (under autocast when
         the model is mixed)."""
@@ -123,10 +125,10 @@ class HFRolloutEngine:
             if self.decoders is None:
                 self.decoders = StaticDecoders(graphs=self.cuda_graphs)
             return self.decoders.stepper(model, precision.compute_dtype(model), prompt_ids, prompt_mask,
-                                         group_size, max_new)
+                                         group_size, max_new, shared)
         with precision.autocast(model):
             return make_stepper(model, prompt_ids, prompt_mask, group_size, max_new,
-                                self.fused and not precision.is_mixed(model))
+                                self.fused and not precision.is_mixed(model), shared)
 
     def encode(self, prompts: list[Prompt]) -> tuple[torch.Tensor, torch.Tensor]:
         device = next(self.model.parameters()).device
@@ -136,10 +138,11 @@ class HFRolloutEngine:
 
     @torch.no_grad()
     def sample(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, group_size: int,
-               sampling: SamplingParams) -> tuple[torch.Tensor, torch.Tensor]:
-        """-> (completion ids [N*G, C], sampling log-probs [N*G, C]); rows past a stop token hold pad ids."""
+               sampling: SamplingParams, shared: SharedPrefix | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """-> (completion ids [N*G, C], sampling log-probs [N*G, C]); rows past a stop token hold pad ids.
+        With `shared`, prompt_ids/mask are the rows' rests after their shared openings (rollout/prefill.py)."""
         device = prompt_ids.device
-        stepper = self._stepper(prompt_ids, prompt_mask, group_size, sampling.max_new_tokens)
+        stepper = self._stepper(prompt_ids, prompt_mask, group_size, sampling.max_new_tokens, shared)
         logits = stepper.first_logits
         stops = torch.tensor(self.stop_ids, device=device)
         rows = logits.shape[0]
@@ -181,15 +184,19 @@ class HFRolloutEngine:
                         ) -> list[SampledTurn]:
         """Multi-turn episodes (issue 26): a turn after each token context, ids in and ids out, never through text.
         Contexts are left-padded into one batch and sampled by the same loop as `generate` (group_size rows share
-        one prefill of their context)."""
+        one prefill of their context; later turns' rows that open alike, a group's prompt, share its prefill:
+        rollout/prefill.py)."""
         device = next(self.model.parameters()).device
-        width = max(len(c) for c in contexts)
-        ids = torch.full((len(contexts), width), self.tokenizer.pad_token_id, dtype=torch.long)  # host: filled row
-        mask = torch.zeros((len(contexts), width), dtype=torch.long)  # host: by row from lists, moved once below
-        for row, context in enumerate(contexts):
-            ids[row, width - len(context):] = torch.tensor(context, dtype=torch.long)  # host: as above
-            mask[row, width - len(context):] = 1
-        sampled, logprobs = self.sample(ids.to(device), mask.to(device), group_size, sampling)
+        split = split_contexts(contexts) if group_size == 1 else None
+        if split is None:
+            ids, mask = left_pad(contexts, self.tokenizer.pad_token_id, device)
+            sampled, logprobs = self.sample(ids, mask, group_size, sampling)
+        else:
+            openings, row_opening, rests = split
+            ids, mask = left_pad(rests, self.tokenizer.pad_token_id, device)
+            shared = SharedPrefix(*left_pad(openings, self.tokenizer.pad_token_id, device),
+                                  torch.tensor(row_opening, dtype=torch.long, device=device))
+            sampled, logprobs = self.sample(ids, mask, 1, sampling, shared)
         kept = completion_mask(sampled, self.stop_ids)
         stops = torch.isin(sampled, torch.tensor(self.stop_ids, device=device)) & (kept > 0)
         lengths, stopped = kept.sum(dim=1).tolist(), stops.any(dim=1).tolist()

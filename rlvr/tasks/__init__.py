@@ -82,7 +82,21 @@ def build_task(config: TaskConfig) -> Task:
     factory = TASKS.get(config.name)
     if factory is None:
         raise ConfigError(f"task.name: unknown task {config.name!r}; valid tasks: {', '.join(sorted(TASKS))}")
-    return factory(config)
+    task = factory(config)
+    if not config.train_levels or list(config.train_levels) == [config.level]:
+        return task
+    if not hasattr(task, "level"):
+        raise ConfigError(f"task.train_levels: task {config.name!r} has no levels (arithmetic, calculator and "
+                          "filesystem have)")
+    from rlvr.tasks.levels import LevelMix
+
+    levels = {config.level: task}
+    for level in config.train_levels:
+        try:
+            levels.setdefault(level, factory(config.model_copy(update={"level": level})))
+        except ConfigError as err:  # the task's own message names task.level
+            raise ConfigError(f"task.train_levels: {err}") from None
+    return LevelMix({level: levels[level] for level in config.train_levels}, task)
 
 
 __all__ = ["TASKS", "Task", "build_task", "register_task"]

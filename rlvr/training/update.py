@@ -18,7 +18,7 @@ from rlvr.algorithms.correction import (
     correction_stats,
     importance_weights,
 )
-from rlvr.algorithms.loss import AGGREGATIONS, LossSpec, policy_loss
+from rlvr.algorithms.loss import AGGREGATIONS, LossSpec, policy_loss, rows_with_gradient
 from rlvr.errors import UserFacingError
 from rlvr.model.logprobs import completion_logprobs
 from rlvr.training.guards import is_out_of_memory
@@ -135,19 +135,23 @@ def _accumulate_and_step(policy, batch: TrainBatch, optimizer: torch.optim.Optim
     # gradients (rlvr/distributed/wrap.py makes DDP and FSDP2 sum instead of average).
     everyone = ranks.cat_rows(batch.completion_mask)
     denominator = AGGREGATIONS[spec.aggregation].denominator(everyone, settings.max_length)
-    mask_total = everyone.sum().clamp(min=1).item()
-    totals = dict(loss=0.0, policy_loss=0.0, kl=0.0, clip_fraction=0.0, clip_fraction_high=0.0, entropy=0.0)
-    order = batch.by_length()  # the gradient does not depend on row order; padding does
+    order = _rows_to_run(batch, spec, ranks)  # the gradient does not depend on row order; padding does
+    # the logged means (entropy, clip fractions) are over the tokens the update ran; NaN entropy when none ran
+    mask_total = (everyone if ranks.enabled else batch.completion_mask[order]).sum().item()
+    totals = dict(loss=0.0, policy_loss=0.0, kl=0.0, clip_fraction=0.0, clip_fraction_high=0.0,
+                  entropy=0.0 if mask_total else math.nan)
     forward = _forward(policy)
     correction: CorrectionStats | None = None
     kl_max = 0.0
-    for start in range(0, batch.size, micro_batch_size):
+    for start in range(0, len(order), micro_batch_size):
         micro = batch.rows(order[start:start + micro_batch_size])
-        with ranks.micro_batch(policy, last=start + micro_batch_size >= batch.size):  # one gradient sync per step
-            values, part = _micro_step(forward, micro, settings, denominator, mask_total)
+        with ranks.micro_batch(policy, last=start + micro_batch_size >= len(order)):  # one gradient sync per step
+            values, part = _micro_step(forward, micro, settings, denominator, max(mask_total, 1))
         correction = part if correction is None else correction + part
         kl_max = max(kl_max, values.pop("kl_max"))
         totals = {k: totals[k] + values[k] for k in totals}
+    if not len(order):  # nothing had a gradient: the step is the one zero gradients make (AdamW's moments and
+        _zero_gradients(policy)  # step count move on, as they would after a backward of exact zeros)
     totals = dict(zip(totals, ranks.sum(list(totals.values()))))  # each rank's is a share of the global value
     totals["kl_max"] = ranks.max([kl_max])[0]
     if correction is not None:  # checked before the step: a disagreeing engine's samples never reach the weights
@@ -169,6 +173,22 @@ def _accumulate_and_step(policy, batch: TrainBatch, optimizer: torch.optim.Optim
     low = totals["clip_fraction"] - totals["clip_fraction_high"]
     return UpdateStats(grad_norm=float(grad_norm), skipped=float(not finite), micro_batch_size=micro_batch_size,
                        correction=correction, clip_fraction_low=max(low, 0.0), **totals)
+
+
+def _rows_to_run(batch: TrainBatch, spec, ranks: Ranks) -> torch.Tensor:
+    """Row order for the micro-batches, without the rows whose gradient is exactly zero (loss.rows_with_gradient:
+    tied groups when the loss has no KL or entropy term; on the calculator's first steps, 3 of 4 groups or all).
+    Under torchrun every rank runs all its rows: DDP and FSDP2 need the same number of backward passes on each."""
+    order = batch.by_length()
+    if ranks.enabled:
+        return order
+    return order[rows_with_gradient(batch.advantages, batch.completion_mask, spec)[order]]
+
+
+def _zero_gradients(policy) -> None:
+    for parameter in policy.parameters():
+        if parameter.requires_grad:
+            parameter.grad = torch.zeros_like(parameter)
 
 
 def clip_gradients(policy, max_norm: float) -> torch.Tensor:

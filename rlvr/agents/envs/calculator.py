@@ -8,17 +8,26 @@ Sizes are bounded (the expression's length, its node count, every literal and ev
 hang. The environment has no state: the answer is checked by the "math" verifier on the last model turn
 ("Answer: <number>"; Prompt.reference is the number) and score_state returns None.
 
-Steps: the worked examples call the tool once per operation, feeding each result into the next call
-(`solution_steps`), and a turn's step reward (read with episode.credit=process) is 1 when its calls all ran and one
-of them reached a step of the reference solution not reached before: the seeds' process reward, checked against
-the known solution rather than learned. Why: SmolLM2-135M wrote the whole expression right in 2.5 % of episodes but
-its first operation right in 12-20 % (issue 26, 80 held-out episodes each), so per-step credit has signal where
-the outcome alone has almost none; a "the call ran" step reward instead taught it to call anything (entropy 0.03).
+Calls: each worked example writes its whole expression in one call ("3 * 4 + 2" -> 14), then answers. Measured
+(issue 26, item 8; README): with examples that called once per operation, training on levels 1 and 2 taught the
+135M model to answer after its first call, right on one-operation problems and wrong on every two-operation one
+(held-out level-2 pass@1 0.019 -> 0.025); with the whole expression in one call, one call then the answer is right
+at every level, so what level 1 teaches (reading the operation from the words) carries over to level 2 (0.050 ->
+0.288 in 15 minutes, episode.credit=process).
 
-Problems: templates of 2 operations (level 1, numbers 2..12) or 3 operations (level 2, numbers 2..9), kept when
-every step stays a whole non-negative number. A problem's identity is "<template> <numbers>" (e.g.
-"apples 3 5 2"); the held-out split hashes it (rlvr/agents/envs/common.py). The one-shot example's template is
-in no split.
+Step rewards (read with episode.credit=process) pay a turn whose calls all succeeded and reached a value of the
+reference solution (`solution_steps`: the expression worked one operation at a time) not reached before, whether a
+call computes one operation or all of them: the seeds' process reward, checked against the known solution rather
+than learned. With outcome credit alone the trained model copied one template's sentence into the expression in
+about half of its held-out episodes (failed calls: valid-call share 0.96 -> 0.35); the step reward's 0 for such turns
+kept it at 1.00. A "the call ran" step reward taught it to call anything (entropy 0.03).
+
+Problems: a level is its number of operations: 1 (numbers 2..12), 2 (numbers 2..12) or 3 (numbers 2..9), kept
+when every step stays a whole non-negative number. Level 2 is the measured task (issue 26, item 8); level 1 tells
+the same stories with one operation, the first rung of a curriculum (task.train_levels=[1,2]): the 135M base gets
+~2 % of level-2 episodes right, so GRPO's groups there almost always tie, and level 1 several times more (README).
+A problem's identity is "<template> <numbers>" (e.g. "apples 3 5 2"); the held-out split hashes it
+(rlvr/agents/envs/common.py). The two worked examples' templates are in no split.
 """
 from __future__ import annotations
 
@@ -39,7 +48,7 @@ from rlvr.agents.envs.common import (
     user_turn,
 )
 from rlvr.agents.protocol import Episode, ModelTurn, Observation, ToolSpec
-from rlvr.agents.tool_calls import run_calls
+from rlvr.agents.tool_calls import run_calls, tool_failure
 from rlvr.config.run import ConfigError, TaskConfig
 from rlvr.config.sections import EpisodeConfig
 from rlvr.types import Prompt, Verdict
@@ -112,11 +121,12 @@ def format_value(value: Fraction) -> str:
 
 
 def evaluate(expression: object) -> str:
-    """The `calculate` tool: the value as text, or "error: ..." (never raises)."""
+    """The `calculate` tool: the value as text, or "error: ..." as a failed call (tool_calls.ToolFailure; never
+    raises)."""
     try:
         return format_value(exact_value(expression))
     except CalcError as err:
-        return f"error: {err}"
+        return tool_failure(str(err))
 
 
 def solution_steps(expression: str) -> tuple[tuple[str, str], ...]:
@@ -157,9 +167,21 @@ class Template:
     expression: str  # the same numbers as an expression: the reference is its value
 
 
-# Level 1: two operations; level 2: three. Phrasings vary the operation order and the role of parentheses.
+# A level's number is its operations. Level 1 reuses level 2's stories and wording with one operation each (so
+# what it teaches, reading the operation from the words, is what level 2 needs); levels 2 and 3 vary the operation
+# order and the role of parentheses.
 TEMPLATES: dict[int, tuple[Template, ...]] = {
     1: (
+        Template("buy", "Tom has {a} apples and buys {b} more apples. How many apples does he have now?", "{a} + {b}"),
+        Template("fill", "A box holds {a} pens. Sara fills {b} boxes. How many pens does she have?", "{a} * {b}"),
+        Template("fly", "There are {a} birds on a tree. {b} of them fly away. How many birds are on the tree now?",
+                 "{a} - {b}"),
+        Template("share", "{a} stickers are shared equally among {b} groups. How many stickers does each group get?",
+                 "{a} / {b}"),
+        Template("price", "A ticket costs {a} dollars. How much do {b} tickets cost?", "{a} * {b}"),
+        Template("bake", "Mom bakes {a} cookies and Dad bakes {b}. How many cookies do they bake?", "{a} + {b}"),
+    ),
+    2: (
         Template("apples", "Tom has {a} apples and buys {b} bags with {c} apples in each. How many apples does he "
                            "have now?", "{a} + {b} * {c}"),
         Template("pens", "A box holds {a} pens. Sara fills {b} boxes, then gives away {c} pens. How many pens does "
@@ -175,7 +197,7 @@ TEMPLATES: dict[int, tuple[Template, ...]] = {
         Template("cookies", "Mom bakes {a} cookies and Dad bakes {b}. They put them into {c} jars, the same number "
                             "in each. How many cookies are in each jar?", "({a} + {b}) / {c}"),
     ),
-    2: (
+    3: (
         Template("market", "Tom has {a} apples and buys {b} bags with {c} apples in each. Then he eats {d} apples. "
                            "How many apples does he have now?", "{a} + {b} * {c} - {d}"),
         Template("garden", "A farmer plants {a} red and {b} yellow flowers in each of {c} rows. Then {d} flowers "
@@ -184,7 +206,7 @@ TEMPLATES: dict[int, tuple[Template, ...]] = {
                            "into {d} boxes. How many muffins go in each box?", "({a} * {b} + {c}) / {d}"),
     ),
 }
-NUMBERS = {1: range(2, 13), 2: range(2, 10)}
+NUMBERS = {1: range(2, 13), 2: range(2, 13), 3: range(2, 10)}
 EXAMPLE = Template("pencils", "Lena has 3 boxes with 4 pencils in each and 2 more pencils. How many pencils does "
                               "she have?", "3 * 4 + 2")
 EXAMPLE_LEAD = "I will use the calculator."  # a sentence before the call: see common.one_shot_messages
@@ -232,8 +254,8 @@ def _problems(template: Template, numbers: range) -> list[Problem]:
 def splits(level: int) -> tuple[tuple[Problem, ...], tuple[Problem, ...]]:
     """(train, held_out) of a level."""
     if level not in TEMPLATES:
-        raise ConfigError(f"task.level: calculator has levels {', '.join(map(str, TEMPLATES))} (2 or 3 operations), "
-                          f"got {level}")
+        raise ConfigError(f"task.level: calculator has levels {', '.join(map(str, TEMPLATES))} (the number of "
+                          f"operations), got {level}")
     problems = [p for t in TEMPLATES[level] for p in _problems(t, NUMBERS[level])]
     return split_by_hash(problems, lambda p: p.canonical)
 
@@ -286,10 +308,10 @@ class CalculatorEnvironment:
 
 
 def worked_example(template: Template, instruction: str) -> Example:
-    """One call per operation, each answered, then the answer (see the module's docstring: steps)."""
-    steps = solution_steps(template.expression)
-    turns = tuple(ExampleTurn((("calculate", {"expression": text}),), (value,)) for text, value in steps)
-    return Example(user_turn(template.text, instruction), EXAMPLE_LEAD, turns, f"Answer: {steps[-1][1]}")
+    """One call with the whole expression, its result, then the answer (the module's docstring: calls)."""
+    value = evaluate(template.expression)
+    turn = ExampleTurn((("calculate", {"expression": template.expression}),), (value,))
+    return Example(user_turn(template.text, instruction), EXAMPLE_LEAD, (turn,), f"Answer: {value}")
 
 
 class CalculatorTask(SplitTask):

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Union
 
+from rlvr.agents.tool_calls import tool_failure
+
 Node = Union[dict, str]  # a folder (name -> Node) or a file's text
 MAX_ENTRIES = 40  # files and folders in the whole tree; tasks start with 1-3
 MAX_NAME_CHARS = 64
@@ -90,12 +92,12 @@ def _shown(path: object) -> str:
 
 
 def _tool(name: str, method: Callable[..., str]) -> Callable[..., str]:
-    """The tool's result, or its FsError as "error: <tool>: <reason>" text."""
+    """The tool's result, or its FsError as "error: <tool>: <reason>" text, a failed call (tool_calls.ToolFailure)."""
     def run(**arguments: Any) -> str:
         try:
             return method(**arguments)
         except FsError as err:
-            return f"error: {name}: {err}"
+            return tool_failure(f"{name}: {err}")
     return run
 
 

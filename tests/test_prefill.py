@@ -1,0 +1,94 @@
+"""The sampler's shared-opening prefill (rollout/prefill.py): rows that open alike (an episode's later turns: a
+group's prompt) run the opening once; the decode then continues exactly as from the whole contexts. Tiny Llama."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+import rlvr.rollout.hf as hf
+from rlvr.rollout.base import SamplingParams
+from rlvr.rollout.decode_steps import FusedStepper, HFStepper
+from rlvr.rollout.graph_step import StaticDecoders
+from rlvr.rollout.prefill import SharedPrefix, left_pad, prefill, split_contexts
+from test_decode_steps import assert_steps_agree, tiny
+
+torch.set_num_threads(1)
+
+OPENING = list(range(4, 24))  # 20 tokens every row of the group starts with
+CONTEXTS = [OPENING + [30, 31], OPENING + [40], OPENING + [30, 31, 32], [7, 8, 9]]
+
+
+def test_split_contexts_by_hand() -> None:
+    openings, rows, rests = split_contexts(CONTEXTS)
+    # rows 0-2 share the 20-token opening; row 3 shares nothing (< 16 tokens): its opening is all but its last token
+    assert openings == [OPENING, [7, 8]] and rows == [0, 0, 0, 1]
+    assert rests == [[30, 31], [40], [30, 31, 32], [9]]
+    # a row that is the next row's opening keeps its last token as its rest (its logits start the turn)
+    openings, rows, rests = split_contexts([OPENING, OPENING + [5]])
+    assert openings == [OPENING[:-1]] and rests == [[OPENING[-1]], [OPENING[-1], 5]]
+    # nothing shared (only consecutive rows are compared): no split
+    assert split_contexts([OPENING, [5] + OPENING, OPENING]) is None
+    assert split_contexts([OPENING + [1], OPENING + [2]], min_shared=21) is None
+
+
+def _shared_batch():
+    openings, rows, rests = split_contexts(CONTEXTS)
+    ids, mask = left_pad(rests, 0, torch.device("cpu"))
+    return ids, mask, SharedPrefix(*left_pad(openings, 0, torch.device("cpu")), torch.tensor(rows))
+
+
+def test_prefill_with_shared_openings_equals_the_whole_contexts() -> None:
+    model = tiny("llama")
+    whole_ids, whole_mask = left_pad(CONTEXTS, 0, torch.device("cpu"))
+    ids, mask, shared = _shared_batch()
+    with torch.no_grad():
+        plain_logits, _, plain_mask = prefill(model, whole_ids, whole_mask)
+        logits, cache, full = prefill(model, ids, mask, shared)
+    torch.testing.assert_close(logits, plain_logits, rtol=0, atol=1e-5)
+    assert full.sum(dim=1).tolist() == plain_mask.sum(dim=1).tolist() == [len(c) for c in CONTEXTS]
+    assert cache.get_seq_length() == full.shape[1] == 20 + 3  # longest opening + longest rest
+
+
+@pytest.mark.parametrize("stepper", ["hf", "fused", "static"])
+def test_decode_from_shared_openings_follows_the_whole_contexts(stepper: str) -> None:
+    model = tiny("llama")
+    whole_ids, whole_mask = left_pad(CONTEXTS, 0, torch.device("cpu"))
+    ids, mask, shared = _shared_batch()
+    make = {"hf": HFStepper, "fused": FusedStepper,
+            "static": lambda m, i, k, g, n, s=None: StaticDecoders(graphs=False).stepper(m, torch.float32, i, k, g, n,
+                                                                                         s)}[stepper]
+    with torch.no_grad():
+        plain, candidate = make(model, whole_ids, whole_mask, 1, 8), make(model, ids, mask, 1, 8, shared)
+        torch.testing.assert_close(candidate.first_logits, plain.first_logits, rtol=0, atol=1e-5)
+        assert_steps_agree(plain, candidate, steps=8, drop_at=4, keep=torch.tensor([0, 2, 3]))
+
+
+def _engine(model):
+    engine = hf.HFRolloutEngine.__new__(hf.HFRolloutEngine)
+    engine.model, engine.tokenizer, engine.stop_ids = model, SimpleNamespace(pad_token_id=0), [1]
+    return engine
+
+
+def test_continue_tokens_samples_the_same_turns_and_prefills_fewer_tokens(monkeypatch) -> None:
+    model = tiny("llama")
+    seen: list[int] = []
+    forward = model.model.forward
+
+    def counted(*args, input_ids=None, **kwargs):  # tokens through the model, prefill and decode
+        seen.append(int(input_ids.numel()))
+        return forward(*args, input_ids=input_ids, **kwargs)
+
+    monkeypatch.setattr(model.model, "forward", counted)
+    sampling = SamplingParams(1.0, 1.0, 6, seed=21)
+    shared_turns = _engine(model).continue_tokens(CONTEXTS, 1, sampling)
+    shared_prefill = seen[:2]
+    seen.clear()
+    monkeypatch.setattr(hf, "split_contexts", lambda contexts: None)  # every row's whole context
+    plain_turns = _engine(model).continue_tokens(CONTEXTS, 1, sampling)
+    assert [t.ids for t in shared_turns] == [t.ids for t in plain_turns] and any(t.ids for t in plain_turns)
+    for a, b in zip(shared_turns, plain_turns):
+        torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(b.logprobs), rtol=0, atol=1e-5)
+    # openings 2 x 20 (left-padded) + rests 4 x 3, against 4 rows x 23 columns
+    assert shared_prefill == [2 * 20, 4 * 3] and seen[0] == 4 * 23

@@ -1,0 +1,55 @@
+"""task.train_levels: train prompts drawn from several levels of one task, a level chosen uniformly per prompt;
+held-out prompts, name and environment from task.level (rlvr/tasks/levels.py)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rlvr.agents.envs.calculator import CalculatorEnvironment, splits
+from rlvr.config.run import ConfigError, TaskConfig, load_config
+from rlvr.config.sections import EpisodeConfig
+from rlvr.tasks import build_task
+from rlvr.tasks.levels import LevelMix
+
+
+def level_of(prompt_id: str) -> int:
+    return int(prompt_id.split("/")[0].rsplit("-l", 1)[1])  # "calculator-l2/train/birds 3 4 5" -> 2
+
+
+def test_levels_are_drawn_uniformly_not_by_split_size() -> None:
+    task = build_task(TaskConfig(name="calculator", level=2, train_levels=[1, 2]))
+    assert isinstance(task, LevelMix) and task.name == "calculator-l2"
+    stream = task.train_prompts(0)
+    drawn = [next(stream) for _ in range(400)]
+    ones = sum(level_of(p.id) == 1 for p in drawn)
+    # uniform over levels: Binomial(400, 1/2), mean 200, sd 10; by split size it would be 373 / (373 + 5327) of
+    # the train problems, ~26 of 400
+    assert 150 <= ones <= 250
+    held = {p.canonical for level in (1, 2) for p in splits(level)[1]}
+    assert not {p.id.split("/train/")[1] for p in drawn} & held  # no level leaks its held-out problems
+    # each prompt is its level's own (the expression has level operations)
+    assert all(sum(p.columns["expression"].count(op) for op in "+-*/") == level_of(p.id) for p in drawn)
+
+
+def test_stream_is_exact_by_seed_and_evaluation_is_the_evaluated_level() -> None:
+    config = TaskConfig(name="calculator", level=2, train_levels=[1, 2])
+    first, again, other = (build_task(config).train_prompts(s) for s in (5, 5, 6))
+    ids = [next(first).id for _ in range(30)]
+    assert ids == [next(again).id for _ in range(30)] and ids != [next(other).id for _ in range(30)]
+    task = build_task(config)
+    assert [p.id for p in task.eval_prompts(20)] == [p.id for p in build_task(TaskConfig(
+        name="calculator", level=2)).eval_prompts(20)]
+    assert isinstance(task.environment(EpisodeConfig()), CalculatorEnvironment) and task.answer_verifiers is None
+
+
+def test_train_levels_of_the_level_alone_is_the_plain_task_and_bad_levels_are_refused(tmp_path) -> None:
+    assert not isinstance(build_task(TaskConfig(name="calculator", level=2, train_levels=[2])), LevelMix)
+    with pytest.raises(ConfigError, match=r"task.train_levels: task.level: calculator has levels 1, 2, 3 .*got 4"):
+        build_task(TaskConfig(name="calculator", train_levels=[1, 4]))
+    rows = tmp_path / "qa.jsonl"
+    rows.write_text("".join(json.dumps({"question": f"{i} + 1?", "answer": str(i + 1)}) + "\n" for i in range(20)))
+    with pytest.raises(ConfigError, match="task.train_levels: task 'qa' has no levels"):
+        build_task(TaskConfig(name="qa", path=str(rows), train_levels=[1, 2]))
+    with pytest.raises(ConfigError, match="train_levels"):
+        load_config(None, ["task.train_levels=[]"])

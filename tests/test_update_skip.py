@@ -1,0 +1,108 @@
+"""Rows whose gradient is exactly zero are not run by the update (loss.rows_with_gradient): with no KL and no
+entropy term in the loss, a tied group's rows (advantage 0) add exactly 0 to the gradient. The step must be the one
+the full forward makes, also when no row is left (AdamW's moments still move). Tiny random Llama."""
+from __future__ import annotations
+
+import copy
+import math
+
+import torch
+
+import rlvr.training.update as update
+from conftest import tiny_llama
+from rlvr.algorithms.loss import LossSpec, rows_with_gradient
+from rlvr.algorithms.objectives import ClipRange
+from rlvr.training.update import UpdateSettings, train_step
+from test_update import deltas, make_batch
+
+torch.set_num_threads(1)
+
+
+def spec(beta: float = 0.0, entropy_coef: float = 0.0) -> LossSpec:
+    return LossSpec("ppo_clip", ClipRange(0.2, 0.2), "sequence_mean", "k3", beta, entropy_coef)
+
+
+def test_rows_with_gradient_by_hand() -> None:
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [1.0, 1.0, 1.0]])
+    advantages = torch.tensor([1.0, 0.0, 0.7, -0.5])
+    # beta 0: row 1 has A = 0; row 2 has A != 0 but no loss token (a masked truncated row)
+    assert rows_with_gradient(advantages, mask, spec()).tolist() == [True, False, False, True]
+    # a KL or an entropy term pulls on every row with a loss token, whatever its advantage
+    assert rows_with_gradient(advantages, mask, spec(beta=0.04)).tolist() == [True, True, False, True]
+    assert rows_with_gradient(advantages, mask, spec(entropy_coef=0.01)).tolist() == [True, True, False, True]
+    # per-token advantages (episodes, GAE): row 0 is nonzero only where the mask is 0 (an environment turn)
+    per_token = torch.tensor([[0.0, 0.0, 2.0], [0.3, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, -1e-13]])
+    assert rows_with_gradient(per_token, mask, spec()).tolist() == [False, True, False, True]
+
+
+def _settings(beta: float) -> UpdateSettings:
+    return UpdateSettings(spec(beta), temperature=0.7, micro_batch_size=4, max_grad_norm=1e9, max_length=6)
+
+
+def _counting_forward(monkeypatch) -> list[int]:
+    """Record the rows of every update forward."""
+    seen: list[int] = []
+    real = update.completion_logprobs
+
+    def counted(policy, prompt_ids, prompt_mask, rows, *args, **kwargs):
+        seen.append(int(rows.numel()))
+        return real(policy, prompt_ids, prompt_mask, rows, *args, **kwargs)
+
+    monkeypatch.setattr(update, "completion_logprobs", counted)
+    return seen
+
+
+def _two_steps(model, batches, beta: float):
+    """AdamW steps on the batches in turn: (policy, stats of the last step)."""
+    policy = copy.deepcopy(model)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-3, weight_decay=0.0)
+    for batch in batches:
+        stats = train_step(policy, batch, optimizer, _settings(beta))
+    return policy, stats
+
+
+def _with_advantages(batch, values):
+    return update.TrainBatch(batch.prompt_ids, batch.prompt_mask, batch.prompt_index, batch.completion_ids,
+                             batch.completion_mask, torch.tensor(values), batch.old_logprobs, batch.ref_logprobs)
+
+
+def test_tied_group_is_not_run_and_the_step_is_the_full_one(monkeypatch) -> None:
+    tiny = tiny_llama()
+    base = make_batch(tiny, with_ref=False, with_old=False)
+    tied_second = _with_advantages(base, [1.0, -1.0, 0.0, 0.0])  # group 2 (rows 2, 3) tied
+    seen = _counting_forward(monkeypatch)
+    skipped, _ = _two_steps(tiny, [tied_second], beta=0.0)
+    assert sum(seen) == 2  # only the first group's rows ran
+    monkeypatch.setattr(update, "rows_with_gradient", lambda a, m, s: m.sum(dim=1) > 0)  # the old path: all rows
+    full, _ = _two_steps(tiny, [tied_second], beta=0.0)
+    assert sum(seen) == 2 + 4
+    moved = deltas(tiny, full)
+    assert max(float(d.abs().max()) for d in moved.values()) > 1e-4  # the step did something
+    for name, delta in deltas(tiny, skipped).items():
+        torch.testing.assert_close(delta, moved[name], atol=1e-7, rtol=1e-5)
+
+
+def test_all_tied_batch_runs_nothing_but_adam_moves_as_after_zero_gradients(monkeypatch) -> None:
+    tiny = tiny_llama()
+    base = make_batch(tiny, with_ref=False, with_old=False)
+    signal, tied = _with_advantages(base, [1.0, -1.0, 0.5, -0.5]), _with_advantages(base, [0.0] * 4)
+    seen = _counting_forward(monkeypatch)
+    after_signal, _ = _two_steps(tiny, [signal], beta=0.0)
+    runs_before = len(seen)
+    skipped, stats = _two_steps(tiny, [signal, tied], beta=0.0)
+    assert len(seen) == 2 * runs_before  # the second step ran no forward
+    assert math.isnan(stats.entropy) and stats.loss == 0.0 and stats.grad_norm == 0.0
+    monkeypatch.setattr(update, "rows_with_gradient", lambda a, m, s: m.sum(dim=1) > 0)
+    full, _ = _two_steps(tiny, [signal, tied], beta=0.0)
+    momentum = deltas(after_signal, full)  # AdamW's first moment keeps moving the weights on a zero gradient
+    assert max(float(d.abs().max()) for d in momentum.values()) > 1e-4
+    for name, delta in deltas(after_signal, skipped).items():
+        torch.testing.assert_close(delta, momentum[name], atol=1e-7, rtol=1e-5)
+
+
+def test_with_a_kl_term_every_row_runs(monkeypatch) -> None:
+    tiny = tiny_llama()
+    batch = make_batch(tiny, with_ref=True, with_old=False)
+    seen = _counting_forward(monkeypatch)
+    _two_steps(tiny, [_with_advantages(batch, [1.0, -1.0, 0.0, 0.0])], beta=0.04)
+    assert sum(seen) == 4  # the tied group's rows are pulled towards the reference

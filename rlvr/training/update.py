@@ -136,7 +136,7 @@ def _accumulate_and_step(policy, batch: TrainBatch, optimizer: torch.optim.Optim
     everyone = ranks.cat_rows(batch.completion_mask)
     denominator = AGGREGATIONS[spec.aggregation].denominator(everyone, settings.max_length)
     order = _rows_to_run(batch, spec, ranks)  # the gradient does not depend on row order; padding does
-    # the logged means (entropy, clip fractions) are over the tokens the update ran; NaN entropy when none ran
+    # the logged means (entropy, clip fractions) are over the tokens the update ran (or the probe's, below)
     mask_total = (everyone if ranks.enabled else batch.completion_mask[order]).sum().item()
     totals = dict(loss=0.0, policy_loss=0.0, kl=0.0, clip_fraction=0.0, clip_fraction_high=0.0,
                   entropy=0.0 if mask_total else math.nan)
@@ -152,6 +152,8 @@ def _accumulate_and_step(policy, batch: TrainBatch, optimizer: torch.optim.Optim
         totals = {k: totals[k] + values[k] for k in totals}
     if not len(order):  # nothing had a gradient: the step is the one zero gradients make (AdamW's moments and
         _zero_gradients(policy)  # step count move on, as they would after a backward of exact zeros)
+        if batch.size:
+            totals["entropy"] = _probe_entropy(forward, batch, settings.temperature, micro_batch_size)
     totals = dict(zip(totals, ranks.sum(list(totals.values()))))  # each rank's is a share of the global value
     totals["kl_max"] = ranks.max([kl_max])[0]
     if correction is not None:  # checked before the step: a disagreeing engine's samples never reach the weights
@@ -183,6 +185,17 @@ def _rows_to_run(batch: TrainBatch, spec, ranks: Ranks) -> torch.Tensor:
     if ranks.enabled:
         return order
     return order[rows_with_gradient(batch.advantages, batch.completion_mask, spec)[order]]
+
+
+def _probe_entropy(forward, batch: TrainBatch, temperature: float, rows: int) -> float:
+    """The entropy metric of a step that ran no row, from one gradient-free forward of the first micro-batch: the
+    collapse diagnostics read it exactly when every group ties (rlvr/metrics/diagnostics.py)."""
+    micro = batch.rows(batch.by_length()[:rows])
+    with torch.no_grad():
+        _, entropy = forward(micro.prompt_ids, micro.prompt_mask, micro.prompt_index, micro.completion_ids,
+                             micro.completion_mask, temperature, with_entropy=True)
+    mask = micro.completion_mask
+    return float((entropy * mask).sum() / mask.sum().clamp(min=1))
 
 
 def _zero_gradients(policy) -> None:

@@ -51,5 +51,6 @@ def test_train_levels_of_the_level_alone_is_the_plain_task_and_bad_levels_are_re
     rows.write_text("".join(json.dumps({"question": f"{i} + 1?", "answer": str(i + 1)}) + "\n" for i in range(20)))
     with pytest.raises(ConfigError, match="task.train_levels: task 'qa' has no levels"):
         build_task(TaskConfig(name="qa", path=str(rows), train_levels=[1, 2]))
-    with pytest.raises(ConfigError, match="train_levels"):
-        load_config(None, ["task.train_levels=[]"])
+    for bad in ("[]", "[1, 1, 2]"):  # no level; a level twice (it would silently weigh double)
+        with pytest.raises(ConfigError, match="train_levels"):
+            load_config(None, [f"task.train_levels={bad}"])

@@ -104,6 +104,13 @@ class TaskConfig(_Section):
     textarena_env: str = Field("GuessTheNumber-v0", description="textarena: a single-player TextArena game id "
                                                                 "(offline games only), played over several turns")
 
+    @field_validator("train_levels")
+    @classmethod
+    def _distinct_levels(cls, levels: list[int] | None) -> list[int] | None:
+        if levels is not None and len(set(levels)) != len(levels):  # [1, 1, 2] would read as a 2:1 weighting
+            raise ValueError(f"task.train_levels: each level once (they are drawn uniformly), got {levels}")
+        return levels
+
 
 class RewardConfig(_Section):
     workers: int = Field(2, ge=0, description="verifier worker processes (0 = verify inside the trainer process)")

@@ -11,6 +11,7 @@ from typing import Callable
 from rlvr.config.rules import REGISTERED_TASKS
 from rlvr.config.run import ConfigError, TaskConfig
 from rlvr.tasks.base import Task
+from rlvr.tasks.levels import LevelMix
 
 
 def _arithmetic(config: TaskConfig) -> Task:
@@ -88,8 +89,6 @@ def build_task(config: TaskConfig) -> Task:
     if not hasattr(task, "level"):
         raise ConfigError(f"task.train_levels: task {config.name!r} has no levels (arithmetic, calculator and "
                           "filesystem have)")
-    from rlvr.tasks.levels import LevelMix
-
     levels = {config.level: task}
     for level in config.train_levels:
         try:

@@ -32,7 +32,7 @@ R1_LIKE = [{"name": "cold", "kind": "sft", "config": {"sft": {"data": "cold_star
            {"name": "rl", "kind": "grpo", "config": {"max_steps": 2}},
            {"name": "rs", "kind": "sample", "config": {"sample": {"samples": 2}}},
            {"name": "sft2", "kind": "sft"},
-           {"name": "rl2", "kind": "grpo", "config": {"max_steps": 2}}]
+           {"name": "rl2", "kind": "grpo", "focus": "rs", "config": {"max_steps": 2}}]
 
 
 class Fakes:
@@ -90,6 +90,9 @@ def test_overrides_reach_base_one_stage_and_evaluation():
     ([{"name": "a", "kind": "grpo", "model": "later"}], "stage 'a': model 'later' is not 'base'"),
     ([{"name": "a", "kind": "grpo"}, {"name": "a", "kind": "grpo"}], "stage 'a': the name is used twice"),
     ([{"name": "a", "kind": "grpo", "data": "a"}], "stage 'a': data 'a' must name an earlier sample stage"),
+    ([{"name": "s", "kind": "sample"}, {"name": "a", "kind": "sft", "focus": "s", "config": {"sft": {"data": "x"}}}],
+     "stage 'a': focus 's' must name an earlier sample stage .* only grpo stages take it"),
+    ([{"name": "a", "kind": "grpo", "focus": "later"}], "stage 'a': focus 'later' must name an earlier sample"),
     ([{"name": "a", "kind": "grpo", "config": {"rollout": {"group_size": 0}}}], "stage 'a': invalid config"),
 ])
 def test_bad_stage_configs_name_the_stage_and_key(tmp_path, tiny_model_dir, stages, message):
@@ -126,6 +129,9 @@ def test_outputs_feed_the_next_stage_and_every_model_is_evaluated(tmp_path, tiny
     assert configs["04-sft2"]["sft"]["data"] == str(stages / "03-rs" / "sft_data.jsonl")
     assert configs["04-sft2"]["model"]["name_or_path"] == str(stages / "02-rl" / "final")
     assert configs["05-rl2"]["model"]["name_or_path"] == str(stages / "04-sft2" / "final")
+    # the last RL stage trains on what the sampled model missed (issue 27); the others on the whole split
+    assert configs["05-rl2"]["task"]["focus"] == str(stages / "03-rs" / "misses.jsonl")
+    assert configs["02-rl"]["task"]["focus"] is None
     assert all(c["eval"]["at_end"] is False for c in configs.values())  # the pipeline evaluates, once
     evaluated = [c["model"] for name, c in fakes.calls if name == "eval"]
     assert evaluated == [str(tiny_model_dir)] + [str(stages / s / "final") for s in ("01-cold", "02-rl",

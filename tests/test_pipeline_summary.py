@@ -37,3 +37,36 @@ def test_change_is_blank_without_per_problem_results():
                                                       "per_problem_pass@1": [0.5, 0.5]})])
     row = next(line for line in summary_table(manifest).splitlines() if line.startswith("| rl "))
     assert [c.strip() for c in row.split("|")[1:-1]][3] == ""
+
+
+def set_eval(per_set: dict[str, dict], think_words: float = 0.0) -> dict:
+    return {"pass@1": 0.5, "mean_length": 10.0, "think_words": think_words, "reflection_rate": 0.0,
+            "breakdown": {"set": per_set}}
+
+
+def test_per_set_tables_pair_each_set_and_mark_a_fall_beyond_noise():
+    """issue 27: one column per evaluation set; a set whose pass@1 fell by more than 2 SE is marked."""
+    base = set_eval({"level=1": {"pass@1": 0.5, "greedy": 0.5, "steps_right": 0.1,
+                                 "per_problem_pass@1": [1.0, 1.0, 1.0, 0.0]},
+                     "level=3": {"pass@1": 0.0, "greedy": 0.0, "steps_right": 0.0,
+                                 "per_problem_pass@1": [0.0, 0.0, 0.0, 0.0]}})
+    sft = set_eval({"level=1": {"pass@1": 0.0, "greedy": 0.25, "steps_right": 0.5,
+                                "per_problem_pass@1": [0.0, 0.0, 0.0, 0.0]},
+                    "level=3": {"pass@1": 0.25, "greedy": 0.5, "steps_right": 0.75,
+                                "per_problem_pass@1": [0.5, 0.0, 0.5, 0.0]}}, think_words=12.5)
+    manifest = Manifest(recipe="r1", base_model="m", base_eval=base, stages=[record("cold", "sft", sft)])
+    text = summary_table(manifest)
+    cold = [line for line in text.splitlines() if line.startswith("| cold ")]
+    assert len(cold) == 4  # the overall table, pass@1 per set, greedy per set, reasoning
+    cells = [[c.strip() for c in line.split("|")[2:-1]] for line in cold[1:]]
+    # level=1: d = [-1, -1, -1, 0], mean -0.75, variance (3 x 0.0625 + 0.5625) / 3 = 0.25, SE sqrt(0.25 / 4) =
+    # 0.25: -0.75 + 2 x 0.25 < 0 -> ▼. level=3: d = [0.5, 0, 0.5, 0], mean 0.25, SE 0.14434 -> 0.289, no mark
+    assert cells[0] == ["0.000 (-0.750 ± 0.500 ▼)", "0.250 (+0.250 ± 0.289)"]
+    assert cells[1] == ["0.250", "0.500"]
+    assert cells[2] == ["12.5", "0.000", "0.500", "0.750"]
+    assert "steps right: level=3" in text
+
+
+def test_one_set_adds_no_per_set_table():
+    manifest = Manifest(recipe="r1", base_model="m", base_eval=set_eval({"level=1": {"pass@1": 0.5}}), stages=[])
+    assert "per evaluation set" not in summary_table(manifest)

@@ -17,7 +17,7 @@ from rlvr.rewards.rewarder import Rewarder
 from rlvr.rollout.hf import HFRolloutEngine
 from rlvr.sampling import SampleError
 from rlvr.sampling.records import PROGRESS, load_progress
-from rlvr.sampling.run import rejection_sample
+from rlvr.sampling.run import MISSES, rejection_sample
 from rlvr.sampling.select import select_best
 
 
@@ -71,6 +71,28 @@ def test_dataset_rows_carry_messages_and_provenance(tiny_model_dir, tmp_path):
     assert result.rows_kept == expected
     report = json.loads((out / "report.json").read_text())
     assert report["rows_kept"] == result.rows_kept and report["complete"] and report["model"] == str(tiny_model_dir)
+    assert report["prompts_missed"] == len(rows_of(out / MISSES))
+
+
+def test_misses_list_the_prompts_not_every_sample_solved(tiny_model_dir, tmp_path, monkeypatch):
+    """misses.jsonl (a last RL stage's task.focus, issue 27). Reward: every sample of a '+' prompt is correct, of a
+    '*' prompt those whose characters sum to a multiple of 3. So '+' prompts never appear (a file listing every
+    prompt fails) and the '*' prompts appear with their own correct counts (a file of 0-correct ones only fails
+    when one of them had 1-3 correct, checked below)."""
+    def plus_or_third(prompts, completions, **columns):
+        return [1.0 if "+" in str(p) else float(sum(map(ord, c)) % 3 == 0) for p, c in zip(prompts, completions)]
+
+    monkeypatch.setattr("rlvr.sampling.run.make_rewarder",
+                        lambda config: Rewarder({"math": (plus_or_third, 1.0)}))
+    out = tmp_path / "run"
+    rejection_sample(load_config(None, overrides(tiny_model_dir, out, "sample.prompts=12")))
+    done = load_progress(out)
+    counts = {p: sum(c.verdicts["math"].value == "correct" for c in r.candidates) for p, r in done.items()}
+    expected = sorted(({"id": p, "correct": n, "samples": 4} for p, n in counts.items() if n < 4),
+                      key=lambda m: m["id"])
+    assert sorted(rows_of(out / MISSES), key=lambda m: m["id"]) == expected
+    assert any("+" in p for p in done) and all("*" in m["id"] for m in expected)
+    assert any(0 < m["correct"] < 4 for m in expected)  # partly solved prompts are misses too
     assert load_config(out / "config.yaml").output_dir == str(out)
 
 

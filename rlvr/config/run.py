@@ -67,6 +67,8 @@ class TaskConfig(_Section):
     train_levels: list[Annotated[int, Field(ge=1, le=4)]] | None = Field(
         None, min_length=1, description="train on prompts of these levels, a level drawn uniformly per prompt (e.g. "
         "[1, 2]: an easier level keeps the reward signal, rlvr/tasks/levels.py); None = task.level alone")
+    focus: str | None = Field(None, description="train only on the prompts whose ids this file lists (a sampling "
+                              "run's misses.jsonl: what the model still misses; rlvr/tasks/focus.py); None = all")
     path: str | None = Field(None, description="qa: local .jsonl/.json/.parquet file or HF hub dataset id")
     subset: str | None = Field(None, description="qa: hub dataset configuration name, e.g. 'main' for openai/gsm8k")
     split: str = Field("train", description="qa: dataset split used for training")

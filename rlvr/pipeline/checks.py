@@ -9,6 +9,7 @@ from pathlib import Path
 from rlvr.config.run import ConfigError, ModelConfig, RunConfig
 from rlvr.pipeline.manifest import Manifest
 from rlvr.pipeline.spec import Recipe
+from rlvr.sampling.run import MISSES
 
 HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")  # "openai/gsm8k": cannot be checked offline; the stage reports it
 DATA_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")
@@ -18,6 +19,7 @@ def before_any_stage(recipe: Recipe, manifest: Manifest) -> None:
     produced = {str(Path(s.directory) / "final") for s in manifest.stages}
     produced |= {s.config["sample"]["output"] or str(Path(s.directory) / "sft_data.jsonl")
                  for s in manifest.stages if s.kind == "sample"}
+    produced |= {str(Path(s.directory) / MISSES) for s in manifest.stages if s.kind == "sample"}
     _check_model(recipe.base_model, "base.model.name_or_path")
     for record in manifest.stages:
         config = RunConfig.model_validate(record.config)
@@ -30,6 +32,8 @@ def before_any_stage(recipe: Recipe, manifest: Manifest) -> None:
             _check_data(config.sft.data, f"{where}: sft.data")
         if record.kind == "sample" and config.sample.mix_path:
             _check_data(config.sample.mix_path, f"{where}: sample.mix_path")
+        if config.task.focus and config.task.focus not in produced:
+            _check_data(config.task.focus, f"{where}: task.focus")
         if config.task.name == "qa":
             _check_data(config.task.path, f"{where}: task.path")
         if record.kind == "sample" and config.sample.student:

@@ -22,6 +22,7 @@ from rlvr.pipeline import checks
 from rlvr.pipeline.manifest import DONE, INTERRUPTED, PENDING, RUNNING, Manifest, StageRecord, load_manifest
 from rlvr.pipeline.spec import MODEL_KINDS, Recipe
 from rlvr.pipeline.summary import summary_table
+from rlvr.sampling.run import MISSES
 
 
 @dataclass
@@ -77,6 +78,7 @@ def plan(recipe: Recipe, run_dir: Path) -> Manifest:
     """Every stage's final config, with its inputs wired to the earlier stages' (deterministic) outputs."""
     models: dict[str, str] = {"base": recipe.base_model}
     datasets: dict[str, str] = {}
+    misses: dict[str, str] = {}  # sample stage -> its misses.jsonl (a grpo stage's task.focus)
     records = []
     for index, spec in enumerate(recipe.stages):
         directory = stage_dir(run_dir, index, spec.name)
@@ -85,6 +87,8 @@ def plan(recipe: Recipe, run_dir: Path) -> Manifest:
             data["model"]["name_or_path"] = models[spec.model_from]
         if spec.data_from is not None:
             data["sft"]["data"] = datasets[spec.data_from]
+        if spec.focus_from is not None:
+            data["task"]["focus"] = misses[spec.focus_from]
         if spec.kind == "sample" and data["sample"]["student"] in models:
             data["sample"]["student"] = models[data["sample"]["student"]]  # "base" or a stage's name
         data.update(output_dir=str(directory))
@@ -94,6 +98,7 @@ def plan(recipe: Recipe, run_dir: Path) -> Manifest:
             models[spec.name] = str(directory / "final")
         else:
             datasets[spec.name] = config.sample.output or str(directory / "sft_data.jsonl")
+            misses[spec.name] = str(directory / MISSES)
         records.append(StageRecord(spec.name, spec.kind, str(directory), config.model_dump(mode="json")))
     return Manifest(recipe.name, recipe.base_model, records)
 

@@ -12,6 +12,8 @@ A recipe file:
         model: base | <stage>     # whose model it starts from; default: the previous model stage's, else base
         data: <sample stage>      # sft only: train on that stage's dataset (default: the latest sample stage,
                                   # unless the stage sets sft.data itself)
+        focus: <sample stage>     # grpo only: train on the prompts that sample stage's model still missed
+                                  # (its misses.jsonl as task.focus; rlvr/tasks/focus.py)
         seed_offset: 1            # optional: this stage runs with seed + 1, so a second RL stage draws fresh
                                   # prompts instead of replaying an earlier one's stream (seed=S still applies)
         config: {RunConfig sections}
@@ -34,7 +36,7 @@ from rlvr.config.run import ConfigError, RunConfig, _merge, parse_overrides, val
 BUILTIN = ("r1", "r1-zero", "distill")
 KINDS = ("sft", "grpo", "sample")
 MODEL_KINDS = ("sft", "grpo")  # stages that produce a model (and are evaluated); sample produces data
-STAGE_KEYS = {"name", "kind", "model", "data", "seed_offset", "config"}
+STAGE_KEYS = {"name", "kind", "model", "data", "focus", "seed_offset", "config"}
 TOP_KEYS = {"description", "base", "evaluation", "stages"}
 
 
@@ -46,6 +48,7 @@ class StageSpec:
     data_from: str | None  # sft: the sample stage whose dataset it trains on
     config: RunConfig  # resolved; model.name_or_path and sft.data are filled in by the runner from the sources
     raw: dict[str, Any] = field(default_factory=dict)  # the stage's own sections, as written
+    focus_from: str | None = None  # grpo: the sample stage whose misses it trains on (task.focus)
 
 
 @dataclass
@@ -132,7 +135,18 @@ def _stage(raw: Any, index: int, base: dict[str, Any], earlier: list[StageSpec])
     config = _resolve(_merge(base, own), where)
     if offset:
         config = config.model_copy(update={"seed": config.seed + offset})
-    return StageSpec(name, kind, model_from, _data_source(raw, kind, own, earlier, where), config, own)
+    return StageSpec(name, kind, model_from, _data_source(raw, kind, own, earlier, where), config, own,
+                     _focus_source(raw, kind, earlier, where))
+
+
+def _focus_source(raw: dict, kind: str, earlier: list[StageSpec], where: str) -> str | None:
+    if raw.get("focus") is None:
+        return None
+    samplers = [s.name for s in earlier if s.kind == "sample"]
+    if kind != "grpo" or raw["focus"] not in samplers:
+        raise ConfigError(f"{where}: focus {raw['focus']!r} must name an earlier sample stage "
+                          f"({', '.join(samplers) or 'none'}) and only grpo stages take it")
+    return str(raw["focus"])
 
 
 def _data_source(raw: dict, kind: str, own: dict, earlier: list[StageSpec], where: str) -> str | None:

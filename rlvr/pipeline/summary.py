@@ -3,10 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlvr.evaluation.voting import paired_difference
 from rlvr.pipeline.manifest import Manifest
-
-PER_PROBLEM = "per_problem_pass@1"  # rlvr.evaluation.evaluate.EvalResult.as_json's key
+from rlvr.pipeline.set_tables import paired_change, set_tables
 
 
 def _largest_maj(evals: list[dict[str, Any]]) -> str | None:
@@ -27,32 +25,22 @@ def summary_table(manifest: Manifest) -> str:
             kept = f"kept {s.result.get('rows_kept', '?')} rows of {s.result.get('prompts_done', '?')} prompts"
             rows.append([s.name, s.kind, kept, "", *([""] if maj else []), "", seconds])
         else:
-            rows.append(_row(s.name, s.kind, s.eval or {}, _change(s.eval or {}, previous), maj, seconds))
+            rows.append(_row(s.name, s.kind, s.eval or {}, paired_change(s.eval or {}, previous), maj, seconds))
             previous = s.eval or {}
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     line = lambda cells: "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
     stages = sum(s.seconds for s in manifest.stages)
     evaluations = manifest.base_eval_seconds + sum(s.eval_seconds for s in manifest.stages)
-    return "\n".join([f"recipe {manifest.recipe}: held-out evaluation after each stage (change: pass@1 against the "
-                      f"model before, paired over problems)", line(header),
-                      "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows),
-                      f"time: stages {stages / 60:.1f} min + evaluations {evaluations / 60:.1f} min "
-                      f"= {(stages + evaluations) / 60:.1f} min"])
+    return "\n\n".join(["\n".join([
+        f"recipe {manifest.recipe}: held-out evaluation after each stage (change: pass@1 against the model before, "
+        f"paired over problems)", line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|",
+        *map(line, rows), f"time: stages {stages / 60:.1f} min + evaluations {evaluations / 60:.1f} min "
+        f"= {(stages + evaluations) / 60:.1f} min"]), *set_tables(manifest)])
 
 
 def _row(name: str, kind: str, result: dict[str, Any], change: str, maj: str | None, seconds: str) -> list[str]:
     return [name, kind, _num(result.get("pass@1")), change, *([_num(result.get(maj))] if maj else []),
             _num(result.get("mean_length"), ".1f"), seconds]
-
-
-def _change(after: dict[str, Any], before: dict[str, Any]) -> str:
-    """"+0.178 ± 0.061": the paired change in pass@1 and twice its standard error (about a 95 % interval), or ""
-    when either side lacks per-problem results (a manifest from before they were recorded) or they differ."""
-    a, b = after.get(PER_PROBLEM), before.get(PER_PROBLEM)
-    if not a or not b or len(a) != len(b) or len(a) < 2:
-        return ""
-    mean, standard_error = paired_difference(a, b)
-    return f"{mean:+.3f} ± {2 * standard_error:.3f}"
 
 
 def _num(value: Any, spec: str = ".3f") -> str:

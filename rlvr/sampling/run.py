@@ -45,6 +45,9 @@ from rlvr.seeding import seed_everything
 from rlvr.types import Outcome, Prompt
 
 REPORT = "report.json"
+# The prompts not solved by every sample, one {"id", "correct", "samples"} per line: what a last RL stage trains on
+# (task.focus, rlvr/tasks/focus.py; R1 sec. 2.3.4 after rejection sampling, issue 27).
+MISSES = "misses.jsonl"
 DEFAULT_OUTPUT = "sft_data.jsonl"
 # Settings that decide what is sampled: a resume with any of them changed would not continue the same run.
 # keep / select / mix / output are applied at the end from progress.jsonl, so they may change on a resume.
@@ -309,9 +312,12 @@ def finish(sampler: Sampler, done: dict[str, PromptRecord]) -> SampleResult:
     c, s = sampler.config, sampler.config.sample
     step = model_step(c.model.name_or_path)
     rows: list[dict[str, Any]] = []
+    misses: list[dict[str, Any]] = []
     for prompt in sampler.drawn.prompts:
         selection = select_best(done[prompt.id].candidates, s.keep, s.select, sampler.weights)
         rows += dataset_rows(prompt, done[prompt.id], selection, c.model.name_or_path, step)
+        if selection.correct < len(done[prompt.id].candidates):
+            misses.append({"id": prompt.id, "correct": selection.correct, "samples": len(done[prompt.id].candidates)})
     kept = len(rows)
     mix = plan_mix(sampler.general, kept, s.mix_ratio, c.seed) if sampler.general is not None else None
     if mix is not None and mix.with_replacement:
@@ -319,10 +325,11 @@ def finish(sampler: Sampler, done: dict[str, PromptRecord]) -> SampleResult:
                     f"(mix_ratio {s.mix_ratio}): drawing them with replacement")
     rows = shuffled(rows + list(mix.rows if mix else ()), c.seed)
     write_atomic(sampler.output, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+    write_atomic(sampler.run_dir / MISSES, "".join(json.dumps(miss, ensure_ascii=False) + "\n" for miss in misses))
     result = _result(sampler, done, complete=True, rows_kept=kept, rows_general=len(mix.rows) if mix else 0)
     report = {**result.summary(), "model": c.model.name_or_path, "step": step, "student": s.student,
               "draws": sampler.drawn.draws, "mix_with_replacement": bool(mix and mix.with_replacement),
-              "select": s.select, "keep": s.keep}
+              "select": s.select, "keep": s.keep, "prompts_missed": len(misses)}
     write_atomic(sampler.run_dir / REPORT, json.dumps(report, indent=2) + "\n")
     return result
 

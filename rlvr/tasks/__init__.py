@@ -11,6 +11,7 @@ from typing import Callable
 from rlvr.config.rules import REGISTERED_TASKS
 from rlvr.config.run import ConfigError, TaskConfig
 from rlvr.tasks.base import Task
+from rlvr.tasks.focus import Focused
 from rlvr.tasks.levels import LevelMix
 
 
@@ -83,6 +84,11 @@ def build_task(config: TaskConfig) -> Task:
     factory = TASKS.get(config.name)
     if factory is None:
         raise ConfigError(f"task.name: unknown task {config.name!r}; valid tasks: {', '.join(sorted(TASKS))}")
+    task = _with_levels(factory, config)
+    return task if config.focus is None else Focused(task, config.focus)
+
+
+def _with_levels(factory: Callable[[TaskConfig], Task], config: TaskConfig) -> Task:
     task = factory(config)
     if not config.train_levels or list(config.train_levels) == [config.level]:
         return task

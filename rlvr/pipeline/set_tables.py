@@ -1,0 +1,82 @@
+"""Per-set tables of a recipe's summary (issue 27): when the evaluation covers several sets (eval.sets: levels,
+phrasings), one row per model and one column per set for pass@1 (with its paired change against the model before),
+greedy accuracy, and the reasoning the completions show (think length, reflection, intermediate results right).
+
+A change is "lowered beyond noise" (marked ▼) when pass@1 fell by more than twice its paired standard error: the
+issue's bar for a stage that costs what an earlier one bought."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from rlvr.evaluation.voting import paired_difference
+from rlvr.pipeline.manifest import Manifest
+
+PER_PROBLEM = "per_problem_pass@1"
+MODEL_KINDS = ("sft", "grpo")
+
+
+def evaluated_models(manifest: Manifest) -> list[tuple[str, dict[str, Any]]]:
+    """(name, evaluation) of the base model and every evaluated model stage, in order."""
+    models = [("base", manifest.base_eval or {})]
+    return models + [(s.name, s.eval) for s in manifest.stages if s.kind in MODEL_KINDS and s.eval]
+
+
+def set_labels(evaluations: Sequence[dict[str, Any]]) -> list[str]:
+    """The evaluation sets, in the order the first evaluation that has them lists them."""
+    for evaluation in evaluations:
+        sets = (evaluation.get("breakdown") or {}).get("set") or {}
+        if sets:
+            return list(sets)
+    return []
+
+
+def paired_change(after: dict[str, Any], before: dict[str, Any]) -> str:
+    """"+0.178 ± 0.061" (paired over problems, 2 SE), with ▼ when the fall exceeds 2 SE; "" without data."""
+    a, b = after.get(PER_PROBLEM), before.get(PER_PROBLEM)
+    if not a or not b or len(a) != len(b) or len(a) < 2:
+        return ""
+    mean, standard_error = paired_difference(a, b)
+    mark = " ▼" if mean + 2 * standard_error < 0 else ""
+    return f"{mean:+.3f} ± {2 * standard_error:.3f}{mark}"
+
+
+def _num(value: Any, spec: str = ".3f") -> str:
+    return "" if value is None else format(value, spec)
+
+
+def _markdown(title: str, header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    line = lambda cells: "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
+    return "\n".join([title, line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)])
+
+
+def _per_set(evaluation: dict[str, Any], label: str) -> dict[str, Any]:
+    return ((evaluation.get("breakdown") or {}).get("set") or {}).get(label) or {}
+
+
+def set_tables(manifest: Manifest) -> list[str]:
+    """The per-set tables (pass@1 with change, greedy, reasoning); [] when the evaluation has fewer than 2 sets."""
+    models = evaluated_models(manifest)
+    labels = set_labels([evaluation for _, evaluation in models])
+    if len(labels) < 2:
+        return []
+    accuracy, greedy, reasoning = [], [], []
+    previous: dict[str, Any] | None = None
+    for name, evaluation in models:
+        cells = []
+        for label in labels:
+            now = _per_set(evaluation, label)
+            change = paired_change(now, _per_set(previous, label)) if previous is not None else ""
+            cells.append(_num(now.get("pass@1")) + (f" ({change})" if change else ""))
+        accuracy.append([name, *cells])
+        greedy.append([name, *(_num(_per_set(evaluation, label).get("greedy")) for label in labels)])
+        reasoning.append([name, _num(evaluation.get("think_words"), ".1f"), _num(evaluation.get("reflection_rate")),
+                          *(_num(_per_set(evaluation, label).get("steps_right")) for label in labels)])
+        previous = evaluation
+    return [_markdown("pass@1 per evaluation set (change against the model before, paired over problems, ± 2 SE; "
+                      "▼ = fell beyond 2 SE)", ["model", *labels], accuracy),
+            _markdown("greedy accuracy per evaluation set", ["model", *labels], greedy),
+            _markdown("reasoning: mean think words, reflection rate (all sets), and the share of samples whose "
+                      "stated intermediate results are all right, per set",
+                      ["model", "think words", "reflection", *(f"steps right: {label}" for label in labels)],
+                      reasoning)]

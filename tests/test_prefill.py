@@ -92,3 +92,30 @@ def test_continue_tokens_samples_the_same_turns_and_prefills_fewer_tokens(monkey
         torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(b.logprobs), rtol=0, atol=1e-5)
     # openings 2 x 20 (left-padded) + rests 4 x 3, against 4 rows x 23 columns
     assert shared_prefill == [2 * 20, 4 * 3] and seen[0] == 4 * 23
+
+
+def test_first_turn_prompts_share_their_opening_and_sample_the_same_tokens(monkeypatch) -> None:
+    """generate's prompts (issue 27): every prompt of a task opens with the same system turn and one-shot pair; that
+    opening is prefilled once, and the sampled tokens and log-probs are those of the whole prompts (group size 2:
+    the opening's cache is gathered to the prompts, then repeated to their groups)."""
+    model = tiny("llama")
+    seen: list[int] = []
+    forward = model.model.forward
+
+    def counted(*args, input_ids=None, **kwargs):
+        seen.append(int(input_ids.numel()))
+        return forward(*args, input_ids=input_ids, **kwargs)
+
+    monkeypatch.setattr(model.model, "forward", counted)
+    prompts = [OPENING + [30, 31], OPENING + [40], OPENING + [30, 31, 32]]
+    ids, mask = left_pad(prompts, 0, torch.device("cpu"))
+    sampling = SamplingParams(1.0, 1.0, 6, seed=5)
+    shared_ids, shared_logprobs = _engine(model)._sample_prompts(ids, mask, 2, sampling)
+    shared_prefill = seen[:2]
+    seen.clear()
+    monkeypatch.setattr(hf, "split_contexts", lambda contexts: None)
+    plain_ids, plain_logprobs = _engine(model)._sample_prompts(ids, mask, 2, sampling)
+    assert torch.equal(shared_ids, plain_ids) and shared_ids.shape == (6, 6)
+    torch.testing.assert_close(shared_logprobs, plain_logprobs, rtol=0, atol=1e-5)
+    # the opening: 1 x 20 tokens, then the rests 3 x 3 (left-padded); without it 3 prompts x 23 columns
+    assert shared_prefill == [20, 3 * 3] and seen[0] == 3 * 23

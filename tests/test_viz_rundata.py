@@ -254,3 +254,25 @@ def test_the_explainer_opens_with_the_runs_own_clip_range_and_beta():
     defaults = {"eps_low": 0.2, "eps_high": 0.2, "beta": 0.04, "std_eps": 1e-4}  # AlgorithmConfig's
     assert explainer_settings("") == explainer_settings("::: [") == explainer_settings("- a list") == defaults
     assert explainer_settings("algorithm:\n  beta: -1\n  clip_high: yes\n") == defaults  # unusable values
+
+
+def test_report_of_a_recipe_directory_holds_its_stages_and_summary(tmp_path):
+    """issue 27: `rlvr report RECIPE_DIR` overlays the stages that logged steps (the sample stage has no
+    metrics.jsonl) and shows the recipe's summary tables, reasoning included."""
+    recipe = tmp_path / "recipe"
+    make_run(recipe / "stages" / "01-cold_start", steps=2, samples=1, groups=False)
+    make_run(recipe / "stages" / "02-reasoning_rl", steps=3, samples=1, groups=False)
+    (recipe / "stages" / "03-rejection_sampling").mkdir()
+    (recipe / "manifest.json").write_text("{}")
+    (recipe / "summary.md").write_text("| model | think words |\n| base | 0.0 |\n")
+    data = embedded_data(write_report([recipe]).read_text())
+    assert [run["name"] for run in data["runs"]] == ["01-cold_start", "02-reasoning_rl"]
+    assert data["recipes"] == [{"name": "recipe", "summary": "| model | think words |\n| base | 0.0 |\n"}]
+    assert (recipe / "report.html").is_file()
+    empty = tmp_path / "fresh"
+    (empty / "stages").mkdir(parents=True)
+    (empty / "manifest.json").write_text("{}")
+    with pytest.raises(RunDataError, match="recipe directory whose stages have not logged a step"):
+        write_report([empty])
+    assert embedded_data(write_report([make_run(tmp_path / "plain", steps=1, samples=1, groups=False)])
+                         .read_text())["recipes"] == []

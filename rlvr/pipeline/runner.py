@@ -141,16 +141,23 @@ def run_recipe(recipe: Recipe, run_dir: Path, *, force: bool = False, evaluator:
             manifest.base_eval = evaluator(_eval_config(recipe, recipe.base_model), recipe.base_model)
             manifest.base_eval_seconds = round(time.monotonic() - started, 1)
             manifest.save(run_dir)
+            write_summary(manifest, run_dir)
         for record in manifest.stages:
             if stop.requested or not _advance(recipe, manifest, record, run_dir, evaluator, say):
                 say(f"pipeline stopped; re-run the same command to continue ({run_dir})")
                 return manifest
     manifest.finished = time.strftime("%Y-%m-%dT%H:%M:%S")
     manifest.save(run_dir)
+    say(write_summary(manifest, run_dir))
+    return manifest
+
+
+def write_summary(manifest: Manifest, run_dir: Path) -> str:
+    """RUN/summary.md, rewritten after every evaluation: a stopped recipe's table (and `rlvr report RUN`) shows the
+    stages so far."""
     table = summary_table(manifest)
     (run_dir / "summary.md").write_text(table + "\n", encoding="utf-8")
-    say(table)
-    return manifest
+    return table
 
 
 def _advance(recipe: Recipe, manifest: Manifest, record: StageRecord, run_dir: Path, evaluator: Evaluator,
@@ -186,6 +193,7 @@ def _advance(recipe: Recipe, manifest: Manifest, record: StageRecord, run_dir: P
         record.eval = evaluator(_eval_config(recipe, record.model), record.model)
         record.eval_seconds = round(time.monotonic() - started, 1)
         manifest.save(run_dir)
+        write_summary(manifest, run_dir)
     return True
 
 

@@ -27,13 +27,15 @@ TOKEN_DIGITS = 4  # per-token advantages and ratios are rounded: they only pick 
 EXAMPLE = {"rewards": [1.0, 0.0, 0.0, 1.0], "ratio": 1.25, "pi": 0.30, "pi_ref": 0.25}
 
 
-def payload(runs: list[RunData], live: bool) -> dict[str, Any]:
-    """Everything the page draws, as JSON-ready data; run names are made unique for the legends."""
+def payload(runs: list[RunData], live: bool, recipes: list[tuple[str, str]] = ()) -> dict[str, Any]:
+    """Everything the page draws, as JSON-ready data; run names are made unique for the legends. recipes: (name,
+    summary text) of the recipe directories given (issue 27: the per-stage tables, reasoning included)."""
     names = _unique([run.name for run in runs])
     return {
         "format": FORMAT, "live": live, "generated": time.strftime("%Y-%m-%d %H:%M:%S"),
         "explainer": {**EXAMPLE, **explainer_settings(runs[0].config_text if runs else "")},
-        "runs": [_run(run, name) for run, name in zip(runs, names)]}
+        "runs": [_run(run, name) for run, name in zip(runs, names)],
+        "recipes": [{"name": name, "summary": summary} for name, summary in recipes]}
 
 
 def explainer_settings(config_text: str) -> dict[str, float]:

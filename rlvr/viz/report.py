@@ -20,6 +20,20 @@ def report_path(run_dirs: list[Path], output: Path | None) -> Path:
     return run_dirs[0] / REPORT_NAME
 
 
+def recipe_parts(path: Path) -> tuple[str, list[Path]] | None:
+    """A recipe directory (`rlvr recipe`: manifest.json, stages/NN-name/): (its summary.md, the stage directories
+    that hold a run's logs, in stage order); None for anything else (a plain run directory)."""
+    if not (path / "manifest.json").is_file():
+        return None
+    summary = path / "summary.md"
+    text = summary.read_text(encoding="utf-8", errors="replace") if summary.is_file() else "(no evaluation yet)"
+    stages = sorted(d for d in (path / "stages").glob("*") if (d / "metrics.jsonl").is_file())
+    if not stages:
+        raise RunDataError(f"{path}: a recipe directory whose stages have not logged a step yet (no "
+                           "stages/*/metrics.jsonl)")
+    return text, stages
+
+
 def written_by_us(path: Path) -> bool:
     """A file `rlvr report` wrote (its generator tag near the top): safe to replace with a newer report."""
     try:
@@ -33,7 +47,9 @@ def write_report(run_dirs: list[Path], output: Path | None = None, force: bool =
     """Read the runs, then write the page atomically (a reader never sees half a file). Returns its path.
 
     An existing file is replaced only if an earlier `rlvr report` wrote it, or with force."""
-    runs = [load_run(Path(path), groups="phases") for path in run_dirs]  # a bad run is named first
+    recipes = [recipe_parts(Path(path)) for path in run_dirs]
+    stage_dirs = [stage for path, parts in zip(run_dirs, recipes) for stage in (parts[1] if parts else [path])]
+    runs = [load_run(Path(path), groups="phases") for path in stage_dirs]  # a bad run is named first
     target = report_path(run_dirs, output)
     if target.is_dir():
         raise RunDataError(f"--output {target}: is a directory; give a file name such as {target / REPORT_NAME}")
@@ -42,7 +58,8 @@ def write_report(run_dirs: list[Path], output: Path | None = None, force: bool =
     if target.exists() and not force and not written_by_us(target):
         raise RunDataError(f"{target} exists and is not a report written by rlvr; choose another --output or "
                            "pass --force to replace it")
-    html = render_page(data_json(payload(runs, live=False)), page_title(runs))
+    summaries = [(Path(path).resolve().name, parts[0]) for path, parts in zip(run_dirs, recipes) if parts]
+    html = render_page(data_json(payload(runs, live=False, recipes=summaries)), page_title(runs))
     partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
     try:
         partial.write_text(html, encoding="utf-8")

@@ -315,9 +315,17 @@
     }));
   }
 
+  function renderRecipes(data) {
+    const recipes = data.recipes || [];
+    byId("recipe").hidden = recipes.length === 0;
+    const list = clear(byId("recipe-list"));
+    recipes.forEach((r) => list.append(el("h3", {}, r.name), el("pre", {"class": "recipe-summary"}, r.summary)));
+  }
+
   /* ---- data, live updates ------------------------------------------------------------------------- */
   function render(data) {
     state.data = data;
+    renderRecipes(data);
     renderCurves(data);
     renderCompletions(data);
     renderGroups(data);

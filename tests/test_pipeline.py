@@ -152,7 +152,9 @@ def test_rerun_after_interruption_skips_finished_stages(tmp_path, tiny_model_dir
     assert not first.finished
     # the table so far is written after every evaluation (rlvr report RUN shows a stopped recipe's stages)
     table = (run_dir / "summary.md").read_text()
-    assert "| rl " in table and "| sft2 " not in table
+    rows = {line.split("|")[1].strip(): line.split("|")[3].strip() for line in table.splitlines()
+            if line.startswith("| ")}
+    assert rows["rl"] == "0.500" and rows["sft2"] == ""  # evaluated so far: base, cold, rl
     fakes.calls.clear()
     second = run_recipe(load_recipe(recipe_path), run_dir, evaluator=fakes.evaluator, say=lambda _: None)
     ran = [name for name, _ in fakes.calls]

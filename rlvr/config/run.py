@@ -1,7 +1,5 @@
 """Typed configuration: one model per component, composed into RunConfig. Defaults live here and only here
-(and in config/sections.py, which holds the sections of the pipeline stages and of scale-out).
-
-Load order: defaults < YAML file < `dotted.key=value` overrides. Every problem (unknown key, wrong type,
+(and in config/sections.py, which holds the sections of the pipeline stages and of scale-out). Load order: defaults < YAML file < `dotted.key=value` overrides. Every problem (unknown key, wrong type,
 impossible combination) becomes one ConfigError naming the key and what is allowed, raised before any
 model loads (issue #2, item 2).
 """
@@ -17,6 +15,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 from rlvr.config.base import ConfigError, _Section  # ConfigError is imported from here everywhere
 from rlvr.config.rules import run_config_problems
 from rlvr.config.sections import (
+    CheckpointConfig,
     CriticConfig,
     DistributedConfig,
     EngineConfig,
@@ -67,8 +66,7 @@ class TaskConfig(_Section):
     train_levels: list[Annotated[int, Field(ge=1, le=4)]] | None = Field(
         None, min_length=1, description="train on prompts of these levels, a level drawn uniformly per prompt (e.g. "
         "[1, 2]: an easier level keeps the reward signal, rlvr/tasks/levels.py); None = task.level alone")
-    focus: str | None = Field(None, description="train only on the prompts whose ids this file lists (a sampling "
-                              "run's misses.jsonl: what the model still misses; rlvr/tasks/focus.py); None = all")
+    focus: str | None = Field(None, description="train only on the prompts listed in this file (misses.jsonl)")
     path: str | None = Field(None, description="qa: local .jsonl/.json/.parquet file or HF hub dataset id")
     subset: str | None = Field(None, description="qa: hub dataset configuration name, e.g. 'main' for openai/gsm8k")
     split: str = Field("train", description="qa: dataset split used for training")
@@ -80,6 +78,10 @@ class TaskConfig(_Section):
     instruction: str = Field("End with 'Answer: <number>'.", description="appended to every question")
     system_prompt: str | None = Field(None, description="system turn; None keeps the chat template's default")
     one_shot: bool = Field(True, description="prepend one solved example turn showing the answer format")
+    phrasing: Literal["symbols", "words", "mixed", "words_new"] = Field(
+        "symbols", description="arithmetic only: how a problem is asked: symbols ('What is 3 + 4?') | words (a story "
+        "from the training templates) | mixed (train prompts symbols or words, 1/2 each; held-out half each) | "
+        "words_new (stories from templates never trained on: transfer); rlvr/tasks/phrasings.py")
     verifiers: dict[str, float] = Field(default_factory=lambda: {"math": 1.0},
                                         description="verifier name -> weight in the total reward; left at this "
                                                     "default, an environment task uses its own (filesystem: none)")
@@ -244,17 +246,6 @@ class EvalConfig(_Section):
         default_factory=lambda: [1, 4, 16], description="eval --scaling: N for maj@N, best-of-N, pass@N (max(N) drawn)")
     scaling_budgets: list[Annotated[int, Field(ge=1)]] = Field(
         default_factory=lambda: [8, 16, 32, 64], description="eval --scaling: pass@1, think section capped at B tokens")
-
-
-class CheckpointConfig(_Section):
-    """Runs that survive (issue #9): atomic checkpoints under RUN/checkpoints, exact resume, step guards."""
-
-    resume: str | None = Field(None, description="'auto' = continue output_dir from its newest complete checkpoint "
-                                                 "(start fresh when it has none); a run directory = continue it")
-    resume_force: bool = Field(False, description="resume even when keys that decide exactness (model, G, batch, "
-                                                  "seed, algorithm, ...) differ from the saved config")
-    save_total_limit: int = Field(2, ge=1, description="complete checkpoints kept (old go once a newer is complete)")
-    max_consecutive_skips: int = Field(3, ge=1, description="non-finite steps skipped in a row; then stop, diagnosed")
 
 
 class RunConfig(_Section):

@@ -1,5 +1,6 @@
-"""Config sections of the pipeline stages (SFT, rejection sampling), scale-out (torchrun), multi-turn episodes and the
-PPO critic. RunConfig in run.py composes them; defaults live here and only here, as for the sections in run.py."""
+"""Config sections of the pipeline stages (SFT, rejection sampling), scale-out (torchrun), multi-turn episodes, the
+PPO critic and checkpoints. RunConfig in run.py composes them; defaults live here and only here, as for the sections
+in run.py."""
 from __future__ import annotations
 
 from typing import Literal
@@ -172,3 +173,14 @@ class CriticConfig(_Section):
     value_clip: float | None = Field(0.5, gt=0, description="PPO value clipping range (verl: 0.5); None = off")
     gamma: float = Field(1.0, gt=0, le=1, description="GAE discount (1.0 for episodic LM outputs, as verl)")
     lam: float = Field(0.95, ge=0, le=1, description="GAE lambda (Schulman et al. 2016)")
+
+
+class CheckpointConfig(_Section):
+    """Runs that survive (issue #9): atomic checkpoints under RUN/checkpoints, exact resume, step guards."""
+
+    resume: str | None = Field(None, description="'auto' = continue output_dir from its newest complete checkpoint "
+                                                 "(start fresh when it has none); a run directory = continue it")
+    resume_force: bool = Field(False, description="resume even when keys that decide exactness (model, G, batch, "
+                                                  "seed, algorithm, ...) differ from the saved config")
+    save_total_limit: int = Field(2, ge=1, description="complete checkpoints kept (old go once a newer is complete)")
+    max_consecutive_skips: int = Field(3, ge=1, description="non-finite steps skipped in a row; then stop, diagnosed")

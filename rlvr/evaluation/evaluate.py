@@ -5,7 +5,8 @@ every k in eval.ks (k <= n; larger ones are skipped) the exact, unbiased estimat
 the same n samples: pass@k (Chen et al. 2021), maj@k (majority vote over extracted, normalised answers) and best-of-k
 (the sample with the highest total training reward). Also the mean completion length in tokens (EOS included),
 the share of truncated completions, greedy accuracy (when eval.greedy), verdict counts, and the same numbers
-per value of the prompts' "level", "source", "type", "subject" and "op" columns.
+per value of the prompts' "level", "source", "type", "subject", "op" and "set" columns (arithmetic's "set" is level
+and phrasing, e.g. "L3 words_new": a task.phrasing=mixed evaluation reads symbols and words side by side).
 
 A sample is correct when every verifier with weight > 0 says CORRECT (format as well as answer), except the
 learned reward model ("reward_model"): its score is a preference, not a check, so it counts in best-of-k's
@@ -32,7 +33,7 @@ __all__ = ["EvalResult", "ProblemSamples", "Summary", "collect", "correct_mask",
 
 # = rewards/reward_model.py's NAME: scored, never required for correctness (issue #10, item 6)
 UNGATED = ("reward_model",)
-BREAKDOWN_KEYS = ("level", "source", "type", "subject", "op")  # Prompt.columns keys reported per value
+BREAKDOWN_KEYS = ("level", "source", "type", "subject", "op", "set")  # Prompt.columns keys reported per value
 
 
 def correct_mask(scored: ScoredBatch, names: list[str] | None = None) -> torch.Tensor:

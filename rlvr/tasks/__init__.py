@@ -13,6 +13,7 @@ from rlvr.config.run import ConfigError, TaskConfig
 from rlvr.tasks.base import Task
 from rlvr.tasks.focus import Focused
 from rlvr.tasks.levels import LevelMix
+from rlvr.tasks.phrasings import check_phrasing
 
 
 def _arithmetic(config: TaskConfig) -> Task:
@@ -80,10 +81,13 @@ def register_task(name: str, factory: Callable[[TaskConfig], Task], episodes: bo
 
 
 def build_task(config: TaskConfig) -> Task:
-    """Look up config.name in TASKS and build it; an unknown name is a ConfigError listing the valid ones."""
+    """Look up config.name in TASKS and build it; an unknown name is a ConfigError listing the valid ones, and so is
+    a task.phrasing the task does not read. With task.train_levels, a LevelMix of the levels' tasks (each built from
+    the same config with its level, so phrasing and the rest carry over)."""
     factory = TASKS.get(config.name)
     if factory is None:
         raise ConfigError(f"task.name: unknown task {config.name!r}; valid tasks: {', '.join(sorted(TASKS))}")
+    check_phrasing(config)
     task = _with_levels(factory, config)
     return task if config.focus is None else Focused(task, config.focus)
 

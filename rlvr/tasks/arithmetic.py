@@ -11,10 +11,19 @@ sha256 of that text gives an order that depends on nothing else (not the seed, n
 not the enumeration order); the first max(200, n // 5) are held out, the rest train. So the two splits
 never share a problem, and an evaluation is comparable across runs and seeds. The one-shot example
 (chat.EXAMPLE_CANONICAL, "3 + 4") is removed first, so it is in neither split.
+
+Phrasing (task.phrasing; the stories: rlvr/tasks/phrasings.py): symbols asks "What is 7 * 8?" (prompt id
+"arithmetic-l1/eval/7 * 8", as before phrasings existed: evaluations are paired by id); words and words_new ask
+every problem as a story from the training or the never-trained templates, with the phrasing in the id
+("arithmetic-l1/eval/words/7 * 8"), so one problem in two phrasings never shares an id. mixed draws symbols or words
+with probability 1/2 per train prompt from a private RNG seeded by the seed (the same stream on resume); its
+held-out prompts alternate symbols, words, ... along the fixed held-out order (itself the sha256 ranking), so every
+eval.size is half and half and a problem's phrasing never changes.
 """
 from __future__ import annotations
 
 import hashlib
+import random
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterator
@@ -22,6 +31,8 @@ from typing import Iterator
 from rlvr.config.run import ConfigError, TaskConfig
 from rlvr.tasks.base import first, sample_forever
 from rlvr.tasks.chat import EXAMPLE_CANONICAL, build_messages
+from rlvr.tasks.phrasings import operators as operators_of
+from rlvr.tasks.phrasings import word_question
 from rlvr.types import Prompt
 
 MIN_HELD_OUT = 200  # enough problems for a pass@1 estimate with a usable confidence interval
@@ -81,7 +92,7 @@ def splits(level: int) -> tuple[tuple[Problem, ...], tuple[Problem, ...]]:
 
 def operators(problem: Problem) -> str:
     """The problem's operators in order: "+", "-", "*", or "+*" for level 3's a + b * c."""
-    return "".join(ch for ch in problem.canonical if ch in "+-*")
+    return operators_of(problem.canonical)
 
 
 def question_text(problem: Problem) -> str:
@@ -89,7 +100,7 @@ def question_text(problem: Problem) -> str:
 
 
 class ArithmeticTask:
-    """Arithmetic problems of one level; see the module docstring for the spaces and the split."""
+    """Arithmetic problems of one level; see the module docstring for the spaces, the split and the phrasings."""
 
     def __init__(self, config: TaskConfig) -> None:
         self.config = config
@@ -97,17 +108,34 @@ class ArithmeticTask:
         self.name = f"arithmetic-l{self.level}"
         self.train, self.held_out = splits(self.level)
 
-    def prompt(self, problem: Problem, split: str) -> Prompt:
+    def prompt(self, problem: Problem, split: str, phrasing: str | None = None) -> Prompt:
+        """The problem asked in `phrasing` (symbols, words or words_new); None = the task's own, which task.phrasing
+        =mixed does not fix (its callers draw one)."""
+        phrasing = phrasing or self.config.phrasing
+        if phrasing == "symbols":
+            question, key = question_text(problem), problem.canonical  # the id of every run before phrasings
+        elif phrasing in ("words", "words_new"):
+            question, key = word_question(problem, phrasing), f"{phrasing}/{problem.canonical}"
+        else:
+            raise ValueError(f"prompt phrasing must be symbols, words or words_new, got {phrasing!r}")
         return Prompt(
-            id=f"arithmetic-l{self.level}/{split}/{problem.canonical}",
-            messages=build_messages(question_text(problem), self.config),
+            id=f"arithmetic-l{self.level}/{split}/{key}",
+            messages=build_messages(question, self.config),
             reference=str(problem.value),
-            columns={"level": self.level, "op": operators(problem)},  # per-level/per-op evaluation breakdown
+            # per-level / per-op / per-phrasing evaluation breakdown; "set" names one cell, e.g. "L3 words_new"
+            columns={"level": self.level, "op": operators(problem), "phrasing": phrasing,
+                     "set": f"L{self.level} {phrasing}"},
         )
 
     def train_prompts(self, seed: int) -> Iterator[Prompt]:
-        for problem in sample_forever(self.train, seed):
-            yield self.prompt(problem, "train")
+        draw = random.Random(f"arithmetic-phrasing/{seed}")  # a str seed hashes with sha512: no hash salt
+        for problem in sample_forever(self.train, seed):  # the problem stream of every phrasing is the same
+            phrasing = None
+            if self.config.phrasing == "mixed":
+                phrasing = ("symbols", "words")[draw.randrange(2)]
+            yield self.prompt(problem, "train", phrasing)
 
     def eval_prompts(self, size: int) -> list[Prompt]:
-        return [self.prompt(p, "eval") for p in first(self.held_out, size)]
+        if self.config.phrasing != "mixed":
+            return [self.prompt(p, "eval") for p in first(self.held_out, size)]
+        return [self.prompt(p, "eval", ("symbols", "words")[i % 2]) for i, p in enumerate(first(self.held_out, size))]

@@ -12,17 +12,26 @@ and its prompt turns are exactly the task's own (`Task.prompt`: system turn, one
 and RL see identical prompts. Rows come only from the TRAIN split; the held-out problems never appear.
 
   * arithmetic: derivations are generated for every problem of levels 1-4 (column-wise addition, borrowing,
-    splitting a factor into tens and ones, "multiplication first" for a + b * c), several phrasings each.
+    splitting a factor into tens and ones, "multiplication first" for a + b * c), several derivations each.
     They are kept short on purpose (SmolLM2 spends a token per digit): a level-1 think block is at most 36
-    tokens, a whole completion of any level at most 56, so SFT and rollouts with max_new_tokens ~ 64 stay
-    cheap on a CPU and are never truncated.
+    tokens, a whole symbols completion of levels 1-3 at most 48 and of level 4 under 64, so SFT and rollouts
+    with max_new_tokens ~ 64 stay cheap on a CPU and are never truncated. A prompt asked as a story
+    (task.phrasing words or mixed, rlvr/tasks/phrasings.py) first states the expression it asks for, "That is
+    3 + 4 * 5.", then derives it; such a completion is at most 59 tokens at levels 1-3 with the preferred
+    derivation and at most 63 with any other. task.phrasing=words_new is refused: those stories stay out of
+    training. mixed draws symbols or words per row (1/2 each, seeded).
+    Levels: the rows cover task.train_levels (or task.level alone), each level with its own train split and
+    derivations; see Sizes.
   * qa: the dataset's own worked solution is the think block when the answer column carries one (GSM8K
     "rationale #### 72", with its <<48/2=24>> calculator notes removed; a MATH solution ending in \\boxed{});
     rows without one are skipped and counted (task.bad_rows=error stops on them instead).
 
-Sizes: size = 0 gives one row per distinct train problem; a larger size repeats problems, each copy in the
-next phrasing (a qa row has only its own rationale, so its copies are identical); a smaller size is a
-seeded subset. Everything is a function of (task, size, seed) only.
+Sizes: size = 0 gives one row per distinct train problem; a larger size repeats problems, each copy with the
+next derivation (a qa row has only its own rationale, so its copies are identical); a smaller size is a
+seeded subset. With several arithmetic levels, size is split evenly across them (the remainder one row each to the
+lowest levels), and size = 0 gives each level as many rows as the smallest level's train split has problems (level
+1: 137), so every level weighs the same, as LevelMix draws levels uniformly in RL; the rows are then shuffled
+together. Everything is a function of (task, size, seed) only.
 """
 from __future__ import annotations
 
@@ -31,6 +40,7 @@ import re
 from typing import Any, Callable, Sequence
 
 from rlvr.config.run import ConfigError, TaskConfig
+from rlvr.tasks.phrasings import check_phrasing, expression_line
 from rlvr.types import Prompt
 
 SOURCE = "cold_start"
@@ -67,37 +77,45 @@ def row(prompt: Prompt, completion: str) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- arithmetic derivations
+# Level 2 and 3 preferred derivations (options[0]) state every intermediate result and fit a word-problem row, whose
+# think block adds an expression line ("That is 97 + 94.", 11 tokens), in 60 SmolLM2 tokens; every other option fits
+# in 63 (tests/test_cold_start.py measures both). Hence the split forms come before the column forms at level 2
+# (a column-first word row took 65 tokens: "Ones: 7 + 4 = 11, carry 1. Tens: 9 + 9 + 1 = 19. So 191."), a ten's
+# product is written out (120, not 12 * 10) and the column labels carry no colon.
 def _add(a: int, b: int) -> list[str]:
     s = a + b
-    out = [f"{a} + {b} = {s}.", f"{a} plus {b} is {s}."]
-    if a < 10 and b < 10 and s > 10 and a > 0:  # make a ten first: 8 + 5 = 8 + 2 + 3 = 10 + 3
-        need = 10 - a
-        out.insert(0, f"{a} + {b} = {a} + {need} + {b - need} = 10 + {s - 10} = {s}.")
+    out = []
     tens, units = b // 10 * 10, b % 10
     if tens and units:  # 47 + 35 = 47 + 30 + 5
-        out.insert(0, f"{a} + {b} = {a} + {tens} + {units} = {a + tens} + {units} = {s}.")
+        out.append(f"{a} + {b} = {a} + {tens} + {units} = {a + tens} + {units} = {s}.")
     if a >= 10 and b >= 10 and a > 12:  # column-wise (level 2 only; level 1 sums stay one step)
         ones = a % 10 + b % 10
-        carry = f", carry {ones // 10}. Tens: {a // 10} + {b // 10} + 1" if ones >= 10 else \
-            f". Tens: {a // 10} + {b // 10}"
-        out.insert(0, f"Ones: {a % 10} + {b % 10} = {ones}{carry} = {s // 10}. So {s}.")
-    return out
+        carry = f", carry 1. Tens {a // 10} + {b // 10} + 1" if ones >= 10 else f". Tens {a // 10} + {b // 10}"
+        out.append(f"Ones {a % 10} + {b % 10} = {ones}{carry} = {s // 10}. So {s}.")
+    if b < 10 and a % 10 + b > 10:  # make the next ten first: 8 + 5 = 8 + 2 + 3 = 10 + 3, 54 + 8 = 54 + 6 + 2
+        need = 10 - a % 10
+        out.append(f"{a} + {b} = {a} + {need} + {b - need} = {a + need} + {b - need} = {s}.")
+    return [*out, f"{a} + {b} = {s}.", f"{a} plus {b} is {s}."]
 
 
 def _subtract(a: int, b: int) -> list[str]:
     d = a - b
-    out = [f"{a} - {b} = {d}.", f"{b} + {d} = {a}, so {a} - {b} = {d}."]
+    out = []
     tens, units = b // 10 * 10, b % 10
     if tens and units:  # 53 - 27 = 53 - 20 - 7
-        out.insert(0, f"{a} - {b} = {a} - {tens} - {units} = {a - tens} - {units} = {d}.")
+        out.append(f"{a} - {b} = {a} - {tens} - {units} = {a - tens} - {units} = {d}.")
+    ones = a % 10
+    if a >= 10 and b < 10 and ones < b:  # down to the ten first: 54 - 8 = 54 - 4 - 4; 50 - 8 = 40 + 10 - 8
+        out.append(f"{a} - {b} = {a} - {ones} - {b - ones} = {a - ones} - {b - ones} = {d}." if ones else
+                   f"{a} - {b} = {a - 10} + 10 - {b} = {a - 10} + {10 - b} = {d}.")
     if b >= 10:  # column-wise, borrowing a ten when the ones digit is too small
         if a % 10 >= b % 10:
-            column = f"Ones: {a % 10} - {b % 10} = {d % 10}. Tens: {a // 10} - {b // 10} = {d // 10}."
+            column = f"Ones {a % 10} - {b % 10} = {d % 10}. Tens {a // 10} - {b // 10} = {d // 10}."
         else:
-            column = (f"Ones: borrow, {a % 10 + 10} - {b % 10} = {d % 10}. "
-                      f"Tens: {a // 10} - 1 - {b // 10} = {d // 10}.")
-        out.insert(0, f"{column} So {d}.")
-    return out
+            column = (f"Ones {a % 10 + 10} - {b % 10} = {d % 10}, borrow 1. "
+                      f"Tens {a // 10} - 1 - {b // 10} = {d // 10}.")
+        out.append(f"{column} So {d}.")
+    return [*out, f"{a} - {b} = {d}.", f"{b} + {d} = {a}, so {a} - {b} = {d}."]
 
 
 def _times_small(a: int, b: int) -> list[str]:
@@ -108,10 +126,10 @@ def _times_small(a: int, b: int) -> list[str]:
     if 1 in (a, b):
         return [f"Times 1 changes nothing: {a} * {b} = {p}."]
     out = [f"{a} * {b} = {p}."]
-    if 6 <= b <= 9:  # 7 * 8 = 7 * 10 - 7 * 2
-        out.insert(0, f"{a} * {b} = {a} * 10 - {a} * {10 - b} = {10 * a} - {a * (10 - b)} = {p}.")
-    elif b > 10:  # 7 * 12 = 7 * 10 + 7 * 2
-        out.insert(0, f"{a} * {b} = {a} * 10 + {a} * {b - 10} = {10 * a} + {a * (b - 10)} = {p}.")
+    if 6 <= b <= 9:  # 7 * 8 = 70 - 7 * 2
+        out.insert(0, f"{a} * {b} = {10 * a} - {a} * {10 - b} = {10 * a} - {a * (10 - b)} = {p}.")
+    elif b > 10:  # 7 * 12 = 70 + 7 * 2
+        out.insert(0, f"{a} * {b} = {10 * a} + {a} * {b - 10} = {10 * a} + {a * (b - 10)} = {p}.")
     elif b == 10:
         out.insert(0, f"Times 10 appends a zero: {a} * 10 = {p}.")
     elif b <= 4:  # 7 * 3 = 7 + 7 + 7
@@ -149,9 +167,9 @@ def _times_by_digit(a: int, b: int) -> list[str]:
     if not units:
         return [f"{a} * {b} = {a // 10} * {b} * 10 = {a // 10 * b} * 10 = {p}.", f"{a} * {b} = {p}."]
     low = units * b
-    carry = f", carry {low // 10}. Tens: {a // 10} * {b} + {low // 10}" if low >= 10 else f". Tens: {a // 10} * {b}"
+    carry = f", carry {low // 10}. Tens {a // 10} * {b} + {low // 10}" if low >= 10 else f". Tens {a // 10} * {b}"
     out = [f"{a} * {b} = {tens} * {b} + {units} * {b} = {tens * b} + {low} = {p}.",
-           f"Ones: {units} * {b} = {low}{carry} = {p // 10}. So {p}."]
+           f"Ones {units} * {b} = {low}{carry} = {p // 10}. So {p}."]
     if units >= 7:  # 48 * 6 = 50 * 6 - 2 * 6
         up = tens + 10
         out.append(f"{a} * {b} = {up} * {b} - {up - a} * {b} = {up * b} - {(up - a) * b} = {p}.")
@@ -177,7 +195,8 @@ def _times_two_digits(a: int, b: int) -> list[str]:
 def _add_times(a: int, b: int, c: int) -> list[str]:
     """a + b * c (level 3): multiplication binds tighter than addition."""
     bc, s = b * c, a + b * c
-    return [f"Multiplication first: {b} * {c} = {bc}. Then {a} + {bc} = {s}.",
+    return [f"First {b} * {c} = {bc}, then {a} + {bc} = {s}.",  # * before +; the short form (see _add)
+            f"Multiplication first: {b} * {c} = {bc}. Then {a} + {bc} = {s}.",
             f"{a} + {b} * {c} = {a} + {bc} = {s}, since * comes before +.",
             f"Do {b} * {c} first, which is {bc}; adding {a} gives {s}."]
 
@@ -195,7 +214,7 @@ def arithmetic_derivations(canonical: str, level: int) -> list[str]:
         # derivation (measured: held-out pass@1 0.49 after a cold start whose level-1 solutions were mostly
         # multi-step, 0.71 with one-step statements; issue #10). A one-step rule comes first where one applies
         # (a rule could carry over to held-out problems, a recalled fact cannot), although the trained model
-        # seldom writes it: see the README's cold-start paragraph. The derivations stay as further phrasings.
+        # seldom writes it: see the README's cold-start paragraph. The derivations stay as further options.
         steps = _add(a, b) if op == "+" else _times_small(a, b)
         direct = f"{canonical} = {a + b if op == '+' else a * b}."
         rule = _level1_rule(a, op, b)
@@ -225,8 +244,8 @@ def selection(n: int, size: int, seed: int) -> list[tuple[int, int]]:
     return picks
 
 
-def _phrasing(options: Sequence[str], key: str, copy: int, seed: int) -> str:
-    """The first copy of a problem takes its preferred phrasing (options[0]); copy k > 0 takes the k-th of the
+def _derivation(options: Sequence[str], key: str, copy: int, seed: int) -> str:
+    """The first copy of a problem takes its preferred derivation (options[0]); copy k > 0 takes the k-th of the
     others after a per-problem offset seeded by (seed, problem), so a repeated problem cycles through all of
     them and the extra copies vary across problems."""
     if copy == 0 or len(options) == 1:
@@ -237,16 +256,38 @@ def _phrasing(options: Sequence[str], key: str, copy: int, seed: int) -> str:
             options[(offset + copy) % len(options)])
 
 
+def level_sizes(train_sizes: Sequence[int], size: int) -> list[int]:
+    """Rows per level (levels ascending, `train_sizes` their train splits): size split evenly, the remainder one
+    row each to the lowest levels; size 0 = as many rows per level as the smallest train split holds problems
+    (one level: each train problem once). Equal rows per level as LevelMix draws levels uniformly in RL."""
+    if size == 0:
+        return [min(train_sizes)] * len(train_sizes)
+    base, extra = divmod(size, len(train_sizes))
+    return [base + (i < extra) for i in range(len(train_sizes))]
+
+
 def _arithmetic_rows(task: TaskConfig, size: int, seed: int) -> list[dict[str, Any]]:
     from rlvr.tasks.arithmetic import ArithmeticTask
 
-    source = ArithmeticTask(task)
+    if task.phrasing == "words_new":
+        raise ColdStartError("sft.data=cold_start with task.phrasing=words_new: those stories are kept out of "
+                             "training to measure transfer; use symbols, words or mixed for the cold start")
+    sources = [ArithmeticTask(task.model_copy(update={"level": level}))
+               for level in sorted(task.train_levels or [task.level])]
     rows = []
-    for item, copy in selection(len(source.train), size, seed):
-        problem = source.train[item]
-        think = _phrasing(arithmetic_derivations(problem.canonical, task.level), problem.canonical, copy, seed)
-        prompt = source.prompt(problem, "train")
-        rows.append(row(prompt, completion_text(think, prompt.reference, task)))
+    for source, count in zip(sources, level_sizes([len(s.train) for s in sources], size)):
+        draw = random.Random(f"cold_start-phrasing/{seed}/{source.level}")  # mixed: symbols or words per row
+        for item, copy in selection(len(source.train), count, seed):
+            problem = source.train[item]
+            phrasing = ("symbols", "words")[draw.randrange(2)] if task.phrasing == "mixed" else task.phrasing
+            think = _derivation(arithmetic_derivations(problem.canonical, source.level), problem.canonical, copy,
+                                seed)
+            if phrasing != "symbols":  # a story: first the expression it asks for, then its derivation
+                think = f"{expression_line(problem)}\n{think}"
+            prompt = source.prompt(problem, "train", phrasing)
+            rows.append(row(prompt, completion_text(think, prompt.reference, task)))
+    if len(sources) > 1:  # interleave the levels, so that any first rows hold all of them
+        random.Random(f"cold_start-levels/{seed}").shuffle(rows)
     return rows
 
 
@@ -304,6 +345,7 @@ def cold_start_rows(task: TaskConfig, size: int, seed: int) -> list[dict[str, An
     """Cold-start SFT rows {"id", "messages", "source": "cold_start"} for `task` (module docstring)."""
     if size < 0:
         raise ColdStartError(f"sft.cold_start_size must be >= 0, got {size}")
+    check_phrasing(task)  # before the generator: a qa task with phrasing=words is refused, not silently ignored
     generator = GENERATORS.get(task.name)
     if generator is None:
         raise ColdStartError(f"sft.data=cold_start: no worked-solution generator for task {task.name!r} "

@@ -1,7 +1,7 @@
 """Typed configuration: one model per component, composed into RunConfig. Defaults live here and only here
-(and in config/sections.py, which holds the sections of the pipeline stages and of scale-out). Load order: defaults < YAML file < `dotted.key=value` overrides. Every problem (unknown key, wrong type,
-impossible combination) becomes one ConfigError naming the key and what is allowed, raised before any
-model loads (issue #2, item 2).
+(and in config/sections.py: the sections of the pipeline stages and of scale-out). Load order: defaults < YAML file
+< `dotted.key=value` overrides. Every problem (unknown key, wrong type, impossible combination) becomes one
+ConfigError naming the key and what is allowed, raised before any model loads (issue #2, item 2).
 """
 from __future__ import annotations
 

@@ -187,7 +187,7 @@ def test_unknown_task_and_verifier_messages_list_the_allowed_names():
         "code_agent, calculator, filesystem")
     assert config_error(None, ["task.verifiers={bogus: 1.0, zz: 2}"]) == (
         "invalid config: task.verifiers: unknown verifier(s) ['bogus', 'zz']; allowed: ['answer_format', 'code', "
-        "'format', 'language', 'math', 'reasoning_gym', 'tag_count', 'think_format', 'tool_call']")
+        "'format', 'language', 'math', 'reasoning_gym', 'steps', 'tag_count', 'think_format', 'tool_call']")
 
 
 def test_negative_verifier_weight():

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from rlvr.cli.main import main
-from rlvr.config.run import EvalConfig, load_config
+from rlvr.config.run import ConfigError, EvalConfig, load_config
 from rlvr.evaluation.evaluate import EvalResult, evaluate, evaluate_model
 from rlvr.rewards.rewarder import Rewarder
 from rlvr.types import Prompt, RolloutBatch
@@ -26,15 +26,18 @@ GREEDY = {"t/a": "Answer: 56", "t/b": "Answer: 9"}
 
 
 class ScriptedEngine:
-    """Returns fixed completions: one token per character, 'no answer' marked truncated."""
+    """Returns fixed completions (`sampled`, `greedy`; default SAMPLED, GREEDY; 'Answer: 0' for other prompts): one
+    token per character, 'no answer' marked truncated."""
 
-    def __init__(self):
+    def __init__(self, sampled: dict[str, list[str]] | None = None, greedy: dict[str, str] | None = None):
         self.calls: list[float] = []
+        self.sampled, self.greedy = sampled or SAMPLED, greedy or GREEDY
 
     def generate(self, prompts: list[Prompt], group_size: int, sampling) -> RolloutBatch:
         self.calls.append(sampling.temperature)
-        texts = [t for p in prompts for t in (SAMPLED[p.id][:group_size] if sampling.temperature > 0
-                                              else [GREEDY[p.id]] * group_size)]
+        texts = [t for p in prompts for t in (self.sampled.get(p.id, ["Answer: 0"] * 8)[:group_size]
+                                              if sampling.temperature > 0
+                                              else [self.greedy.get(p.id, "Answer: 0")] * group_size)]
         width = max(map(len, texts))
         mask = torch.tensor([[1] * len(t) + [0] * (width - len(t)) for t in texts])  # [B, C]
         return RolloutBatch(prompts=list(prompts), group_size=group_size, prompt_ids=torch.zeros(len(prompts), 1),
@@ -136,3 +139,127 @@ def test_eval_command_json_table_and_file(tiny_model_dir, tmp_path, capsys):
     assert data == json.loads(output.read_text()) and data["greedy"] is None and data["problems"] == 2
     assert {"pass@2", "maj@2", "best_of_2", "mean_length", "breakdown"} <= set(data) and "pass@4" not in data
     assert "pass@k" in err and "pass@1 by op" in err
+
+
+# ---------------------------------------------------------------- issue 27: sets, per-value greedy, reasoning
+def test_each_breakdown_value_has_its_greedy_and_its_problems_pass_rates():
+    result, _ = run_eval()
+    data = json.loads(json.dumps(result.as_json()))
+    # A (op *): samples T T F F -> 0.5, greedy 56 right; B (op +): F F T F -> 0.25, greedy 9 wrong
+    # mutation caught: Summary.greedy left None (or read from the first problem only: level 1 would say 1.0)
+    assert data["breakdown"]["op"]["*"]["greedy"] == 1.0 and data["breakdown"]["op"]["+"]["greedy"] == 0.0
+    assert data["breakdown"]["level"]["1"]["greedy"] == 0.5 and data["greedy"] == 0.5
+    # prompt order kept (A before B). mutation caught: sorting the pass rates ([0.25, 0.5])
+    assert data["breakdown"]["level"]["1"]["per_problem_pass@1"] == [0.5, 0.25]
+    assert data["breakdown"]["op"]["+"]["per_problem_pass@1"] == [0.25] and data["per_problem_pass@1"] == [0.5, 0.25]
+    off, _ = run_eval(greedy=False)
+    assert off.breakdown["level"]["1"].greedy is None and off.as_json()["breakdown"]["op"]["*"]["greedy"] is None
+
+
+C = Prompt("t/c", ({"role": "user", "content": "What is 47 * 6?"},), "282", {"level": 2, "op": "*"})
+THOUGHT = {"t/c": ["<think>47 * 6 = 240 + 42 = 282</think> Answer: 282",  # 9 think words, 2 steps right
+                   "<think>wait, 47 * 6 = 272</think> Answer: 272",  # 6 words, reflection, 1 step wrong
+                   "Answer: 282",  # no think section, no step
+                   "<think>I know it</think> Answer: 282"]}  # 3 words, no step
+
+
+def test_reasoning_measures_per_summary_by_hand():
+    engine = ScriptedEngine(THOUGHT, {"t/c": "Answer: 282"})
+    math_only = Rewarder({"math": (MathVerifier(), 1.0)})
+    result = evaluate(engine, math_only, [C], EvalConfig(samples=4, ks=[1]), max_new_tokens=64)
+    # think words (9 + 6 + 0 + 3) / 4 = 4.5; reflection 1/4 ("wait,"); stated samples 1 and 2 -> 2/4;
+    # right: sample 1 only -> 1/4 of all samples, 1/2 of those stating a step
+    expected = {"think_words": 4.5, "reflection_rate": 0.25, "steps_stated": 0.5, "steps_right": 0.25,
+                "steps_right_given_stated": 0.5}
+    data = result.as_json()
+    # mutation caught: steps_right over the stated samples only (0.5), or reflection read in the think text of
+    # sample 1 only; the per-level value must carry the same numbers
+    assert {key: data[key] for key in expected} == expected
+    assert {key: data["breakdown"]["level"]["2"][key] for key in expected} == expected
+    assert "think 4.5 words" in result.summary() and "steps right 0.250" in result.summary()
+    # "know" and "wait" as phrases: samples 2 and 4 reflect -> 2/4. mutation caught: phrases not passed to collect
+    known = evaluate(engine, math_only, [C], EvalConfig(samples=4, ks=[1], greedy=False), max_new_tokens=64,
+                     reflection_phrases=["know", "wait"])
+    assert known.reasoning.reflection_rate == 0.5
+
+
+def test_eval_sets_tag_prompts_with_their_label_in_order():
+    from rlvr.evaluation.sets import evaluation_prompts
+
+    config = load_config(None, ["task.level=3", "eval.size=2",
+                                "eval.sets=[{level: 1}, {level: 2, one_shot: false}, {}]"])
+    prompts = evaluation_prompts(config)
+    # two of each set, set after set; {} is task itself (level 3). mutation caught: labels from the last set only
+    assert [(p.columns["level"], p.columns["set"]) for p in prompts] == [
+        (1, "level=1"), (1, "level=1"), (2, "level=2 one_shot=False"), (2, "level=2 one_shot=False"),
+        (3, "task"), (3, "task")]
+    assert len({p.id for p in prompts}) == 6
+    assert len(prompts[2].messages) < len(prompts[0].messages)  # one_shot off: no solved example turn
+    plain = load_config(None, ["eval.size=2"])
+    assert "set" not in evaluation_prompts(plain)[0].columns  # no sets: the task's own prompts, untouched
+
+
+def test_a_set_label_replaces_the_tasks_own_set_column(monkeypatch):
+    from rlvr.config.rules import REGISTERED_TASKS
+    from rlvr.evaluation.sets import evaluation_prompts
+    from rlvr.tasks import TASKS
+
+    class Tagged:  # a task that writes its own "set" column
+        name = "tagged"
+
+        def __init__(self, task):
+            self.level = task.level
+
+        def eval_prompts(self, size):
+            return [Prompt(f"tagged-l{self.level}/{i}", (), "1", {"set": "own"}) for i in range(size)]
+
+    monkeypatch.setitem(TASKS, "tagged", Tagged)
+    monkeypatch.setitem(REGISTERED_TASKS, "tagged", False)
+    config = load_config(None, ["task.name=tagged", "eval.size=1", "eval.sets=[{level: 2}]"])
+    # mutation caught: merging {"set": label, **columns} (the task's "own" would win)
+    assert evaluation_prompts(config)[0].columns == {"set": "level=2"}
+
+
+def test_bad_eval_sets_are_config_errors_before_any_model_loads():
+    # mutation caught: dropping _eval_set_problems from run_config_problems (the typo would pass silently)
+    with pytest.raises(ConfigError, match=r"eval.sets\[1\]: unknown task key\(s\) \['levl'\] \(did you mean 'level'"):
+        load_config(None, ["eval.sets=[{level: 2}, {levl: 3}]"])
+    with pytest.raises(ConfigError, match=r"eval.sets\[0\]: \['verifiers'\] cannot vary per set"):
+        load_config(None, ["eval.sets=[{verifiers: {math: 1.0}}]"])
+    with pytest.raises(ConfigError, match=r"eval.sets\[0\]: level: Input should be less than or equal to 4"):
+        load_config(None, ["eval.sets=[{level: 7}]"])
+    twice = load_config(None, ["eval.size=2", "eval.sets=[{level: 2}, {level: 2}]"])
+    # the same level twice: same prompt ids. A model path that does not exist proves no model was loaded first
+    # (mutation caught: building the prompts after load_tokenizer raises OSError instead)
+    with pytest.raises(ConfigError, match=r"eval.sets\[1\] \(level=2\) holds prompt 'arithmetic-l2/eval/"):
+        evaluate_model(twice, "/nonexistent/model")
+
+
+def test_training_evaluation_reads_every_set(tmp_path):
+    from types import SimpleNamespace
+
+    from rlvr.grpo.loop import run_eval as loop_eval
+    from rlvr.metrics.progress import SILENT
+    from rlvr.tasks import build_task
+
+    config = load_config(None, ["eval.size=2", "eval.samples=2", "eval.ks=[1]", "eval.greedy=false",
+                                "eval.sets=[{level: 1}, {level: 2}]"])
+    run = SimpleNamespace(config=config, feed=SimpleNamespace(engine=ScriptedEngine()), rewarder=rewarder(),
+                          task=build_task(config.task), eval_prompts=None, run_dir=tmp_path,
+                          logger=SimpleNamespace(progress=SILENT, message=lambda text: None),
+                          ranks=SimpleNamespace(is_main=True))
+    result = loop_eval(run, step=3)
+    # 'Answer: 0' is wrong on every held-out problem: pass@1 0 in both sets, 2 problems each
+    # mutation caught: run_eval reading run.task.eval_prompts (one set of 2 problems, no "set" breakdown)
+    assert {value: s.problems for value, s in result.breakdown["set"].items()} == {"level=1": 2, "level=2": 2}
+    written = json.loads((tmp_path / "eval.jsonl").read_text())
+    assert written["step"] == 3 and set(written["breakdown"]["set"]) == {"level=1", "level=2"}
+
+
+def test_evaluate_model_over_sets_on_a_tiny_model(tiny_model_dir):
+    config = load_config(None, ["eval.size=2", "eval.samples=1", "eval.ks=[1]", "rollout.max_new_tokens=4",
+                                "eval.greedy=false", "eval.sets=[{level: 1}, {level: 2}]"])
+    data = evaluate_model(config, str(tiny_model_dir)).as_json()
+    assert data["problems"] == 4 and set(data["breakdown"]["set"]) == {"level=1", "level=2"}
+    assert data["breakdown"]["level"]["2"]["problems"] == 2 and len(data["per_problem_pass@1"]) == 4
+    assert data["think_words"] == 0.0  # 4 one-character tokens cannot write "<think>" (7) nor "</think>" (8)

@@ -82,7 +82,7 @@ def _write(output: Path, data: dict[str, Any]) -> None:
 
 
 def eval_table(data: dict[str, Any]) -> str:
-    """A few lines for a human: the estimators per k, length, truncation, greedy, and the breakdowns."""
+    """A few lines for a human: the estimators per k, length, truncation, greedy, reasoning, and the breakdowns."""
     ks = sorted(int(key.split("@")[1]) for key in data if key.startswith("pass@"))
     cell = lambda key: "-" if data.get(key) is None else f"{data[key]:.3f}"  # noqa: E731
     lines = [f"{data['task']}: {data['problems']} held-out problems, n={data['samples_per_problem']} samples "
@@ -90,6 +90,8 @@ def eval_table(data: dict[str, Any]) -> str:
     lines += [f"{k:>4} | {cell(f'pass@{k}'):>6} | {cell(f'maj@{k}'):>6} | {cell(f'best_of_{k}'):>9}" for k in ks]
     lines.append(f"mean length {data['mean_length']:.1f} tokens | truncated {data['truncated']:.2f} | "
                  f"greedy {cell('greedy')}")
+    lines.append(f"think words {cell('think_words')} | reflection {cell('reflection_rate')} | steps stated "
+                 f"{cell('steps_stated')}, all right {cell('steps_right')}")
     for key, values in data.get("breakdown", {}).items():
         cells = [f"{value} {v['pass@1']:.3f} ({v['problems']})" for value, v in values.items()]
         lines.append(f"pass@1 by {key}: " + ", ".join(cells))
@@ -100,6 +102,7 @@ def _scaling(config: RunConfig, model_path: str, output: Path) -> int:
     from rlvr.agents.wiring import refuse_episodes
     from rlvr.evaluation.evaluate import answer_mode_of
     from rlvr.evaluation.scaling import run_scaling, table, write_plot
+    from rlvr.evaluation.sets import evaluation_prompts
     from rlvr.model.load import load_model, load_tokenizer
     from rlvr.rewards.rewarder import build_rewarder
     from rlvr.rollout.hf import HFRolloutEngine
@@ -108,6 +111,7 @@ def _scaling(config: RunConfig, model_path: str, output: Path) -> int:
 
     task, rewarder = build_task(config.task), build_rewarder(config)
     refuse_episodes(task, "rlvr eval --scaling")
+    prompts = evaluation_prompts(config, task)  # eval.sets: all sets' prompts, checked before the model loads
     if answer_mode_of(rewarder) is None:
         raise InferenceInputError(f"--scaling votes over extracted answers, so it needs the 'math' verifier; "
                                   f"task.verifiers is {sorted(config.task.verifiers)}")
@@ -117,7 +121,7 @@ def _scaling(config: RunConfig, model_path: str, output: Path) -> int:
     say = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
     e = config.eval
     engine = HFRolloutEngine(model, tokenizer, cuda_graphs=config.rollout.cuda_graphs)
-    result = run_scaling(engine, rewarder, task.eval_prompts(e.size), e,
+    result = run_scaling(engine, rewarder, prompts, e,
                          config.rollout.max_new_tokens, e.scaling_n, e.scaling_budgets, math_answer_mode(config.task),
                          say)
     print(table(result), file=sys.stderr)

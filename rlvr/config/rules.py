@@ -3,8 +3,11 @@ item 2; the GRPO family's refusals, issue #4). Called by RunConfig's validator; 
 the list of fields and their defaults."""
 from __future__ import annotations
 
+import difflib
 import math
 from typing import Any, Literal, get_args
+
+from pydantic import ValidationError
 
 # A RunConfig (config/run.py), typed loosely on purpose: run.py calls these rules from RunConfig's validator, so
 # naming the class here, even for type checkers only, would make the two modules import each other (issue 25: no
@@ -22,13 +25,43 @@ EPISODE_TASKS: tuple[str, ...] = ("textarena", "code_agent", "calculator", "file
 # README "Agents that act"): name -> plays episodes. Filled by rlvr.tasks only, so config still imports no registry.
 REGISTERED_TASKS: dict[str, bool] = {}
 VerifierName = Literal["math", "format", "answer_format", "think_format", "tag_count", "language", "tool_call", "code",
-                       "reasoning_gym"]
+                       "reasoning_gym", "steps"]
 
 
 def run_config_problems(c: AnyRunConfig) -> list[str]:
     return [*_batch_problems(c), *_task_problems(c), *_algorithm_problems(c), *_correction_problems(c),
             *_lora_problems(c), *_engine_problems(c), *_ray_trainer_problems(c), *_precision_problems(c),
-            *_episode_problems(c)]
+            *_episode_problems(c), *_eval_set_problems(c)]
+
+
+# Task keys an eval.sets entry may not override: one rewarder, built from task, scores every set, so a set that
+# changed the task or its verification would be scored by the wrong checks; train_levels picks training prompts,
+# and a set is only ever evaluated.
+EVAL_SET_FIXED = ("name", "verifiers", "answer_mode", "train_levels")
+
+
+def _eval_set_problems(c: AnyRunConfig) -> list[str]:
+    """Each eval.sets entry is a partial task override that must itself make a valid task section (issue 27)."""
+    task_type, problems = type(c.task), []
+    for i, entry in enumerate(c.eval.sets or ()):
+        where = f"eval.sets[{i}]"
+        unknown = [key for key in entry if key not in task_type.model_fields]
+        fixed = [key for key in entry if key in EVAL_SET_FIXED]
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], list(task_type.model_fields), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            problems.append(f"{where}: unknown task key(s) {unknown}{hint}; a set overrides keys of task, e.g. "
+                            "{level: 3}")
+        elif fixed:
+            problems.append(f"{where}: {fixed} cannot vary per set (every set is scored by task's verifiers; "
+                            f"keys fixed for all sets: {', '.join(EVAL_SET_FIXED)})")
+        else:
+            try:
+                task_type.model_validate({**c.task.model_dump(), **entry})
+            except ValidationError as err:
+                problems.append(f"{where}: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']} "
+                                                        f"(got {e.get('input')!r})" for e in err.errors()))
+    return problems
 
 
 def _episode_problems(c: AnyRunConfig) -> list[str]:

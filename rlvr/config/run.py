@@ -20,6 +20,7 @@ from rlvr.config.sections import (
     DistributedConfig,
     EngineConfig,
     EpisodeConfig,
+    EvalConfig,
     LoggingConfig,
     RayConfig,
     SampleConfig,
@@ -228,24 +229,6 @@ class OptimizerConfig(_Section):
     max_grad_norm: float = Field(1.0, gt=0, description="gradient clipping by global norm")
     warmup_steps: int = Field(0, ge=0, description="linear learning-rate warm-up")
     micro_batch_size: int = Field(16, ge=1, description="completions per forward/backward pass")
-
-
-class EvalConfig(_Section):
-    every: int = Field(0, ge=0, description="evaluate every N steps during training (0 = only at the end)")
-    size: int = Field(200, ge=1, description="held-out problems per evaluation")
-    samples: int = Field(4, ge=1, description="n samples per problem for pass@1 (R1: mean correctness of n)")
-    temperature: float = Field(0.6, gt=0, description="sampling temperature for pass@1 (R1 paper: 0.6)")
-    top_p: float = Field(0.95, gt=0, le=1, description="nucleus sampling for pass@1 (R1 paper: 0.95)")
-    batch_size: int = Field(64, ge=1, description="prompts per generation call during evaluation")
-    at_end: bool = Field(True, description="evaluate the final policy on the held-out split")
-    greedy: bool = Field(True, description="also measure greedy accuracy (one more generation pass)")
-    ks: list[Annotated[int, Field(ge=1)]] = Field(
-        default_factory=lambda: [1, 4], description="k for pass@k, maj@k, best-of-k (k > samples is skipped)")
-    answer_budget: int = Field(16, ge=1, description="answer tokens after a forced </think> (--think-budget/--scaling)")
-    scaling_n: list[Annotated[int, Field(ge=1)]] = Field(
-        default_factory=lambda: [1, 4, 16], description="eval --scaling: N for maj@N, best-of-N, pass@N (max(N) drawn)")
-    scaling_budgets: list[Annotated[int, Field(ge=1)]] = Field(
-        default_factory=lambda: [8, 16, 32, 64], description="eval --scaling: pass@1, think section capped at B tokens")
 
 
 class RunConfig(_Section):

@@ -1,13 +1,36 @@
-"""Config sections of the pipeline stages (SFT, rejection sampling), scale-out (torchrun), multi-turn episodes, the
-PPO critic and checkpoints. RunConfig in run.py composes them; defaults live here and only here, as for the sections
-in run.py."""
+"""Config sections of evaluation, checkpoints, the pipeline stages (SFT, rejection sampling), scale-out (torchrun),
+multi-turn episodes and the PPO critic. RunConfig in run.py composes them; defaults live here and only here, as for
+the sections in run.py."""
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
 from rlvr.config.base import _Section
+
+
+class EvalConfig(_Section):
+    every: int = Field(0, ge=0, description="evaluate every N steps during training (0 = only at the end)")
+    size: int = Field(200, ge=1, description="held-out problems per evaluation")
+    samples: int = Field(4, ge=1, description="n samples per problem for pass@1 (R1: mean correctness of n)")
+    temperature: float = Field(0.6, gt=0, description="sampling temperature for pass@1 (R1 paper: 0.6)")
+    top_p: float = Field(0.95, gt=0, le=1, description="nucleus sampling for pass@1 (R1 paper: 0.95)")
+    batch_size: int = Field(64, ge=1, description="prompts per generation call during evaluation")
+    at_end: bool = Field(True, description="evaluate the final policy on the held-out split")
+    greedy: bool = Field(True, description="also measure greedy accuracy (one more generation pass)")
+    ks: list[Annotated[int, Field(ge=1)]] = Field(
+        default_factory=lambda: [1, 4], description="k for pass@k, maj@k, best-of-k (k > samples is skipped)")
+    answer_budget: int = Field(16, ge=1, description="answer tokens after a forced </think> (--think-budget/--scaling)")
+    scaling_n: list[Annotated[int, Field(ge=1)]] = Field(
+        default_factory=lambda: [1, 4, 16], description="eval --scaling: N for maj@N, best-of-N, pass@N (max(N) drawn)")
+    scaling_budgets: list[Annotated[int, Field(ge=1)]] = Field(
+        default_factory=lambda: [8, 16, 32, 64], description="eval --scaling: pass@1, think section capped at B tokens")
+    # issue 27: a model trained on one level is measured on the others (and on new phrasings) in the same run
+    sets: list[dict[str, Any]] | None = Field(
+        None, min_length=1, description="evaluate several task variants, each a partial task override (e.g. "
+        "[{level: 2}, {level: 3}]): eval.size held-out prompts of each, reported per set (breakdown 'set'); "
+        "None = task's own held-out prompts")
 
 
 class SFTConfig(_Section):

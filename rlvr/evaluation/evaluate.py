@@ -4,9 +4,12 @@ pass@1 as in the R1 paper (mean correctness of n samples per problem at temperat
 every k in eval.ks (k <= n; larger ones are skipped) the exact, unbiased estimators of evaluation/voting.py from
 the same n samples: pass@k (Chen et al. 2021), maj@k (majority vote over extracted, normalised answers) and best-of-k
 (the sample with the highest total training reward). Also the mean completion length in tokens (EOS included),
-the share of truncated completions, greedy accuracy (when eval.greedy), verdict counts, and the same numbers
-per value of the prompts' "level", "source", "type", "subject", "op" and "set" columns (arithmetic's "set" is level
-and phrasing, e.g. "L3 words_new": a task.phrasing=mixed evaluation reads symbols and words side by side).
+the share of truncated completions, greedy accuracy (when eval.greedy), verdict counts, the reasoning measures of
+evaluation/reasoning.py (think words, reflection, stated arithmetic steps and how many hold), and the same numbers
+per value of the prompts' "set" (eval.sets, evaluation/sets.py), "level", "source", "type", "subject" and "op"
+columns, with each value's per-problem pass rates, so two models can be compared problem by problem per level.
+(arithmetic's own "set" column, level and phrasing such as "L3 words_new", is replaced by the eval set's label when
+eval.sets is given.)
 
 A sample is correct when every verifier with weight > 0 says CORRECT (format as well as answer), except the
 learned reward model ("reward_model"): its score is a preference, not a check, so it counts in best-of-k's
@@ -15,12 +18,20 @@ score and never in correctness.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterator, Sequence
 
 import torch
 
 from rlvr.config.run import EvalConfig, RunConfig
+from rlvr.evaluation.reasoning import (
+    NOT_MEASURED,
+    ReasoningSummary,
+    StepCheck,
+    default_phrases,
+    sample_reasoning,
+    summarize_reasoning,
+)
 from rlvr.evaluation.voting import best_of_n, extracted_answer, maj_at_k, pass_at_k
 from rlvr.metrics.progress import SILENT, Progress, ProgressFactory, Reporter
 from rlvr.rewards.rewarder import Rewarder, build_rewarder
@@ -33,7 +44,7 @@ __all__ = ["EvalResult", "ProblemSamples", "Summary", "collect", "correct_mask",
 
 # = rewards/reward_model.py's NAME: scored, never required for correctness (issue #10, item 6)
 UNGATED = ("reward_model",)
-BREAKDOWN_KEYS = ("level", "source", "type", "subject", "op", "set")  # Prompt.columns keys reported per value
+BREAKDOWN_KEYS = ("set", "level", "source", "type", "subject", "op")  # Prompt.columns keys reported per value
 
 
 def correct_mask(scored: ScoredBatch, names: list[str] | None = None) -> torch.Tensor:
@@ -64,18 +75,28 @@ class ProblemSamples:
     scores: tuple[float, ...]  # n: total training reward (reward model included)
     lengths: tuple[int, ...]  # n: completion tokens, EOS included
     truncated: tuple[bool, ...]  # n: max_new_tokens reached before EOS
+    # the reasoning measures (evaluation/reasoning.py), n each; () in a record built without the texts
+    think_words: tuple[int, ...] = ()  # words of the think section, 0 without one
+    reflection: tuple[bool, ...] = ()  # a reflection phrase appears
+    steps: tuple[StepCheck, ...] = ()  # arithmetic steps stated and wrong
+    greedy: bool | None = None  # the greedy completion was correct; None when none was sampled
 
 
-def problem_samples(batch: RolloutBatch, scored: ScoredBatch, gated: list[str],
-                    answer_mode: str | None) -> list[ProblemSamples]:
-    """Split a scored RolloutBatch (G rows per prompt, contiguous) into one record per prompt."""
+def problem_samples(batch: RolloutBatch, scored: ScoredBatch, gated: list[str], answer_mode: str | None,
+                    phrases: Sequence[str] | None = None) -> list[ProblemSamples]:
+    """Split a scored RolloutBatch (G rows per prompt, contiguous) into one record per prompt; reflection is read
+    with `phrases` (default RunConfig's reflection_phrases)."""
     correct = correct_mask(scored, gated).tolist()  # [B]
     lengths = batch.completion_mask.sum(dim=1).tolist()  # [B]
     answers = [extracted_answer(text, answer_mode) if answer_mode else None for text in batch.completions]
     rewards, truncated, g = scored.rewards.tolist(), batch.truncated.tolist(), batch.group_size
+    phrases = default_phrases() if phrases is None else phrases
+    measured = [sample_reasoning(text, phrases) for text in batch.completions]
+    words, reflection, steps = zip(*measured) if measured else ((), (), ())
     rows = lambda values, i: tuple(values[i * g:(i + 1) * g])  # noqa: E731
     return [ProblemSamples(prompt, rows(correct, i), rows(answers, i), rows(rewards, i),
-                           tuple(int(x) for x in rows(lengths, i)), rows(truncated, i))
+                           tuple(int(x) for x in rows(lengths, i)), rows(truncated, i), rows(words, i),
+                           rows(reflection, i), rows(steps, i))
             for i, prompt in enumerate(batch.prompts)]
 
 
@@ -120,12 +141,13 @@ class EpisodeTally:
 
 def collect(engine: RolloutEngine, rewarder: Rewarder, prompts: list[Prompt], n: int, sampling: SamplingParams,
             batch_size: int, answer_mode: str | None, outcomes: Counter[str] | None = None,
-            progress: Progress | None = None, episodes: EpisodeTally | None = None) -> list[ProblemSamples]:
+            progress: Progress | None = None, episodes: EpisodeTally | None = None,
+            phrases: Sequence[str] | None = None) -> list[ProblemSamples]:
     """n samples per prompt, scored and reduced; verdict counts are added to `outcomes` when given, each chunk's
-    samples to `progress`, and episodes' tool use to `episodes`."""
+    samples to `progress`, and episodes' tool use to `episodes`; reflection is read with `phrases`."""
     gated, found = gated_names(rewarder), []
     for batch, scored in _scored_chunks(engine, rewarder, prompts, n, sampling, batch_size):
-        found += problem_samples(batch, scored, gated, answer_mode)
+        found += problem_samples(batch, scored, gated, answer_mode, phrases)
         if episodes is not None:
             episodes.add(batch)
         if progress is not None:
@@ -146,12 +168,16 @@ class Summary:
     best_of: dict[int, float]  # k -> best-of-k
     mean_length: float  # tokens per completion
     truncated: float  # share of completions that hit max_new_tokens
+    greedy: float | None = None  # accuracy of the problems' greedy completions; None when any has none
+    per_problem: list[float] = field(default_factory=list)  # each problem's pass rate, in prompt order
+    reasoning: ReasoningSummary = NOT_MEASURED  # think words, reflection and step shares over all samples
 
     def as_json(self) -> dict[str, Any]:
         return {"problems": self.problems, **{f"pass@{k}": v for k, v in self.pass_at.items()},
                 **{f"maj@{k}": v for k, v in self.maj_at.items()},
                 **{f"best_of_{k}": v for k, v in self.best_of.items()},
-                "mean_length": self.mean_length, "truncated": self.truncated}
+                "mean_length": self.mean_length, "truncated": self.truncated, "greedy": self.greedy,
+                **self.reasoning._asdict(), "per_problem_pass@1": self.per_problem}
 
 
 def summarize(samples: Sequence[ProblemSamples], ks: Sequence[int], vote: bool = True) -> Summary:
@@ -161,12 +187,17 @@ def summarize(samples: Sequence[ProblemSamples], ks: Sequence[int], vote: bool =
     mean = lambda values: sum(values) / len(values)  # noqa: E731
     ks = sorted(set(ks))
     lengths = [x for s in samples for x in s.lengths]
+    flat = lambda name: [x for s in samples for x in getattr(s, name)]  # noqa: E731
+    greedy = [s.greedy for s in samples]
     return Summary(
         problems=len(samples),
         pass_at={k: mean([pass_at_k(len(s.correct), sum(s.correct), k) for s in samples]) for k in ks},
         maj_at={k: mean([maj_at_k(s.answers, s.correct, k) for s in samples]) for k in ks} if vote else {},
         best_of={k: mean([best_of_n(s.scores, s.correct, k) for s in samples]) for k in ks},
-        mean_length=mean(lengths), truncated=mean([float(x) for s in samples for x in s.truncated]))
+        mean_length=mean(lengths), truncated=mean([float(x) for s in samples for x in s.truncated]),
+        greedy=None if None in greedy else mean([float(x) for x in greedy]),
+        per_problem=[sum(s.correct) / len(s.correct) for s in samples],
+        reasoning=summarize_reasoning(flat("think_words"), flat("reflection"), flat("steps")))
 
 
 def breakdown(samples: Sequence[ProblemSamples], ks: Sequence[int],
@@ -197,6 +228,7 @@ class EvalResult:
     breakdown: dict[str, dict[str, Summary]] = field(default_factory=dict)
     per_problem: list[float] = field(default_factory=list)  # [P] each problem's pass rate, in prompt order
     episodes: dict[str, float] = field(default_factory=dict)  # multi-turn tasks: EpisodeTally.as_json()
+    reasoning: ReasoningSummary = NOT_MEASURED  # evaluation/reasoning.py's measures over all sampled completions
 
     def as_json(self) -> dict[str, Any]:
         """Flat keys ("pass@1", "pass@4", "maj@4", "best_of_4", "mean_length", "greedy", ...) plus the nested
@@ -207,7 +239,7 @@ class EvalResult:
                 **{f"maj@{k}": v for k, v in self.maj_at_k.items()},
                 **{f"best_of_{k}": v for k, v in self.best_of_k.items()},
                 "mean_length": self.mean_length, "truncated": self.truncated, "greedy": self.greedy,
-                "outcomes": self.outcomes,
+                **self.reasoning._asdict(), "outcomes": self.outcomes,
                 "breakdown": {key: {value: s.as_json() for value, s in values.items()}
                               for key, values in self.breakdown.items()},
                 **{f"episode/{k}": v for k, v in self.episodes.items()},
@@ -227,6 +259,10 @@ class EvalResult:
         parts += [f"maj@{k} {self.maj_at_k[k]:.3f}"] if k in self.maj_at_k else []
         parts += [f"best_of_{k} {self.best_of_k[k]:.3f}"] if k in self.best_of_k else []
         parts += [f"greedy {self.greedy:.3f}"] if self.greedy is not None else []
+        if self.reasoning.think_words is not None:
+            parts.append(f"think {self.reasoning.think_words:.1f} words")
+        if self.reasoning.steps_right is not None:
+            parts.append(f"steps right {self.reasoning.steps_right:.3f}")
         if self.episodes:
             parts.append(f"valid calls {self.episodes['valid_call_share']:.3f} "
                          f"({self.episodes['calls_per_episode']:.2f}/episode)")
@@ -235,12 +271,12 @@ class EvalResult:
 
 def evaluate(engine: RolloutEngine, rewarder: Rewarder, prompts: list[Prompt], config: EvalConfig,
              max_new_tokens: int, ks: Sequence[int] | None = None, answer_mode: str | None = None,
-             progress: ProgressFactory = SILENT) -> EvalResult:
+             progress: ProgressFactory = SILENT, reflection_phrases: Sequence[str] | None = None) -> EvalResult:
     """Sample config.samples completions per prompt (and one greedy when config.greedy) and estimate.
 
     ks: default config.ks; k > n is skipped. answer_mode: how votes are extracted; default the rewarder's math
     verifier's mode (no maj@k when it has none). progress: shows the samples generated (the greedy ones included)
-    as they are scored; default nothing.
+    as they are scored; default nothing. reflection_phrases: default RunConfig's.
     """
     if not prompts:
         raise ValueError("evaluation needs at least one held-out problem")
@@ -252,26 +288,27 @@ def evaluate(engine: RolloutEngine, rewarder: Rewarder, prompts: list[Prompt], c
     sampling = SamplingParams(config.temperature, config.top_p, max_new_tokens)
     with progress("evaluating", len(prompts) * (n + int(config.greedy)), "samples") as bar:
         sampled = collect(engine, rewarder, prompts, n, sampling, config.batch_size, answer_mode, outcomes, bar,
-                          tally)
-        greedy = None
-        if config.greedy:
+                          tally, reflection_phrases)
+        if config.greedy:  # each problem's greedy verdict joins its record, so every breakdown value has its own
             picked = collect(engine, rewarder, prompts, 1, SamplingParams(0.0, 1.0, max_new_tokens),
-                             config.batch_size, None, progress=bar)
-            greedy = sum(s.correct[0] for s in picked) / len(picked)
+                             config.batch_size, None, progress=bar, phrases=reflection_phrases)
+            sampled = [replace(s, greedy=p.correct[0]) for s, p in zip(sampled, picked)]
     whole = summarize(sampled, usable, vote=answer_mode is not None)
     return EvalResult(
         problems=len(prompts), samples_per_problem=n, temperature=config.temperature, pass_at_1=whole.pass_at[1],
-        greedy=greedy, pass_at_k=whole.pass_at, maj_at_k=whole.maj_at, best_of_k=whole.best_of,
+        greedy=whole.greedy, pass_at_k=whole.pass_at, maj_at_k=whole.maj_at, best_of_k=whole.best_of,
         mean_length=whole.mean_length, truncated=whole.truncated, outcomes=dict(sorted(outcomes.items())),
-        breakdown=breakdown(sampled, usable, vote=answer_mode is not None),
-        per_problem=[sum(s.correct) / len(s.correct) for s in sampled], episodes=tally.as_json())
+        breakdown=breakdown(sampled, usable, vote=answer_mode is not None), per_problem=whole.per_problem,
+        episodes=tally.as_json(), reasoning=whole.reasoning)
 
 
 def evaluate_model(config: RunConfig, model_path: str) -> EvalResult:
-    """Evaluate a model (directory, hub id or 'embedded') on config.task's held-out split (config.eval.size
-    problems) with config.eval's sampling and ks and config.rollout.max_new_tokens. Seeded with config.seed.
+    """Evaluate a model (directory, hub id or 'embedded') on config.task's held-out split, or on each of
+    config.eval.sets (config.eval.size problems each; evaluation/sets.py), with config.eval's sampling and ks and
+    config.rollout.max_new_tokens. Seeded with config.seed.
     Progress goes to stderr as logging.progress says (`rlvr eval` prints its JSON on stdout)."""
     from rlvr.agents.wiring import episode_engine, episode_parts, episode_rewarder
+    from rlvr.evaluation.sets import evaluation_prompts
     from rlvr.model.load import load_model, load_tokenizer
     from rlvr.rollout.hf import HFRolloutEngine
     from rlvr.tasks import build_task
@@ -284,11 +321,12 @@ def evaluate_model(config: RunConfig, model_path: str) -> EvalResult:
     task = build_task(config.task)
     episodes = episode_parts(task, config)  # multi-turn tasks: episodes scored with their state (issue 26)
     rewarder = build_rewarder(config) if episodes is None else episode_rewarder(episodes)
+    prompts = evaluation_prompts(config, task)  # eval.sets: every set's task is built, and checked, here
     tokenizer = load_tokenizer(config.model)
     model = load_model(config.model, trainable=False)
     seed_everything(config.seed, python=False)  # torch only, as always (rlvr/seeding.py)
     mode = math_answer_mode(config.task) if "math" in rewarder.components else None
     engine = HFRolloutEngine(model, tokenizer, cuda_graphs=config.rollout.cuda_graphs)
     engine = engine if episodes is None else episode_engine(engine, tokenizer, episodes)
-    return evaluate(engine, rewarder, task.eval_prompts(config.eval.size), config.eval,
-                    config.rollout.max_new_tokens, answer_mode=mode, progress=Reporter.from_config(config.logging))
+    return evaluate(engine, rewarder, prompts, config.eval, config.rollout.max_new_tokens, answer_mode=mode,
+                    progress=Reporter.from_config(config.logging), reflection_phrases=config.reflection_phrases)

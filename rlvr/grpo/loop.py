@@ -22,6 +22,7 @@ from rlvr.distributed.checks import check_supported
 from rlvr.distributed.context import DistContext, from_env, init_distributed, shutdown
 from rlvr.distributed.state import rank_rngs, savable
 from rlvr.evaluation.evaluate import EvalResult, evaluate
+from rlvr.evaluation.sets import evaluation_prompts
 from rlvr.grpo import stages
 from rlvr.grpo.run_plan import start_of_run_lines
 from rlvr.grpo.setup import Run, setup
@@ -35,8 +36,10 @@ from rlvr.training.guards import check_skips
 def run_eval(run: Run, step: int) -> EvalResult:
     c = run.config
     # torchrun: every rank evaluates (under FSDP2 each decode needs all ranks to gather); rank 0 writes.
-    result = evaluate(run.feed.engine, run.rewarder, run.task.eval_prompts(c.eval.size), c.eval,
-                      c.rollout.max_new_tokens, progress=run.logger.progress)
+    # eval.sets: built (and checked) once by setup; otherwise the task's held-out prompts, as `rlvr eval` reads them
+    prompts = run.eval_prompts if run.eval_prompts is not None else evaluation_prompts(c, run.task)
+    result = evaluate(run.feed.engine, run.rewarder, prompts, c.eval, c.rollout.max_new_tokens,
+                      progress=run.logger.progress, reflection_phrases=c.reflection_phrases)
     if run.ranks.is_main:
         with (run.run_dir / "eval.jsonl").open("a") as f:
             f.write(json.dumps({"step": step, **result.as_json()}) + "\n")

@@ -389,11 +389,12 @@ def run_prompt_tokens(task, tokenizer, config: RunConfig) -> int:
     import itertools
 
     from rlvr.config.run import ConfigError
+    from rlvr.evaluation.sets import evaluation_prompts
 
     prompts = list(itertools.islice(task.train_prompts(config.seed), PROMPT_SAMPLE))
     if config.eval.at_end or config.eval.every:
-        try:
-            prompts += task.eval_prompts(min(config.eval.size, config.eval.batch_size))
+        try:  # with eval.sets: the first batch of each set (a harder level may have longer prompts)
+            prompts += evaluation_prompts(config, task, min(config.eval.size, config.eval.batch_size))
         except ConfigError:  # an empty held-out split: the evaluation reports it in its own words
             pass
     return longest_prompt_tokens(tokenizer, prompts)

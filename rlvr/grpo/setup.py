@@ -22,6 +22,7 @@ from rlvr.config.run import ModelConfig, RunConfig
 from rlvr.distributed.checks import seed_rank
 from rlvr.distributed.context import SINGLE, DistContext
 from rlvr.distributed.wrap import WrappedPolicy, distribute_policy
+from rlvr.evaluation.sets import evaluation_prompts
 from rlvr.grpo.backends import build_engine, build_reward_service
 from rlvr.grpo.curriculum import PassRateCurriculum
 from rlvr.grpo.estimators import AdvantageEstimator, TurnCreditEstimator, build_estimator
@@ -91,6 +92,7 @@ class Run:
     service: VerifierPool  # verifier pool (workers or Ray actors), overlapped with the log-prob forwards
     logger: RunLogger
     ranks: DistContext = SINGLE  # torchrun's ranks (issue #11); SINGLE in one process
+    eval_prompts: list[Prompt] | None = None  # eval.sets' prompts (evaluation/sets.py); None = the task's own
 
 
 def setup(config: RunConfig, run_dir: Path, ranks: DistContext = SINGLE) -> Run:
@@ -102,6 +104,9 @@ def setup(config: RunConfig, run_dir: Path, ranks: DistContext = SINGLE) -> Run:
     task = build_task(config.task)
     episodes = episode_parts(task, config)  # None unless the task plays multi-turn episodes (issue 26)
     rewarder = build_rewarder(config) if episodes is None else episode_rewarder(episodes)  # + reward.model_path
+    # eval.sets: each set's task is built here, so a bad set fails before any model (the task's own held-out split is
+    # read at the first evaluation, as before: a run may train before an empty held-out split is reported)
+    eval_prompts = evaluation_prompts(config, task) if config.eval.sets is not None else None
     plan = step_plan(config) if episodes is None else episode_plan(step_plan(episodes.config), rewarder)
     # a missing tensorboard/wandb fails before any model
     sinks = build_sinks(config.logging, config.model_dump(mode="json"), run_dir, writes=ranks.is_main)
@@ -128,7 +133,8 @@ def setup(config: RunConfig, run_dir: Path, ranks: DistContext = SINGLE) -> Run:
         scorer = build_process_reward(config.episode, config.reward, config.model)
         estimator = TurnCreditEstimator(estimator, scorer, config.episode.process_weight,
                                         config.algorithm.std_epsilon)
-    return Run(config, plan, run_dir, models, feed, optim, estimator, task, rewarder, service, logger, ranks)
+    return Run(config, plan, run_dir, models, feed, optim, estimator, task, rewarder, service, logger, ranks,
+               eval_prompts)
 
 
 def reward_service(config: RunConfig, rewarder, episodes: EpisodeParts | None):

@@ -26,12 +26,16 @@ def _phrase_pattern(phrases: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)", re.IGNORECASE)
 
 
+def reflects(text: str, phrases: Sequence[str]) -> bool:
+    """Whether `text` holds one of `phrases` (whole words, any case); False when there are no phrases."""
+    return any(p.strip() for p in phrases) and _phrase_pattern(tuple(phrases)).search(text) is not None
+
+
 def reflection_rate(completions: Sequence[str], phrases: Sequence[str]) -> float:
     """Share of completions containing at least one of `phrases` (0.0 for no completions or no phrases)."""
-    if not completions or not any(p.strip() for p in phrases):
+    if not completions:
         return 0.0
-    pattern = _phrase_pattern(tuple(phrases))
-    return sum(1 for text in completions if pattern.search(text)) / len(completions)
+    return sum(reflects(text, phrases) for text in completions) / len(completions)
 
 
 def tokens_per_second(completion_tokens: int, seconds: float) -> float:

@@ -76,6 +76,12 @@ def _code(task: TaskConfig) -> Verifier:
     return CodeVerifier(mode=task.code_reward_mode, sandbox=sandbox)
 
 
+def _steps(task: TaskConfig) -> Verifier:
+    from rlvr.verifiers.steps import StepsVerifier
+
+    return StepsVerifier()
+
+
 def _reasoning_gym(task: TaskConfig) -> Verifier:
     from rlvr.verifiers.reasoning_gym import ReasoningGymVerifier
 
@@ -93,6 +99,7 @@ VERIFIERS: dict[str, Callable[[TaskConfig], Verifier]] = {
     "tool_call": _tool_call,  # JSON matching the reference's JSON Schema or function signature
     "code": _code,  # unit tests (asserts / stdin-stdout) run in the bubblewrap sandbox; fraction passed
     "reasoning_gym": _reasoning_gym,  # reasoning-gym's own scorer on the last <answer> block (task reasoning_gym)
+    "steps": _steps,  # the arithmetic steps stated in the reasoning all hold (a process reward, issue 27)
 }
 
 

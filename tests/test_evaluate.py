@@ -196,7 +196,8 @@ def test_eval_sets_tag_prompts_with_their_label_in_order():
     assert len({p.id for p in prompts}) == 6
     assert len(prompts[2].messages) < len(prompts[0].messages)  # one_shot off: no solved example turn
     plain = load_config(None, ["eval.size=2"])
-    assert "set" not in evaluation_prompts(plain)[0].columns  # no sets: the task's own prompts, untouched
+    # no sets: the task's own prompts, untouched (arithmetic writes its own "level phrasing" set column)
+    assert evaluation_prompts(plain)[0].columns["set"] == "L1 symbols"
 
 
 def test_a_set_label_replaces_the_tasks_own_set_column(monkeypatch):

@@ -71,6 +71,12 @@ def test_builtin_recipes_resolve_with_their_stages():
     r1 = load_recipe("r1")
     assert [s.kind for s in r1.stages] == ["sft", "grpo", "sample", "sft", "grpo"]  # R1 sec. 2.3, in order
     assert r1.stages[3].data_from == "rejection_sampling" and r1.stages[3].model_from == "reasoning_rl"
+    # issue 27: the data asks for reasoning (levels 1-3 in symbols and words), the evaluation covers every level and
+    # a phrasing never trained on, rejection sampling gates on stated steps, the last RL pass trains on the misses
+    assert r1.stages[0].config.task.train_levels == [1, 2, 3] and r1.stages[0].config.task.phrasing == "mixed"
+    assert {(s["level"], s["phrasing"]) for s in r1.evaluation.eval.sets} >= {(3, "symbols"), (3, "words_new")}
+    assert r1.stages[2].config.task.verifiers["steps"] > 0 and r1.stages[2].config.sample.select == "shortest"
+    assert r1.stages[4].focus_from == "rejection_sampling"
 
 
 def test_overrides_reach_base_one_stage_and_evaluation():

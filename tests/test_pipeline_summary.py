@@ -64,7 +64,7 @@ def test_per_set_tables_pair_each_set_and_mark_a_fall_beyond_noise():
     assert cells[0] == ["0.000 (-0.750 ± 0.500 ▼)", "0.250 (+0.250 ± 0.289)"]
     assert cells[1] == ["0.250", "0.500"]
     assert cells[2] == ["12.5", "0.000", "0.500", "0.750"]
-    assert "steps right: level=3" in text
+    assert "steps right L3" in text and "| level=1 " not in text  # headers shortened: "level=3" -> "L3"
 
 
 def test_one_set_adds_no_per_set_table():

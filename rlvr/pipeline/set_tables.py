@@ -50,6 +50,11 @@ def _markdown(title: str, header: list[str], rows: list[list[str]]) -> str:
     return "\n".join([title, line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)])
 
 
+def short_label(label: str) -> str:
+    """"level=3 phrasing=words_new" -> "L3 words_new": the column headers of the tables stay readable."""
+    return label.replace("level=", "L").replace("phrasing=", "")
+
+
 def _per_set(evaluation: dict[str, Any], label: str) -> dict[str, Any]:
     return ((evaluation.get("breakdown") or {}).get("set") or {}).get(label) or {}
 
@@ -60,6 +65,7 @@ def set_tables(manifest: Manifest) -> list[str]:
     labels = set_labels([evaluation for _, evaluation in models])
     if len(labels) < 2:
         return []
+    heads = [short_label(label) for label in labels]
     accuracy, greedy, reasoning = [], [], []
     previous: dict[str, Any] | None = None
     for name, evaluation in models:
@@ -74,9 +80,9 @@ def set_tables(manifest: Manifest) -> list[str]:
                           *(_num(_per_set(evaluation, label).get("steps_right")) for label in labels)])
         previous = evaluation
     return [_markdown("pass@1 per evaluation set (change against the model before, paired over problems, ± 2 SE; "
-                      "▼ = fell beyond 2 SE)", ["model", *labels], accuracy),
-            _markdown("greedy accuracy per evaluation set", ["model", *labels], greedy),
+                      "▼ = fell beyond 2 SE)", ["model", *heads], accuracy),
+            _markdown("greedy accuracy per evaluation set", ["model", *heads], greedy),
             _markdown("reasoning: mean think words, reflection rate (all sets), and the share of samples whose "
                       "stated intermediate results are all right, per set",
-                      ["model", "think words", "reflection", *(f"steps right: {label}" for label in labels)],
+                      ["model", "think words", "reflection", *(f"steps right {head}" for head in heads)],
                       reasoning)]

@@ -41,6 +41,7 @@ class Fakes:
     def __init__(self, monkeypatch, stop_at: str | None = None):
         self.calls: list[tuple[str, dict]] = []
         self.stop_at = stop_at
+        self.misses = '{"id": "arithmetic-l1/train/7 * 8", "correct": 1, "samples": 2}\n'
         for kind in ("sft", "grpo", "sample"):
             monkeypatch.setitem(runner.STAGE_RUNNERS, kind, self._runner(kind))
 
@@ -54,6 +55,7 @@ class Fakes:
             if kind == "sample":
                 data = directory / "sft_data.jsonl"
                 data.write_text("{}\n")
+                (directory / "misses.jsonl").write_text(self.misses)
                 return StageOutput(True, data=data, result={"rows_kept": 5, "prompts_done": 7})
             (directory / "final").mkdir(exist_ok=True)
             return StageOutput(True, model=directory / "final")
@@ -225,3 +227,14 @@ def test_directory_with_other_files_is_refused(tmp_path, tiny_model_dir, monkeyp
         run_recipe(load_recipe(write_recipe(tmp_path, tiny_model_dir, R1_LIKE)), run_dir,
                    evaluator=fakes.evaluator, say=lambda _: None)
     assert (run_dir / "notes.txt").read_text() == "mine"
+
+
+def test_a_focus_stage_after_a_model_that_missed_nothing_trains_on_the_whole_split(tmp_path, tiny_model_dir,
+                                                                                   monkeypatch):
+    """An empty misses.jsonl (every sampled prompt solved) must not stop the recipe at its last stage."""
+    fakes, lines = Fakes(monkeypatch), []
+    fakes.misses = ""
+    run_recipe(load_recipe(write_recipe(tmp_path, tiny_model_dir, R1_LIKE)), tmp_path / "run",
+               evaluator=fakes.evaluator, say=lines.append)
+    assert dict(fakes.calls)["05-rl2"]["task"]["focus"] is None
+    assert any("lists no missed prompt" in line for line in lines)

@@ -164,7 +164,7 @@ def _advance(recipe: Recipe, manifest: Manifest, record: StageRecord, run_dir: P
              say: Callable[[str], None]) -> bool:
     """Bring one stage to DONE with its evaluation; False when a signal stopped it."""
     if record.status != DONE:
-        config = validate_config(record.config)
+        config = _without_empty_focus(validate_config(record.config), record.name, say)
         directory = Path(record.directory)
         if record.status in (RUNNING, INTERRUPTED) and record.kind in MODEL_KINDS:
             config = _continue_config(config, directory, say)
@@ -195,6 +195,19 @@ def _advance(recipe: Recipe, manifest: Manifest, record: StageRecord, run_dir: P
         manifest.save(run_dir)
         write_summary(manifest, run_dir)
     return True
+
+
+def _without_empty_focus(config: RunConfig, name: str, say: Callable[[str], None]) -> RunConfig:
+    """A stage that trains on an earlier sample stage's misses, when that model solved every sampled prompt: the
+    file lists nothing, so the stage trains on the whole train split (and says so) rather than failing at the end
+    of a long recipe. The same on every attempt, so a resume sees the same config."""
+    focus = config.task.focus
+    if focus is None or not Path(focus).is_file() or Path(focus).read_text(encoding="utf-8").strip():
+        return config
+    say(f"stage {name}: {focus} lists no missed prompt (the sampled model solved every one): training on the whole "
+        "train split")
+    config.task.focus = None
+    return config
 
 
 def _continue_config(config: RunConfig, directory: Path, say: Callable[[str], None]) -> RunConfig:

@@ -310,5 +310,25 @@ SPEED = [
        "tests/test_prefill.py::test_prefill_with_shared_openings_equals_the_whole_contexts"),
 ]
 
+# issue 27: the recipe's data, its gates and its tables
+RECIPE = [
+    _m("a focused stream lets every prompt through", "rlvr/tasks/focus.py",
+       "        if prompt.id in ids:\n            found[prompt.id] = prompt",
+       "        found[prompt.id] = prompt",
+       "tests/test_task_focus.py::test_focused_stream_draws_only_the_listed_prompts_and_all_of_them"),
+    _m("misses keep only prompts with no correct sample", "rlvr/sampling/run.py",
+       "if selection.correct < len(done[prompt.id].candidates):", "if selection.correct == 0:",
+       "tests/test_sampling_run.py::test_misses_list_the_prompts_not_every_sample_solved"),
+    _m("a stated step is never wrong", "rlvr/verifiers/steps.py",
+       "wrong += left != right", "wrong += 0",
+       "tests/test_reasoning_metrics.py::test_check_steps_by_hand"),
+    _m("a fall beyond 2 SE is not marked", "rlvr/pipeline/set_tables.py",
+       'mark = " ▼" if mean + 2 * standard_error < 0 else ""', 'mark = ""',
+       "tests/test_pipeline_summary.py::test_per_set_tables_pair_each_set_and_mark_a_fall_beyond_noise"),
+    _m("generate's shared opening skipped", "rlvr/rollout/hf.py",
+       "split = split_contexts(rows) if len(rows) > 1 else None", "split = None",
+       "tests/test_prefill.py::test_first_turn_prompts_share_their_opening_and_sample_the_same_tokens"),
+]
+
 CATALOGUE: list[Mutation] = (MATH + RESUME + DETERMINISM + RAY + DISTRIBUTED + NOTES + MATH_VERIFIER + CODE_VERIFIER
-                             + AGENTS + SPEED)
+                             + AGENTS + SPEED + RECIPE)

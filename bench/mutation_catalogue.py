@@ -313,7 +313,7 @@ SPEED = [
 # issue 27: the recipe's data, its gates and its tables
 RECIPE = [
     _m("a focused stream lets every prompt through", "rlvr/tasks/focus.py",
-       "        if prompt.id in ids:", "        if True:",
+       "if prompt.id in ids:", "if prompt.id in ids or True:",
        "tests/test_task_focus.py::test_focused_stream_draws_only_the_listed_prompts_and_all_of_them"),
     _m("misses keep only prompts with no correct sample", "rlvr/sampling/run.py",
        "if selection.correct < len(done[prompt.id].candidates):", "if selection.correct == 0:",

@@ -40,8 +40,12 @@ def paired_change(after: dict[str, Any], before: dict[str, Any]) -> str:
     return f"{mean:+.3f} ± {2 * standard_error:.3f}{mark}"
 
 
-def _num(value: Any, spec: str = ".3f") -> str:
+def format_number(value: Any, spec: str = ".3f") -> str:
+    """A table cell: "" for a missing value."""
     return "" if value is None else format(value, spec)
+
+
+_num = format_number
 
 
 def _markdown(title: str, header: list[str], rows: list[list[str]]) -> str:

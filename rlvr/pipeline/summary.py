@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlvr.pipeline.manifest import Manifest
+from rlvr.pipeline.set_tables import format_number as _num
 from rlvr.pipeline.set_tables import paired_change, set_tables
 
 
@@ -41,7 +42,3 @@ def summary_table(manifest: Manifest) -> str:
 def _row(name: str, kind: str, result: dict[str, Any], change: str, maj: str | None, seconds: str) -> list[str]:
     return [name, kind, _num(result.get("pass@1")), change, *([_num(result.get(maj))] if maj else []),
             _num(result.get("mean_length"), ".1f"), seconds]
-
-
-def _num(value: Any, spec: str = ".3f") -> str:
-    return "" if value is None else format(value, spec)

@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 from rlvr.cli.main import main
 from rlvr.config.run import ModelConfig, load_config
 from rlvr.model.load import load_model, load_tokenizer
-from rlvr.sft.batching import micro_batches, pack_rows, pad_rows, row_stream, total_steps
+from rlvr.sft.batching import micro_batches, pack_rows, pad_rows, row_stream, split_rows, total_steps
 from rlvr.sft.data import BadRow, ChatRow, Turn
 from rlvr.sft.masking import encode_row
 from rlvr.sft.step import SFTOutOfMemory, StepSettings, sft_step, target_nll
@@ -149,6 +149,38 @@ def test_padding_free_equals_length_grouped(tokenizer, model):
                             leaking.target_mask, leaking.rows)
     with torch.no_grad():
         assert target_nll(model, leaking).item() != pytest.approx(target_nll(model, pack).item(), rel=1e-4)
+
+
+def test_shared_prefix_layout_cuts_each_row_at_its_first_trained_token(tokenizer):
+    examples = examples_of(tokenizer)[:2]
+    batch = split_rows(examples, pad_id=2)
+    # One token per character, a special token one: row 0 "<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\n"
+    # is 1 + 4 + 1 + 1 + 1 + 1 + 1 + 9 + 1 = 20 prompt tokens, then "b" and <|im_end|> trained (tokens 20-21); row 1's
+    # question "what is 12 + 30?" is 15 characters longer than "a", so its prompt is 20 + 15 = 35 tokens.
+    assert [int(m.sum()) for m in batch.prompt_mask] == [20, 35]
+    assert batch.prompt_ids.shape == (2, 35) and int(batch.prompt_mask[0, :15].sum()) == 0  # left-padded
+    assert tokenizer.decode(batch.completion_ids[0, :2]) == "b<|im_end|>"  # the template's last newline: dropped
+    assert batch.completion_mask.sum(dim=1).tolist() == [2, 13]
+    for row, e in enumerate(examples):  # prompt + completion give back the row up to its last target
+        joined = torch.cat([batch.prompt_ids[row][batch.prompt_mask[row].bool()],
+                            batch.completion_ids[row][batch.completion_mask[row].bool()]])
+        assert torch.equal(joined, e.input_ids[:int(e.target_mask.nonzero()[-1]) + 1])
+
+
+@pytest.mark.parametrize("train_on", ["last_assistant", "assistant"])
+def test_shared_prefix_equals_length_grouped(tokenizer, model, train_on):
+    # train_on=assistant leaves holes in a completion (the one-shot row's second question is context between its
+    # two trained replies): they must be run through the model but not trained on.
+    examples = [encode_row(tokenizer, ChatRow(str(i), i, turns), train_on, 512) for i, turns in enumerate(
+        [(Turn("user", "what is 12 + 30?"), Turn("assistant", "12 + 30 = 42")), ONE_SHOT,
+         (Turn("user", "what is 12 + 3?"), Turn("assistant", "15"))])]  # rows 0 and 2 open alike: shared
+    padded, delta_padded = one_sgd_step(model, examples, micro=3)
+    shared, delta_shared = one_sgd_step(model, examples, micro=3, batching="shared_prefix")
+    assert all(delta.abs().sum() > 0 for key, delta in delta_padded.items() if "embed" not in key)  # it trained
+    assert shared.loss == pytest.approx(padded.loss, rel=1e-5) and shared.tokens == padded.tokens
+    assert shared.input_tokens < padded.input_tokens  # the template's trailing newlines are not run
+    for key in delta_padded:
+        torch.testing.assert_close(delta_shared[key], delta_padded[key], rtol=1e-4, atol=1e-6)
 
 
 def test_non_finite_gradient_skips_the_step(tokenizer, model):

@@ -67,3 +67,17 @@ def test_find_prompts_stops_when_the_split_is_read():
     stream = itertools.cycle([type("P", (), {"id": "a"})(), type("P", (), {"id": "b"})()])
     found, draws = find_prompts(stream, frozenset({"a", "c"}))
     assert [p.id for p in found] == ["a"] and draws == 2 + 20 * 2
+
+
+def test_ids_found_only_in_part_are_said(tmp_path, capsys):
+    # a file half of whose ids belong to another level: the stage trains on the half found, and says how many
+    wanted = level_one_ids(2)
+    path = tmp_path / "misses.jsonl"
+    path.write_text("".join(json.dumps({"id": i}) + "\n" for i in [*wanted, "arithmetic-l2/train/47 + 35"]))
+    drawn = {p.id for p in itertools.islice(build_task(TaskConfig(focus=str(path))).train_prompts(0), 40)}
+    assert drawn == set(wanted)
+    said = capsys.readouterr().err
+    assert "task.focus: 2 of the 3 prompt ids" in said and "1 not found, e.g. 'arithmetic-l2/train/47 + 35'" in said
+    path.write_text("".join(json.dumps({"id": i}) + "\n" for i in wanted))  # all found: nothing said
+    next(build_task(TaskConfig(focus=str(path))).train_prompts(0))
+    assert "task.focus" not in capsys.readouterr().err

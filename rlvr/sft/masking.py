@@ -103,7 +103,7 @@ def encode_row(tokenizer: Any, row: ChatRow, train_on: str, max_length: int) -> 
     ids, mask = token_mask(tokenizer, full, spans)
     if len(ids) > max_length:
         raise BadRow("longer than max_length", f"{len(ids)} tokens > {max_length}")
-    target = torch.tensor(mask, dtype=torch.bool)  # host: an Example; sft/step._to moves batches
+    target = torch.tensor(mask, dtype=torch.bool)  # host: an Example; the micro-batch .to() moves batches
     target[0] = False  # the first token has nothing before it to be predicted from
     if not target.any():
         raise BadRow("no assistant tokens", "the assistant text maps to no token")

@@ -16,8 +16,9 @@ import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
 from rlvr.errors import UserFacingError
+from rlvr.model.logprobs import completion_logprobs
 from rlvr.model.precision import in_compute_dtype
-from rlvr.sft.batching import MicroBatch, micro_batches
+from rlvr.sft.batching import MicroBatch, SplitBatch, micro_batches
 from rlvr.sft.masking import Example
 from rlvr.training.guards import is_out_of_memory
 
@@ -31,7 +32,7 @@ class SFTOutOfMemory(UserFacingError, RuntimeError):
 @dataclass(frozen=True)
 class StepSettings:
     micro_batch_size: int
-    batching: str  # "length_grouped" | "padding_free"
+    batching: str  # a key of rlvr.sft.batching.LAYOUTS
     max_grad_norm: float
     pad_id: int
 
@@ -70,6 +71,19 @@ def target_nll(policy, micro: MicroBatch) -> torch.Tensor:
     return torch.stack(parts).sum()
 
 
+def split_nll(policy, micro: SplitBatch) -> torch.Tensor:
+    """Summed -log p of a SplitBatch's trained tokens (a scalar), through the RL update's packed forward: each row
+    its own prompt, the prompts' common opening run once (rlvr/model/logprobs.py)."""
+    rows = torch.arange(micro.rows, device=micro.prompt_ids.device)
+    logprobs, _ = completion_logprobs(policy, micro.prompt_ids, micro.prompt_mask, rows, micro.completion_ids,
+                                      micro.completion_mask)
+    return -(logprobs * micro.completion_mask).sum()
+
+
+def micro_nll(policy, micro: MicroBatch | SplitBatch) -> torch.Tensor:
+    return split_nll(policy, micro) if isinstance(micro, SplitBatch) else target_nll(policy, micro)
+
+
 def sft_step(policy, examples: list[Example], optimizer: torch.optim.Optimizer, scheduler,
              settings: StepSettings) -> StepStats:
     """Accumulate the step's gradient over micro-batches, clip, step. A non-finite loss or gradient leaves
@@ -78,9 +92,9 @@ def sft_step(policy, examples: list[Example], optimizer: torch.optim.Optimizer, 
     total = sum(e.targets for e in examples)  # the global normaliser
     loss, input_tokens = 0.0, 0
     for micro in micro_batches(examples, settings.micro_batch_size, settings.batching, settings.pad_id):
-        micro = _to(micro, device)
+        micro = micro.to(device)
         try:
-            part = target_nll(policy, micro) / total
+            part = micro_nll(policy, micro) / total
             part.backward()
         except RuntimeError as err:  # torch.OutOfMemoryError is one too
             if not is_out_of_memory(err):
@@ -100,10 +114,3 @@ def sft_step(policy, examples: list[Example], optimizer: torch.optim.Optimizer, 
     optimizer.zero_grad(set_to_none=True)
     return StepStats(loss, float(grad_norm), total, input_tokens, len(examples), float(not finite))
 
-
-def _to(micro: MicroBatch, device: torch.device) -> MicroBatch:
-    if micro.input_ids.device == device:
-        return micro
-    mask = None if micro.attention_mask is None else micro.attention_mask.to(device)
-    return MicroBatch(micro.input_ids.to(device), micro.position_ids.to(device), mask,
-                      micro.target_mask.to(device), micro.rows)

@@ -14,6 +14,7 @@ drawn uniformly with a private RNG: exact on resume, like every train stream.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -94,6 +95,11 @@ class Focused:
             raise ConfigError(f"task.focus: none of the {len(self.ids)} prompt ids in {self.path!r} is a train "
                               f"prompt of task {self.task.name!r} ({draws} draws read; was the file written for "
                               "another task, level or phrasing?)")
+        if len(prompts) < len(self.ids):  # trained on the part found: said, so a stale or mixed file is seen
+            missing = sorted(self.ids - {p.id for p in prompts})
+            print(f"rlvr: task.focus: {len(prompts)} of the {len(self.ids)} prompt ids in {self.path!r} are train "
+                  f"prompts of task {self.task.name!r}; training on those ({len(missing)} not found, e.g. "
+                  f"{missing[0]!r})", file=sys.stderr, flush=True)
         return sample_forever(prompts, seed)
 
     def eval_prompts(self, size: int) -> list[Prompt]:

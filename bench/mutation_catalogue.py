@@ -327,6 +327,17 @@ RECIPE = [
     _m("generate's shared opening skipped", "rlvr/rollout/hf.py",
        "split = split_contexts(rows) if len(rows) > 1 else None", "split = None",
        "tests/test_prefill.py::test_first_turn_prompts_share_their_opening_and_sample_the_same_tokens"),
+    _m("shared_prefix cuts a row one token late (its first target becomes prompt)", "rlvr/sft/batching.py",
+       "firsts = [int(e.target_mask.nonzero()[0]) for e in examples]",
+       "firsts = [int(e.target_mask.nonzero()[0]) + 1 for e in examples]",
+       "tests/test_sft.py::test_shared_prefix_equals_length_grouped"),
+    _m("shared_prefix drops each row's last target", "rlvr/sft/batching.py",
+       "lasts = [int(e.target_mask.nonzero()[-1]) + 1 for e in examples]",
+       "lasts = [int(e.target_mask.nonzero()[-1]) for e in examples]",
+       "tests/test_sft.py::test_shared_prefix_equals_length_grouped"),
+    _m("a focus file found in part is trained on silently", "rlvr/tasks/focus.py",
+       "if len(prompts) < len(self.ids):", "if False:",
+       "tests/test_task_focus.py::test_ids_found_only_in_part_are_said"),
 ]
 
 CATALOGUE: list[Mutation] = (MATH + RESUME + DETERMINISM + RAY + DISTRIBUTED + NOTES + MATH_VERIFIER + CODE_VERIFIER

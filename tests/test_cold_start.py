@@ -249,6 +249,17 @@ def test_train_levels_rows_cover_every_level_with_its_own_derivations():
                                                                                 0, seed=0)
 
 
+def test_level_two_states_its_result_and_level_three_its_steps():
+    # Measured (issue 27 note): SFT on "47 + 35 = 82." reached level-2 pass@1 0.50, on the split form 0.25 and
+    # on the column form 0.15; level 3 keeps its two steps ("First 4 * 5 = 20, then 3 + 20 = 23.").
+    assert arithmetic_derivations("47 + 35", 2)[0] == "47 + 35 = 82."
+    assert arithmetic_derivations("53 - 27", 2)[0] == "53 - 27 = 26."
+    assert arithmetic_derivations("7 * 8", 2)[0] == "7 * 8 = 56."
+    assert arithmetic_derivations("47 + 35", 2)[1] == "47 + 35 = 47 + 30 + 5 = 77 + 5 = 82."  # still an option
+    assert arithmetic_derivations("3 + 4 * 5", 3)[0] == "First 4 * 5 = 20, then 3 + 20 = 23."
+    assert arithmetic_derivations("47 * 6", 3)[0] == "47 * 6 = 40 * 6 + 7 * 6 = 240 + 42 = 282."
+
+
 def test_word_rows_state_the_expression_then_derive_it():
     rows = cold_start_rows(TaskConfig(level=3, phrasing="words"), 60, seed=0)
     task = ArithmeticTask(TaskConfig(level=3, phrasing="words"))

@@ -241,7 +241,8 @@ def test_async_engine_process_and_a_report_of_the_run(tiny_model_dir, tmp_path, 
 
 def test_recipe_r1_runs_sft_grpo_sample_and_evaluations(tiny_model_dir, tmp_path, monkeypatch):
     # a random model is never right: every sample is accepted, so the second SFT stage has rows (as in
-    # test_pipeline_signals.py); the first SFT packs its rows (padding_free), the second pads them
+    # test_pipeline_signals.py); the first SFT packs its rows (padding_free), the second cuts them into prompt and
+    # completion (shared_prefix, the default; length_grouped moves its batch as padding_free does: MicroBatch.to)
     monkeypatch.setattr("rlvr.sampling.run.is_correct", lambda candidate, weights: True)
     monkeypatch.setattr("rlvr.sampling.select.is_correct", lambda candidate, weights: True)
     run_trapped(["recipe", "r1", "--output-dir", str(tmp_path / "r1"), f"model.name_or_path={tiny_model_dir}",

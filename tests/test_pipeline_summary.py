@@ -70,3 +70,33 @@ def test_per_set_tables_pair_each_set_and_mark_a_fall_beyond_noise():
 def test_one_set_adds_no_per_set_table():
     manifest = Manifest(recipe="r1", base_model="m", base_eval=set_eval({"level=1": {"pass@1": 0.5}}), stages=[])
     assert "per evaluation set" not in summary_table(manifest)
+
+
+def test_greedy_per_set_is_paired_too_and_marked_when_it_falls_beyond_noise():
+    """issue 27 item 2 asks the same of greedy accuracy as of pass@1: greedy verdicts (1/0) kept per problem."""
+    base = set_eval({"level=1": {"pass@1": 0.5, "greedy": 1.0, "per_problem_greedy": [1.0, 1.0, 1.0, 1.0]},
+                     "level=3": {"pass@1": 0.0, "greedy": 0.25, "per_problem_greedy": [1.0, 0.0, 0.0, 0.0]}})
+    rl = set_eval({"level=1": {"pass@1": 0.5, "greedy": 0.25, "per_problem_greedy": [0.0, 0.0, 0.0, 1.0]},
+                   "level=3": {"pass@1": 0.0, "greedy": 0.5, "per_problem_greedy": [0.0, 1.0, 1.0, 0.0]}})
+    manifest = Manifest(recipe="r1", base_model="m", base_eval=base, stages=[record("rl", "grpo", rl)])
+    row = [line for line in summary_table(manifest).splitlines() if line.startswith("| rl ")][2]
+    # level=1: d = [-1, -1, -1, 0], mean -0.75, variance (3 x 0.0625 + 0.5625) / 3 = 0.25, SE 0.25 -> "± 0.500",
+    # -0.75 + 0.5 < 0 -> ▼. level=3: d = [-1, 1, 1, 0], mean 0.25, variance (1.5625 + 2 x 0.5625 + 0.0625) / 3 =
+    # 0.91667, SE sqrt(0.91667 / 4) = 0.47871 -> 0.957, no mark
+    assert [c.strip() for c in row.split("|")[2:-1]] == ["0.250 (-0.750 ± 0.500 ▼)", "0.500 (+0.250 ± 0.957)"]
+
+
+def test_evaluation_keeps_each_problems_greedy_verdict():
+    from rlvr.evaluation.evaluate import summarize
+
+    class Samples:  # the fields summarize reads of a ProblemSamples
+        def __init__(self, correct, greedy):
+            self.correct, self.greedy, self.answers = [bool(c) for c in correct], greedy, ["1"] * len(correct)
+            self.scores = correct
+            self.lengths, self.truncated = [3] * len(correct), [False] * len(correct)
+            self.think_words, self.reflection, self.steps = [], [], []
+
+    summary = summarize([Samples([1.0, 0.0], True), Samples([0.0, 0.0], False), Samples([1.0, 1.0], True)], [1])
+    assert summary.per_problem_greedy == [1.0, 0.0, 1.0] and summary.greedy == 2 / 3
+    assert summary.as_json()["per_problem_greedy"] == [1.0, 0.0, 1.0]
+    assert summarize([Samples([1.0], None)], [1]).per_problem_greedy == []  # no greedy run: nothing to pair

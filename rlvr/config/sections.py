@@ -50,10 +50,11 @@ class SFTConfig(_Section):
     epochs: int = Field(2, ge=1, description="passes over the data")
     batch_size: int = Field(16, ge=1, description="sequences per optimizer step")
     max_length: int = Field(1024, ge=8, description="tokens per example; longer rows are skipped and counted")
-    batching: Literal["length_grouped", "padding_free", "shared_prefix"] = Field(
-        "length_grouped", description="length_grouped: micro-batches of similar length (little padding); "
-                                      "padding_free: rows packed into one sequence with per-row positions; "
-                                      "shared_prefix: packed as the RL update, the rows' common prompt opening once")
+    batching: Literal["shared_prefix", "length_grouped", "padding_free"] = Field(
+        "shared_prefix", description="shared_prefix: packed as the RL update, the rows' common prompt opening once "
+                                     "(0.73x length_grouped's time, bench/sft_layouts.py); length_grouped: "
+                                     "micro-batches of similar length (little padding); padding_free: rows packed "
+                                     "into one sequence with per-row positions")
     bad_rows: Literal["skip", "error"] = Field("skip", description="no usable assistant turn: skip+count it, or stop")
     cold_start_size: int = Field(0, ge=0, description="cold_start rows to generate (0 = one per train problem)")
 

@@ -171,13 +171,15 @@ class Summary:
     greedy: float | None = None  # accuracy of the problems' greedy completions; None when any has none
     per_problem: list[float] = field(default_factory=list)  # each problem's pass rate, in prompt order
     reasoning: ReasoningSummary = NOT_MEASURED  # think words, reflection and step shares over all samples
+    per_problem_greedy: list[float] = field(default_factory=list)  # each problem's greedy verdict (1/0); [] without
 
     def as_json(self) -> dict[str, Any]:
         return {"problems": self.problems, **{f"pass@{k}": v for k, v in self.pass_at.items()},
                 **{f"maj@{k}": v for k, v in self.maj_at.items()},
                 **{f"best_of_{k}": v for k, v in self.best_of.items()},
                 "mean_length": self.mean_length, "truncated": self.truncated, "greedy": self.greedy,
-                **self.reasoning._asdict(), "per_problem_pass@1": self.per_problem}
+                **self.reasoning._asdict(), "per_problem_pass@1": self.per_problem,
+                "per_problem_greedy": self.per_problem_greedy}  # paired greedy changes (issue 27, item 2)
 
 
 def summarize(samples: Sequence[ProblemSamples], ks: Sequence[int], vote: bool = True) -> Summary:
@@ -197,7 +199,8 @@ def summarize(samples: Sequence[ProblemSamples], ks: Sequence[int], vote: bool =
         mean_length=mean(lengths), truncated=mean([float(x) for s in samples for x in s.truncated]),
         greedy=None if None in greedy else mean([float(x) for x in greedy]),
         per_problem=[sum(s.correct) / len(s.correct) for s in samples],
-        reasoning=summarize_reasoning(flat("think_words"), flat("reflection"), flat("steps")))
+        reasoning=summarize_reasoning(flat("think_words"), flat("reflection"), flat("steps")),
+        per_problem_greedy=[] if None in greedy else [float(x) for x in greedy])
 
 
 def breakdown(samples: Sequence[ProblemSamples], ks: Sequence[int],
@@ -229,6 +232,7 @@ class EvalResult:
     per_problem: list[float] = field(default_factory=list)  # [P] each problem's pass rate, in prompt order
     episodes: dict[str, float] = field(default_factory=dict)  # multi-turn tasks: EpisodeTally.as_json()
     reasoning: ReasoningSummary = NOT_MEASURED  # evaluation/reasoning.py's measures over all sampled completions
+    per_problem_greedy: list[float] = field(default_factory=list)  # [P] each problem's greedy verdict; [] without
 
     def as_json(self) -> dict[str, Any]:
         """Flat keys ("pass@1", "pass@4", "maj@4", "best_of_4", "mean_length", "greedy", ...) plus the nested
@@ -243,7 +247,8 @@ class EvalResult:
                 "breakdown": {key: {value: s.as_json() for value, s in values.items()}
                               for key, values in self.breakdown.items()},
                 **{f"episode/{k}": v for k, v in self.episodes.items()},
-                "per_problem_pass@1": self.per_problem}  # for paired comparisons between models
+                "per_problem_pass@1": self.per_problem,  # for paired comparisons between models
+                "per_problem_greedy": self.per_problem_greedy}
 
     def metrics(self, prefix: str = "eval/") -> dict[str, float]:
         """The flat numbers only, prefixed ("eval/pass@1", ...): a plot-ready row for metrics.jsonl."""
@@ -299,7 +304,7 @@ def evaluate(engine: RolloutEngine, rewarder: Rewarder, prompts: list[Prompt], c
         greedy=whole.greedy, pass_at_k=whole.pass_at, maj_at_k=whole.maj_at, best_of_k=whole.best_of,
         mean_length=whole.mean_length, truncated=whole.truncated, outcomes=dict(sorted(outcomes.items())),
         breakdown=breakdown(sampled, usable, vote=answer_mode is not None), per_problem=whole.per_problem,
-        episodes=tally.as_json(), reasoning=whole.reasoning)
+        episodes=tally.as_json(), reasoning=whole.reasoning, per_problem_greedy=whole.per_problem_greedy)
 
 
 def evaluate_model(config: RunConfig, model_path: str) -> EvalResult:

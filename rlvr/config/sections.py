@@ -31,6 +31,14 @@ class EvalConfig(_Section):
         None, min_length=1, description="evaluate several task variants, each a partial task override (e.g. "
         "[{level: 2}, {level: 3}]): eval.size held-out prompts of each, reported per set (breakdown 'set'); "
         "None = task's own held-out prompts")
+    offset: int = Field(0, ge=0, description="skip the first N held-out prompts (of each set): a second look on "
+                                             "problems an earlier evaluation did not use")
+    # issue 27: with 5 sets x 2 measures x 4 stages, one fall beyond 2 SE is expected by chance alone (each is a
+    # ~2.3% one-sided test); a fall is only believed when it holds on problems the first look did not use
+    recheck_size: int = Field(0, ge=0, description="recipes: when a stage's pass@1 or greedy accuracy on a set falls "
+                              "beyond 2 SE, both models are evaluated again on this many further held-out problems "
+                              "of that set (after the first eval.size) and the summary says whether the fall holds; "
+                              "0 = off")
 
 
 class SFTConfig(_Section):

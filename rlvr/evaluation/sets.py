@@ -34,17 +34,17 @@ def set_task_config(task: TaskConfig, entry: dict[str, Any]) -> TaskConfig:
 
 def evaluation_prompts(config: RunConfig, task: Task | None = None, size: int | None = None) -> list[Prompt]:
     """Without eval.sets: the first `size` (default eval.size) held-out prompts of `task` (built from config.task
-    when not given). With them: the first `size` of each set's, set after set, each tagged with its set's label
-    (replacing a "set" column the task itself wrote: the label is always the set's). Two sets that yield the same
-    prompt id (the same level twice) are a ConfigError: their results could not be told apart."""
-    size = config.eval.size if size is None else size
+    when not given) after the first eval.offset. With them: the same of each set's, set after set, each tagged with
+    its set's label (replacing a "set" column the task itself wrote: the label is always the set's). Two sets that
+    yield the same prompt id (the same level twice) are a ConfigError: their results could not be told apart."""
+    size, skip = (config.eval.size if size is None else size), config.eval.offset
     if config.eval.sets is None:
-        return (task if task is not None else build_task(config.task)).eval_prompts(size)
+        return (task if task is not None else build_task(config.task)).eval_prompts(skip + size)[skip:]
     prompts: list[Prompt] = []
     owner: dict[str, int] = {}  # prompt id -> index of the set that holds it
     for i, entry in enumerate(config.eval.sets):
         label = set_label(entry)
-        for prompt in build_task(set_task_config(config.task, entry)).eval_prompts(size):
+        for prompt in build_task(set_task_config(config.task, entry)).eval_prompts(skip + size)[skip:]:
             if prompt.id in owner:
                 raise ConfigError(f"eval.sets[{i}] ({label}) holds prompt {prompt.id!r}, as eval.sets["
                                   f"{owner[prompt.id]}] does: each set must hold other problems (is a level or "

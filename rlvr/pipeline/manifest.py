@@ -31,6 +31,9 @@ class StageRecord:
     seconds: float = 0.0  # wall time spent in the stage, summed over interrupted attempts
     eval_seconds: float = 0.0  # wall time of its evaluation
     attempts: int = 0
+    # set label -> {"first": {measure: change}, "before": ..., "after": ...}: falls re-checked (pipeline/recheck.py)
+    recheck: dict[str, Any] = field(default_factory=dict)
+    recheck_seconds: float = 0.0  # wall time of the rechecks (counted with the evaluations)
 
 
 @dataclass

@@ -20,6 +20,7 @@ from rlvr.checkpoint.store import latest_good
 from rlvr.config.run import ConfigError, RunConfig, dump_config, validate_config
 from rlvr.pipeline import checks
 from rlvr.pipeline.manifest import DONE, INTERRUPTED, PENDING, RUNNING, Manifest, StageRecord, load_manifest
+from rlvr.pipeline.recheck import recheck_falls
 from rlvr.pipeline.spec import MODEL_KINDS, Recipe
 from rlvr.pipeline.summary import summary_table
 from rlvr.sampling.run import MISSES
@@ -194,7 +195,26 @@ def _advance(recipe: Recipe, manifest: Manifest, record: StageRecord, run_dir: P
         record.eval_seconds = round(time.monotonic() - started, 1)
         manifest.save(run_dir)
         write_summary(manifest, run_dir)
+    if record.kind in MODEL_KINDS and recipe.evaluation.eval.recheck_size:
+        started, done = time.monotonic(), len(record.recheck)
+        recheck_falls(recipe.evaluation, record, _model_before(recipe, manifest, record), evaluator,
+                      lambda: manifest.save(run_dir), say)
+        if len(record.recheck) > done:
+            record.recheck_seconds += round(time.monotonic() - started, 1)
+            manifest.save(run_dir)
+            write_summary(manifest, run_dir)
     return True
+
+
+def _model_before(recipe: Recipe, manifest: Manifest, record: StageRecord) -> tuple[str, dict[str, Any],
+                                                                                       dict[str, Any]]:
+    """(model, evaluation, rechecks) of the model the tables compare `record`'s with: the evaluated model stage
+    before it, else the base model."""
+    earlier = manifest.stages[:manifest.stages.index(record)]
+    for stage in reversed(earlier):
+        if stage.kind in MODEL_KINDS and stage.eval is not None and stage.model:
+            return stage.model, stage.eval, stage.recheck
+    return recipe.base_model, manifest.base_eval or {}, {}
 
 
 def _without_empty_focus(config: RunConfig, name: str, say: Callable[[str], None]) -> RunConfig:

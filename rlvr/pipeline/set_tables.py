@@ -32,14 +32,27 @@ def set_labels(evaluations: Sequence[dict[str, Any]]) -> list[str]:
     return []
 
 
+def _difference(after: dict[str, Any], before: dict[str, Any], key: str) -> tuple[float, float] | None:
+    a, b = after.get(key), before.get(key)
+    if not a or not b or len(a) != len(b) or len(a) < 2:
+        return None
+    return paired_difference(a, b)
+
+
+def fell(after: dict[str, Any], before: dict[str, Any], key: str = PER_PROBLEM) -> bool:
+    """The paired change fell by more than 2 SE (False without per-problem data)."""
+    found = _difference(after, before, key)
+    return found is not None and found[0] + 2 * found[1] < 0
+
+
 def paired_change(after: dict[str, Any], before: dict[str, Any], key: str = PER_PROBLEM) -> str:
     """"+0.178 ± 0.061" (paired over problems, 2 SE), with ▼ when the fall exceeds 2 SE; "" without data. `key`:
     the per-problem list compared (pass rates, or PER_PROBLEM_GREEDY's 1/0 verdicts)."""
-    a, b = after.get(key), before.get(key)
-    if not a or not b or len(a) != len(b) or len(a) < 2:
+    found = _difference(after, before, key)
+    if found is None:
         return ""
-    mean, standard_error = paired_difference(a, b)
-    mark = " ▼" if mean + 2 * standard_error < 0 else ""
+    mean, standard_error = found
+    mark = " ▼" if fell(after, before, key) else ""
     return f"{mean:+.3f} ± {2 * standard_error:.3f}{mark}"
 
 
@@ -51,7 +64,7 @@ def format_number(value: Any, spec: str = ".3f") -> str:
 _num = format_number
 
 
-def _markdown(title: str, header: list[str], rows: list[list[str]]) -> str:
+def markdown(title: str, header: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     line = lambda cells: "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
     return "\n".join([title, line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)])
@@ -62,15 +75,15 @@ def short_label(label: str) -> str:
     return label.replace("level=", "L").replace("phrasing=", "")
 
 
-def _per_set(evaluation: dict[str, Any], label: str) -> dict[str, Any]:
+def per_set(evaluation: dict[str, Any], label: str) -> dict[str, Any]:
     return ((evaluation.get("breakdown") or {}).get("set") or {}).get(label) or {}
 
 
 def _with_change(evaluation: dict[str, Any], previous: dict[str, Any] | None, label: str, value: str,
                  per_problem: str) -> str:
     """"0.667 (+0.533 ± 0.159)": one set's `value` and its paired change against the model before."""
-    now = _per_set(evaluation, label)
-    change = paired_change(now, _per_set(previous, label), per_problem) if previous is not None else ""
+    now = per_set(evaluation, label)
+    change = paired_change(now, per_set(previous, label), per_problem) if previous is not None else ""
     return _num(now.get(value)) + (f" ({change})" if change else "")
 
 
@@ -88,12 +101,12 @@ def set_tables(manifest: Manifest) -> list[str]:
         greedy.append([name, *(_with_change(evaluation, previous, label, "greedy", PER_PROBLEM_GREEDY)
                                for label in labels)])
         reasoning.append([name, _num(evaluation.get("think_words"), ".1f"), _num(evaluation.get("reflection_rate")),
-                          *(_num(_per_set(evaluation, label).get("steps_right")) for label in labels)])
+                          *(_num(per_set(evaluation, label).get("steps_right")) for label in labels)])
         previous = evaluation
-    return [_markdown("pass@1 per evaluation set (change against the model before, paired over problems, ± 2 SE; "
+    return [markdown("pass@1 per evaluation set (change against the model before, paired over problems, ± 2 SE; "
                       "▼ = fell beyond 2 SE)", ["model", *heads], accuracy),
-            _markdown("greedy accuracy per evaluation set (change as above)", ["model", *heads], greedy),
-            _markdown("reasoning: mean think words, reflection rate (all sets), and the share of samples whose "
+            markdown("greedy accuracy per evaluation set (change as above)", ["model", *heads], greedy),
+            markdown("reasoning: mean think words, reflection rate (all sets), and the share of samples whose "
                       "stated intermediate results are all right, per set",
                       ["model", "think words", "reflection", *(f"steps right {head}" for head in heads)],
                       reasoning)]

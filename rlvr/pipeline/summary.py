@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlvr.pipeline.manifest import Manifest
+from rlvr.pipeline.recheck import recheck_table
 from rlvr.pipeline.set_tables import format_number as _num
 from rlvr.pipeline.set_tables import paired_change, set_tables
 
@@ -31,12 +32,14 @@ def summary_table(manifest: Manifest) -> str:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     line = lambda cells: "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
     stages = sum(s.seconds for s in manifest.stages)
-    evaluations = manifest.base_eval_seconds + sum(s.eval_seconds for s in manifest.stages)
+    rechecks = sum(s.recheck_seconds for s in manifest.stages)
+    evaluations = manifest.base_eval_seconds + sum(s.eval_seconds for s in manifest.stages) + rechecks
+    of_which = f" (re-checks of falls {rechecks / 60:.1f})" if rechecks else ""
     return "\n\n".join(["\n".join([
         f"recipe {manifest.recipe}: held-out evaluation after each stage (change: pass@1 against the model before, "
         f"paired over problems)", line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|",
-        *map(line, rows), f"time: stages {stages / 60:.1f} min + evaluations {evaluations / 60:.1f} min "
-        f"= {(stages + evaluations) / 60:.1f} min"]), *set_tables(manifest)])
+        *map(line, rows), f"time: stages {stages / 60:.1f} min + evaluations {evaluations / 60:.1f} min{of_which} "
+        f"= {(stages + evaluations) / 60:.1f} min"]), *set_tables(manifest), *recheck_table(manifest.stages)])
 
 
 def _row(name: str, kind: str, result: dict[str, Any], change: str, maj: str | None, seconds: str) -> list[str]:

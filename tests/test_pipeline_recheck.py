@@ -1,0 +1,108 @@
+"""A second look at every fall (rlvr/pipeline/recheck.py, issue 27): a stage whose pass@1 on a set falls beyond 2 SE
+is measured again, with the model before it, on held-out problems the first evaluation did not use, and the summary
+says whether the fall holds. The stage commands and the evaluator are fakes (test_pipeline.py's), so the numbers
+below are chosen by hand; the real evaluation's offset is tested on the arithmetic task itself."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rlvr.config.run import load_config
+from rlvr.evaluation.sets import evaluation_prompts, set_label
+from rlvr.pipeline.manifest import load_manifest
+from rlvr.pipeline.runner import run_recipe
+from rlvr.pipeline.spec import load_recipe
+from test_pipeline import Fakes, write_recipe
+
+L1, L2 = "level=1", "level=2"
+# per-problem pass rates (4 problems a look): (model, look, set) -> list
+FIRST, SECOND = "first", "recheck"
+RATES = {
+    ("base", FIRST, L1): [1, 1, 1, 1], ("base", FIRST, L2): [0, 0, 0, 0],
+    ("cold", FIRST, L1): [0, 0, 0, 0], ("cold", FIRST, L2): [1, 1, 1, 1],  # L1: -1 +- 0, a fall
+    ("rl", FIRST, L1): [0, 0, 0, 0], ("rl", FIRST, L2): [.5, .5, .5, .5],  # L2: -0.5 +- 0 against cold, a fall
+    ("rl2", FIRST, L1): [0, 0, 0, 0], ("rl2", FIRST, L2): [0, 0, 0, 0],  # L2: -0.5 +- 0 against rl, a fall
+    # second look: cold - base on L1: d = [0, 0, 0, -0.5], mean -0.125, sample variance (3 x 0.125^2 + 0.375^2) / 3
+    # = 0.0625, SE 0.25 / 2 = 0.125: -0.125 + 2 x 0.125 > 0, noise
+    ("base", SECOND, L1): [1, 1, 1, 1], ("cold", SECOND, L1): [1, 1, 1, .5],
+    ("cold", SECOND, L2): [1, 1, 1, 1], ("rl", SECOND, L2): [1, 1, 1, 1],  # rl - cold: 0 +- 0, noise
+    ("rl2", SECOND, L2): [0, 0, 0, 0],  # rl2 - rl: -1 +- 0, the fall holds
+}
+
+
+class Evaluator:
+    def __init__(self):
+        self.rechecks: list[tuple[str, int, int, list[str]]] = []  # (model, offset, size, sets) of each second look
+
+    def __call__(self, config, model: str) -> dict:
+        name = Path(model).parent.name.split("-", 1)[-1] if Path(model).name == "final" else "base"
+        look = SECOND if config.eval.offset else FIRST
+        labels = [set_label(entry) for entry in config.eval.sets]
+        if look == SECOND:
+            self.rechecks.append((name, config.eval.offset, config.eval.size, labels))
+        per_set = {label: {"pass@1": sum(RATES[(name, look, label)]) / 4,
+                           "per_problem_pass@1": [float(x) for x in RATES[(name, look, label)]]}
+                   for label in labels}
+        return {"pass@1": 0.5, "mean_length": 9.0, "breakdown": {"set": per_set}}
+
+
+def recipe(tmp_path: Path, model: Path, recheck_size: int) -> str:
+    stages = [{"name": "cold", "kind": "sft", "config": {"sft": {"data": "cold_start"}}},
+              {"name": "rl", "kind": "grpo"}, {"name": "rl2", "kind": "grpo"}]
+    path = write_recipe(tmp_path, model, stages)
+    text = Path(path).read_text().replace(
+        "  eval:\n", f"  eval:\n    recheck_size: {recheck_size}\n    sets:\n    - level: 1\n    - level: 2\n", 1)
+    Path(path).write_text(text)
+    return path
+
+
+def test_each_fall_is_rechecked_on_further_problems_and_the_summary_says_if_it_holds(tmp_path, tiny_model_dir,
+                                                                                      monkeypatch):
+    Fakes(monkeypatch)
+    evaluate, lines = Evaluator(), []
+    run_dir = tmp_path / "run"
+    manifest = run_recipe(load_recipe(recipe(tmp_path, tiny_model_dir, 4)), run_dir, evaluator=evaluate,
+                          say=lines.append)
+    # the problems after the first look's 3 (write_recipe's eval.size), one set each; rl, re-checked on L2 as the
+    # stage after cold, is reused as rl2's model-before instead of being evaluated again
+    assert evaluate.rechecks == [("base", 3, 4, [L1]), ("cold", 3, 4, [L1]), ("cold", 3, 4, [L2]),
+                                 ("rl", 3, 4, [L2]), ("rl2", 3, 4, [L2])]
+    verdicts = {(row[0], row[1]): row[-1] for row in _rows(manifest_summary(run_dir), "falls beyond")}
+    assert verdicts == {("cold", "L1"): "not beyond noise", ("rl", "L2"): "not beyond noise",
+                        ("rl2", "L2"): "holds"}
+    assert any("pass@1 on L1 fell beyond 2 SE; re-checking both models on 4 further" in line for line in lines)
+    assert manifest.stage("rl2").recheck[L2]["first"] == {"pass@1": "-0.500 ± 0.000 ▼"}
+    assert all(manifest.stage(s).recheck_seconds >= 0 for s in ("cold", "rl", "rl2"))
+    run_recipe(load_recipe(recipe(tmp_path, tiny_model_dir, 4)), run_dir, evaluator=evaluate, say=lambda _: None)
+    assert len(evaluate.rechecks) == 5  # a re-run keeps the rechecks it has
+
+
+def test_without_recheck_size_a_fall_is_only_marked(tmp_path, tiny_model_dir, monkeypatch):
+    Fakes(monkeypatch)
+    evaluate = Evaluator()
+    run_recipe(load_recipe(recipe(tmp_path, tiny_model_dir, 0)), tmp_path / "run", evaluator=evaluate,
+               say=lambda _: None)
+    summary = manifest_summary(tmp_path / "run")
+    assert evaluate.rechecks == [] and "▼" in summary and "re-checked" not in summary
+    assert load_manifest(tmp_path / "run").stage("cold").recheck == {}
+
+
+@pytest.mark.parametrize("sets", [None, [{"level": 2}, {"level": 3}]])
+def test_eval_offset_takes_the_held_out_problems_after_the_first(sets):
+    config = load_config(None, ["task.level=2", "eval.size=6"])
+    config.eval.sets = sets
+    six = [p.id for p in evaluation_prompts(config)]  # per set when sets are given, set after set
+    config.eval.offset, config.eval.size = 2, 4
+    later = [p.id for p in evaluation_prompts(config)]
+    expected = six[2:6] if sets is None else six[2:6] + six[8:12]
+    assert later == expected and len(set(six)) == len(six)
+
+
+def manifest_summary(run_dir: Path) -> str:
+    return (run_dir / "summary.md").read_text(encoding="utf-8")
+
+
+def _rows(text: str, title: str) -> list[list[str]]:
+    block = text.split(title, 1)[1].split("\n\n", 1)[0]
+    return [[c.strip() for c in line.split("|")[1:-1]] for line in block.splitlines()[2:] if line.startswith("| ")]

@@ -356,6 +356,20 @@ RECIPE = [
     _m("a focus file found in part is trained on silently", "rlvr/tasks/focus.py",
        "if len(prompts) < len(self.ids):", "if False:",
        "tests/test_task_focus.py::test_ids_found_only_in_part_are_said"),
+    _m("a recheck looks at the first look's problems again", "rlvr/pipeline/recheck.py",
+       "config.eval.offset += config.eval.size", "config.eval.offset += 0",
+       "tests/test_pipeline_recheck.py::test_each_fall_is_rechecked_on_further_problems_and_the_summary_says_if_it_holds"),
+    _m("eval.offset is ignored", "rlvr/evaluation/sets.py",
+       "for prompt in build_task(set_task_config(config.task, entry)).eval_prompts(skip + size)[skip:]:",
+       "for prompt in build_task(set_task_config(config.task, entry)).eval_prompts(size):",
+       "tests/test_pipeline_recheck.py::test_eval_offset_takes_the_held_out_problems_after_the_first"),
+    _m("every recheck holds", "rlvr/pipeline/recheck.py",
+       '"holds" if fell(after, before, key) else "not beyond noise"])', '"holds"])',
+       "tests/test_pipeline_recheck.py::test_each_fall_is_rechecked_on_further_problems_and_the_summary_says_if_it_holds"),
+    _m("the model before is re-evaluated instead of reused", "rlvr/pipeline/recheck.py",
+       'earlier = before_rechecks.get(label, {}).get("after")  # the model before, on these very problems',
+       "earlier = None",
+       "tests/test_pipeline_recheck.py::test_each_fall_is_rechecked_on_further_problems_and_the_summary_says_if_it_holds"),
 ]
 
 CATALOGUE: list[Mutation] = (MATH + RESUME + DETERMINISM + RAY + DISTRIBUTED + NOTES + MATH_VERIFIER + CODE_VERIFIER

@@ -79,6 +79,7 @@ def test_builtin_recipes_resolve_with_their_stages():
     assert {(s["level"], s["phrasing"]) for s in r1.evaluation.eval.sets} >= {(3, "symbols"), (3, "words_new")}
     assert r1.stages[2].config.task.verifiers["steps"] > 0 and r1.stages[2].config.sample.select == "shortest"
     assert r1.stages[4].focus_from == "rejection_sampling"
+    assert r1.evaluation.eval.recheck_size >= 100  # a fall beyond 2 SE is looked at again (README, recheck.py)
 
 
 def test_overrides_reach_base_one_stage_and_evaluation():

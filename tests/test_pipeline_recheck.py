@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from rlvr.config.run import load_config
 from rlvr.evaluation.sets import evaluation_prompts, set_label
@@ -32,12 +33,13 @@ RATES = {
 
 
 class Evaluator:
-    def __init__(self):
+    def __init__(self, first_offset: int = 0):
+        self.first_offset = first_offset  # the recipe's own eval.offset: a look past it is a recheck
         self.rechecks: list[tuple[str, int, int, list[str]]] = []  # (model, offset, size, sets) of each second look
 
     def __call__(self, config, model: str) -> dict:
         name = Path(model).parent.name.split("-", 1)[-1] if Path(model).name == "final" else "base"
-        look = SECOND if config.eval.offset else FIRST
+        look = SECOND if config.eval.offset > self.first_offset else FIRST
         labels = [set_label(entry) for entry in config.eval.sets]
         if look == SECOND:
             self.rechecks.append((name, config.eval.offset, config.eval.size, labels))
@@ -47,14 +49,14 @@ class Evaluator:
         return {"pass@1": 0.5, "mean_length": 9.0, "breakdown": {"set": per_set}}
 
 
-def recipe(tmp_path: Path, model: Path, recheck_size: int) -> str:
+def recipe(tmp_path: Path, model: Path, recheck_size: int, offset: int = 0) -> str:
     stages = [{"name": "cold", "kind": "sft", "config": {"sft": {"data": "cold_start"}}},
               {"name": "rl", "kind": "grpo"}, {"name": "rl2", "kind": "grpo"}]
-    path = write_recipe(tmp_path, model, stages)
-    text = Path(path).read_text().replace(
-        "  eval:\n", f"  eval:\n    recheck_size: {recheck_size}\n    sets:\n    - level: 1\n    - level: 2\n", 1)
-    Path(path).write_text(text)
-    return path
+    path = Path(write_recipe(tmp_path, model, stages))
+    data = yaml.safe_load(path.read_text())
+    data["evaluation"]["eval"].update(offset=offset, recheck_size=recheck_size, sets=[{"level": 1}, {"level": 2}])
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
 
 
 def test_each_fall_is_rechecked_on_further_problems_and_the_summary_says_if_it_holds(tmp_path, tiny_model_dir,
@@ -86,6 +88,20 @@ def test_without_recheck_size_a_fall_is_only_marked(tmp_path, tiny_model_dir, mo
     summary = manifest_summary(tmp_path / "run")
     assert evaluate.rechecks == [] and "▼" in summary and "re-checked" not in summary
     assert load_manifest(tmp_path / "run").stage("cold").recheck == {}
+
+
+def test_a_set_with_no_further_held_out_problems_is_said_not_rechecked(tmp_path, tiny_model_dir, monkeypatch):
+    # level 1 holds 200 held-out problems (rlvr/tasks/arithmetic.py): the first look takes 198-200, none are left;
+    # level 2 holds 3034
+    Fakes(monkeypatch)
+    evaluate, lines = Evaluator(first_offset=197), []
+    run_recipe(load_recipe(recipe(tmp_path, tiny_model_dir, 4, offset=197)), tmp_path / "run", evaluator=evaluate,
+               say=lines.append)
+    assert ("cold", 200, 4, [L1]) not in evaluate.rechecks and ("rl", 200, 4, [L2]) in evaluate.rechecks
+    verdicts = {(row[0], row[1]): row[-1] for row in _rows(manifest_summary(tmp_path / "run"), "falls beyond")}
+    assert verdicts[("cold", "L1")] == "not re-checked: no further held-out problems"
+    assert verdicts[("rl2", "L2")] == "holds"
+    assert any("L1 has no held-out problems after the first 200; not re-checked" in line for line in lines)
 
 
 @pytest.mark.parametrize("sets", [None, [{"level": 2}, {"level": 3}]])

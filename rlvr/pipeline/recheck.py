@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from rlvr.config.run import RunConfig
-from rlvr.evaluation.sets import set_label
+from rlvr.evaluation.sets import evaluation_prompts, set_label
 from rlvr.pipeline.manifest import StageRecord
 from rlvr.pipeline.set_tables import (
     PER_PROBLEM,
@@ -65,11 +65,18 @@ def recheck_falls(evaluation: RunConfig, record: StageRecord, before: tuple[str,
             f"both models on {size} further held-out problems")
         first = {m: paired_change(per_set(record.eval, label), per_set(before_eval, label), MEASURES[m])
                  for m in measures}
+        after_config = recheck_config(evaluation, entries[label], record.model)
+        if not evaluation_prompts(after_config):  # a small held-out split, used up by the first look
+            say(f"stage {record.name}: {short_label(label)} has no held-out problems after the first "
+                f"{after_config.eval.offset}; not re-checked")
+            record.recheck[label] = {"first": first, "before": {}, "after": {}}
+            save()
+            continue
         earlier = before_rechecks.get(label, {}).get("after")  # the model before, on these very problems
         record.recheck[label] = {
             "first": first,
             "before": earlier or _one_set(evaluate, recheck_config(evaluation, entries[label], before_model), label),
-            "after": _one_set(evaluate, recheck_config(evaluation, entries[label], record.model), label)}
+            "after": _one_set(evaluate, after_config, label)}
         save()
 
 
@@ -86,9 +93,10 @@ def recheck_table(records: list[StageRecord]) -> list[str]:
         for label, found in record.recheck.items():
             for measure, first in found["first"].items():
                 key, after, before = MEASURES[measure], found["after"], found["before"]
+                verdict = ("holds" if fell(after, before, key) else "not beyond noise") if after.get(key) else (
+                    "not re-checked: no further held-out problems")
                 rows.append([record.name, short_label(label), measure, first,
-                             f"{paired_change(after, before, key)} on {len(after.get(key) or [])} problems",
-                             "holds" if fell(after, before, key) else "not beyond noise"])
+                             f"{paired_change(after, before, key)} on {len(after.get(key) or [])} problems", verdict])
     if not rows:
         return []
     return [markdown("falls beyond 2 SE, re-checked on further held-out problems (both models; change ± 2 SE, "

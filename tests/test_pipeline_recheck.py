@@ -101,7 +101,8 @@ def test_a_set_with_no_further_held_out_problems_is_said_not_rechecked(tmp_path,
     verdicts = {(row[0], row[1]): row[-1] for row in _rows(manifest_summary(tmp_path / "run"), "falls beyond")}
     assert verdicts[("cold", "L1")] == "not re-checked: no further held-out problems"
     assert verdicts[("rl2", "L2")] == "holds"
-    assert any("L1 has no held-out problems after the first 200; not re-checked" in line for line in lines)
+    assert any("L1 fell beyond 2 SE; not re-checked: the set has no held-out problems after the first 200" in line
+               for line in lines)
 
 
 @pytest.mark.parametrize("sets", [None, [{"level": 2}, {"level": 3}]])

@@ -61,17 +61,17 @@ def recheck_falls(evaluation: RunConfig, record: StageRecord, before: tuple[str,
     for label, measures in falls(record.eval, before_eval, list(entries)).items():
         if label in record.recheck:
             continue
-        say(f"stage {record.name}: {' and '.join(measures)} on {short_label(label)} fell beyond 2 SE; re-checking "
-            f"both models on {size} further held-out problems")
         first = {m: paired_change(per_set(record.eval, label), per_set(before_eval, label), MEASURES[m])
                  for m in measures}
+        fallen = f"stage {record.name}: {' and '.join(measures)} on {short_label(label)} fell beyond 2 SE"
         after_config = recheck_config(evaluation, entries[label], record.model)
         if not evaluation_prompts(after_config):  # a small held-out split, used up by the first look
-            say(f"stage {record.name}: {short_label(label)} has no held-out problems after the first "
-                f"{after_config.eval.offset}; not re-checked")
+            say(f"{fallen}; not re-checked: the set has no held-out problems after the first "
+                f"{after_config.eval.offset}")
             record.recheck[label] = {"first": first, "before": {}, "after": {}}
             save()
             continue
+        say(f"{fallen}; re-checking both models on {size} further held-out problems")
         earlier = before_rechecks.get(label, {}).get("after")  # the model before, on these very problems
         record.recheck[label] = {
             "first": first,

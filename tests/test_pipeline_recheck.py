@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlvr.config.run import load_config
+from rlvr.config.run import ConfigError, load_config
 from rlvr.evaluation.sets import evaluation_prompts, set_label
 from rlvr.pipeline.manifest import load_manifest
 from rlvr.pipeline.runner import run_recipe
@@ -123,3 +123,11 @@ def manifest_summary(run_dir: Path) -> str:
 def _rows(text: str, title: str) -> list[list[str]]:
     block = text.split(title, 1)[1].split("\n\n", 1)[0]
     return [[c.strip() for c in line.split("|")[1:-1]] for line in block.splitlines()[2:] if line.startswith("| ")]
+
+
+def test_recheck_size_without_sets_is_refused():
+    # the re-check compares per evaluation set: without sets it would silently re-check nothing
+    with pytest.raises(ConfigError, match=r"eval.recheck_size=100 re-checks a fall on one evaluation set and needs "
+                                          r"eval.sets"):
+        load_config(None, ["eval.recheck_size=100"])
+    assert load_config(None, ["eval.recheck_size=100", "eval.sets=[{level: 2}]"]).eval.recheck_size == 100

@@ -43,6 +43,9 @@ EVAL_SET_FIXED = ("name", "verifiers", "answer_mode", "train_levels")
 def _eval_set_problems(c: AnyRunConfig) -> list[str]:
     """Each eval.sets entry is a partial task override that must itself make a valid task section (issue 27)."""
     task_type, problems = type(c.task), []
+    if c.eval.recheck_size and not c.eval.sets:  # the re-check compares per set (pipeline/recheck.py)
+        problems.append(f"eval.recheck_size={c.eval.recheck_size} re-checks a fall on one evaluation set and needs "
+                        "eval.sets (e.g. [{level: 2}, {level: 3}]); without sets nothing would be re-checked")
     for i, entry in enumerate(c.eval.sets or ()):
         where = f"eval.sets[{i}]"
         unknown = [key for key in entry if key not in task_type.model_fields]

@@ -39,10 +39,13 @@ def _difference(after: dict[str, Any], before: dict[str, Any], key: str) -> tupl
     return paired_difference(a, b)
 
 
+def _beyond_noise_below(found: tuple[float, float] | None) -> bool:
+    return found is not None and found[0] + 2 * found[1] < 0
+
+
 def fell(after: dict[str, Any], before: dict[str, Any], key: str = PER_PROBLEM) -> bool:
     """The paired change fell by more than 2 SE (False without per-problem data)."""
-    found = _difference(after, before, key)
-    return found is not None and found[0] + 2 * found[1] < 0
+    return _beyond_noise_below(_difference(after, before, key))
 
 
 def paired_change(after: dict[str, Any], before: dict[str, Any], key: str = PER_PROBLEM) -> str:
@@ -52,7 +55,7 @@ def paired_change(after: dict[str, Any], before: dict[str, Any], key: str = PER_
     if found is None:
         return ""
     mean, standard_error = found
-    mark = " ▼" if fell(after, before, key) else ""
+    mark = " ▼" if _beyond_noise_below(found) else ""  # the difference computed once
     return f"{mean:+.3f} ± {2 * standard_error:.3f}{mark}"
 
 
@@ -104,9 +107,9 @@ def set_tables(manifest: Manifest) -> list[str]:
                           *(_num(per_set(evaluation, label).get("steps_right")) for label in labels)])
         previous = evaluation
     return [markdown("pass@1 per evaluation set (change against the model before, paired over problems, ± 2 SE; "
-                      "▼ = fell beyond 2 SE)", ["model", *heads], accuracy),
+                     "▼ = fell beyond 2 SE)", ["model", *heads], accuracy),
             markdown("greedy accuracy per evaluation set (change as above)", ["model", *heads], greedy),
             markdown("reasoning: mean think words, reflection rate (all sets), and the share of samples whose "
-                      "stated intermediate results are all right, per set",
-                      ["model", "think words", "reflection", *(f"steps right {head}" for head in heads)],
-                      reasoning)]
+                     "stated intermediate results are all right, per set",
+                     ["model", "think words", "reflection", *(f"steps right {head}" for head in heads)],
+                     reasoning)]

@@ -329,7 +329,7 @@ RECIPE = [
        "wrong += left != right", "wrong += 0",
        "tests/test_reasoning_metrics.py::test_check_steps_by_hand"),
     _m("a fall beyond 2 SE is not marked", "rlvr/pipeline/set_tables.py",
-       'mark = " ▼" if mean + 2 * standard_error < 0 else ""', 'mark = ""',
+       'mark = " ▼" if _beyond_noise_below(found) else ""  # the difference computed once', 'mark = ""',
        "tests/test_pipeline_summary.py::test_per_set_tables_pair_each_set_and_mark_a_fall_beyond_noise"),
     _m("generate's shared opening skipped", "rlvr/rollout/hf.py",
        "split = split_contexts(rows) if len(rows) > 1 else None", "split = None",

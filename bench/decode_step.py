@@ -9,6 +9,8 @@ process on the same card:
   100 steps after 8 warm-up steps, with torch.cuda.synchronize() around the timed loop only;
 - a whole sampled generation (T 1.0, up to 128 new tokens, rows leave as they finish, the same seed for both
   paths): its wall time, and how many of the 64 rows came out token for token the same as the eager path's.
+--compile adds a third path, graphs over the layer compiled by inductor (rollout.compile_decode), with the
+seconds its first generation took (compiling every bucket it meets).
 Goal (issue #23): <= 2 ms a step at 64 rows (the eager step measured ~10 ms on an H100).
 """
 from __future__ import annotations
@@ -37,10 +39,10 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def engine_for(model, tokenizer, graphs: bool) -> HFRolloutEngine:
+def engine_for(model, tokenizer, graphs: bool, compiled: bool = False) -> HFRolloutEngine:
     """graphs=False: the eager step of the same precision: the fused step in fp32, the static step run eagerly for a
     mixed-precision model (which always decodes through the static step, rollout/hf.py)."""
-    engine = HFRolloutEngine(model, tokenizer, cuda_graphs=graphs)
+    engine = HFRolloutEngine(model, tokenizer, cuda_graphs=graphs, compile_decode=compiled)
     engine.static_decode = graphs
     return engine
 
@@ -72,21 +74,27 @@ def measure(args) -> dict:
                                 f"model.dtype={args.dtype}", "task.one_shot=false"])
     model, tokenizer = load_model(config.model), load_tokenizer(config.model)  # the policy, as training holds it
     prompts = list(build_task(config.task).eval_prompts(args.prompts))
-    eager, graph = engine_for(model, tokenizer, False), engine_for(model, tokenizer, True)
-    ids, mask = eager.encode(prompts)
+    engines = {"eager": engine_for(model, tokenizer, False), "graph": engine_for(model, tokenizer, True)}
+    if args.compile:
+        engines["compiled"] = engine_for(model, tokenizer, True, compiled=True)
+    ids, mask = engines["eager"].encode(prompts)
     rows = args.prompts * args.group
     result = {"device": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu",
               "dtype": args.dtype, "rows": rows, "prompt_tokens": ids.shape[1]}
-    for name, engine in (("eager", eager), ("graph", graph)):
+    for name, engine in engines.items():  # a compiled path compiles its 64-row bucket in the warm-up steps
+        start = time.perf_counter()
         result[f"{name}_ms_per_step"] = ms_per_step(engine, ids, mask, args.group, args.device)
-    (eager_ids, eager_lp), result["eager_sample_s"] = sampled(eager, ids, mask, args.group, args.device)
-    sampled(graph, ids, mask, args.group, args.device)  # the first call records the smaller buckets' graphs
-    (graph_ids, graph_lp), result["graph_sample_s"] = sampled(graph, ids, mask, args.group, args.device)
-    width = min(eager_ids.shape[1], graph_ids.shape[1])
-    same = (eager_ids[:, :width] == graph_ids[:, :width]).all(dim=1) & (eager_ids.shape[1] == graph_ids.shape[1])
-    result["rows_identical"] = f"{int(same.sum())}/{rows}"
-    if bool(same.any()):
-        result["logprob_max_diff_identical_rows"] = float((eager_lp[same, :width] - graph_lp[same, :width]).abs().max())
+        result[f"{name}_first_steps_s"] = time.perf_counter() - start
+    (eager_ids, eager_lp), result["eager_sample_s"] = sampled(engines["eager"], ids, mask, args.group, args.device)
+    for name in list(engines)[1:]:
+        # the first call records (and compiles) the smaller buckets' graphs
+        result[f"{name}_first_sample_s"] = sampled(engines[name], ids, mask, args.group, args.device)[1]
+        (got_ids, got_lp), result[f"{name}_sample_s"] = sampled(engines[name], ids, mask, args.group, args.device)
+        width = min(eager_ids.shape[1], got_ids.shape[1])
+        same = (eager_ids[:, :width] == got_ids[:, :width]).all(dim=1) & (eager_ids.shape[1] == got_ids.shape[1])
+        result[f"{name}_rows_identical"] = f"{int(same.sum())}/{rows}"
+        if bool(same.any()):
+            result[f"{name}_logprob_max_diff"] = float((eager_lp[same, :width] - got_lp[same, :width]).abs().max())
     result["speedup"] = result["eager_ms_per_step"] / result["graph_ms_per_step"]
     return result
 
@@ -98,6 +106,7 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--group", type=int, default=8)
+    parser.add_argument("--compile", action="store_true", help="also graphs over the inductor-compiled layer")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     result = measure(args)

@@ -4,10 +4,12 @@
 
 Each check is a child process with its own time limit (a hang or crash costs that check, not the rest), its
 output kept in DIR/<check>.log. The checks, on the first CUDA device:
-- decode: bench/decode_step.py, ms per decode step at 64 rows eager vs CUDA graphs, fp32 and bf16 (mixed);
+- decode: bench/decode_step.py, ms per decode step at 64 rows eager vs CUDA graphs vs graphs over the
+  inductor-compiled layer (rollout.compile_decode), fp32 and bf16 (mixed);
 - default: `rlvr train model.device=cuda`, the default config with its final evaluation (30 steps);
 - bf16: the default config in bf16 mixed precision, 10 steps, no evaluation;
 - lora / sft: a LoRA run (3 steps) and an SFT run (one epoch of 32 rows);
+- compiled: the default config for 10 steps with rollout.compile_decode=true (compiles included in its steps);
 - vs_trl_fp32 / vs_trl_bf16: bench/vs_trl.py at 8 prompts x G 8, <= 128 new tokens, both orders (rounds 2).
 README's "On a GPU" has the figures of a run.
 Nothing here is a unit test: CI has no GPU. The numbers go to README's "On a GPU" section with the card's name.
@@ -44,19 +46,22 @@ def checks(work: Path, steps: int) -> dict[str, tuple[list[str], int]]:
     trl = [sys.executable, str(ROOT / "bench/vs_trl.py"), "--device", "cuda", "--prompts-per-step", "8",
            "--max-new", "128", "--steps", str(steps), "--rounds", "2", "--allocator", "system"]
     decode = [sys.executable, str(ROOT / "bench/decode_step.py"), "--device", "cuda"]
+    # in the order of what is least known (a device call cut short keeps the lines printed so far)
     return {
-        "decode_fp32": (decode + ["--json", str(work / "decode_fp32.json")], 60),
+        "decode_fp32": (decode + ["--compile", "--json", str(work / "decode_fp32.json")], 120),
+        "decode_bf16": (decode + ["--compile", "--dtype", "bfloat16", "--json", str(work / "decode_bf16.json")], 120),
         "default": (RLVR + ["train", CUDA, f"output_dir={work / 'default'}"], 150),
-        # 4 steps x 2 rounds took 144 s in fp32 on an H100 and bf16 ran past 150 s: 3 steps, a little more room
-        "vs_trl_fp32": (trl + ["--json", str(work / "vs_trl_fp32.json")], 170),
-        "vs_trl_bf16": (trl + ["--dtype", "bfloat16", "--json", str(work / "vs_trl_bf16.json")], 170),
-        "decode_bf16": (decode + ["--dtype", "bfloat16", "--json", str(work / "decode_bf16.json")], 60),
         "bf16": (RLVR + ["train", CUDA, "model.dtype=bfloat16", "max_steps=10", "eval.at_end=false",
                          f"output_dir={work / 'bf16'}"], 60),
+        # 4 steps x 2 rounds took 144 s in fp32 on an H100 and bf16 ran past 150 s: 3 steps, a little more room
+        "vs_trl_bf16": (trl + ["--dtype", "bfloat16", "--json", str(work / "vs_trl_bf16.json")], 170),
         "lora": (RLVR + ["train", CUDA, "model.lora.enabled=true", "max_steps=3", "eval.at_end=false",
                          f"output_dir={work / 'lora'}"], 60),
         "sft": (RLVR + ["sft", CUDA, f"sft.data={sft_data(work)}", "sft.epochs=1", "sft.batch_size=8",
                         f"output_dir={work / 'sft'}"], 60),
+        "compiled": (RLVR + ["train", CUDA, "rollout.compile_decode=true", "max_steps=10", "eval.at_end=false",
+                             f"output_dir={work / 'compiled'}"], 90),
+        "vs_trl_fp32": (trl + ["--json", str(work / "vs_trl_fp32.json")], 170),
     }
 
 
@@ -96,9 +101,13 @@ def summarize(name: str, work: Path) -> str:
     """One line of what a finished check measured."""
     if name.startswith("decode"):
         d = json.loads((work / f"{name}.json").read_text())
-        return (f"{d['dtype']}: {d['eager_ms_per_step']:.2f} ms eager -> {d['graph_ms_per_step']:.2f} ms graph a step "
-                f"at {d['rows']} rows ({d['speedup']:.1f}x); sampling 128 tokens {d['eager_sample_s']:.2f} -> "
-                f"{d['graph_sample_s']:.2f} s; rows identical {d['rows_identical']}")
+        paths = [p for p in ("eager", "graph", "compiled") if f"{p}_ms_per_step" in d]
+        steps = " -> ".join(f"{d[f'{p}_ms_per_step']:.2f} {p}" for p in paths)
+        samples = " -> ".join(f"{d[f'{p}_sample_s']:.2f}" for p in paths)
+        same = ", ".join(f"{p} {d[f'{p}_rows_identical']}" for p in paths[1:])
+        first = f"; compiled's first generation {d['compiled_first_sample_s']:.1f} s" if "compiled" in paths else ""
+        return (f"{d['dtype']}: ms a step at {d['rows']} rows {steps}; sampling 128 tokens {samples} s; rows "
+                f"identical to eager: {same}{first}")
     if name.startswith("vs_trl"):
         data = json.loads((work / f"{name}.json").read_text())
         sides = {}
@@ -137,11 +146,13 @@ def main() -> None:
     if not torch.cuda.is_available():
         raise SystemExit("gpu_check: torch sees no CUDA device here")
     print(f"gpu_check on {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
-    results = [run_one(name, command, limit, args.out, work) for name, (command, limit) in chosen.items()]
+    results = []
+    for name, (command, limit) in chosen.items():
+        results.append(run_one(name, command, limit, args.out, work))
+        (args.out / "gpu_check.json").write_text(json.dumps(results, indent=1))  # kept if the call is cut short
     print(f"\n{'check':<13}{'exit':>8}{'s':>6}  measured")
     for r in results:
         print(f"{r['name']:<13}{str(r['exit']):>8}{r['seconds']:>6.0f}  {r['measured']}")
-    (args.out / "gpu_check.json").write_text(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":

@@ -31,7 +31,8 @@ def vllm_settings(config: RunConfig) -> VLLMSettings:
 
 
 def _hf(config: RunConfig, policy, tokenizer) -> Any:
-    return HFRolloutEngine(policy, tokenizer, cuda_graphs=config.rollout.cuda_graphs)
+    return HFRolloutEngine(policy, tokenizer, cuda_graphs=config.rollout.cuda_graphs,
+                           compile_decode=config.rollout.compile_decode)
 
 
 def _hf_process(config: RunConfig, policy, tokenizer) -> Any:

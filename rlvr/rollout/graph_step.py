@@ -159,16 +159,56 @@ def _mm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> tor
     return F.linear(x.to(weight.dtype), weight, bias)
 
 
+def layer_step(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor, column: torch.Tensor,
+               keys: torch.Tensor, values: torch.Tensor, layer: _LayerWeights, eps: tuple[float, float],
+               shape: tuple[int, int, int], act) -> torch.Tensor:
+    """One decoder layer of one decode step: x [b, H] -> x [b, H]; writes this token's key and value into column
+    `column` of keys/values [b, kv heads, capacity, d]. shape = (query heads, kv heads, head dim). Every layer calls
+    this with tensors of the same shapes, so torch.compile (rollout.compile_decode) compiles it once per bucket."""
+    heads, kv_heads, head_dim = shape
+    rows, q_size, kv_size = x.shape[0], heads * head_dim, kv_heads * head_dim
+    qkv = _mm(_rms(x, layer.attn_norm, eps[0]), layer.qkv, layer.qkv_bias)
+    qk = rope_rotate(qkv[:, :q_size + kv_size].view(rows, heads + kv_heads, head_dim), cos, sin)
+    keys.index_copy_(2, column, qk[:, heads:, None].to(keys.dtype))
+    values.index_copy_(2, column, qkv[:, q_size + kv_size:].view(rows, kv_heads, 1, head_dim).to(values.dtype))
+    # grouped-query attention without repeating K/V: a KV head's query heads become its query rows
+    q = qk[:, :heads].reshape(rows, kv_heads, heads // kv_heads, head_dim).to(keys.dtype)
+    attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=head_dim ** -0.5)
+    x = x + _mm(attn.reshape(rows, q_size), layer.o, layer.o_bias)
+    gate, up = _mm(_rms(x, layer.mlp_norm, eps[1]), layer.gate_up, layer.gate_up_bias).chunk(2, dim=-1)
+    return x + _mm(act(gate) * up, layer.down, layer.down_bias)
+
+
+_COMPILED: dict[str, object] = {}
+
+
+def compiled_layer_step(backend: str):
+    """layer_step under torch.compile, one wrapper per backend for the process (dynamo's cache lives on the code).
+    Why compile: under a CUDA graph the step is still ~20 small kernels a layer (norm, casts, rotary, cache
+    writes, residual adds, SiLU); inductor fuses the elementwise ones around the matmuls and attention (on a CPU
+    it gave 7 kernels a layer: norm, matmul, rotary with the cache writes and attention, matmul plus residual,
+    norm, matmul, SiLU gate, matmul plus residual). dynamic=None: the first shape compiles static and a dimension
+    seen to change (rows of a smaller bucket, another KV capacity) recompiles once as dynamic, so a run stays
+    within dynamo's recompile limit (past it, the layer would run uncompiled)."""
+    if backend not in _COMPILED:
+        _COMPILED[backend] = torch.compile(layer_step, backend=backend, fullgraph=True, dynamic=None)
+    return _COMPILED[backend]
+
+
 class StaticDecoder:
     """Buffers and recorded graphs for one (rows, capacity). Lives across generate calls (the engine keeps it)."""
 
-    def __init__(self, model, rows: int, capacity: int, compute_dtype: torch.dtype, graphs: bool):
-        """rows: a power of two (row_capacity); capacity: KV columns, a multiple of CAPACITY_STEP."""
+    def __init__(self, model, rows: int, capacity: int, compute_dtype: torch.dtype, graphs: bool,
+                 compile_backend: str | None = None):
+        """rows: a power of two (row_capacity); capacity: KV columns, a multiple of CAPACITY_STEP;
+        compile_backend: a torch.compile backend for the layer step (rollout.compile_decode), None = as written."""
         config, inner = model.config, model.model
         self.weights = DecodeWeights(model, compute_dtype)
         self.rotary, self.act = inner.rotary_emb, inner.layers[0].mlp.act_fn
         self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
+        self.shape = (self.heads, self.kv_heads, self.head_dim)
+        self.layer_step = compiled_layer_step(compile_backend) if compile_backend else layer_step
         self.rows, self.capacity = rows, capacity
         device = self.weights.embed.device
         shape = (rows, self.kv_heads, capacity, self.head_dim)
@@ -202,27 +242,14 @@ class StaticDecoder:
     def _step_body(self, b: int) -> torch.Tensor:
         """One decode step of the first b rows: reads self.tokens[:b], writes column self.column of the cache,
         advances positions and the column; returns next-token logits [b, V] (compute dtype)."""
-        w, rows = self.weights, b
+        w = self.weights
         position, mask = self.position[:b], self.mask[:b]
         x = F.embedding(self.tokens[:b], w.embed)  # [b, H] in the parameters' dtype
         cos, sin = self.rotary(x[:, None], position[:, None])  # [b, 1, d]
         sin = signed_sin(sin)
         mask.index_fill_(-1, self.column, 0.0)  # each row now attends to the token it is adding
-        q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
-        groups = self.heads // self.kv_heads
-        for i, (layer, (eps_attn, eps_mlp)) in enumerate(zip(w.layers, w.norm_eps)):
-            qkv = _mm(_rms(x, layer.attn_norm, eps_attn), layer.qkv, layer.qkv_bias)
-            qk = rope_rotate(qkv[:, :q_size + kv_size].view(rows, self.heads + self.kv_heads, self.head_dim), cos, sin)
-            keys, values = self.keys[i][:b], self.values[i][:b]
-            keys.index_copy_(2, self.column, qk[:, self.heads:, None].to(keys.dtype))
-            values.index_copy_(2, self.column, qkv[:, q_size + kv_size:].view(rows, self.kv_heads, 1, self.head_dim)
-                               .to(values.dtype))
-            # grouped-query attention without repeating K/V: a KV head's query heads become its query rows
-            q = qk[:, :self.heads].reshape(rows, self.kv_heads, groups, self.head_dim).to(keys.dtype)
-            attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=self.head_dim ** -0.5)
-            x = x + _mm(attn.reshape(rows, q_size), layer.o, layer.o_bias)
-            gate, up = _mm(_rms(x, layer.mlp_norm, eps_mlp), layer.gate_up, layer.gate_up_bias).chunk(2, dim=-1)
-            x = x + _mm(self.act(gate) * up, layer.down, layer.down_bias)
+        for layer, keys, values, eps in zip(w.layers, self.keys, self.values, w.norm_eps):
+            x = self.layer_step(x, cos, sin, mask, self.column, keys[:b], values[:b], layer, eps, self.shape, self.act)
         position.add_(1)
         self.column.add_(1)
         return _mm(_rms(x, w.final_norm, w.final_eps), w.head, w.head_bias)
@@ -288,8 +315,8 @@ class StaticDecoders:
 
     KEEP = 3
 
-    def __init__(self, graphs: bool):
-        self.graphs, self.by_shape = graphs, {}
+    def __init__(self, graphs: bool, compile_backend: str | None = None):
+        self.graphs, self.compile_backend, self.by_shape = graphs, compile_backend, {}
 
     def stepper(self, model, compute_dtype: torch.dtype, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
                 group_size: int, max_new: int, shared: SharedPrefix | None = None) -> GraphStepper:
@@ -305,7 +332,8 @@ class StaticDecoders:
         if decoder is None:
             while len(self.by_shape) >= self.KEEP:
                 self.by_shape.pop(next(iter(self.by_shape)))
-            decoder = StaticDecoder(model, row_capacity(rows), capacity, compute_dtype, self.graphs)
+            decoder = StaticDecoder(model, row_capacity(rows), capacity, compute_dtype, self.graphs,
+                                    self.compile_backend)
         self.by_shape[key] = decoder
         decoder.start([c.keys for c in cache.layers], [c.values for c in cache.layers], prompt_mask, group_size)
         return GraphStepper(decoder, logits.repeat_interleave(group_size, dim=0))

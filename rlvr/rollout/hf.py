@@ -106,13 +106,15 @@ class HFRolloutEngine:
     static_decode: bool | None = None  # the static-cache step: None = on a GPU only; True also on the CPU (tests)
     sync_every: int | None = None  # tokens between checks for finished rows: None = 1 on the CPU, SYNC_EVERY else
     decoders: StaticDecoders | None = None  # kept across calls, by batch shape
+    compile_backend: str | None = None  # torch.compile backend of the static step's layer (rollout.compile_decode)
 
-    def __init__(self, model, tokenizer, fused: bool = True, cuda_graphs: bool = True):
+    def __init__(self, model, tokenizer, fused: bool = True, cuda_graphs: bool = True, compile_decode: bool = False):
         self.model = model
         self.tokenizer = tokenizer
         self.stop_ids = stop_token_ids(model, tokenizer)
         self.fused = fused
         self.cuda_graphs = cuda_graphs
+        self.compile_backend = "inductor" if compile_decode else None
 
     def _stepper(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, group_size: int, max_new: int,
                  shared: SharedPrefix | None = None):
@@ -123,7 +125,7 @@ class HFRolloutEngine:
         static = self.static_decode if self.static_decode is not None else prompt_ids.device.type == "cuda"
         if self.fused and (static or precision.is_mixed(model)) and static_supported(model):
             if self.decoders is None:
-                self.decoders = StaticDecoders(graphs=self.cuda_graphs)
+                self.decoders = StaticDecoders(graphs=self.cuda_graphs, compile_backend=self.compile_backend)
             return self.decoders.stepper(model, precision.compute_dtype(model), prompt_ids, prompt_mask,
                                          group_size, max_new, shared)
         with precision.autocast(model):

@@ -1,0 +1,108 @@
+"""rollout.compile_decode (rlvr/rollout/graph_step.py, issue #23 item 4): the static step's decoder layer under
+torch.compile. On the CPU the backend is aot_eager (dynamo's trace plus AOT functionalization of the in-place
+cache writes, without a C++ build), which is what would break: a compiled layer that samples other tokens, or one
+that recompiles for every layer (30 compiles a bucket on SmolLM2, and past dynamo's cache limit it silently runs
+uncompiled). A GPU test runs inductor itself inside recorded graphs."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch._dynamo import lookup_backend
+
+from rlvr.rollout.base import SamplingParams
+from rlvr.rollout.graph_step import StaticDecoders
+from test_decode_steps import left_padded_prompts as prompts
+from test_graph_step import engine, tiny
+
+
+class CountingBackend:
+    """aot_eager, counting the graphs dynamo hands it (one per compile)."""
+
+    def __init__(self):
+        self.graphs = 0
+
+    def __call__(self, gm, example_inputs):
+        self.graphs += 1
+        return lookup_backend("aot_eager")(gm, example_inputs)
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()  # compiled code is cached per code object: each test counts its own compiles
+    yield
+    torch._dynamo.reset()
+
+
+def test_the_layer_compiles_once_per_bucket_not_once_per_layer() -> None:
+    """20 steps at one bucket of a 2-layer model: one compile. Catches a guard on the layer's identity (the
+    weights passed as a record compared by id): that would compile each layer, 2 here."""
+    model, backend = tiny(), CountingBackend()
+    assert len(model.model.layers) >= 2
+    ids, mask = prompts()
+    with torch.no_grad():
+        plain = StaticDecoders(graphs=False).stepper(model, torch.float32, ids, mask, 4, 24)
+        compiled = StaticDecoders(graphs=False, compile_backend=backend).stepper(model, torch.float32, ids, mask, 4, 24)
+        tokens = torch.arange(8) + 10
+        for _ in range(20):
+            expected, got = plain.step(tokens), compiled.step(tokens)
+            torch.testing.assert_close(got, expected, rtol=0, atol=1e-5)
+    assert backend.graphs == 1
+    assert compiled.decoder.column.item() == plain.decoder.column.item() == ids.shape[1] + 20  # advanced each step
+    # the compiled layer wrote this step's keys into the cache exactly as the plain one (in-place input mutation)
+    torch.testing.assert_close(compiled.decoder.keys[1], plain.decoder.keys[1], rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16-mixed"])
+def test_a_compiled_engine_samples_the_plain_engines_tokens(dtype: torch.dtype) -> None:
+    """Sampled generation with rows finishing (so the decoder drops to smaller buckets, each compiled once):
+    the same tokens as the uncompiled static step, log-probs within float rounding."""
+    model, backend = tiny(), CountingBackend()
+    if dtype != torch.float32:
+        model.rlvr_compute_dtype = dtype  # what load_model records for a mixed-precision policy
+    ids, mask = prompts()
+    sampling = SamplingParams(1.0, 1.0, 24, seed=11)
+    plain = engine(model, static=True, sync_every=8)
+    compiled = engine(model, static=True, sync_every=8)
+    compiled.compile_backend = backend
+    plain_ids, plain_lp = plain.sample(ids, mask, 8, sampling)
+    compiled_ids, compiled_lp = compiled.sample(ids, mask, 8, sampling)
+    assert torch.equal(compiled_ids, plain_ids)
+    torch.testing.assert_close(compiled_lp, plain_lp, rtol=0, atol=1e-5 if dtype == torch.float32 else 1e-2)
+    (decoder,) = compiled.decoders.by_shape.values()
+    assert decoder.live <= 8, "rows never left: the smaller buckets went untested"
+    assert 2 <= backend.graphs <= len(decoder.sizes)  # one compile per bucket that ran
+
+
+def test_new_bucket_and_capacity_shapes_recompile_a_bounded_number_of_times() -> None:
+    """A training run meets several KV capacities (prompt length + max_new, rounded to 64) and row buckets. With
+    dynamic=False each pair would compile anew (here 3 capacities x 2 buckets = 6, and a real run passes dynamo's
+    limit of 8, after which the layer silently runs uncompiled); automatic dynamic shapes stop at 3."""
+    model, backend = tiny(), CountingBackend()
+    ids, mask = prompts()
+    compiled = engine(model, static=True, sync_every=8)
+    compiled.compile_backend = backend
+    capacities = set()
+    for max_new in (24, 90, 150):
+        compiled.sample(ids, mask, 8, SamplingParams(0.0, 1.0, max_new, seed=3))  # greedy: all rows, one bucket
+        compiled.sample(ids[:1], mask[:1], 4, SamplingParams(0.0, 1.0, max_new, seed=3))  # 4 rows: the 8 bucket
+        capacities |= set(c for c, _ in compiled.decoders.by_shape)
+    assert len(capacities) == 3
+    assert backend.graphs <= 3
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (CI has none): inductor's kernels in graphs")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_inductor_layers_replayed_from_graphs_sample_the_plain_tokens(dtype: torch.dtype) -> None:
+    model = tiny().to("cuda")
+    if dtype != torch.float32:
+        model.rlvr_compute_dtype = dtype
+    ids, mask = (t.to("cuda") for t in prompts())
+    sampling = SamplingParams(1.0, 1.0, 24, seed=11)
+    plain, compiled = engine(model, static=True), engine(model, static=True)
+    compiled.cuda_graphs, compiled.compile_backend = True, "inductor"
+    for _ in range(2):  # the second call replays the graphs recorded in the first
+        a, b = plain.sample(ids, mask, 8, sampling), compiled.sample(ids, mask, 8, sampling)
+        assert torch.equal(a[0], b[0])
+        torch.testing.assert_close(a[1], b[1], rtol=0, atol=1e-4 if dtype == torch.float32 else 2e-2)
+    (decoder,) = compiled.decoders.by_shape.values()
+    assert decoder.use_graphs and set(decoder.graphs) == {16, 8}

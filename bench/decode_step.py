@@ -61,6 +61,31 @@ def ms_per_step(engine: HFRolloutEngine, ids: torch.Tensor, mask: torch.Tensor, 
     return (time.perf_counter() - start) / TIMED * 1e3
 
 
+def kernel_profile(engine: HFRolloutEngine, ids: torch.Tensor, mask: torch.Tensor, group: int, steps: int = 5) -> dict:
+    """What the GPU itself does in a step (torch.profiler, CUPTI, which also sees the kernels inside a replayed
+    graph): kernels a step, their summed time, and the five costliest. Summed kernel time near the step's wall
+    time means the kernels are the cost; far below it, launches and gaps are."""
+    from torch.profiler import ProfilerActivity, profile
+
+    stepper = engine._stepper(ids, mask, group, MAX_NEW)
+    tokens = stepper.first_logits.argmax(dim=-1)
+    with torch.no_grad():
+        for _ in range(WARM):
+            stepper.step(tokens)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(steps):
+                stepper.step(tokens)
+            torch.cuda.synchronize()
+    kernels = [e for e in prof.events() if e.device_type.name == "CUDA" and "Memcpy" not in e.name]
+    by_name: dict[str, float] = {}
+    for e in kernels:
+        by_name[e.name] = by_name.get(e.name, 0.0) + e.device_time_total / steps
+    top = sorted(by_name.items(), key=lambda kv: -kv[1])[:5]
+    return {"kernels_per_step": len(kernels) / steps, "kernel_ms_per_step": sum(by_name.values()) / 1e3,
+            "top_kernels_us": [(name[:80], round(us, 1)) for name, us in top]}
+
+
 def sampled(engine: HFRolloutEngine, ids: torch.Tensor, mask: torch.Tensor, group: int, device: str):
     sync(device)
     start = time.perf_counter()
@@ -96,6 +121,12 @@ def measure(args) -> dict:
         if bool(same.any()):
             result[f"{name}_logprob_max_diff"] = float((eager_lp[same, :width] - got_lp[same, :width]).abs().max())
     result["speedup"] = result["eager_ms_per_step"] / result["graph_ms_per_step"]
+    if args.profile and args.device.startswith("cuda"):
+        for name, engine in engines.items():
+            try:
+                result[f"{name}_profile"] = kernel_profile(engine, ids, mask, args.group)
+            except Exception as err:  # noqa: BLE001 - a diagnostic: its failure must not cost the measurements
+                result[f"{name}_profile"] = f"failed: {err!r}"[:300]
     return result
 
 
@@ -107,6 +138,7 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--group", type=int, default=8)
     parser.add_argument("--compile", action="store_true", help="also graphs over the inductor-compiled layer")
+    parser.add_argument("--profile", action="store_true", help="kernels a step per path (torch.profiler, CUDA)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     result = measure(args)

@@ -45,7 +45,7 @@ def checks(work: Path, steps: int) -> dict[str, tuple[list[str], int]]:
     """name -> (command, seconds allowed)."""
     trl = [sys.executable, str(ROOT / "bench/vs_trl.py"), "--device", "cuda", "--prompts-per-step", "8",
            "--max-new", "128", "--steps", str(steps), "--rounds", "2", "--allocator", "system"]
-    decode = [sys.executable, str(ROOT / "bench/decode_step.py"), "--device", "cuda"]
+    decode = [sys.executable, str(ROOT / "bench/decode_step.py"), "--device", "cuda", "--profile"]
     # in the order of what is least known (a device call cut short keeps the lines printed so far)
     return {
         "decode_fp32": (decode + ["--compile", "--json", str(work / "decode_fp32.json")], 120),
@@ -75,6 +75,8 @@ def run_one(name: str, command: list[str], limit: int, out: Path, work: Path) ->
         except subprocess.TimeoutExpired:
             code = "timeout"
     took = time.perf_counter() - start
+    if (work / name / "metrics.jsonl").exists():  # every phase's seconds come back with the logs
+        (out / f"{name}.metrics.jsonl").write_bytes((work / name / "metrics.jsonl").read_bytes())
     if code == 0:
         try:
             measured = summarize(name, work)

@@ -9,8 +9,9 @@ output kept in DIR/<check>.log. The checks, on the first CUDA device:
 - default: `rlvr train model.device=cuda`, the default config with its final evaluation (30 steps);
 - bf16: the default config in bf16 mixed precision, 10 steps, no evaluation;
 - lora / sft: a LoRA run (3 steps) and an SFT run (one epoch of 32 rows);
-- compiled: the default config for 10 steps with rollout.compile_decode=true (compiles included in its steps);
 - vs_trl_fp32 / vs_trl_bf16: bench/vs_trl.py at 8 prompts x G 8, <= 128 new tokens, both orders (rounds 2).
+Extras (--only): compiled / compiled_bf16, the default config for 10 steps with rollout.compile_decode=true in fp32 /
+bf16; bf16_nocudnn, the bf16 check with model.cudnn_attention=false (is cuDNN's per-shape plan the bf16 step's cost?).
 README's "On a GPU" has the figures of a run.
 Nothing here is a unit test: CI has no GPU. The numbers go to README's "On a GPU" section with the card's name.
 """
@@ -59,10 +60,18 @@ def checks(work: Path, steps: int) -> dict[str, tuple[list[str], int]]:
                          f"output_dir={work / 'lora'}"], 60),
         "sft": (RLVR + ["sft", CUDA, f"sft.data={sft_data(work)}", "sft.epochs=1", "sft.batch_size=8",
                         f"output_dir={work / 'sft'}"], 60),
+        "vs_trl_fp32": (trl + ["--json", str(work / "vs_trl_fp32.json")], 170),
+        # extras, run by --only (the list above took 519 s with "compiled" in it, 2026-11-27: over 8 minutes)
         "compiled": (RLVR + ["train", CUDA, "rollout.compile_decode=true", "max_steps=10", "eval.at_end=false",
                              f"output_dir={work / 'compiled'}"], 90),
-        "vs_trl_fp32": (trl + ["--json", str(work / "vs_trl_fp32.json")], 170),
+        "compiled_bf16": (RLVR + ["train", CUDA, "model.dtype=bfloat16", "rollout.compile_decode=true", "max_steps=10",
+                                  "eval.at_end=false", f"output_dir={work / 'compiled_bf16'}"], 90),
+        "bf16_nocudnn": (RLVR + ["train", CUDA, "model.dtype=bfloat16", "model.cudnn_attention=false", "max_steps=10",
+                                 "eval.at_end=false", f"output_dir={work / 'bf16_nocudnn'}"], 60),
     }
+
+
+EXTRAS = ("compiled", "compiled_bf16", "bf16_nocudnn")
 
 
 def run_one(name: str, command: list[str], limit: int, out: Path, work: Path) -> dict:
@@ -133,7 +142,7 @@ def summarize(name: str, work: Path) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", tempfile.mkdtemp(prefix="gpu-check-"))))
-    parser.add_argument("--only", help="comma-separated check names")
+    parser.add_argument("--only", help="comma-separated check names (the extras run only when named)")
     parser.add_argument("--steps", type=int, default=3, help="vs_trl steps per side and round (the first is warm-up)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -145,6 +154,8 @@ def main() -> None:
         if unknown:
             raise SystemExit(f"gpu_check: --only names no check {unknown}; the checks are {list(chosen)}")
         chosen = {k: v for k, v in chosen.items() if k in names}
+    else:
+        chosen = {k: v for k, v in chosen.items() if k not in EXTRAS}
     if not torch.cuda.is_available():
         raise SystemExit("gpu_check: torch sees no CUDA device here")
     print(f"gpu_check on {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)

@@ -315,6 +315,19 @@ SPEED = [
     _m("shared-opening prefill gathers each row's own opening", "rlvr/rollout/prefill.py",
        "cache.batch_select_indices(shared.rows)", "cache.batch_select_indices(torch.sort(shared.rows).values.flip(0))",
        "tests/test_prefill.py::test_prefill_with_shared_openings_equals_the_whole_contexts"),
+    # issue 23: rollout.compile_decode and model.cudnn_attention
+    _m("the compiled layer compiles once for every layer", "rlvr/rollout/graph_step.py",
+       "x = self.layer_step(x, cos, sin, mask, self.column, keys[:b], values[:b], layer, eps, self.shape, self.act)",
+       "x = self.layer_step(x, cos, sin, mask, self.column, keys[:b], values[:b], layer, (eps[0] + id(keys) % 7 * 1e-12,"
+       " eps[1]), self.shape, self.act)",
+       "tests/test_compiled_decode.py::test_the_layer_compiles_once_per_bucket_not_once_per_layer"),
+    _m("new shapes recompile the layer a bounded number of times", "rlvr/rollout/graph_step.py",
+       "_COMPILED[backend] = torch.compile(layer_step, backend=backend, fullgraph=True, dynamic=None)",
+       "_COMPILED[backend] = torch.compile(layer_step, backend=backend, fullgraph=True, dynamic=False)",
+       "tests/test_compiled_decode.py::test_new_bucket_and_capacity_shapes_recompile_a_bounded_number_of_times"),
+    _m("model.cudnn_attention=false switches cuDNN attention off", "rlvr/model/load.py",
+       "torch.backends.cuda.enable_cudnn_sdp(False)  # process-wide: SDPA's backend flags are global", "pass",
+       "tests/test_precision.py::test_cudnn_attention_false_turns_pytorchs_cudnn_attention_off"),
 ]
 
 # issue 27: the recipe's data, its gates and its tables

@@ -271,3 +271,17 @@ def test_the_fsdp2_decode_view_keeps_the_policys_compute_dtype():
     view = ShardedLM(SimpleNamespace(model=model, trainer=None, strategy="fsdp2"))
     assert precision.compute_dtype(view) == torch.bfloat16 and precision.is_mixed(view)
     assert not precision.is_mixed(ShardedLM(SimpleNamespace(model=tiny_llama(), trainer=None, strategy="fsdp2")))
+
+
+def test_cudnn_attention_false_turns_pytorchs_cudnn_attention_off(tiny_model_dir):
+    """model.cudnn_attention=false (issue #23): SDPA's cuDNN backend is switched off for the process when the model
+    loads (the flag is global in PyTorch, and harmless on a CPU, so the switch itself is checked here)."""
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    try:
+        torch.backends.cuda.enable_cudnn_sdp(True)
+        load_model(ModelConfig(name_or_path=str(tiny_model_dir)))
+        assert torch.backends.cuda.cudnn_sdp_enabled()  # the default leaves PyTorch's choice alone
+        load_model(ModelConfig(name_or_path=str(tiny_model_dir), cudnn_attention=False))
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(before)

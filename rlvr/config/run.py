@@ -54,6 +54,10 @@ class ModelConfig(_Section):
     device: str = Field("cpu", pattern=r"^(cpu(:0)?|cuda(:\d+)?|mps)$",
                         description="torch device for policy, reference and rollouts: cpu, cuda, cuda:N, mps")
     trust_remote_code: bool = Field(False, description="allow custom modeling code from the model directory")
+    # issue #23: on an H100 in bf16, training steps that met a new sequence length took ~1 s longer (fp32: no such
+    # steps); PyTorch picks cuDNN's attention there, which builds a plan per new shape. Not yet measured off.
+    cudnn_attention: bool = Field(True, description="let PyTorch use cuDNN's attention kernels (GPU, bf16/fp16); "
+                                                    "false = flash / memory-efficient ones only, for the process")
     lora: LoraConfig = Field(default_factory=LoraConfig)
 
 

@@ -147,6 +147,8 @@ def load_model(config: ModelConfig, *, trainable: bool = True):
     hf_logging.disable_progress_bar()  # a bar per load clutters the run log; loading takes < 1 s here
     if config.device.startswith("cuda") and not torch.cuda.is_available():
         raise ModelError(f"model.device={config.device} but torch sees no CUDA GPU here (use model.device=cpu)")
+    if not config.cudnn_attention:
+        torch.backends.cuda.enable_cudnn_sdp(False)  # process-wide: SDPA's backend flags are global
     path = resolve_model_path(config.name_or_path)
     try:  # stored in fp32 under mixed precision, in model.dtype under pure (rlvr/model/precision.py, issue #23)
         model = AutoModelForCausalLM.from_pretrained(

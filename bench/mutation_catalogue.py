@@ -317,7 +317,8 @@ SPEED = [
        "tests/test_prefill.py::test_prefill_with_shared_openings_equals_the_whole_contexts"),
     # issue 23: rollout.compile_decode and model.cudnn_attention
     _m("the compiled layer compiles once for every layer", "rlvr/rollout/graph_step.py",
-       "x = self.layer_step(x, cos, sin, mask, self.column, keys[:b], values[:b], layer, eps, self.shape, self.act)",
+       "x = self.layer_step(x, cos, sin, mask, self.column, keys[:b], values[:b], layer, eps, self.shape, "
+       "self.act)",
        "x = self.layer_step(x, cos, sin, mask, self.column, keys[:b], values[:b], layer, (eps[0] + id(keys) % 7 * 1e-12,"
        " eps[1]), self.shape, self.act)",
        "tests/test_compiled_decode.py::test_the_layer_compiles_once_per_bucket_not_once_per_layer"),

@@ -1,8 +1,7 @@
 """rollout.compile_decode (rlvr/rollout/graph_step.py, issue #23 item 4): the static step's decoder layer under
 torch.compile. On the CPU the backend is aot_eager (dynamo's trace plus AOT functionalization of the in-place
 cache writes, without a C++ build), which is what would break: a compiled layer that samples other tokens, or one
-that recompiles for every layer (30 compiles a bucket on SmolLM2, and past dynamo's cache limit it silently runs
-uncompiled). A GPU test runs inductor itself inside recorded graphs."""
+that recompiles for every shape it meets (past dynamo's limit of 8 it silently runs uncompiled). A GPU test runs inductor itself inside recorded graphs."""
 from __future__ import annotations
 
 import pytest
@@ -34,8 +33,9 @@ def fresh_dynamo():
 
 
 def test_the_layer_compiles_once_per_bucket_not_once_per_layer() -> None:
-    """20 steps at one bucket of a 2-layer model: one compile. Catches a guard on the layer's identity (the
-    weights passed as a record compared by id): that would compile each layer, 2 here."""
+    """20 steps at one bucket of a 2-layer model: one compile, shared by both layers (their weights are arguments,
+    so dynamo guards on shapes and dtypes, not on which layer), and one graph (a graph break in the layer, which
+    would leave eager kernels between the fused ones, is an error under fullgraph=True)."""
     model, backend = tiny(), CountingBackend()
     assert len(model.model.layers) >= 2
     ids, mask = prompts()

@@ -167,8 +167,9 @@ class RolloutConfig(_Section):
     cuda_graphs: bool = Field(True, description="on a GPU, Llama-family models decode from a static KV cache with "
                                                 "each step replayed from a CUDA graph; false = eager steps")
     compile_decode: bool = Field(False, description="torch.compile (inductor) the static step's decoder layer "
-                                                    "before its graphs are recorded: fewer, fused kernels a step; "
-                                                    "a few compiles a run (Triton on a GPU, a C++ compiler on a CPU)")
+                                                    "(on a GPU; on a CPU for mixed precision only) before its graphs "
+                                                    "are recorded: fused kernels, a few compiles a run (needs Triton "
+                                                    "on a GPU, a C++ compiler on a CPU)")
     dynamic_sampling: DynamicSamplingConfig = Field(default_factory=DynamicSamplingConfig)
     correction: CorrectionConfig = Field(default_factory=CorrectionConfig)
     engine: EngineConfig = Field(default_factory=EngineConfig)

@@ -257,6 +257,23 @@ def test_recipe_r1_runs_sft_grpo_sample_and_evaluations(tiny_model_dir, tmp_path
     assert json.loads((tmp_path / "r1" / "manifest.json").read_text())["finished"]
 
 
+@pytest.mark.parametrize("recipe, stages", [
+    ("r1-zero", ["stages.zero_rl.max_steps=1"]),
+    ("distill", ["stages.traces.sample.prompts=2", "stages.traces.sample.samples=2",
+                 "stages.traces.sample.batch_size=2", "stages.student_sft.sft.batch_size=2",
+                 "stages.student_sft.optimizer.micro_batch_size=2"])])
+def test_recipes_r1_zero_and_distill_run(tiny_model_dir, tmp_path, monkeypatch, recipe, stages):
+    """issue #23 item 1 names both: GRPO from the base model with the format reward; a teacher's verified samples
+    (every one accepted, as above) and the student's SFT, then the evaluations."""
+    monkeypatch.setattr("rlvr.sampling.run.is_correct", lambda candidate, weights: True)
+    monkeypatch.setattr("rlvr.sampling.select.is_correct", lambda candidate, weights: True)
+    run_trapped(["recipe", recipe, "--output-dir", str(tmp_path / recipe), f"model.name_or_path={tiny_model_dir}",
+                 f"model.device={DEVICE}", *DTYPE, "rollout.max_new_tokens=6", "rollout.group_size=2",
+                 "rollout.prompts_per_step=2", "optimizer.micro_batch_size=4", "reward.workers=0",
+                 "samples_per_step=0", *stages, "evaluation.eval.size=2", "evaluation.eval.samples=2"])
+    assert json.loads((tmp_path / recipe / "manifest.json").read_text())["finished"]
+
+
 def test_eval_scaling_and_generate_with_a_thinking_budget(tiny_model_dir, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     model = [str(tiny_model_dir), f"model.device={DEVICE}", *DTYPE, "rollout.max_new_tokens=6"]

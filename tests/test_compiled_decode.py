@@ -33,11 +33,12 @@ def fresh_dynamo():
     torch._dynamo.reset()
 
 
-def test_the_layer_compiles_once_per_bucket_not_once_per_layer() -> None:
+@pytest.mark.parametrize("bias", [False, True], ids=["llama", "with-biases"])
+def test_the_layer_compiles_once_per_bucket_not_once_per_layer(bias: bool) -> None:
     """20 steps at one bucket of a 2-layer model: one compile, shared by both layers (their weights are arguments,
     so dynamo guards on shapes and dtypes, not on which layer), and one graph (a graph break in the layer, which
     would leave eager kernels between the fused ones, is an error under fullgraph=True)."""
-    model, backend = tiny(), CountingBackend()
+    model, backend = tiny(bias), CountingBackend()
     assert len(model.model.layers) >= 2
     ids, mask = prompts()
     with torch.no_grad():

@@ -5,6 +5,8 @@ that recompiles for every shape it meets (past dynamo's limit of 8 it silently r
 inductor itself inside recorded graphs (ran on an H100, fp32 and bf16, 2026-11-27)."""
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import torch
 from torch._dynamo import lookup_backend
@@ -90,6 +92,28 @@ def test_new_bucket_and_capacity_shapes_recompile_a_bounded_number_of_times() ->
         capacities |= set(c for c, _ in compiled.decoders.by_shape)
     assert len(capacities) == 3
     assert backend.graphs <= 3
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="inductor on a CPU builds C++ (no g++ here)")
+def test_inductor_keeps_eagers_bf16_roundings() -> None:
+    """The real backend on the CPU (~25 s of C++ builds): a bf16-mixed model's compiled layer gives the plain static
+    step's logits exactly, step after step. Fusing the SiLU gate, the rotary products and the norm's cast in fp32
+    with one rounding at the end (inductor's default) put them 0.002 apart in log-prob on this model; the trainer's
+    autocast forward rounds like the plain step, so that gap would be a sampler-trainer mismatch."""
+    from torch._dynamo.utils import counters
+
+    model = tiny()
+    model.rlvr_compute_dtype = torch.bfloat16
+    ids, mask = prompts()
+    tokens = torch.arange(8) + 10
+    with torch.no_grad():
+        plain = StaticDecoders(graphs=False).stepper(model, torch.bfloat16, ids, mask, 4, 24)
+        compiled = StaticDecoders(graphs=False, compile_backend="inductor").stepper(model, torch.bfloat16, ids, mask,
+                                                                                     4, 24)
+        for _ in range(6):
+            expected, got = plain.step(tokens), compiled.step(tokens)
+            assert got.dtype == torch.bfloat16 and torch.equal(got, expected)
+    assert counters["stats"]["unique_graphs"] >= 1  # inductor compiled the layer (not a silent eager fallback)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (CI has none): inductor's kernels in graphs")

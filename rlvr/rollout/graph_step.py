@@ -191,7 +191,11 @@ def compiled_layer_step(backend: str):
     seen to change (rows of a smaller bucket, another KV capacity) recompiles once as dynamic, so a run stays
     within dynamo's recompile limit (past it, the layer would run uncompiled)."""
     if backend not in _COMPILED:
-        _COMPILED[backend] = torch.compile(layer_step, backend=backend, fullgraph=True, dynamic=None)
+        # inductor fuses bf16 elementwise chains in fp32 and rounds once; eager (and so the trainer's autocast
+        # forward) rounds after every op. emulate_precision_casts keeps eager's roundings: on a CPU the compiled
+        # mixed-precision layer then gives the plain step's logits bit for bit (0.002 apart without it; tested)
+        options = {"emulate_precision_casts": True} if backend == "inductor" else None
+        _COMPILED[backend] = torch.compile(layer_step, backend=backend, fullgraph=True, dynamic=None, options=options)
     return _COMPILED[backend]
 
 

@@ -16,7 +16,9 @@ graph launches a whole recorded step at once, but it replays fixed shapes at fix
 Mixed precision (issue #23, item 3): the matmuls run in the compute dtype while the residual stream, norms and
 rotary stay in the parameters' dtype, the order autocast gives the trainer's forward, so sampler and trainer
 log-probs agree to bf16 rounding. Without a GPU (tests) the same step runs eagerly; tests/test_graph_step.py
-checks it samples the very tokens of the eager FusedStepper for the same seed.
+checks it samples the very tokens of the eager FusedStepper for the same seed. rollout.compile_decode compiles the
+layer (layer_step) with inductor before the graphs are recorded: fewer, fused kernels (1.42 ms a step at 64 rows in
+bf16 on an H100 against 2.45 ms, README "On a GPU").
 """
 from __future__ import annotations
 
@@ -164,7 +166,7 @@ def layer_step(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torc
                shape: tuple[int, int, int], act) -> torch.Tensor:
     """One decoder layer of one decode step: x [b, H] -> x [b, H]; writes this token's key and value into column
     `column` of keys/values [b, kv heads, capacity, d]. shape = (query heads, kv heads, head dim). Every layer calls
-    this with tensors of the same shapes, so torch.compile (rollout.compile_decode) compiles it once per bucket."""
+    this with tensors of the same shapes, so torch.compile (rollout.compile_decode) compiles it once for all layers."""
     heads, kv_heads, head_dim = shape
     rows, q_size, kv_size = x.shape[0], heads * head_dim, kv_heads * head_dim
     qkv = _mm(_rms(x, layer.attn_norm, eps[0]), layer.qkv, layer.qkv_bias)

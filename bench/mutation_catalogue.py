@@ -320,8 +320,10 @@ SPEED = [
        "heads, kv_heads, head_dim = shape", "heads, kv_heads, head_dim = shape; torch._dynamo.graph_break()",
        "tests/test_compiled_decode.py::test_the_layer_compiles_once_per_bucket_not_once_per_layer"),
     _m("new shapes recompile the layer a bounded number of times", "rlvr/rollout/graph_step.py",
-       "_COMPILED[backend] = torch.compile(layer_step, backend=backend, fullgraph=True, dynamic=None, options=options)",
-       "_COMPILED[backend] = torch.compile(layer_step, backend=backend, fullgraph=True, dynamic=False, options=options)",
+       "_COMPILED[backend] = torch.compile(layer_step, backend=backend, fullgraph=True, dynamic=None, "
+       "options=options)",
+       "_COMPILED[backend] = torch.compile(layer_step, backend=backend, fullgraph=True, dynamic=False, "
+       "options=options)",
        "tests/test_compiled_decode.py::test_new_bucket_and_capacity_shapes_recompile_a_bounded_number_of_times"),
     _m("compiled bf16 layer keeps eager's roundings", "rlvr/rollout/graph_step.py",
        'options = {"emulate_precision_casts": True} if backend == "inductor" else None', "options = None",

@@ -74,6 +74,17 @@ def checks(work: Path, steps: int) -> dict[str, tuple[list[str], int]]:
 EXTRAS = ("compiled", "compiled_bf16", "bf16_nocudnn")
 
 
+def select(every: dict, only: str | None) -> dict:
+    """The checks --only names (an unknown name stops here), else every check but the extras."""
+    if not only:
+        return {k: v for k, v in every.items() if k not in EXTRAS}
+    names = only.split(",")
+    unknown = sorted(set(names) - set(every))
+    if unknown:
+        raise SystemExit(f"gpu_check: --only names no check {unknown}; the checks are {list(every)}")
+    return {k: v for k, v in every.items() if k in names}
+
+
 def run_one(name: str, command: list[str], limit: int, out: Path, work: Path) -> dict:
     """Run one check; print its line at once (a device call cut short still shows the checks that finished)."""
     start = time.perf_counter()
@@ -147,15 +158,7 @@ def main() -> None:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="gpu-check-work-"))
-    chosen = checks(work, args.steps)
-    if args.only:
-        names = args.only.split(",")
-        unknown = sorted(set(names) - set(chosen))
-        if unknown:
-            raise SystemExit(f"gpu_check: --only names no check {unknown}; the checks are {list(chosen)}")
-        chosen = {k: v for k, v in chosen.items() if k in names}
-    else:
-        chosen = {k: v for k, v in chosen.items() if k not in EXTRAS}
+    chosen = select(checks(work, args.steps), args.only)
     if not torch.cuda.is_available():
         raise SystemExit("gpu_check: torch sees no CUDA device here")
     print(f"gpu_check on {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)

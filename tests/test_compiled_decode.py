@@ -10,11 +10,15 @@ import shutil
 import pytest
 import torch
 from torch._dynamo import lookup_backend
+from torch._dynamo.utils import counters
 
+from rlvr.config.run import load_config
+from rlvr.grpo.backends import _hf
+from rlvr.model.load import load_model, load_tokenizer
 from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.graph_step import StaticDecoders
 from test_decode_steps import left_padded_prompts as prompts
-from test_graph_step import engine, tiny
+from test_graph_step import assert_graphs_sample_the_plain_tokens, engine, tiny
 
 
 class CountingBackend:
@@ -52,7 +56,9 @@ def test_the_layer_compiles_once_per_bucket_not_once_per_layer(bias: bool) -> No
             torch.testing.assert_close(got, expected, rtol=0, atol=1e-5)
     assert backend.graphs == 1
     assert compiled.decoder.column.item() == plain.decoder.column.item() == ids.shape[1] + 20  # advanced each step
-    # the compiled layer wrote this step's keys into the cache exactly as the plain one (in-place input mutation)
+    # the compiled layer wrote the 20 steps' keys into the cache (in place, an input mutation), as the plain one did
+    written = compiled.decoder.keys[1][:, :, ids.shape[1]:ids.shape[1] + 20]
+    assert bool((written.abs().sum(dim=-1) > 0).all()), "the compiled layer left cache columns unwritten"
     torch.testing.assert_close(compiled.decoder.keys[1], plain.decoder.keys[1], rtol=0, atol=1e-5)
 
 
@@ -100,8 +106,6 @@ def test_inductor_keeps_eagers_bf16_roundings() -> None:
     step's logits exactly, step after step. Fusing the SiLU gate, the rotary products and the norm's cast in fp32
     with one rounding at the end (inductor's default) put them 0.002 apart in log-prob on this model; the trainer's
     autocast forward rounds like the plain step, so that gap would be a sampler-trainer mismatch."""
-    from torch._dynamo.utils import counters
-
     model = tiny()
     model.rlvr_compute_dtype = torch.bfloat16
     ids, mask = prompts()
@@ -119,16 +123,14 @@ def test_inductor_keeps_eagers_bf16_roundings() -> None:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (CI has none): inductor's kernels in graphs")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_inductor_layers_replayed_from_graphs_sample_the_plain_tokens(dtype: torch.dtype) -> None:
-    model = tiny().to("cuda")
-    if dtype != torch.float32:
-        model.rlvr_compute_dtype = dtype
-    ids, mask = (t.to("cuda") for t in prompts())
-    sampling = SamplingParams(1.0, 1.0, 24, seed=11)
-    plain, compiled = engine(model, static=True), engine(model, static=True)
-    compiled.cuda_graphs, compiled.compile_backend = True, "inductor"
-    for _ in range(2):  # the second call replays the graphs recorded in the first
-        a, b = plain.sample(ids, mask, 8, sampling), compiled.sample(ids, mask, 8, sampling)
-        assert torch.equal(a[0], b[0])
-        torch.testing.assert_close(a[1], b[1], rtol=0, atol=1e-4 if dtype == torch.float32 else 2e-2)
-    (decoder,) = compiled.decoders.by_shape.values()
-    assert decoder.use_graphs and set(decoder.graphs) == {16, 8}
+    assert_graphs_sample_the_plain_tokens(dtype, 1e-4 if dtype == torch.float32 else 2e-2, compile_backend="inductor")
+
+
+def test_the_setting_reaches_the_training_engine(tiny_model_dir):
+    """rollout.compile_decode=true gives the run's in-process engine inductor (false: none), and cuda_graphs too."""
+    model_config = load_config(None, [f"model.name_or_path={tiny_model_dir}"]).model
+    policy, tokenizer = load_model(model_config), load_tokenizer(model_config)
+    on = _hf(load_config(None, ["rollout.compile_decode=true", "rollout.cuda_graphs=false"]), policy, tokenizer)
+    off = _hf(load_config(None, []), policy, tokenizer)
+    assert (on.compile_backend, on.cuda_graphs) == ("inductor", False)
+    assert (off.compile_backend, off.cuda_graphs) == (None, True)

@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
@@ -14,10 +16,12 @@ import gpu_check  # noqa: E402
 
 
 def test_the_default_list_is_issue_23s_and_extras_run_only_when_named(tmp_path):
-    names = list(gpu_check.checks(tmp_path, steps=3))
-    default = [n for n in names if n not in gpu_check.EXTRAS]
-    assert default == ["decode_fp32", "decode_bf16", "default", "bf16", "vs_trl_bf16", "lora", "sft", "vs_trl_fp32"]
-    assert set(gpu_check.EXTRAS) <= set(names)
+    every = gpu_check.checks(tmp_path, steps=3)
+    assert list(gpu_check.select(every, None)) == ["decode_fp32", "decode_bf16", "default", "bf16", "vs_trl_bf16",
+                                                   "lora", "sft", "vs_trl_fp32"]
+    assert list(gpu_check.select(every, "bf16_nocudnn,bf16")) == ["bf16", "bf16_nocudnn"]  # in the list's order
+    with pytest.raises(SystemExit, match="no check"):
+        gpu_check.select(every, "bf16,nocudnn")
 
 
 def test_summaries_of_a_decode_a_comparison_and_a_training_run(tmp_path):

@@ -117,25 +117,33 @@ def test_second_call_reads_the_updated_weights() -> None:
     torch.testing.assert_close(second, expected, rtol=0, atol=1e-5)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (CI has none): the recorded graphs themselves")
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_replayed_graphs_compute_what_the_eager_static_step_computes(dtype: torch.dtype) -> None:
-    """On CUDA: the graphs (recorded per bucket, replayed) against the same step run eagerly: the same kernels on
-    the same inputs, so the same tokens; also through a drop to a smaller bucket and a second call."""
+def assert_graphs_sample_the_plain_tokens(dtype: torch.dtype, atol: float, **graph_engine) -> None:
+    """On CUDA: an engine replaying graphs (with the attributes in graph_engine set) against the static step run
+    eagerly, over two calls (the second replays the graphs recorded in the first, through a drop to a smaller
+    bucket): the same tokens, log-probs within atol. Also used by tests/test_compiled_decode.py."""
     model = tiny().to("cuda")
     if dtype != torch.float32:
         model.rlvr_compute_dtype = dtype  # what load_model records for a mixed-precision policy
     ids, mask = (t.to("cuda") for t in prompts())
     sampling = SamplingParams(1.0, 1.0, 24, seed=11)
-    eager = engine(model, static=True)
-    graphs = engine(model, static=True)
+    eager, graphs = engine(model, static=True), engine(model, static=True)
     graphs.cuda_graphs = True
-    for _ in range(2):  # the second call replays the graphs recorded in the first
+    for name, value in graph_engine.items():
+        setattr(graphs, name, value)
+    for _ in range(2):
         a, b = eager.sample(ids, mask, 8, sampling), graphs.sample(ids, mask, 8, sampling)
         assert torch.equal(a[0], b[0])
-        torch.testing.assert_close(a[1], b[1], rtol=0, atol=1e-5 if dtype == torch.float32 else 1e-2)
+        torch.testing.assert_close(a[1], b[1], rtol=0, atol=atol)
     (decoder,) = graphs.decoders.by_shape.values()
     assert decoder.use_graphs and set(decoder.graphs) == {16, 8}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (CI has none): the recorded graphs themselves")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_replayed_graphs_compute_what_the_eager_static_step_computes(dtype: torch.dtype) -> None:
+    """The graphs (recorded per bucket, replayed) against the same step run eagerly: the same kernels on the same
+    inputs, so the same tokens."""
+    assert_graphs_sample_the_plain_tokens(dtype, 1e-5 if dtype == torch.float32 else 1e-2)
 
 
 def lora_model():

@@ -120,8 +120,7 @@ def _scaling(config: RunConfig, model_path: str, output: Path) -> int:
     seed_everything(config.seed, python=False)  # torch only, as evaluate_model (rlvr/seeding.py)
     say = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
     e = config.eval
-    engine = HFRolloutEngine(model, tokenizer, cuda_graphs=config.rollout.cuda_graphs,
-                            compile_decode=config.rollout.compile_decode)
+    engine = HFRolloutEngine.configured(model, tokenizer, config.rollout)
     result = run_scaling(engine, rewarder, prompts, e,
                          config.rollout.max_new_tokens, e.scaling_n, e.scaling_budgets, math_answer_mode(config.task),
                          say)

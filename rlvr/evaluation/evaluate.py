@@ -331,8 +331,7 @@ def evaluate_model(config: RunConfig, model_path: str) -> EvalResult:
     model = load_model(config.model, trainable=False)
     seed_everything(config.seed, python=False)  # torch only, as always (rlvr/seeding.py)
     mode = math_answer_mode(config.task) if "math" in rewarder.components else None
-    engine = HFRolloutEngine(model, tokenizer, cuda_graphs=config.rollout.cuda_graphs,
-                            compile_decode=config.rollout.compile_decode)
+    engine = HFRolloutEngine.configured(model, tokenizer, config.rollout)
     engine = engine if episodes is None else episode_engine(engine, tokenizer, episodes)
     return evaluate(engine, rewarder, prompts, config.eval, config.rollout.max_new_tokens, answer_mode=mode,
                     progress=Reporter.from_config(config.logging), reflection_phrases=config.reflection_phrases)

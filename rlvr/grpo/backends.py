@@ -31,8 +31,7 @@ def vllm_settings(config: RunConfig) -> VLLMSettings:
 
 
 def _hf(config: RunConfig, policy, tokenizer) -> Any:
-    return HFRolloutEngine(policy, tokenizer, cuda_graphs=config.rollout.cuda_graphs,
-                           compile_decode=config.rollout.compile_decode)
+    return HFRolloutEngine.configured(policy, tokenizer, config.rollout)
 
 
 def _hf_process(config: RunConfig, policy, tokenizer) -> Any:

@@ -116,6 +116,11 @@ class HFRolloutEngine:
         self.cuda_graphs = cuda_graphs
         self.compile_backend = "inductor" if compile_decode else None
 
+    @classmethod
+    def configured(cls, model, tokenizer, rollout) -> HFRolloutEngine:
+        """The engine as a run's RolloutConfig sets it up (its cuda_graphs and compile_decode)."""
+        return cls(model, tokenizer, cuda_graphs=rollout.cuda_graphs, compile_decode=rollout.compile_decode)
+
     def _stepper(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, group_size: int, max_new: int,
                  shared: SharedPrefix | None = None):
         """The static-cache step on a GPU, and for a mixed-precision model anywhere (it makes its own compute-dtype

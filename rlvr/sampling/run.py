@@ -294,9 +294,8 @@ def _load_engine(config: RunConfig):
     from rlvr.model.load import load_model, load_tokenizer
     from rlvr.rollout.hf import HFRolloutEngine
 
-    return HFRolloutEngine(load_model(config.model, trainable=False), load_tokenizer(config.model),
-                           cuda_graphs=config.rollout.cuda_graphs,
-                           compile_decode=config.rollout.compile_decode)
+    return HFRolloutEngine.configured(load_model(config.model, trainable=False), load_tokenizer(config.model),
+                                      config.rollout)
 
 
 def _batch_line(sampler: Sampler, index: int, batches: int, records: list[PromptRecord],

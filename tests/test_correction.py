@@ -319,8 +319,12 @@ def test_train_step_with_correction_writes_its_metrics(tiny_model_dir, tmp_path)
 def test_a_run_whose_engine_holds_other_weights_stops_with_one_clear_error(tiny_model_dir, tmp_path, monkeypatch,
                                                                           capsys):
     # the engine samples with a perturbed copy of the policy (as if it served another checkpoint)
-    monkeypatch.setattr("rlvr.grpo.backends.HFRolloutEngine", lambda model, tokenizer, **kw: HFRolloutEngine(
-        perturbed(model, seed=3, scale=0.5), tokenizer, **kw))
+    class PerturbedEngine:
+        @staticmethod
+        def configured(model, tokenizer, rollout):
+            return HFRolloutEngine.configured(perturbed(model, seed=3, scale=0.5), tokenizer, rollout)
+
+    monkeypatch.setattr("rlvr.grpo.backends.HFRolloutEngine", PerturbedEngine)
     out = tmp_path / "run"
     assert main(["train", *tiny_overrides(tiny_model_dir, out, steps=2), "eval.at_end=false"]) == 2
     err = capsys.readouterr().err

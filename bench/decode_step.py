@@ -10,15 +10,20 @@ process on the same card:
 - a whole sampled generation (T 1.0, up to 128 new tokens, rows leave as they finish, the same seed for both
   paths): its wall time, and how many of the 64 rows came out token for token the same as the eager path's.
 --compile adds a third path, graphs over the layer compiled by inductor (rollout.compile_decode), with the
-seconds its first generation took (compiling every bucket it meets).
+seconds its first generation took (compiling every bucket it meets). --paths picks any of PATHS instead: the
+*_matmul paths take the batched-product attention (graph_step.matmul_attention) instead of SDPA, *_tf32 lets fp32
+matmuls use TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32) and *_nocudnn turns SDPA's cuDNN backend
+off, each only while that path runs (the flags are read when a graph is recorded).
 Goal (issue #23): <= 2 ms a step at 64 rows (the eager step measured ~10 ms on an H100).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -39,11 +44,42 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def engine_for(model, tokenizer, graphs: bool, compiled: bool = False) -> HFRolloutEngine:
+@dataclass(frozen=True)
+class DecodePath:
+    graphs: bool
+    compiled: bool = False
+    attention: str | None = None  # graph_step.ATTENTION name; None = the engine's default
+    tf32: bool = False
+    cudnn: bool = True
+
+
+PATHS = {"eager": DecodePath(False), "graph": DecodePath(True), "compiled": DecodePath(True, True),
+         "graph_matmul": DecodePath(True, attention="matmul"),
+         "compiled_matmul": DecodePath(True, True, attention="matmul"),
+         "compiled_tf32": DecodePath(True, True, tf32=True),
+         "compiled_matmul_tf32": DecodePath(True, True, attention="matmul", tf32=True),
+         "compiled_nocudnn": DecodePath(True, True, cudnn=False)}
+
+
+@contextlib.contextmanager
+def flags(path: DecodePath):
+    """The path's process-wide backend flags while it records and runs, restored after."""
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cuda.cudnn_sdp_enabled()
+    torch.backends.cuda.matmul.allow_tf32 = path.tf32
+    torch.backends.cuda.enable_cudnn_sdp(path.cudnn)
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved[0]
+        torch.backends.cuda.enable_cudnn_sdp(saved[1])
+
+
+def engine_for(model, tokenizer, path: DecodePath) -> HFRolloutEngine:
     """graphs=False: the eager step of the same precision: the fused step in fp32, the static step run eagerly for a
     mixed-precision model (which always decodes through the static step, rollout/hf.py)."""
-    engine = HFRolloutEngine(model, tokenizer, cuda_graphs=graphs, compile_decode=compiled)
-    engine.static_decode = graphs
+    engine = HFRolloutEngine(model, tokenizer, cuda_graphs=path.graphs, compile_decode=path.compiled)
+    engine.static_decode = path.graphs
+    engine.decode_attention = path.attention
     return engine
 
 
@@ -94,37 +130,50 @@ def sampled(engine: HFRolloutEngine, ids: torch.Tensor, mask: torch.Tensor, grou
     return out, time.perf_counter() - start
 
 
+def chosen_paths(args) -> list[str]:
+    """--paths (eager first: the others are compared with it), else eager, graph and with --compile compiled."""
+    names = args.paths.split(",") if args.paths else ["eager", "graph"] + (["compiled"] if args.compile else [])
+    unknown = sorted(set(names) - set(PATHS))
+    if unknown:
+        raise SystemExit(f"decode_step: unknown paths {unknown}; the paths are {list(PATHS)}")
+    return ["eager"] + [n for n in names if n != "eager"]
+
+
 def measure(args) -> dict:
+    # compiled paths of several attentions share the one compiled layer (graph_step.compiled_layer_step): each
+    # attention and bucket is a recompile of it, more in one process than a run makes (past the limit: eager)
+    torch._dynamo.config.recompile_limit = 64
     config = load_config(None, [f"model.name_or_path={args.model}", f"model.device={args.device}",
                                 f"model.dtype={args.dtype}", "task.one_shot=false"])
     model, tokenizer = load_model(config.model), load_tokenizer(config.model)  # the policy, as training holds it
     prompts = list(build_task(config.task).eval_prompts(args.prompts))
-    engines = {"eager": engine_for(model, tokenizer, False), "graph": engine_for(model, tokenizer, True)}
-    if args.compile:
-        engines["compiled"] = engine_for(model, tokenizer, True, compiled=True)
+    engines = {name: engine_for(model, tokenizer, PATHS[name]) for name in chosen_paths(args)}
     ids, mask = engines["eager"].encode(prompts)
     rows = args.prompts * args.group
     result = {"device": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu",
-              "dtype": args.dtype, "rows": rows, "prompt_tokens": ids.shape[1]}
+              "dtype": args.dtype, "rows": rows, "prompt_tokens": ids.shape[1], "paths": list(engines)}
     for name, engine in engines.items():  # a compiled path compiles its 64-row bucket in the warm-up steps
         start = time.perf_counter()
-        result[f"{name}_ms_per_step"] = ms_per_step(engine, ids, mask, args.group, args.device)
+        with flags(PATHS[name]):
+            result[f"{name}_ms_per_step"] = ms_per_step(engine, ids, mask, args.group, args.device)
         result[f"{name}_first_steps_s"] = time.perf_counter() - start
     (eager_ids, eager_lp), result["eager_sample_s"] = sampled(engines["eager"], ids, mask, args.group, args.device)
     for name in list(engines)[1:]:
-        # the first call records (and compiles) the smaller buckets' graphs
-        result[f"{name}_first_sample_s"] = sampled(engines[name], ids, mask, args.group, args.device)[1]
-        (got_ids, got_lp), result[f"{name}_sample_s"] = sampled(engines[name], ids, mask, args.group, args.device)
+        with flags(PATHS[name]):  # the first call records (and compiles) the smaller buckets' graphs
+            result[f"{name}_first_sample_s"] = sampled(engines[name], ids, mask, args.group, args.device)[1]
+            (got_ids, got_lp), result[f"{name}_sample_s"] = sampled(engines[name], ids, mask, args.group, args.device)
         width = min(eager_ids.shape[1], got_ids.shape[1])
         same = (eager_ids[:, :width] == got_ids[:, :width]).all(dim=1) & (eager_ids.shape[1] == got_ids.shape[1])
         result[f"{name}_rows_identical"] = f"{int(same.sum())}/{rows}"
         if bool(same.any()):
             result[f"{name}_logprob_max_diff"] = float((eager_lp[same, :width] - got_lp[same, :width]).abs().max())
-    result["speedup"] = result["eager_ms_per_step"] / result["graph_ms_per_step"]
+    if "graph" in engines:
+        result["speedup"] = result["eager_ms_per_step"] / result["graph_ms_per_step"]
     if args.profile and args.device.startswith("cuda"):
         for name, engine in engines.items():
             try:
-                result[f"{name}_profile"] = kernel_profile(engine, ids, mask, args.group)
+                with flags(PATHS[name]):
+                    result[f"{name}_profile"] = kernel_profile(engine, ids, mask, args.group)
             except Exception as err:  # noqa: BLE001 - a diagnostic: its failure must not cost the measurements
                 result[f"{name}_profile"] = f"failed: {err!r}"[:300]
     return result
@@ -138,6 +187,7 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--group", type=int, default=8)
     parser.add_argument("--compile", action="store_true", help="also graphs over the inductor-compiled layer")
+    parser.add_argument("--paths", help=f"comma-separated paths of {list(PATHS)} (default: eager,graph[,compiled])")
     parser.add_argument("--profile", action="store_true", help="kernels a step per path (torch.profiler, CUDA)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()

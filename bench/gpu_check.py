@@ -5,13 +5,15 @@
 Each check is a child process with its own time limit (a hang or crash costs that check, not the rest), its
 output kept in DIR/<check>.log. The checks, on the first CUDA device:
 - decode: bench/decode_step.py, ms per decode step at 64 rows eager vs CUDA graphs vs graphs over the
-  inductor-compiled layer (rollout.compile_decode), fp32 and bf16 (mixed);
+  inductor-compiled layer (rollout.compile_decode), fp32 and bf16 (mixed), and variants of the static step (its
+  attention as batched products; fp32 matmuls on TF32; bf16 without cuDNN's attention);
 - default: `rlvr train model.device=cuda`, the default config with its final evaluation (30 steps);
 - bf16: the default config in bf16 mixed precision, 10 steps, no evaluation;
 - lora / sft: a LoRA run (3 steps) and an SFT run (one epoch of 32 rows);
 - vs_trl_fp32 / vs_trl_bf16: bench/vs_trl.py at 8 prompts x G 8, <= 128 new tokens, both orders (rounds 2).
 Extras (--only): compiled / compiled_bf16, the default config for 10 steps with rollout.compile_decode=true in fp32 /
-bf16; bf16_nocudnn, the bf16 check with model.cudnn_attention=false (is cuDNN's per-shape plan the bf16 step's cost?).
+bf16; bf16_nocudnn, the bf16 check with model.cudnn_attention=false (is cuDNN's per-shape plan the bf16 step's cost?);
+vs_trl_fp32_matmul, rlvr's side of vs_trl_fp32 with rollout.decode_attention=matmul.
 README's "On a GPU" has the figures of a run.
 Nothing here is a unit test: CI has no GPU. The numbers go to README's "On a GPU" section with the card's name.
 """
@@ -46,11 +48,14 @@ def checks(work: Path, steps: int) -> dict[str, tuple[list[str], int]]:
     """name -> (command, seconds allowed)."""
     trl = [sys.executable, str(ROOT / "bench/vs_trl.py"), "--device", "cuda", "--prompts-per-step", "8",
            "--max-new", "128", "--steps", str(steps), "--rounds", "2", "--allocator", "system"]
-    decode = [sys.executable, str(ROOT / "bench/decode_step.py"), "--device", "cuda", "--profile"]
+    decode = [sys.executable, str(ROOT / "bench/decode_step.py"), "--device", "cuda", "--profile", "--paths"]
     # in the order of what is least known (a device call cut short keeps the lines printed so far)
     return {
-        "decode_fp32": (decode + ["--compile", "--json", str(work / "decode_fp32.json")], 120),
-        "decode_bf16": (decode + ["--compile", "--dtype", "bfloat16", "--json", str(work / "decode_bf16.json")], 120),
+        # fp32: what would take the step under 2 ms (the attention over the capacity, the matmuls without TF32)
+        "decode_fp32": (decode + ["graph,compiled,graph_matmul,compiled_matmul,compiled_tf32,compiled_matmul_tf32",
+                                  "--json", str(work / "decode_fp32.json")], 200),
+        "decode_bf16": (decode + ["graph,compiled,compiled_nocudnn,compiled_matmul", "--dtype", "bfloat16",
+                                  "--json", str(work / "decode_bf16.json")], 150),
         "default": (RLVR + ["train", CUDA, f"output_dir={work / 'default'}"], 150),
         "bf16": (RLVR + ["train", CUDA, "model.dtype=bfloat16", "max_steps=10", "eval.at_end=false",
                          f"output_dir={work / 'bf16'}"], 60),
@@ -68,21 +73,25 @@ def checks(work: Path, steps: int) -> dict[str, tuple[list[str], int]]:
                                   "eval.at_end=false", f"output_dir={work / 'compiled_bf16'}"], 90),
         "bf16_nocudnn": (RLVR + ["train", CUDA, "model.dtype=bfloat16", "model.cudnn_attention=false", "max_steps=10",
                                  "eval.at_end=false", f"output_dir={work / 'bf16_nocudnn'}"], 60),
+        # rlvr's side of vs_trl_fp32 with the batched-product attention (compare with vs_trl_fp32's TRL)
+        "vs_trl_fp32_matmul": (trl + ["--only", "rlvr", "--rlvr-set", "rollout.decode_attention=matmul", "--json",
+                                      str(work / "vs_trl_fp32_matmul.json")], 90),
     }
 
 
-EXTRAS = ("compiled", "compiled_bf16", "bf16_nocudnn")
+EXTRAS = ("compiled", "compiled_bf16", "bf16_nocudnn", "vs_trl_fp32_matmul")
 
 
 def select(every: dict, only: str | None) -> dict:
-    """The checks --only names (an unknown name stops here), else every check but the extras."""
+    """The checks --only names, in the order named (a device call cut short keeps the first ones; an unknown name
+    stops here), else every check but the extras."""
     if not only:
         return {k: v for k, v in every.items() if k not in EXTRAS}
     names = only.split(",")
     unknown = sorted(set(names) - set(every))
     if unknown:
         raise SystemExit(f"gpu_check: --only names no check {unknown}; the checks are {list(every)}")
-    return {k: v for k, v in every.items() if k in names}
+    return {k: every[k] for k in dict.fromkeys(names)}
 
 
 def run_one(name: str, command: list[str], limit: int, out: Path, work: Path) -> dict:
@@ -97,6 +106,8 @@ def run_one(name: str, command: list[str], limit: int, out: Path, work: Path) ->
     took = time.perf_counter() - start
     if (work / name / "metrics.jsonl").exists():  # every phase's seconds come back with the logs
         (out / f"{name}.metrics.jsonl").write_bytes((work / name / "metrics.jsonl").read_bytes())
+    if (work / f"{name}.json").exists():  # the bench's raw figures (vs_trl's per step, decode's profiles)
+        (out / f"{name}.json").write_bytes((work / f"{name}.json").read_bytes())
     if code == 0:
         try:
             measured = summarize(name, work)
@@ -119,28 +130,41 @@ def step_seconds(run_dir: Path) -> tuple[float, int] | None:
     return (statistics.median(times[1:] or times), len(times)) if times else None
 
 
+def decode_line(d: dict) -> str:
+    """bench/decode_step.py's JSON -> one line: ms a step and seconds a generation of each path, and how many rows
+    each path sampled token for token as the eager path did."""
+    paths = d.get("paths") or [p for p in ("eager", "graph", "compiled") if f"{p}_ms_per_step" in d]
+    joint = " -> " if len(paths) <= 3 else ", "  # a chain reads well for three paths, a list for more
+    steps = joint.join(f"{d[f'{p}_ms_per_step']:.2f} {p}" for p in paths)
+    samples = joint.join(f"{d[f'{p}_sample_s']:.2f}" for p in paths)
+    same = ", ".join(f"{p} {d[f'{p}_rows_identical']}" for p in paths[1:])
+    first = f"; compiled's first generation {d['compiled_first_sample_s']:.1f} s" if "compiled" in paths else ""
+    return (f"{d['dtype']}: ms a step at {d['rows']} rows {steps}; sampling 128 tokens {samples} s; rows "
+            f"identical to eager: {same}{first}")
+
+
+def comparison_line(data: dict) -> str:
+    """bench/vs_trl.py's JSON (both sides, or rlvr's alone) -> s/step after each run's warm-up step, tokens/s,
+    peak GPU memory, and the ratio when both sides ran."""
+    sides = {}
+    for side, runs in data.items():
+        steps = [s for r in runs for s in r["steps"][1:]]
+        sides[side] = (statistics.median(s["s"] for s in steps), statistics.median(s["tokens"] / s["s"] for s in steps),
+                       max(r["peak_rss"] for r in runs) / 1e9)
+    mine, mine_tps, mine_gb = sides["rlvr"]
+    line = f"rlvr {mine:.2f} s/step ({mine_tps:.0f} tok/s, {mine_gb:.2f} GB)"
+    if "trl" not in sides:
+        return line
+    theirs, theirs_tps, theirs_gb = sides["trl"]
+    return f"{line} vs TRL {theirs:.2f} ({theirs_tps:.0f} tok/s, {theirs_gb:.2f} GB): ratio {mine / theirs:.2f}"
+
+
 def summarize(name: str, work: Path) -> str:
     """One line of what a finished check measured."""
     if name.startswith("decode"):
-        d = json.loads((work / f"{name}.json").read_text())
-        paths = [p for p in ("eager", "graph", "compiled") if f"{p}_ms_per_step" in d]
-        steps = " -> ".join(f"{d[f'{p}_ms_per_step']:.2f} {p}" for p in paths)
-        samples = " -> ".join(f"{d[f'{p}_sample_s']:.2f}" for p in paths)
-        same = ", ".join(f"{p} {d[f'{p}_rows_identical']}" for p in paths[1:])
-        first = f"; compiled's first generation {d['compiled_first_sample_s']:.1f} s" if "compiled" in paths else ""
-        return (f"{d['dtype']}: ms a step at {d['rows']} rows {steps}; sampling 128 tokens {samples} s; rows "
-                f"identical to eager: {same}{first}")
+        return decode_line(json.loads((work / f"{name}.json").read_text()))
     if name.startswith("vs_trl"):
-        data = json.loads((work / f"{name}.json").read_text())
-        sides = {}
-        for side, runs in data.items():
-            steps = [s for r in runs for s in r["steps"][1:]]
-            sides[side] = (statistics.median(s["s"] for s in steps),
-                           statistics.median(s["tokens"] / s["s"] for s in steps),
-                           max(r["peak_rss"] for r in runs) / 1e9)
-        (mine, mine_tps, mine_gb), (theirs, theirs_tps, theirs_gb) = sides["rlvr"], sides["trl"]
-        return (f"rlvr {mine:.2f} s/step ({mine_tps:.0f} tok/s, {mine_gb:.2f} GB) vs TRL {theirs:.2f} "
-                f"({theirs_tps:.0f} tok/s, {theirs_gb:.2f} GB): ratio {mine / theirs:.2f}")
+        return comparison_line(json.loads((work / f"{name}.json").read_text()))
     found = step_seconds(work / name)
     text = f"{found[0]:.2f} s/step over {found[1]} steps" if found else "no metrics"
     evals = work / name / "eval.jsonl"

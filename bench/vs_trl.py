@@ -55,10 +55,12 @@ class Work:
     max_new: int = 48
     device: str = "cpu"
     dtype: str = "float32"
+    rlvr_extra: tuple[str, ...] = ()  # more rlvr overrides (rlvr's side only: e.g. a decode setting under study)
 
     def args(self) -> list[str]:
+        extra = [a for o in self.rlvr_extra for a in ("--rlvr-set", o)]
         return ["--prompts-per-step", str(self.prompts_per_step), "--max-new", str(self.max_new),
-                "--device", self.device, "--dtype", self.dtype]
+                "--device", self.device, "--dtype", self.dtype, *extra]
 
 
 def write_prompts(path: Path, seed: int = SEED) -> None:
@@ -82,7 +84,7 @@ def rlvr_overrides(model_dir: str, prompts: Path, steps: int, out: Path, work: W
             f"optimizer.micro_batch_size={work.prompts_per_step * G}", "reward.workers=0", "eval.at_end=false",
             "rollout.dynamic_sampling.enabled=false",  # TRL samples each step's prompts once: the same work
             "group_view=false",  # the dashboard's extra forward of G rows a step (~3 %): a diagnostic TRL has not
-            f"max_steps={steps}", f"seed={SEED}", f"output_dir={out}"]
+            f"max_steps={steps}", f"seed={SEED}", f"output_dir={out}", *work.rlvr_extra]
 
 
 def peak_memory_bytes(device: str) -> int:
@@ -288,11 +290,14 @@ def main() -> None:
                         help="bfloat16: mixed precision on both sides (fp32 weights and optimizer state)")
     parser.add_argument("--prompts-per-step", type=int, default=Work.prompts_per_step)
     parser.add_argument("--max-new", type=int, default=Work.max_new, help="completion length cap (both sides)")
+    parser.add_argument("--rlvr-set", action="append", default=[], metavar="KEY=VALUE",
+                        help="an extra override for rlvr's side only (repeatable), e.g. "
+                             "rollout.decode_attention=matmul")
     parser.add_argument("--child", choices=["rlvr", "trl"], help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", help=argparse.SUPPRESS)
     parser.add_argument("--prompts", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    work = Work(args.prompts_per_step, args.max_new, args.device, args.dtype)
+    work = Work(args.prompts_per_step, args.max_new, args.device, args.dtype, tuple(args.rlvr_set))
     if args.child:
         child = child_rlvr if args.child == "rlvr" else child_trl
         print(json.dumps(child(args.model_dir, args.prompts, args.steps, work)))

@@ -170,6 +170,9 @@ class RolloutConfig(_Section):
                                                     "(on a GPU; on a CPU for mixed precision only) before its graphs "
                                                     "are recorded: fused kernels, a few compiles a run (needs Triton "
                                                     "on a GPU, a C++ compiler on a CPU)")
+    decode_attention: Literal["auto", "sdpa", "matmul"] = Field(
+        "auto", description="the static step's attention: sdpa (PyTorch's fused kernels) | matmul (two batched "
+                            "products, rlvr/rollout/graph_step.py) | auto (chosen by compute dtype)")
     dynamic_sampling: DynamicSamplingConfig = Field(default_factory=DynamicSamplingConfig)
     correction: CorrectionConfig = Field(default_factory=CorrectionConfig)
     engine: EngineConfig = Field(default_factory=EngineConfig)

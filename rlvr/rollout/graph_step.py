@@ -161,12 +161,39 @@ def _mm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> tor
     return F.linear(x.to(weight.dtype), weight, bias)
 
 
+def sdpa_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
+                   scale: float) -> torch.Tensor:
+    """q [b, kv heads, g, d] (a KV head's g query heads as its query rows), keys/values [b, kv heads, C, d], mask
+    [b, 1, 1, C] additive -> [b, kv heads, g, d]: PyTorch's fused attention (cuDNN / flash / memory-efficient)."""
+    return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=scale)
+
+
+def matmul_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
+                     scale: float) -> torch.Tensor:
+    """The same attention as two batched products around a softmax (taken in fp32, as the fused kernels do).
+    Why: in fp32 on an H100 no flash kernel exists and the memory-efficient one tiles 64 query rows where a decode
+    step has g = 3, so it read the cache at ~0.5 TB/s (1.10 of 3.1 ms of kernel time a step, README "On a GPU");
+    a batched product of [g, d] x [d, C] per (row, KV head) only streams the cache once."""
+    scores = torch.matmul(q, keys.transpose(-1, -2)).float() * scale + mask.float()  # [b, kv heads, g, C]
+    return torch.matmul(scores.softmax(dim=-1).to(values.dtype), values)
+
+
+ATTENTION = {"sdpa": sdpa_attention, "matmul": matmul_attention}  # the static step's attention, by name
+
+
+def default_attention(compute_dtype: torch.dtype) -> str:
+    """The static step's attention for a compute dtype. sdpa everywhere until the H100 measures matmul
+    (bench/decode_step.py's *_matmul paths)."""
+    return "sdpa"
+
+
 def layer_step(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor, column: torch.Tensor,
                keys: torch.Tensor, values: torch.Tensor, layer: _LayerWeights, eps: tuple[float, float],
-               shape: tuple[int, int, int], act) -> torch.Tensor:
+               shape: tuple[int, int, int], act, attend=sdpa_attention) -> torch.Tensor:
     """One decoder layer of one decode step: x [b, H] -> x [b, H]; writes this token's key and value into column
-    `column` of keys/values [b, kv heads, capacity, d]. shape = (query heads, kv heads, head dim). Every layer calls
-    this with tensors of the same shapes, so torch.compile (rollout.compile_decode) compiles it once for all layers."""
+    `column` of keys/values [b, kv heads, capacity, d]. shape = (query heads, kv heads, head dim); attend: one of
+    ATTENTION. Every layer calls this with tensors of the same shapes, so torch.compile (rollout.compile_decode)
+    compiles it once for all layers."""
     heads, kv_heads, head_dim = shape
     rows, q_size, kv_size = x.shape[0], heads * head_dim, kv_heads * head_dim
     qkv = _mm(_rms(x, layer.attn_norm, eps[0]), layer.qkv, layer.qkv_bias)
@@ -175,7 +202,7 @@ def layer_step(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torc
     values.index_copy_(2, column, qkv[:, q_size + kv_size:].view(rows, kv_heads, 1, head_dim).to(values.dtype))
     # grouped-query attention without repeating K/V: a KV head's query heads become its query rows
     q = qk[:, :heads].reshape(rows, kv_heads, heads // kv_heads, head_dim).to(keys.dtype)
-    attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=head_dim ** -0.5)
+    attn = attend(q, keys, values, mask, head_dim ** -0.5)
     x = x + _mm(attn.reshape(rows, q_size), layer.o, layer.o_bias)
     gate, up = _mm(_rms(x, layer.mlp_norm, eps[1]), layer.gate_up, layer.gate_up_bias).chunk(2, dim=-1)
     return x + _mm(act(gate) * up, layer.down, layer.down_bias)
@@ -205,9 +232,10 @@ class StaticDecoder:
     """Buffers and recorded graphs for one (rows, capacity). Lives across generate calls (the engine keeps it)."""
 
     def __init__(self, model, rows: int, capacity: int, compute_dtype: torch.dtype, graphs: bool,
-                 compile_backend: str | None = None):
+                 compile_backend: str | None = None, attention: str = "sdpa"):
         """rows: a power of two (row_capacity); capacity: KV columns, a multiple of CAPACITY_STEP;
-        compile_backend: a torch.compile backend for the layer step (rollout.compile_decode), None = as written."""
+        compile_backend: a torch.compile backend for the layer step (rollout.compile_decode), None = as written;
+        attention: a name in ATTENTION."""
         config, inner = model.config, model.model
         self.weights = DecodeWeights(model, compute_dtype)
         self.rotary, self.act = inner.rotary_emb, inner.layers[0].mlp.act_fn
@@ -215,6 +243,7 @@ class StaticDecoder:
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
         self.shape = (self.heads, self.kv_heads, self.head_dim)
         self.layer_step = compiled_layer_step(compile_backend) if compile_backend else layer_step
+        self.attend = ATTENTION[attention]
         self.rows, self.capacity = rows, capacity
         device = self.weights.embed.device
         shape = (rows, self.kv_heads, capacity, self.head_dim)
@@ -255,7 +284,8 @@ class StaticDecoder:
         sin = signed_sin(sin)
         mask.index_fill_(-1, self.column, 0.0)  # each row now attends to the token it is adding
         for layer, keys, values, eps in zip(w.layers, self.keys, self.values, w.norm_eps):
-            x = self.layer_step(x, cos, sin, mask, self.column, keys[:b], values[:b], layer, eps, self.shape, self.act)
+            x = self.layer_step(x, cos, sin, mask, self.column, keys[:b], values[:b], layer, eps, self.shape, self.act,
+                                self.attend)
         position.add_(1)
         self.column.add_(1)
         return _mm(_rms(x, w.final_norm, w.final_eps), w.head, w.head_bias)
@@ -321,8 +351,9 @@ class StaticDecoders:
 
     KEEP = 3
 
-    def __init__(self, graphs: bool, compile_backend: str | None = None):
-        self.graphs, self.compile_backend, self.by_shape = graphs, compile_backend, {}
+    def __init__(self, graphs: bool, compile_backend: str | None = None, attention: str | None = None):
+        """attention: a name in ATTENTION, or None for default_attention(compute dtype)."""
+        self.graphs, self.compile_backend, self.attention, self.by_shape = graphs, compile_backend, attention, {}
 
     def stepper(self, model, compute_dtype: torch.dtype, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
                 group_size: int, max_new: int, shared: SharedPrefix | None = None) -> GraphStepper:
@@ -339,7 +370,7 @@ class StaticDecoders:
             while len(self.by_shape) >= self.KEEP:
                 self.by_shape.pop(next(iter(self.by_shape)))
             decoder = StaticDecoder(model, row_capacity(rows), capacity, compute_dtype, self.graphs,
-                                    self.compile_backend)
+                                    self.compile_backend, self.attention or default_attention(compute_dtype))
         self.by_shape[key] = decoder
         decoder.start([c.keys for c in cache.layers], [c.values for c in cache.layers], prompt_mask, group_size)
         return GraphStepper(decoder, logits.repeat_interleave(group_size, dim=0))

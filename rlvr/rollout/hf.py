@@ -107,19 +107,24 @@ class HFRolloutEngine:
     sync_every: int | None = None  # tokens between checks for finished rows: None = 1 on the CPU, SYNC_EVERY else
     decoders: StaticDecoders | None = None  # kept across calls, by batch shape
     compile_backend: str | None = None  # torch.compile backend of the static step's layer (rollout.compile_decode)
+    decode_attention: str | None = None  # the static step's attention (graph_step.ATTENTION); None = by dtype
 
-    def __init__(self, model, tokenizer, fused: bool = True, cuda_graphs: bool = True, compile_decode: bool = False):
+    def __init__(self, model, tokenizer, fused: bool = True, cuda_graphs: bool = True, compile_decode: bool = False,
+                 decode_attention: str | None = None):
         self.model = model
         self.tokenizer = tokenizer
         self.stop_ids = stop_token_ids(model, tokenizer)
         self.fused = fused
         self.cuda_graphs = cuda_graphs
         self.compile_backend = "inductor" if compile_decode else None
+        self.decode_attention = decode_attention
 
     @classmethod
     def configured(cls, model, tokenizer, rollout) -> HFRolloutEngine:
-        """The engine as a run's RolloutConfig sets it up (its cuda_graphs and compile_decode)."""
-        return cls(model, tokenizer, cuda_graphs=rollout.cuda_graphs, compile_decode=rollout.compile_decode)
+        """The engine as a run's RolloutConfig sets it up (its cuda_graphs, compile_decode and decode_attention)."""
+        attention = None if rollout.decode_attention == "auto" else rollout.decode_attention
+        return cls(model, tokenizer, cuda_graphs=rollout.cuda_graphs, compile_decode=rollout.compile_decode,
+                   decode_attention=attention)
 
     def _stepper(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, group_size: int, max_new: int,
                  shared: SharedPrefix | None = None):
@@ -130,7 +135,8 @@ class HFRolloutEngine:
         static = self.static_decode if self.static_decode is not None else prompt_ids.device.type == "cuda"
         if self.fused and (static or precision.is_mixed(model)) and static_supported(model):
             if self.decoders is None:
-                self.decoders = StaticDecoders(graphs=self.cuda_graphs, compile_backend=self.compile_backend)
+                self.decoders = StaticDecoders(graphs=self.cuda_graphs, compile_backend=self.compile_backend,
+                                               attention=self.decode_attention)
             return self.decoders.stepper(model, precision.compute_dtype(model), prompt_ids, prompt_mask,
                                          group_size, max_new, shared)
         with precision.autocast(model):

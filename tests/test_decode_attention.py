@@ -1,0 +1,83 @@
+"""The static decode step's two attentions (rlvr/rollout/graph_step.py ATTENTION, issue #23 item 4): PyTorch's fused
+SDPA and the batched-product form written for fp32 on a GPU. Both must compute the same attention; the engine must
+sample the eager step's tokens with either."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from rlvr.config.run import load_config
+from rlvr.grpo.backends import _hf
+from rlvr.model.load import load_model, load_tokenizer
+from rlvr.rollout.base import SamplingParams
+from rlvr.rollout.graph_step import ATTENTION, default_attention, matmul_attention, sdpa_attention
+from test_decode_steps import left_padded_prompts as prompts
+from test_graph_step import assert_graphs_sample_the_plain_tokens, engine, tiny
+
+
+@pytest.mark.parametrize("attend", [matmul_attention, sdpa_attention], ids=["matmul", "sdpa"])
+def test_attention_by_hand(attend) -> None:
+    """One row, one KV head, one query head, d = 1, two cached columns; scale 1.
+    q = 1, keys = [0, ln 3] -> scores [0, ln 3] -> softmax [1/4, 3/4]; values [4, 8] -> 4/4 + 8 * 3/4 = 7.
+    With the second column masked (-inf) only the first is attended: 4."""
+    q = torch.ones(1, 1, 1, 1)
+    keys = torch.tensor([0.0, math.log(3.0)]).view(1, 1, 2, 1)
+    values = torch.tensor([4.0, 8.0]).view(1, 1, 2, 1)
+    open_mask, masked = torch.zeros(1, 1, 1, 2), torch.tensor([0.0, float("-inf")]).view(1, 1, 1, 2)
+    assert attend(q, keys, values, open_mask, 1.0).item() == pytest.approx(7.0, abs=1e-6)
+    assert attend(q, keys, values, masked, 1.0).item() == pytest.approx(4.0, abs=1e-6)
+    # the scale multiplies the scores: scale 2 -> scores [0, 2 ln 3] -> [1/10, 9/10] -> 0.4 + 7.2 = 7.6
+    assert attend(q, keys, values, open_mask, 2.0).item() == pytest.approx(7.6, abs=1e-5)
+
+
+@pytest.mark.parametrize("dtype,atol", [(torch.float32, 1e-6), (torch.bfloat16, 2e-2)])
+def test_matmul_attention_equals_sdpa_at_decode_shapes(dtype: torch.dtype, atol: float) -> None:
+    """The decode step's shapes: 16 rows, 3 KV heads of 3 query heads each, d 64, 128 columns of which each row has
+    written a different number (the rest -inf, as the static cache masks them)."""
+    torch.manual_seed(0)
+    q = torch.randn(16, 3, 3, 64, dtype=dtype)
+    keys, values = (torch.randn(16, 3, 128, 64, dtype=dtype) for _ in range(2))
+    written = torch.randint(1, 129, (16,))
+    mask = torch.zeros(16, 1, 1, 128).masked_fill(torch.arange(128) >= written[:, None, None, None], float("-inf"))
+    mask = mask.to(dtype)
+    got, want = matmul_attention(q, keys, values, mask, 0.125), sdpa_attention(q, keys, values, mask, 0.125)
+    assert got.dtype == dtype and got.shape == (16, 3, 3, 64)
+    torch.testing.assert_close(got.float(), want.float(), rtol=0, atol=atol)
+
+
+def test_a_static_engine_with_matmul_attention_samples_the_eager_tokens() -> None:
+    """The whole sampling loop (rows leaving at buckets, finish checks every 8 tokens) through the static step with
+    the batched-product attention, against the eager fused step (SDPA): same ids, log-probs to 1e-5."""
+    model = tiny()
+    ids, mask = prompts()
+    sampling = SamplingParams(1.0, 1.0, 24, seed=11)
+    eager_ids, eager_lp = engine(model, static=False).sample(ids, mask, 8, sampling)
+    static = engine(model, static=True, sync_every=8)
+    static.decode_attention = "matmul"
+    got_ids, got_lp = static.sample(ids, mask, 8, sampling)
+    assert torch.equal(got_ids, eager_ids)
+    torch.testing.assert_close(got_lp, eager_lp, rtol=0, atol=1e-5)
+    (decoder,) = static.decoders.by_shape.values()
+    assert decoder.attend is matmul_attention  # the setting reached the step (not the SDPA default)
+
+
+def test_the_setting_reaches_the_training_engine(tiny_model_dir):
+    """rollout.decode_attention=matmul gives the run's in-process engine that attention; auto leaves it to the
+    decoder (default_attention by compute dtype)."""
+    model_config = load_config(None, [f"model.name_or_path={tiny_model_dir}"]).model
+    policy, tokenizer = load_model(model_config), load_tokenizer(model_config)
+    assert _hf(load_config(None, ["rollout.decode_attention=matmul"]), policy, tokenizer).decode_attention == "matmul"
+    assert _hf(load_config(None, ["rollout.decode_attention=sdpa"]), policy, tokenizer).decode_attention == "sdpa"
+    assert _hf(load_config(None, []), policy, tokenizer).decode_attention is None
+
+
+def test_default_attention_names_one_of_the_attentions() -> None:
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        assert default_attention(dtype) in ATTENTION
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (CI has none): the recorded graphs themselves")
+def test_replayed_graphs_with_matmul_attention_sample_the_sdpa_tokens() -> None:
+    assert_graphs_sample_the_plain_tokens(torch.float32, 1e-5, decode_attention="matmul")

@@ -73,9 +73,28 @@ def test_the_setting_reaches_the_training_engine(tiny_model_dir):
     assert _hf(load_config(None, []), policy, tokenizer).decode_attention is None
 
 
-def test_default_attention_names_one_of_the_attentions() -> None:
-    for dtype in (torch.float32, torch.bfloat16, torch.float16):
-        assert default_attention(dtype) in ATTENTION
+def test_auto_takes_matmul_where_the_h100_measured_it_faster() -> None:
+    """fp32 (graphs and compiled) and compiled bf16: matmul; bf16 / fp16 graphs not compiled: SDPA."""
+    assert default_attention(torch.float32, compiled=False) == "matmul"
+    assert default_attention(torch.float32, compiled=True) == "matmul"
+    assert default_attention(torch.bfloat16, compiled=True) == "matmul"
+    assert default_attention(torch.bfloat16, compiled=False) == "sdpa"
+    assert default_attention(torch.float16, compiled=False) == "sdpa"
+    assert set(ATTENTION) == {"sdpa", "matmul"}
+
+
+def test_an_engine_left_to_auto_decodes_fp32_with_matmul_and_bf16_with_sdpa() -> None:
+    """The rule reaches the decoder the engine builds (a decoder built without it would attend with SDPA)."""
+    model = tiny()
+    ids, mask = prompts()
+    sampling = SamplingParams(1.0, 1.0, 4, seed=3)
+    fp32 = engine(model, static=True)
+    fp32.sample(ids, mask, 2, sampling)
+    assert next(iter(fp32.decoders.by_shape.values())).attend is matmul_attention
+    model.rlvr_compute_dtype = torch.bfloat16  # a mixed-precision policy (what load_model records)
+    mixed = engine(model, static=True)
+    mixed.sample(ids, mask, 2, sampling)
+    assert next(iter(mixed.decoders.by_shape.values())).attend is sdpa_attention
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (CI has none): the recorded graphs themselves")

@@ -273,15 +273,28 @@ def test_the_fsdp2_decode_view_keeps_the_policys_compute_dtype():
     assert not precision.is_mixed(ShardedLM(SimpleNamespace(model=tiny_llama(), trainer=None, strategy="fsdp2")))
 
 
-def test_cudnn_attention_false_turns_pytorchs_cudnn_attention_off(tiny_model_dir):
-    """model.cudnn_attention=false (issue #23): SDPA's cuDNN backend is switched off for the process when the model
-    loads (the flag is global in PyTorch, and harmless on a CPU, so the switch itself is checked here)."""
+def test_cudnn_attention_is_off_by_default_and_on_when_asked(tiny_model_dir):
+    """model.cudnn_attention (issue #23): SDPA's cuDNN backend is switched off for the process when the model loads,
+    unless asked for (the flag is global in PyTorch, and harmless on a CPU, so the switch itself is checked here)."""
     before = torch.backends.cuda.cudnn_sdp_enabled()
     try:
         torch.backends.cuda.enable_cudnn_sdp(True)
+        load_model(ModelConfig(name_or_path=str(tiny_model_dir), cudnn_attention=True))
+        assert torch.backends.cuda.cudnn_sdp_enabled()  # true leaves PyTorch's choice alone
         load_model(ModelConfig(name_or_path=str(tiny_model_dir)))
-        assert torch.backends.cuda.cudnn_sdp_enabled()  # the default leaves PyTorch's choice alone
-        load_model(ModelConfig(name_or_path=str(tiny_model_dir), cudnn_attention=False))
-        assert not torch.backends.cuda.cudnn_sdp_enabled()
+        assert not torch.backends.cuda.cudnn_sdp_enabled()  # the default: off
     finally:
         torch.backends.cuda.enable_cudnn_sdp(before)
+
+
+def test_tf32_lets_fp32_matmuls_use_tf32_only_when_asked(tiny_model_dir):
+    """model.tf32 (issue #23): off by default (PyTorch's exact fp32 products stay), on when asked, for the process."""
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        load_model(ModelConfig(name_or_path=str(tiny_model_dir)))
+        assert not torch.backends.cuda.matmul.allow_tf32
+        load_model(ModelConfig(name_or_path=str(tiny_model_dir), tf32=True))
+        assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before

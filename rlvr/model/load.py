@@ -149,6 +149,8 @@ def load_model(config: ModelConfig, *, trainable: bool = True):
         raise ModelError(f"model.device={config.device} but torch sees no CUDA GPU here (use model.device=cpu)")
     if not config.cudnn_attention:
         torch.backends.cuda.enable_cudnn_sdp(False)  # process-wide: SDPA's backend flags are global
+    if config.tf32:  # process-wide, like HF TrainingArguments(tf32=True); PyTorch's default keeps fp32 products exact
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     path = resolve_model_path(config.name_or_path)
     try:  # stored in fp32 under mixed precision, in model.dtype under pure (rlvr/model/precision.py, issue #23)
         model = AutoModelForCausalLM.from_pretrained(

@@ -181,10 +181,11 @@ def matmul_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, 
 ATTENTION = {"sdpa": sdpa_attention, "matmul": matmul_attention}  # the static step's attention, by name
 
 
-def default_attention(compute_dtype: torch.dtype) -> str:
-    """The static step's attention for a compute dtype. sdpa everywhere until the H100 measures matmul
-    (bench/decode_step.py's *_matmul paths)."""
-    return "sdpa"
+def default_attention(compute_dtype: torch.dtype, compiled: bool) -> str:
+    """rollout.decode_attention=auto: matmul where an H100 measured it faster (bench/decode_step.py at 64 rows,
+    2026-11-27, README "On a GPU"): fp32 graphs 3.70 -> 3.43 ms a step, fp32 compiled 3.25 -> 2.80, bf16 compiled
+    1.42 -> 1.28. bf16 graphs without compiling keep SDPA (its matmul form not measured there)."""
+    return "matmul" if compute_dtype == torch.float32 or compiled else "sdpa"
 
 
 def layer_step(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor, column: torch.Tensor,
@@ -352,7 +353,7 @@ class StaticDecoders:
     KEEP = 3
 
     def __init__(self, graphs: bool, compile_backend: str | None = None, attention: str | None = None):
-        """attention: a name in ATTENTION, or None for default_attention(compute dtype)."""
+        """attention: a name in ATTENTION, or None for default_attention (by compute dtype and compiling)."""
         self.graphs, self.compile_backend, self.attention, self.by_shape = graphs, compile_backend, attention, {}
 
     def stepper(self, model, compute_dtype: torch.dtype, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
@@ -370,7 +371,8 @@ class StaticDecoders:
             while len(self.by_shape) >= self.KEEP:
                 self.by_shape.pop(next(iter(self.by_shape)))
             decoder = StaticDecoder(model, row_capacity(rows), capacity, compute_dtype, self.graphs,
-                                    self.compile_backend, self.attention or default_attention(compute_dtype))
+                                    self.compile_backend, self.attention or default_attention(
+                                        compute_dtype, compiled=self.compile_backend is not None))
         self.by_shape[key] = decoder
         decoder.start([c.keys for c in cache.layers], [c.values for c in cache.layers], prompt_mask, group_size)
         return GraphStepper(decoder, logits.repeat_interleave(group_size, dim=0))

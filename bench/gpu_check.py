@@ -6,14 +6,14 @@ Each check is a child process with its own time limit (a hang or crash costs tha
 output kept in DIR/<check>.log. The checks, on the first CUDA device:
 - decode: bench/decode_step.py, ms per decode step at 64 rows eager vs CUDA graphs vs graphs over the
   inductor-compiled layer (rollout.compile_decode), fp32 and bf16 (mixed), and variants of the static step (its
-  attention as batched products; fp32 matmuls on TF32; bf16 without cuDNN's attention);
+  attention as batched products; fp32 matmuls on TF32; bf16 with cuDNN's attention);
 - default: `rlvr train model.device=cuda`, the default config with its final evaluation (30 steps);
 - bf16: the default config in bf16 mixed precision, 10 steps, no evaluation;
 - lora / sft: a LoRA run (3 steps) and an SFT run (one epoch of 32 rows);
 - vs_trl_fp32 / vs_trl_bf16: bench/vs_trl.py at 8 prompts x G 8, <= 128 new tokens, both orders (rounds 2).
 Extras (--only): compiled / compiled_bf16, the default config for 10 steps with rollout.compile_decode=true in fp32 /
-bf16; bf16_nocudnn, the bf16 check with model.cudnn_attention=false (is cuDNN's per-shape plan the bf16 step's cost?);
-vs_trl_fp32_matmul, rlvr's side of vs_trl_fp32 with rollout.decode_attention=matmul.
+bf16; bf16_cudnn, the bf16 check with model.cudnn_attention=true (cuDNN's attention, off by default since the
+2026-11-27 runs); vs_trl_fp32_sdpa, rlvr's side of vs_trl_fp32 with rollout.decode_attention=sdpa.
 README's "On a GPU" has the figures of a run.
 Nothing here is a unit test: CI has no GPU. The numbers go to README's "On a GPU" section with the card's name.
 """
@@ -54,7 +54,7 @@ def checks(work: Path, steps: int) -> dict[str, tuple[list[str], int]]:
         # fp32: what would take the step under 2 ms (the attention over the capacity, the matmuls without TF32)
         "decode_fp32": (decode + ["graph,compiled,graph_matmul,compiled_matmul,compiled_tf32,compiled_matmul_tf32",
                                   "--json", str(work / "decode_fp32.json")], 200),
-        "decode_bf16": (decode + ["graph,compiled,compiled_nocudnn,compiled_matmul", "--dtype", "bfloat16",
+        "decode_bf16": (decode + ["graph,graph_cudnn,graph_matmul,compiled,compiled_matmul", "--dtype", "bfloat16",
                                   "--json", str(work / "decode_bf16.json")], 150),
         "default": (RLVR + ["train", CUDA, f"output_dir={work / 'default'}"], 150),
         "bf16": (RLVR + ["train", CUDA, "model.dtype=bfloat16", "max_steps=10", "eval.at_end=false",
@@ -71,15 +71,15 @@ def checks(work: Path, steps: int) -> dict[str, tuple[list[str], int]]:
                              f"output_dir={work / 'compiled'}"], 90),
         "compiled_bf16": (RLVR + ["train", CUDA, "model.dtype=bfloat16", "rollout.compile_decode=true", "max_steps=10",
                                   "eval.at_end=false", f"output_dir={work / 'compiled_bf16'}"], 90),
-        "bf16_nocudnn": (RLVR + ["train", CUDA, "model.dtype=bfloat16", "model.cudnn_attention=false", "max_steps=10",
-                                 "eval.at_end=false", f"output_dir={work / 'bf16_nocudnn'}"], 60),
-        # rlvr's side of vs_trl_fp32 with the batched-product attention (compare with vs_trl_fp32's TRL)
-        "vs_trl_fp32_matmul": (trl + ["--only", "rlvr", "--rlvr-set", "rollout.decode_attention=matmul", "--json",
-                                      str(work / "vs_trl_fp32_matmul.json")], 90),
+        "bf16_cudnn": (RLVR + ["train", CUDA, "model.dtype=bfloat16", "model.cudnn_attention=true", "max_steps=10",
+                               "eval.at_end=false", f"output_dir={work / 'bf16_cudnn'}"], 60),
+        # rlvr's side of vs_trl_fp32 with SDPA in the decode step (fp32's auto is matmul; compare with vs_trl_fp32)
+        "vs_trl_fp32_sdpa": (trl + ["--only", "rlvr", "--rlvr-set", "rollout.decode_attention=sdpa", "--json",
+                                    str(work / "vs_trl_fp32_sdpa.json")], 90),
     }
 
 
-EXTRAS = ("compiled", "compiled_bf16", "bf16_nocudnn", "vs_trl_fp32_matmul")
+EXTRAS = ("compiled", "compiled_bf16", "bf16_cudnn", "vs_trl_fp32_sdpa")
 
 
 def select(every: dict, only: str | None) -> dict:

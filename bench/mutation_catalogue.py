@@ -5,20 +5,10 @@ broken replacement, and the tests that must fail. Add one whenever README gains 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from mutation_catalogue_systems import RECIPE, SPEED
+from mutation_kind import Mutation, _m
 
-
-@dataclass(frozen=True)
-class Mutation:
-    name: str  # the claim, in a few words (--only matches on it)
-    path: str  # relative to the repository root
-    original: str  # the line as it stands, stripped
-    replacement: str  # the broken line (re-indented like the original)
-    tests: tuple[str, ...]  # pytest ids, run from the repository root
-
-
-def _m(name: str, path: str, original: str, replacement: str, *tests: str) -> Mutation:
-    return Mutation(name, path, original, replacement, tests)
+__all__ = ["CATALOGUE", "Mutation"]
 
 
 # --- the math: advantages, objectives, KL, aggregation, pass@k (README "Algorithms") ------------------------
@@ -296,129 +286,6 @@ AGENTS = [
     _m("a level mix draws levels uniformly", "rlvr/tasks/levels.py",
        "yield next(streams[order[pick.randrange(len(order))]])", "yield next(streams[order[-1]])",
        "tests/test_task_levels.py::test_levels_are_drawn_uniformly_not_by_split_size"),
-]
-
-# --- speed paths that must not change the result (README "How one step works") ----------------------------
-SPEED = [
-    _m("rows skipped only without a KL term", "rlvr/algorithms/loss.py",
-       "if spec.beta > 0 or spec.entropy_coef != 0:", "if spec.entropy_coef != 0:",
-       "tests/test_update_skip.py::test_rows_with_gradient_by_hand",
-       "tests/test_update_skip.py::test_with_a_kl_term_every_row_runs"),
-    _m("an update with no row left still moves AdamW", "rlvr/training/update.py",
-       "_zero_gradients(policy)  # step count move on, as they would after a backward of exact zeros)",
-       "pass",
-       "tests/test_update_skip.py::test_all_tied_batch_runs_nothing_but_adam_moves_as_after_zero_gradients"),
-    _m("shared-opening prefill continues each row's positions", "rlvr/rollout/prefill.py",
-       "positions = position_ids_from_mask(full)[:, shared.ids.shape[1]:]",
-       "positions = position_ids_from_mask(mask)",
-       "tests/test_prefill.py::test_prefill_with_shared_openings_equals_the_whole_contexts"),
-    _m("shared-opening prefill gathers each row's own opening", "rlvr/rollout/prefill.py",
-       "cache.batch_select_indices(shared.rows)", "cache.batch_select_indices(torch.sort(shared.rows).values.flip(0))",
-       "tests/test_prefill.py::test_prefill_with_shared_openings_equals_the_whole_contexts"),
-    # issue 23: rollout.compile_decode and model.cudnn_attention
-    _m("the decoder layer compiles as one graph", "rlvr/rollout/graph_step.py",
-       "heads, kv_heads, head_dim = shape", "heads, kv_heads, head_dim = shape; torch._dynamo.graph_break()",
-       "tests/test_compiled_decode.py::test_the_layer_compiles_once_per_bucket_not_once_per_layer"),
-    _m("new shapes recompile the layer a bounded number of times", "rlvr/rollout/graph_step.py",
-       "_COMPILED[backend] = torch.compile(layer_step, backend=backend, fullgraph=True, dynamic=None, "
-       "options=options)",
-       "_COMPILED[backend] = torch.compile(layer_step, backend=backend, fullgraph=True, dynamic=False, "
-       "options=options)",
-       "tests/test_compiled_decode.py::test_new_bucket_and_capacity_shapes_recompile_a_bounded_number_of_times"),
-    _m("compiled bf16 layer keeps eager's roundings", "rlvr/rollout/graph_step.py",
-       'options = {"emulate_precision_casts": True} if backend == "inductor" else None', "options = None",
-       "tests/test_compiled_decode.py::test_inductor_keeps_eagers_bf16_roundings"),
-    _m("rollout.compile_decode reaches the engine", "rlvr/rollout/hf.py",
-       "return cls(model, tokenizer, cuda_graphs=rollout.cuda_graphs, compile_decode=rollout.compile_decode,",
-       "return cls(model, tokenizer, cuda_graphs=rollout.cuda_graphs,",
-       "tests/test_compiled_decode.py::test_the_setting_reaches_the_training_engine"),
-    _m("model.cudnn_attention=false switches cuDNN attention off", "rlvr/model/load.py",
-       "torch.backends.cuda.enable_cudnn_sdp(False)  # process-wide: SDPA's backend flags are global", "pass",
-       "tests/test_precision.py::test_cudnn_attention_is_off_by_default_and_on_when_asked"),
-    _m("model.tf32 turns TF32 on", "rlvr/model/load.py",
-       "torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True", "pass",
-       "tests/test_precision.py::test_tf32_lets_fp32_matmuls_use_tf32_only_when_asked"),
-    # issue 23: the static step's attention as two batched products (rollout.decode_attention)
-    _m("matmul attention scales the scores", "rlvr/rollout/graph_step.py",
-       "scores = torch.matmul(q, keys.transpose(-1, -2)).float() * scale + mask.float()  # [b, kv heads, g, C]",
-       "scores = torch.matmul(q, keys.transpose(-1, -2)).float() + mask.float()  # [b, kv heads, g, C]",
-       "tests/test_decode_attention.py::test_attention_by_hand"),
-    _m("matmul attention masks unwritten columns", "rlvr/rollout/graph_step.py",
-       "scores = torch.matmul(q, keys.transpose(-1, -2)).float() * scale + mask.float()  # [b, kv heads, g, C]",
-       "scores = torch.matmul(q, keys.transpose(-1, -2)).float() * scale  # [b, kv heads, g, C]",
-       "tests/test_decode_attention.py::test_attention_by_hand",
-       "tests/test_decode_attention.py::test_matmul_attention_equals_sdpa_at_decode_shapes"),
-    _m("auto takes matmul for fp32", "rlvr/rollout/graph_step.py",
-       'return "matmul" if compute_dtype == torch.float32 or compiled else "sdpa"',
-       'return "matmul" if compiled else "sdpa"',
-       "tests/test_decode_attention.py::test_auto_takes_matmul_where_the_h100_measured_it_faster",
-       "tests/test_decode_attention.py::test_an_engine_left_to_auto_decodes_fp32_with_matmul_and_bf16_with_sdpa"),
-    _m("the decoder attends with its setting", "rlvr/rollout/graph_step.py",
-       "self.attend = ATTENTION[attention]", "self.attend = sdpa_attention",
-       "tests/test_decode_attention.py::test_a_static_engine_with_matmul_attention_samples_the_eager_tokens"),
-    _m("rollout.decode_attention reaches the engine", "rlvr/rollout/hf.py",
-       'attention = None if rollout.decode_attention == "auto" else rollout.decode_attention', "attention = None",
-       "tests/test_decode_attention.py::test_the_setting_reaches_the_training_engine"),
-]
-
-# issue 27: the recipe's data, its gates and its tables
-RECIPE = [
-    _m("a focused stream lets every prompt through", "rlvr/tasks/focus.py",
-       "if prompt.id in ids:", "if prompt.id in ids or True:",
-       "tests/test_task_focus.py::test_focused_stream_draws_only_the_listed_prompts_and_all_of_them"),
-    _m("misses keep only prompts with no correct sample", "rlvr/sampling/run.py",
-       "if selection.correct < len(done[prompt.id].candidates):", "if selection.correct == 0:",
-       "tests/test_sampling_run.py::test_misses_list_the_prompts_not_every_sample_solved"),
-    _m("a stated step is never wrong", "rlvr/verifiers/steps.py",
-       "wrong += left != right", "wrong += 0",
-       "tests/test_reasoning_metrics.py::test_check_steps_by_hand"),
-    _m("a fall beyond 2 SE is not marked", "rlvr/pipeline/set_tables.py",
-       'mark = " ▼" if _beyond_noise_below(found) else ""  # the difference computed once', 'mark = ""',
-       "tests/test_pipeline_summary.py::test_per_set_tables_pair_each_set_and_mark_a_fall_beyond_noise"),
-    _m("generate's shared opening skipped", "rlvr/rollout/hf.py",
-       "split = split_contexts(rows) if len(rows) > 1 else None", "split = None",
-       "tests/test_prefill.py::test_first_turn_prompts_share_their_opening_and_sample_the_same_tokens"),
-    _m("shared_prefix cuts a row one token late (its first target becomes prompt)", "rlvr/sft/batching.py",
-       "firsts = [int(e.target_mask.nonzero()[0]) for e in examples]",
-       "firsts = [int(e.target_mask.nonzero()[0]) + 1 for e in examples]",
-       "tests/test_sft.py::test_shared_prefix_equals_length_grouped"),
-    _m("shared_prefix drops each row's last target", "rlvr/sft/batching.py",
-       "lasts = [int(e.target_mask.nonzero()[-1]) + 1 for e in examples]",
-       "lasts = [int(e.target_mask.nonzero()[-1]) for e in examples]",
-       "tests/test_sft.py::test_shared_prefix_equals_length_grouped"),
-    _m("the greedy table pairs pass rates instead of greedy verdicts", "rlvr/pipeline/set_tables.py",
-       'greedy.append([name, *(_with_change(evaluation, previous, label, "greedy", PER_PROBLEM_GREEDY)',
-       'greedy.append([name, *(_with_change(evaluation, previous, label, "greedy", PER_PROBLEM)',
-       "tests/test_pipeline_summary.py::test_greedy_per_set_is_paired_too_and_marked_when_it_falls_beyond_noise"),
-    _m("greedy verdicts not kept per problem", "rlvr/evaluation/evaluate.py",
-       "per_problem_greedy=[] if None in greedy else [float(x) for x in greedy])", "per_problem_greedy=[])",
-       "tests/test_pipeline_summary.py::test_evaluation_keeps_each_problems_greedy_verdict"),
-    _m("level 2 derives again instead of stating its result", "rlvr/tasks/cold_start.py",
-       'return list(dict.fromkeys([f"{canonical} = {result}.", *derive(a, b)]))',
-       'return list(dict.fromkeys([*derive(a, b), f"{canonical} = {result}."]))',
-       "tests/test_cold_start.py::test_level_two_states_its_result_and_level_three_its_steps"),
-    _m("a focus file found in part is trained on silently", "rlvr/tasks/focus.py",
-       "if len(prompts) < len(self.ids):", "if False:",
-       "tests/test_task_focus.py::test_ids_found_only_in_part_are_said"),
-    _m("a recheck looks at the first look's problems again", "rlvr/pipeline/recheck.py",
-       "config.eval.offset += config.eval.size", "config.eval.offset += 0",
-       "tests/test_pipeline_recheck.py::test_each_fall_is_rechecked_on_further_problems_and_the_summary_says_if_it_holds"),
-    _m("eval.offset is ignored", "rlvr/evaluation/sets.py",
-       "for prompt in build_task(set_task_config(config.task, entry)).eval_prompts(skip + size)[skip:]:",
-       "for prompt in build_task(set_task_config(config.task, entry)).eval_prompts(size):",
-       "tests/test_pipeline_recheck.py::test_eval_offset_takes_the_held_out_problems_after_the_first"),
-    _m("recheck_size without sets is accepted", "rlvr/config/rules.py",
-       "if c.eval.recheck_size and not c.eval.sets:  # the re-check compares per set (pipeline/recheck.py)",
-       "if False:",
-       "tests/test_pipeline_recheck.py::test_recheck_size_without_sets_is_refused"),
-    _m("every recheck holds", "rlvr/pipeline/recheck.py",
-       'verdict = ("holds" if fell(after, before, key) else "not beyond noise") if after.get(key) else (',
-       'verdict = "holds" if after.get(key) else (',
-       "tests/test_pipeline_recheck.py::test_each_fall_is_rechecked_on_further_problems_and_the_summary_says_if_it_holds"),
-    _m("the model before is re-evaluated instead of reused", "rlvr/pipeline/recheck.py",
-       'earlier = before_rechecks.get(label, {}).get("after")  # the model before, on these very problems',
-       "earlier = None",
-       "tests/test_pipeline_recheck.py::test_each_fall_is_rechecked_on_further_problems_and_the_summary_says_if_it_holds"),
 ]
 
 CATALOGUE: list[Mutation] = (MATH + RESUME + DETERMINISM + RAY + DISTRIBUTED + NOTES + MATH_VERIFIER + CODE_VERIFIER

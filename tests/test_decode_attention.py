@@ -47,20 +47,33 @@ def test_matmul_attention_equals_sdpa_at_decode_shapes(dtype: torch.dtype, atol:
     torch.testing.assert_close(got.float(), want.float(), rtol=0, atol=atol)
 
 
-def test_a_static_engine_with_matmul_attention_samples_the_eager_tokens() -> None:
+def test_a_static_engine_with_either_attention_samples_the_eager_tokens() -> None:
     """The whole sampling loop (rows leaving at buckets, finish checks every 8 tokens) through the static step with
-    the batched-product attention, against the eager fused step (SDPA): same ids, log-probs to 1e-5."""
+    each attention set by name, against the eager fused step (SDPA): same ids, log-probs to 1e-5. fp32's default is
+    matmul, so the sdpa engine shows the setting arrived (an engine that dropped it would attend with matmul)."""
     model = tiny()
     ids, mask = prompts()
     sampling = SamplingParams(1.0, 1.0, 24, seed=11)
     eager_ids, eager_lp = engine(model, static=False).sample(ids, mask, 8, sampling)
-    static = engine(model, static=True, sync_every=8)
-    static.decode_attention = "matmul"
-    got_ids, got_lp = static.sample(ids, mask, 8, sampling)
-    assert torch.equal(got_ids, eager_ids)
-    torch.testing.assert_close(got_lp, eager_lp, rtol=0, atol=1e-5)
-    (decoder,) = static.decoders.by_shape.values()
-    assert decoder.attend is matmul_attention  # the setting reached the step (not the SDPA default)
+    for name, function in (("sdpa", sdpa_attention), ("matmul", matmul_attention)):
+        static = engine(model, static=True, sync_every=8)
+        static.decode_attention = name
+        got_ids, got_lp = static.sample(ids, mask, 8, sampling)
+        assert torch.equal(got_ids, eager_ids)
+        torch.testing.assert_close(got_lp, eager_lp, rtol=0, atol=1e-5)
+        (decoder,) = static.decoders.by_shape.values()
+        assert decoder.attend is function
+
+
+def test_fp16_scores_are_taken_in_fp32() -> None:
+    """fp16's largest value is 65504: q . k = 64 x 32 x 32 = 65536 overflows an fp16 product (inf, then NaN in the
+    softmax). Taken in fp32, the one open column's value comes back: 3."""
+    q = torch.full((1, 1, 1, 64), 32.0, dtype=torch.float16)
+    keys = torch.full((1, 1, 2, 64), 32.0, dtype=torch.float16)
+    values = torch.tensor([3.0, 5.0], dtype=torch.float16).view(1, 1, 2, 1)
+    mask = torch.tensor([0.0, float("-inf")], dtype=torch.float16).view(1, 1, 1, 2)
+    out = matmul_attention(q, keys, values, mask, 1.0)
+    assert out.dtype == torch.float16 and out.item() == 3.0
 
 
 def test_the_setting_reaches_the_training_engine(tiny_model_dir):
@@ -73,13 +86,9 @@ def test_the_setting_reaches_the_training_engine(tiny_model_dir):
     assert _hf(load_config(None, []), policy, tokenizer).decode_attention is None
 
 
-def test_auto_takes_matmul_where_the_h100_measured_it_faster() -> None:
-    """fp32 (graphs and compiled) and compiled bf16: matmul; bf16 / fp16 graphs not compiled: SDPA."""
-    assert default_attention(torch.float32, compiled=False) == "matmul"
-    assert default_attention(torch.float32, compiled=True) == "matmul"
-    assert default_attention(torch.bfloat16, compiled=True) == "matmul"
-    assert default_attention(torch.bfloat16, compiled=False) == "sdpa"
-    assert default_attention(torch.float16, compiled=False) == "sdpa"
+def test_auto_takes_matmul_for_fp32_and_sdpa_for_half_precision() -> None:
+    assert default_attention(torch.float32) == "matmul"
+    assert default_attention(torch.bfloat16) == default_attention(torch.float16) == "sdpa"
     assert set(ATTENTION) == {"sdpa", "matmul"}
 
 
@@ -99,4 +108,5 @@ def test_an_engine_left_to_auto_decodes_fp32_with_matmul_and_bf16_with_sdpa() ->
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (CI has none): the recorded graphs themselves")
 def test_replayed_graphs_with_matmul_attention_sample_the_sdpa_tokens() -> None:
+    """Graphs with matmul attention against the static step run eagerly with SDPA (the helper pins it)."""
     assert_graphs_sample_the_plain_tokens(torch.float32, 1e-5, decode_attention="matmul")

@@ -19,9 +19,9 @@ def test_the_default_list_is_issue_23s_and_extras_run_only_when_named(tmp_path):
     every = gpu_check.checks(tmp_path, steps=3)
     assert list(gpu_check.select(every, None)) == ["decode_fp32", "decode_bf16", "default", "bf16", "vs_trl_bf16",
                                                    "lora", "sft", "vs_trl_fp32"]
-    assert list(gpu_check.select(every, "bf16_nocudnn,bf16,bf16_nocudnn")) == ["bf16_nocudnn", "bf16"]  # as named
+    assert list(gpu_check.select(every, "bf16_cudnn,bf16,bf16_cudnn")) == ["bf16_cudnn", "bf16"]  # as named
     with pytest.raises(SystemExit, match="no check"):
-        gpu_check.select(every, "bf16,nocudnn")
+        gpu_check.select(every, "bf16,cudnn")
 
 
 def test_summaries_of_a_decode_a_comparison_and_a_training_run(tmp_path):
@@ -41,8 +41,8 @@ def test_summaries_of_a_decode_a_comparison_and_a_training_run(tmp_path):
     (tmp_path / "vs_trl_bf16.json").write_text(json.dumps({"rlvr": [run([0.8, 1.0])], "trl": [run([4.0, 4.0])]}))
     line = gpu_check.summarize("vs_trl_bf16", tmp_path)
     assert "rlvr 0.90 s/step" in line and "TRL 4.00" in line and "ratio 0.23" in line  # 0.9 / 4.0 = 0.225
-    (tmp_path / "vs_trl_fp32_matmul.json").write_text(json.dumps({"rlvr": [run([0.6, 0.7]), run([0.8, 0.9])]}))
-    line = gpu_check.summarize("vs_trl_fp32_matmul", tmp_path)  # rlvr's side alone: median of 0.6-0.9 = 0.75
+    (tmp_path / "vs_trl_fp32_sdpa.json").write_text(json.dumps({"rlvr": [run([0.6, 0.7]), run([0.8, 0.9])]}))
+    line = gpu_check.summarize("vs_trl_fp32_sdpa", tmp_path)  # rlvr's side alone: median of 0.6-0.9 = 0.75
     # tokens/s: the median of each step's 2000 / s = 3333, 2857, 2500, 2222 -> (2857 + 2500) / 2 = 2679
     assert line == "rlvr 0.75 s/step (2679 tok/s, 7.00 GB)"
 

@@ -170,10 +170,14 @@ def sdpa_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, ma
 
 def matmul_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
                      scale: float) -> torch.Tensor:
-    """The same attention as two batched products around a softmax (taken in fp32, as the fused kernels do).
-    Why: in fp32 on an H100 no flash kernel exists and the memory-efficient one tiles 64 query rows where a decode
-    step has g = 3, so it read the cache at ~0.5 TB/s (1.10 of 3.1 ms of kernel time a step, README "On a GPU");
-    a batched product of [g, d] x [d, C] per (row, KV head) only streams the cache once."""
+    """The same attention as two batched products around an fp32 softmax. Why: in fp32 on an H100 no flash kernel
+    exists and the memory-efficient one tiles 64 query rows where a decode step has g = 3 (1.09 of 3.52 ms of kernel
+    time a step, README "On a GPU"); a batched [g, d] x [d, C] product per (row, KV head) streams the cache once.
+    Meant for fp32, where the scores are SDPA's to rounding. In bf16 the scores are rounded to bf16 before the fp32
+    softmax (SDPA keeps them fp32): ~2-4x SDPA's error, so `auto` leaves bf16 to SDPA. fp16 products could overflow
+    (max 65504), so fp16 scores are taken in fp32."""
+    if q.dtype == torch.float16:
+        q, keys = q.float(), keys.float()
     scores = torch.matmul(q, keys.transpose(-1, -2)).float() * scale + mask.float()  # [b, kv heads, g, C]
     return torch.matmul(scores.softmax(dim=-1).to(values.dtype), values)
 
@@ -181,11 +185,11 @@ def matmul_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, 
 ATTENTION = {"sdpa": sdpa_attention, "matmul": matmul_attention}  # the static step's attention, by name
 
 
-def default_attention(compute_dtype: torch.dtype, compiled: bool) -> str:
-    """rollout.decode_attention=auto: matmul where an H100 measured it faster (bench/decode_step.py at 64 rows,
-    2026-11-27, README "On a GPU"): fp32 graphs 3.70 -> 3.43 ms a step, fp32 compiled 3.25 -> 2.80, bf16 compiled
-    1.42 -> 1.28. bf16 graphs without compiling keep SDPA (its matmul form not measured there)."""
-    return "matmul" if compute_dtype == torch.float32 or compiled else "sdpa"
+def default_attention(compute_dtype: torch.dtype) -> str:
+    """rollout.decode_attention=auto: matmul in fp32, where an H100 measured it faster (bench/decode_step.py at 64
+    rows, 2026-11-27, README "On a GPU": graphs 3.70 -> 3.43 ms a step, compiled 3.25 -> 2.80); SDPA in half
+    precision (compiled bf16 measured 1.42 -> 1.28 ms with matmul, but its scores round to bf16: see above)."""
+    return "matmul" if compute_dtype == torch.float32 else "sdpa"
 
 
 def layer_step(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor, column: torch.Tensor,
@@ -353,7 +357,7 @@ class StaticDecoders:
     KEEP = 3
 
     def __init__(self, graphs: bool, compile_backend: str | None = None, attention: str | None = None):
-        """attention: a name in ATTENTION, or None for default_attention (by compute dtype and compiling)."""
+        """attention: a name in ATTENTION, or None for default_attention (by compute dtype)."""
         self.graphs, self.compile_backend, self.attention, self.by_shape = graphs, compile_backend, attention, {}
 
     def stepper(self, model, compute_dtype: torch.dtype, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
@@ -371,8 +375,7 @@ class StaticDecoders:
             while len(self.by_shape) >= self.KEEP:
                 self.by_shape.pop(next(iter(self.by_shape)))
             decoder = StaticDecoder(model, row_capacity(rows), capacity, compute_dtype, self.graphs,
-                                    self.compile_backend, self.attention or default_attention(
-                                        compute_dtype, compiled=self.compile_backend is not None))
+                                    self.compile_backend, self.attention or default_attention(compute_dtype))
         self.by_shape[key] = decoder
         decoder.start([c.keys for c in cache.layers], [c.values for c in cache.layers], prompt_mask, group_size)
         return GraphStepper(decoder, logits.repeat_interleave(group_size, dim=0))

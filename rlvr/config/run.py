@@ -55,7 +55,7 @@ class ModelConfig(_Section):
                         description="torch device for policy, reference and rollouts: cpu, cuda, cuda:N, mps")
     trust_remote_code: bool = Field(False, description="allow custom modeling code from the model directory")
     # issue #23, measured on an H100 (README "On a GPU"): with cuDNN's attention (PyTorch's pick in bf16, a plan
-    # built per new shape) the default config's bf16 update took 1.3-1.9 s in steps 1-4, 0.33-0.64 s without
+    # built per new shape) the default config's bf16 update took 1.3-1.9 s in steps 1-4, 0.32-0.64 s without
     cudnn_attention: bool = Field(False, description="let PyTorch use cuDNN's attention kernels (GPU, bf16/fp16); "
                                                      "false = flash / memory-efficient ones only, for the process")
     tf32: bool = Field(False, description="fp32 matmuls on TF32 tensor cores (GPU; 10-bit mantissa products, for the "

@@ -294,6 +294,7 @@ def test_worked_ray_config_loads_as_shipped():
     (["ray.enabled=true", "rollout.engine.kind=vllm"], ["Ray actor", "leave it at hf"]),
     (["rollout.engine.max_staleness=2"], ["max_staleness"]),
     (["rollout.compile_decode=true", "rollout.engine.kind=hf_process"], ["compile_decode", "kind=hf_process"]),
+    (["rollout.decode_attention=matmul", "ray.enabled=true"], ["decode_attention=matmul", "ray.enabled=True"]),
     (["ray.address=auto"], ["ray.enabled=false", "ignore the cluster"]),
     (["rollout.engine.kind=vllm", "rollout.engine.max_staleness=1"], ["vllm_mode=colocate", "nothing would overlap"]),
     (["rollout.engine.kind=vllm", "rollout.engine.vllm_mode=server"], ["vllm_server_url=http://host:port", "None"]),

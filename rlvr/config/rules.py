@@ -119,9 +119,11 @@ def _engine_problems(c: AnyRunConfig) -> list[str]:
     if e.kind == "vllm" and c.model.lora.enabled:
         return ["model.lora with rollout.engine.kind=vllm is not supported yet (vLLM would need its own LoRA adapter "
                 "sync); hf_process and ray.enabled receive the merged weights after every step"]
-    if c.rollout.compile_decode and own_weights:
-        return [f"rollout.compile_decode=true compiles the in-process engine's decode step, and this run decodes "
-                f"elsewhere (rollout.engine.kind={e.kind}, ray.enabled={c.ray.enabled}): leave it false"]
+    step_settings = [name for name, changed in (("rollout.compile_decode=true", c.rollout.compile_decode), (
+        f"rollout.decode_attention={c.rollout.decode_attention}", c.rollout.decode_attention != "auto")) if changed]
+    if step_settings and own_weights:  # the other engines would ignore them without a word
+        return [f"{' and '.join(step_settings)} set the in-process engine's decode step, and this run decodes "
+                f"elsewhere (rollout.engine.kind={e.kind}, ray.enabled={c.ray.enabled}): leave them at their defaults"]
     if c.ray.address is not None and not c.ray.enabled:
         return [f"ray.address={c.ray.address} is set but ray.enabled=false: the run would ignore the cluster; set "
                 "ray.enabled=true (or drop ray.address)"]

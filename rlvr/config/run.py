@@ -173,8 +173,8 @@ class RolloutConfig(_Section):
                                                     "are recorded: fused kernels, a few compiles a run (needs Triton "
                                                     "on a GPU, a C++ compiler on a CPU)")
     decode_attention: Literal["auto", "sdpa", "matmul"] = Field(
-        "auto", description="the static step's attention: sdpa (PyTorch's fused kernels) | matmul (two batched "
-                            "products, rlvr/rollout/graph_step.py) | auto (chosen by compute dtype)")
+        "auto", description="attention of the static step (a GPU, or a mixed-precision model): sdpa (PyTorch's "
+                            "fused kernels) | matmul (two batched products) | auto (matmul in fp32, else sdpa)")
     dynamic_sampling: DynamicSamplingConfig = Field(default_factory=DynamicSamplingConfig)
     correction: CorrectionConfig = Field(default_factory=CorrectionConfig)
     engine: EngineConfig = Field(default_factory=EngineConfig)

@@ -221,6 +221,11 @@ DISTRIBUTED = [
     _m("ddp uses the summing hook", "rlvr/distributed/wrap.py",
        "ddp.register_comm_hook(None, _sum_allreduce_hook)", "pass",
        "tests/test_distributed.py::test_two_ranks_match_one_process_after_three_steps"),
+    _m("a rank skips the interpreter teardown", "rlvr/cli/main.py",
+       "if own_process and is_torchrun_rank():  # no interpreter teardown: rlvr/distributed/exit.py says why",
+       "if False:", "tests/test_rank_exit.py::test_the_rlvr_command_on_a_rank_ends_through_exit_rank"),
+    _m("a rank's exit still waits for its threads", "rlvr/distributed/exit.py", "threading._shutdown()", "pass",
+       "tests/test_rank_exit.py::test_exit_rank_keeps_what_a_normal_exit_does"),
 ]
 
 # --- the console's notes fit the run (README "What the log says", issue 24 part 4) ----------------------------

@@ -37,7 +37,9 @@ def _torchrun(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.Co
     # A collective that one rank never joins hangs both: the timeout turns that into a failure.
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", *args]
     done = subprocess.run(command, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=timeout)
-    ranks = [line for line in done.stderr.splitlines() if line.startswith("[rank")]  # the workers' tracebacks
+    # the workers' tracebacks, and a C++ abort's one line (the SIGABRT of rlvr/distributed/exit.py printed only that)
+    ranks = [line for line in done.stderr.splitlines() if line.startswith("[rank") or "terminate called" in line
+             or "what():" in line]
     assert done.returncode == 0, "\n".join([done.stdout[-2000:], *ranks[-40:], done.stderr[-1500:]])
     return done
 

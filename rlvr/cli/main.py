@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from rlvr.config.run import RunConfig, load_config
+from rlvr.distributed.exit import exit_rank, is_torchrun_rank
 from rlvr.errors import UserFacingError
 
 
@@ -132,17 +133,21 @@ def refuse_trainer_ranks(command: str, config: RunConfig) -> RunConfig:
 
 
 def main(argv: list[str] | None = None) -> int:
-    if argv is None:  # the `rlvr` command itself (not a call from Python): restart once with tcmalloc if found
+    own_process = argv is None  # the `rlvr` command itself, not a call from Python
+    if own_process:  # restart once with tcmalloc if found
         from rlvr.cli.allocator import restart_with_tcmalloc
 
         restart_with_tcmalloc(sys.argv[1:])
     args = parse(argv)
     try:
         refuse_extra_ranks(args.command)
-        return args.func(args)
+        code = args.func(args)
     except UserFacingError as err:  # config, data, model, checkpoint, engine...: one line; anything else is a bug
         print(f"rlvr: error: {err}", file=sys.stderr)
-        return 2
+        code = 2
+    if own_process and is_torchrun_rank():  # no interpreter teardown: rlvr/distributed/exit.py says why
+        exit_rank(code)
+    return code
 
 
 if __name__ == "__main__":

@@ -1,0 +1,90 @@
+"""How a torchrun rank ends (rlvr/distributed/exit.py): Python's exit steps are kept, only the teardown is skipped.
+
+The teardown race itself (a gloo worker asking for the GIL while the interpreter finalizes: SIGABRT) is timing-
+dependent and is not reproduced here; the torchrun tests in test_distributed.py run through this exit."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import rlvr.cli.allocator
+import rlvr.cli.main as cli
+from rlvr.distributed.exit import is_torchrun_rank
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Each line is something a normal exit does and os._exit alone would lose: the thread would be killed mid-sleep,
+# the atexit file never written, the piped (block-buffered) stdout dropped, and the idle executor worker would
+# make a plain join of every thread wait forever (threading's exit hooks stop it first).
+SCRIPT = textwrap.dedent("""
+    import atexit, concurrent.futures, sys, threading, time
+    from pathlib import Path
+    from rlvr.distributed.exit import exit_rank
+
+    out = Path(sys.argv[1])
+    atexit.register(lambda: (out / "atexit").write_text("ran"))
+
+    def late():
+        time.sleep(0.3)
+        (out / "thread").write_text("joined")
+
+    threading.Thread(target=late).start()
+    concurrent.futures.ThreadPoolExecutor(1).submit(int).result()
+    sys.stdout.write("buffered")
+    exit_rank(3)
+    print("after exit_rank")
+""")
+
+
+def test_exit_rank_keeps_what_a_normal_exit_does(tmp_path):
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], capture_output=True, text=True,
+                          timeout=60, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, cwd=tmp_path)
+    assert done.returncode == 3, done.stderr
+    assert done.stdout == "buffered"  # flushed, and nothing after exit_rank ran
+    assert (tmp_path / "thread").read_text() == "joined"
+    assert (tmp_path / "atexit").read_text() == "ran"
+
+
+@pytest.mark.parametrize(("world", "expected"), [("2", True), ("8", True), ("1", False), ("", False),
+                                                 ("two", False), (None, False)])
+def test_is_torchrun_rank(world, expected):
+    assert is_torchrun_rank({} if world is None else {"WORLD_SIZE": world}) is expected
+
+
+@pytest.fixture
+def exits(monkeypatch) -> list[int]:
+    """main()'s exit_rank calls, recorded instead of ending pytest's process."""
+    calls: list[int] = []
+
+    def record(code: int):
+        calls.append(code)
+        raise SystemExit(code)
+
+    monkeypatch.setattr(cli, "exit_rank", record)
+    monkeypatch.setattr(rlvr.cli.allocator, "restart_with_tcmalloc", lambda argv: None)  # no exec of pytest
+    return calls
+
+
+def test_the_rlvr_command_on_a_rank_ends_through_exit_rank(exits, monkeypatch):
+    # `rlvr eval` on 2 ranks is refused (exit 2) before any model loads: the cheapest command that reaches the end
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr(sys, "argv", ["rlvr", "eval", "none"])
+    with pytest.raises(SystemExit):
+        cli.main()
+    assert exits == [2]
+
+
+def test_calls_from_python_and_single_process_runs_return_normally(exits, monkeypatch, capsys):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert cli.main(["eval", "none"]) == 2  # a call from Python: the caller's process goes on
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setattr(sys, "argv", ["rlvr", "verify", "--help"])
+    with pytest.raises(SystemExit) as stop:  # argparse's own exit after --help, not exit_rank
+        cli.main()
+    assert stop.value.code == 0
+    assert exits == []
+    assert "runs in one process" in capsys.readouterr().err

@@ -41,11 +41,13 @@ class Outcome:
     detail: str  # the first failing test, or why it could not be applied
 
 
-def copy_tracked(destination: Path) -> None:
-    """The tracked files only, so a local .venv, run directories or caches do not travel (or get mutated)."""
-    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True).stdout
+def copy_tracked(destination: Path, root: Path = ROOT) -> None:
+    """The tracked files and new ones git does not ignore, so a local .venv, run directories or caches do not
+    travel (or get mutated), while a change not yet committed does."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root,
+                            check=True, capture_output=True).stdout
     for name in filter(None, listed.decode().split("\0")):
-        source = ROOT / name
+        source = root / name
         if source.is_file():
             target = destination / name
             target.parent.mkdir(parents=True, exist_ok=True)

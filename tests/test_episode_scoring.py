@@ -23,6 +23,8 @@ class StateEnv:
     def score_state(self, final_state: str, prompt: Prompt) -> Verdict:
         if final_state == "boom":
             raise RuntimeError("state checker bug")
+        if final_state == "broken":  # e.g. a prompt whose reference state cannot be read
+            return Verdict(Outcome.ERROR, 0.0, "reference unreadable", scorable=False)
         ok = final_state == prompt.reference
         return Verdict(Outcome.CORRECT if ok else Outcome.WRONG, float(ok))
 
@@ -50,6 +52,18 @@ def test_reward_is_answer_plus_weighted_state_and_a_failing_check_is_an_error():
     assert outcomes == [Outcome.CORRECT, Outcome.WRONG, Outcome.CORRECT, Outcome.ERROR]
     assert "state checker bug" in scored.verdicts[STATE][3].detail
     assert list(rewarder.components) == ["answer", STATE] and rewarder.components[STATE][1] == 0.5
+
+
+def test_a_row_whose_state_is_unscorable_gets_no_reward_even_where_its_answer_is_right():
+    """As `weigh` does for single-turn components: unscorable rows are masked out of the advantages, and their
+    reward is 0, so they do not lift the logged reward mean either (issue 41: the answer's 1.0 stayed)."""
+    rewarder = EpisodeRewarder(Rewarder({"answer": (answer_is_reference, 1.0)}), StateEnv(), 0.5)
+    scored = rewarder.score_rollout(batch(["7", "broken", "9", "broken"], ["0", "0", "1", "nope"]))
+    # answers 1/1/1/0, states 1/unscorable/1/unscorable -> 1.5, 0 (not 1.0), 1.5, 0
+    assert scored.rewards.tolist() == [1.5, 0.0, 1.5, 0.0]
+    assert scored.scorable.tolist() == [True, False, True, False]
+    alone = EpisodeScoring(None, StateEnv(), 1.0).score_rollout(batch(["7", "broken", "9", "8"], [""] * 4))
+    assert alone.rewards.tolist() == [1.0, 0.0, 1.0, 0.0] and alone.scorable.tolist() == [True, False, True, True]
 
 
 def test_a_task_scored_by_its_state_alone_needs_no_verifier_pool():

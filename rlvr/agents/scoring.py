@@ -51,8 +51,11 @@ def with_state(answers: ScoredBatch | None, environment: Environment, weight: fl
     if answers is None:
         return state
     device = answers.rewards.device
-    return ScoredBatch(rewards=answers.rewards + state.rewards.to(device),
-                       scorable=answers.scorable & state.scorable.to(device),
+    scorable = answers.scorable & state.scorable.to(device)
+    # as `weigh` does for single-turn components: an unscorable row is never rewarded, whatever another component
+    # said (its advantage is masked; left in, its answer reward inflated the logged reward mean: issue 41)
+    return ScoredBatch(rewards=(answers.rewards + state.rewards.to(device)).masked_fill(~scorable, 0.0),
+                       scorable=scorable,
                        verdicts={**answers.verdicts, **state.verdicts},
                        scores={**answers.scores, STATE: state.scores[STATE].to(device)})
 

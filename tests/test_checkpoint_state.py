@@ -78,3 +78,22 @@ def test_second_signal_exits_at_once():
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 128 + signal.SIGINT and "stopped" not in out and "exiting now" in err
+
+
+def test_resume_keeps_each_log_s_lines_up_to_the_step_and_drops_a_torn_one(tmp_path):
+    """On resume the logs are cut back to the checkpoint's step: the steps after it run again and write their lines
+    again. A line a crash tore mid-write is dropped (issue 41: kept, it broke every later reader of the file)."""
+    import json
+
+    from rlvr.checkpoint.resume import LOGS, truncate_logs
+
+    lines = [json.dumps({"step": 1, "loss": 0.5}), json.dumps({"event": "start"}),  # no step: a run-level line
+             json.dumps({"step": 2, "loss": 0.4}), json.dumps({"step": 3, "loss": 0.3}), "", '{"step": 2, "loss": 0.']
+    (tmp_path / "metrics.jsonl").write_text("\n".join(lines))  # the torn line last, with no newline
+    (tmp_path / "eval.jsonl").write_text(json.dumps({"step": 3, "pass@1": 0.5}) + "\n")
+    (tmp_path / "notes.txt").write_text("not a log\n")
+    truncate_logs(tmp_path, 2)
+    assert (tmp_path / "metrics.jsonl").read_text().splitlines() == lines[:3]
+    assert (tmp_path / "eval.jsonl").read_text() == "" and (tmp_path / "notes.txt").read_text() == "not a log\n"
+    assert not (tmp_path / "samples.jsonl").exists() and "metrics.jsonl" in LOGS
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["eval.jsonl", "metrics.jsonl", "notes.txt"]  # no staging

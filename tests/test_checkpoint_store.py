@@ -112,6 +112,9 @@ def test_disk_full_while_saving_is_a_clear_error_and_previous_intact(tmp_path):
         with pytest.raises(CheckpointError, match="No space left on device") as err:
             write_checkpoint(disk, 2, fill_with({"shard.bin": b"k" * 900_000}))
         assert "previous checkpoints are intact" in str(err.value)
+        # the free space as it was when the write failed (0), not after the partial write was removed (~0.7 MiB,
+        # printed as 1): that is what says the disk filled up (issue 41: read after the removal, no test saw it)
+        assert "(0 MiB free on its disk)" in str(err.value)
         assert not list(disk.glob(".staging-*"))  # the partial write was removed: the space is back
         assert latest_good(disk, log=lambda _: None).step == 1
         verify_checkpoint(disk / "step-000001")

@@ -62,3 +62,33 @@ def test_commands_that_sample_single_completions_refuse_an_environment_task():
     with pytest.raises(SingleTurnOnly, match="rlvr sample samples single completions.*'calculator-l1'"):
         refuse_episodes(build_task(TaskConfig(name="calculator")), "rlvr sample")
     refuse_episodes(build_task(TaskConfig(name="arithmetic")), "rlvr sample")  # single-turn tasks pass
+
+
+def test_the_episode_settings_reach_the_runner_and_the_rewarder(tiny_model_dir):
+    """Every episode.* budget, the observation role, the tool listing and the state weight arrive where they act
+    (issue 41: `Budgets(max_turns=4, ...)` in place of episode.max_turns passed every test)."""
+    from transformers import AutoTokenizer
+
+    from rlvr.agents.protocol import Budgets
+    from rlvr.agents.wiring import episode_engine, episode_parts, episode_rewarder
+
+    defaults = load_config(None, ["task.name=calculator"]).episode
+    chosen = ["episode.max_turns=6", "episode.tokens_per_turn=40", "episode.tokens_per_episode=170",
+              "episode.tool_time_limit_s=0.7", "episode.observation_role=user", "episode.list_tools=false",
+              "episode.state_weight=0.25"]
+    config = load_config(None, ["task.name=filesystem", *chosen])
+    for line in chosen:  # the premise: each chosen value differs from its default
+        key, value = line.split(".", 1)[1].split("=")
+        assert str(getattr(defaults, key)).lower() != value, key
+
+    class TurnEngine:
+        def continue_tokens(self, contexts, group_size, sampling):
+            raise AssertionError("not played here")
+
+    parts = episode_parts(build_task(config.task), config)
+    runner = episode_engine(TurnEngine(), AutoTokenizer.from_pretrained(tiny_model_dir), parts)
+    assert runner.budgets == Budgets(max_turns=6, tokens_per_turn=40, tokens_per_episode=170, tool_time_limit_s=0.7)
+    assert (runner.rendering.observation_role, runner.rendering.list_tools) == ("user", False)
+    assert runner.turn_template.role == "user"
+    assert episode_rewarder(parts).weight == 0.25 and parts.state_weight == 0.25
+    assert parts.environment.limit_s == 0.7  # the tools' time limit is the environment's to apply

@@ -127,6 +127,19 @@ def test_malformed_and_unknown_calls_are_counted_errors_not_exceptions(tokenizer
     assert "unknown tool 'nope'" in record.messages[1]["content"] and "malformed" in record.messages[1]["content"]
 
 
+def test_a_call_with_keys_besides_name_and_arguments_is_a_counted_error():
+    """README: extra keys are one counted error told back to the model (issue 41: an "id" key was accepted)."""
+    from rlvr.agents.tool_calls import parse_turn
+
+    call = '{"name": "echo", "arguments": {"text": "x"}}'
+    assert [c.arguments for c in parse_turn(0, f"<tool_call>{call}</tool_call>", (ECHO,)).calls] == [{"text": "x"}]
+    for extra in ('"id": "call_1"', '"type": "function"'):
+        turn = parse_turn(0, f"<tool_call>{call[:-1]}, {extra}}}</tool_call>", (ECHO,))
+        assert turn.calls == () and len(turn.errors) == 1 and "malformed tool call" in turn.errors[0], extra
+    turn = parse_turn(0, '<tool_call>{"name": "echo"}</tool_call>', (ECHO,))  # a key missing is one error too
+    assert turn.calls == () and len(turn.errors) == 1
+
+
 def test_budgets_cut_episodes_and_mark_them_truncated(tokenizer):
     call = chars(tokenizer, '<tool_call>{"name": "echo", "arguments": {"text": "x"}}</tool_call>') + [EOS]
     # max_turns: the model calls a tool in its last turn, nobody reads the answer -> cut
@@ -165,6 +178,26 @@ def test_turn_seeds_make_episodes_repeatable_and_seed_dependent(tiny_model_dir):
                                      Budgets(3, 6, 60)).generate([PROMPT], 2, SamplingParams(seed=seed))
     a, b, c = run(5), run(5), run(6)
     assert torch.equal(a.completion_ids, b.completion_ids) and not torch.equal(a.completion_ids, c.completion_ids)
+
+
+def test_each_turn_samples_with_its_own_seed_drawn_from_the_call_s_seed(tokenizer):
+    """Turn t of every episode gets seed t of a stream drawn from the call's seed: a resumed run replays the same
+    episodes, and later turns are not the first turn's draw again (issue 41: one seed for every turn passed the
+    repeatability test above)."""
+    from rlvr.agents.episodes import _turn_seeds
+
+    class SeedRecorder(ScriptedEngine):
+        def continue_tokens(self, contexts, group_size, sampling):
+            self.seeds = getattr(self, "seeds", []) + [sampling.seed]
+            return super().continue_tokens(contexts, group_size, sampling)
+
+    call = chars(tokenizer, '<tool_call>{"name": "echo", "arguments": {"text": "x"}}</tool_call>') + [EOS]
+    engine = SeedRecorder([[call], [call], [chars(tokenizer, "ok") + [EOS]]])
+    EpisodeRunner(engine, tokenizer, EchoEnvironment(), Budgets(3, 200, 400)).generate([PROMPT], 1,
+                                                                                      SamplingParams(seed=11))
+    assert engine.seeds == _turn_seeds(SamplingParams(seed=11), 3) and engine.seeds[0] == 11
+    assert len(set(engine.seeds)) == 3 and _turn_seeds(SamplingParams(seed=12), 3)[1:] != engine.seeds[1:]
+    assert _turn_seeds(SamplingParams(seed=None), 3) == [None, None, None]  # unseeded stays unseeded
 
 
 def _talking_engine(tiny_model_dir):

@@ -80,6 +80,33 @@ def test_each_fall_is_rechecked_on_further_problems_and_the_summary_says_if_it_h
     assert len(evaluate.rechecks) == 5  # a re-run keeps the rechecks it has
 
 
+class GreedyEvaluator(Evaluator):
+    """Greedy accuracy too, per problem: here the same rates as pass@1 (0/1 or 0.5 are fine for the paired test)."""
+
+    def __call__(self, config, model: str) -> dict:
+        result = super().__call__(config, model)
+        for values in result["breakdown"]["set"].values():
+            values["greedy"], values["per_problem_greedy"] = values["pass@1"], list(values["per_problem_pass@1"])
+        return result
+
+
+def test_a_greedy_fall_is_rechecked_on_the_kept_per_problem_greedy_verdicts(tmp_path, tiny_model_dir, monkeypatch):
+    """A fall in greedy accuracy gets its second look as pass@1 does: the recheck keeps each problem's greedy
+    verdict, and the summary's verdict is read from them (issue 41: a recheck that kept none said "not re-checked"
+    for every greedy fall, and no test had greedy numbers)."""
+    Fakes(monkeypatch)
+    run_dir = tmp_path / "run"
+    manifest = run_recipe(load_recipe(recipe(tmp_path, tiny_model_dir, 4)), run_dir, evaluator=GreedyEvaluator(),
+                          say=lambda _: None)
+    rows = _rows(manifest_summary(run_dir), "falls beyond")
+    verdicts = {(row[0], row[1], row[2]): row[-1] for row in rows}
+    assert verdicts == {(stage, level, measure): verdict for measure in ("pass@1", "greedy") for stage, level, verdict
+                        in (("cold", "L1", "not beyond noise"), ("rl", "L2", "not beyond noise"),
+                            ("rl2", "L2", "holds"))}
+    kept = manifest.stage("rl2").recheck[L2]
+    assert kept["after"]["per_problem_greedy"] == [0.0] * 4 and kept["before"]["per_problem_greedy"] == [1.0] * 4
+
+
 def test_without_recheck_size_a_fall_is_only_marked(tmp_path, tiny_model_dir, monkeypatch):
     Fakes(monkeypatch)
     evaluate = Evaluator()

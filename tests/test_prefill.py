@@ -119,3 +119,17 @@ def test_first_turn_prompts_share_their_opening_and_sample_the_same_tokens(monke
     torch.testing.assert_close(shared_logprobs, plain_logprobs, rtol=0, atol=1e-5)
     # the opening: 1 x 20 tokens, then the rests 3 x 3 (left-padded); without it 3 prompts x 23 columns
     assert shared_prefill == [20, 3 * 3] and seen[0] == 3 * 23
+
+
+def test_continue_tokens_says_stopped_only_for_turns_that_sampled_a_stop_token(monkeypatch) -> None:
+    """A turn cut by max_new_tokens is not a stopped turn: the episode driver marks the episode truncated from this
+    flag (issue 41: reported as stopped, cut episodes were scored as finished)."""
+    engine = _engine(tiny("llama"))
+    pad, stop = 0, 1  # _engine's pad and stop ids
+    sampled = torch.tensor([[5, 6, stop, pad], [5, 6, 7, 8], [stop, pad, pad, pad]])
+    monkeypatch.setattr(engine, "sample", lambda ids, mask, group, sampling, shared=None: (
+        sampled, -torch.ones(sampled.shape)))
+    turns = engine.continue_tokens([[9, 9], [9, 8], [7]], 1, SamplingParams(1.0, 1.0, 4, seed=0))
+    # row 0 stopped after 3 tokens (its stop token kept), row 1 ran out of its 4 tokens, row 2 stopped at once
+    assert [(t.ids, t.stopped) for t in turns] == [([5, 6, stop], True), ([5, 6, 7, 8], False), ([stop], True)]
+    assert [len(t.logprobs) for t in turns] == [3, 4, 1]

@@ -26,7 +26,9 @@ SCRIPT = textwrap.dedent("""
     from rlvr.distributed.exit import exit_rank
 
     out = Path(sys.argv[1])
-    atexit.register(lambda: (out / "atexit").write_text("ran"))
+    # Python's order: threads joined first, then the atexit callbacks (which may read what the threads wrote)
+    atexit.register(lambda: (out / "atexit").write_text("after the thread" if (out / "thread").exists() else
+                                                        "before the thread"))
 
     def late():
         time.sleep(0.3)
@@ -46,7 +48,7 @@ def test_exit_rank_keeps_what_a_normal_exit_does(tmp_path):
     assert done.returncode == 3, done.stderr
     assert done.stdout == "buffered"  # flushed, and nothing after exit_rank ran
     assert (tmp_path / "thread").read_text() == "joined"
-    assert (tmp_path / "atexit").read_text() == "ran"
+    assert (tmp_path / "atexit").read_text() == "after the thread"  # issue 41: the order was not checked
 
 
 @pytest.mark.parametrize(("world", "expected"), [("2", True), ("8", True), ("1", False), ("", False),

@@ -44,6 +44,16 @@ def test_stream_is_exact_by_seed_and_evaluation_is_the_evaluated_level() -> None
     assert isinstance(task.environment(EpisodeConfig()), CalculatorEnvironment) and task.answer_verifiers is None
 
 
+def test_the_evaluated_level_is_not_trained_when_train_levels_leaves_it_out() -> None:
+    """task.level=3 with train_levels=[1, 2]: training draws levels 1 and 2 only, held-out prompts are level 3's
+    (issue 41: a mix that kept task.level among the trained levels passed every other test)."""
+    task = build_task(TaskConfig(name="calculator", level=3, train_levels=[1, 2]))
+    assert sorted(task.levels) == [1, 2]
+    stream = task.train_prompts(0)
+    assert {level_of(next(stream).id) for _ in range(200)} == {1, 2}  # P(a level missing) = 2 * 2^-200
+    assert {level_of(p.id) for p in task.eval_prompts(10)} == {3} and task.name == "calculator-l3"
+
+
 def test_train_levels_of_the_level_alone_is_the_plain_task_and_bad_levels_are_refused(tmp_path) -> None:
     assert not isinstance(build_task(TaskConfig(name="calculator", level=2, train_levels=[2])), LevelMix)
     with pytest.raises(ConfigError, match=r"task.train_levels: task.level: calculator has levels 1, 2, 3 .*got 4"):

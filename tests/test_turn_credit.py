@@ -72,3 +72,23 @@ def test_an_unscorable_episode_gets_no_process_credit_either():
     components = {"answer": (torch.tensor([1.0, 0.0]), 1.0)}
     out = estimator(1.0)(episodes([[1.0, 0.0, 1.0], [0.0, 0.0]]), components, torch.tensor([True, False]), None)
     assert (out.values[1] == 0).all() and (out.values[0][SAMPLED[0].bool()] != 0).all()
+
+
+def test_with_the_kl_in_the_reward_each_token_keeps_its_turn_s_process_credit():
+    """kl_placement=reward makes the outcome advantage per token; the process term is still added per turn (issue
+    41: on that path it was dropped and no test saw it)."""
+    batch = episodes([[1.0, 0.0, 1.0], [0.0, 0.0]])
+    components = {"answer": (torch.tensor([1.0, 0.0]), 1.0)}
+    kl = torch.zeros(2, 8)
+    kl[0, 3] = 0.5  # one token of row 0 (turn 1) pays KL: beta 0.2 * 0.5 = 0.1 on every token up to it
+    charged = TurnCreditEstimator(OutcomeEstimator(ADVANTAGES["grpo"], "sum_then_normalize", EPS, 0.2), None, 1.0,
+                                  EPS)(batch, components, torch.tensor([True, True]), kl)
+    # the numbers of test_outcome_plus_process_credit_per_turn_by_hand, less the KL still to pay from each token on
+    outcome = 0.5 / (math.sqrt(0.5) + EPS)
+    hi, lo = 0.6 / (math.sqrt(0.3) + EPS), -0.4 / (math.sqrt(0.3) + EPS)
+    row0 = [outcome + hi + lo + hi, outcome + lo + hi, outcome + hi]
+    row1 = [-outcome + lo + lo, -outcome + lo]
+    expected = torch.tensor([[row0[0] - 0.1, row0[0] - 0.1, 0, row0[1] - 0.1, 0, 0, row0[2], row0[2]],
+                             [row1[0], 0, row1[1], row1[1], 0, 0, 0, 0]])
+    torch.testing.assert_close(charged.values, expected, rtol=0, atol=1e-5)
+    assert charged.extra["kl_in_reward"] == pytest.approx(0.25)  # 0.5 summed over row 0, 0 over row 1, mean

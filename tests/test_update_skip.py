@@ -109,3 +109,18 @@ def test_with_a_kl_term_every_row_runs(monkeypatch) -> None:
     seen = _counting_forward(monkeypatch)
     _two_steps(tiny, [_with_advantages(batch, [1.0, -1.0, 0.0, 0.0])], beta=0.04)
     assert sum(seen) == 4  # the tied group's rows are pulled towards the reference
+
+
+def test_logged_entropy_is_over_the_tokens_the_update_ran() -> None:
+    """With a tied group skipped, the logged entropy is the mean over the rows that ran: the same as a step on those
+    rows alone, not their sum spread over the skipped rows' tokens too (issue 41: that mutation passed)."""
+    tiny = tiny_llama()
+    base = make_batch(tiny, with_ref=False, with_old=False)
+    tied_second = _with_advantages(base, [1.0, -1.0, 0.0, 0.0])
+    _, skipped = _two_steps(tiny, [tied_second], beta=0.0)
+    _, first_group_alone = _two_steps(tiny, [tied_second.rows(torch.tensor([0, 1]))], beta=0.0)
+    _, every_row = _two_steps(tiny, [_with_advantages(base, [1.0, -1.0, 0.5, -0.5])], beta=0.0)
+    assert skipped.entropy == pytest.approx(first_group_alone.entropy, rel=1e-6)
+    # the premise: the other group's tokens would change the mean (they are there, with other entropies)
+    assert abs(every_row.entropy - skipped.entropy) > 1e-4
+    assert int(base.completion_mask[2:].sum()) > 0

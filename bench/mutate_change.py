@@ -8,7 +8,9 @@ The mutants come from cosmic-ray's operators (bench/mutation_operators.py says w
 parsed copy of the file, one change at a time. This script copies the repository (tracked and new files, never
 .venv or runs) to a scratch directory, measures once with coverage.py which tests run each line
 (bench/mutation_coverage.py; subprocesses included, cached under .mutants/), then writes each mutant into the
-copy and runs only its tests, cheapest first, stopping at the first failure. A mutant is
+copy and runs only its tests, cheapest first, up to --budget seconds of their measured time (default 30; at least
+one test), stopping at the first failure; a fork server imports torch and transformers once for all of them
+(bench/mutation_forkserver.py). A mutant is
 
     killed      a test failed            SURVIVED   every test passed: no test sees this change
     TIMEOUT     the tests ran past their limit (3x their measured time + 60 s): reported, never counted killed
@@ -26,6 +28,7 @@ import argparse
 import difflib
 import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -39,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mutation_coverage import CoverageMap, measure  # noqa: E402
 from mutation_operators import make, operator_names, positions  # noqa: E402
 from mutation_scopes import SCOPES  # noqa: E402
-from mutations import copy_tracked, run_tests  # noqa: E402
+from mutations import copy_tracked  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 EQUIVALENTS = ROOT / "bench" / "equivalent_mutants.md"
@@ -143,24 +146,58 @@ def read_equivalents(path: Path = EQUIVALENTS) -> dict[str, str]:
     return listed
 
 
-def decide(mutant: Mutant, tree: Path, coverage: CoverageMap) -> Mutant:
-    """Write the mutant into `tree`, run its tests there, put the file back."""
-    tests = coverage.tests_for(mutant.path, mutant.first, mutant.last)
-    if not tests:
+class TestRunner:
+    """One fork server (bench/mutation_forkserver.py) per scratch copy: torch and transformers are imported once,
+    each mutant's tests run in a fresh fork that imports rlvr from the copy."""
+
+    def __init__(self, tree: Path):
+        env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
+        self.tree = tree
+        self.server = subprocess.Popen([sys.executable, str(Path(__file__).parent / "mutation_forkserver.py")],
+                                       cwd=tree, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        if "ready" not in json.loads(self.server.stdout.readline() or "{}"):
+            raise SystemExit("the test runner (bench/mutation_forkserver.py) did not start")
+
+    def run(self, tests: list[str], timeout: float) -> tuple[bool | None, str]:
+        """-> (passed, the first failing test or the output's last line); passed is None on a timeout."""
+        self.server.stdin.write(json.dumps({"tests": tests, "timeout": timeout}) + "\n")
+        self.server.stdin.flush()
+        answer = json.loads(self.server.stdout.readline())
+        if answer["code"] is None:
+            return None, f"timed out after {timeout:.0f} s"
+        lines = answer["output"].strip().splitlines()
+        failed = [line.split(" ")[1] for line in lines if line.startswith(("FAILED ", "ERROR "))]
+        if answer["code"] == 5:
+            return None, "no tests collected (a wrong test id?)"
+        return answer["code"] == 0, failed[0] if failed else (lines[-1] if lines else f"exit {answer['code']}")
+
+    def close(self) -> None:
+        self.server.stdin.close()
+        self.server.wait()
+
+
+def decide(mutant: Mutant, runner: TestRunner, coverage: CoverageMap, budget: float) -> Mutant:
+    """Write the mutant into the runner's copy, run its tests there (the cheapest first, up to `budget` seconds
+    of their measured time, at least one), put the file back."""
+    covering = coverage.tests_for(mutant.path, mutant.first, mutant.last)
+    if not covering:
         mutant.status, mutant.detail = "NO TESTS", "no test runs these lines"
         return mutant
-    target = tree / mutant.path
+    tests = covering[:1] + [t for i, t in enumerate(covering[1:], 1) if coverage.seconds(covering[:i + 1]) <= budget]
+    target = runner.tree / mutant.path
     source = target.read_text()
     from cosmic_ray.mutating import mutate_code
     target.write_text(mutate_code(source, make(mutant.operator), mutant.occurrence))
     started = time.monotonic()
     try:
-        passed, detail = run_tests(tuple(tests), tree, 3 * coverage.seconds(tests) + 60)
+        passed, detail = runner.run(tests, 3 * coverage.seconds(tests) + 60)
     finally:
         target.write_text(source)
     mutant.seconds = time.monotonic() - started
     mutant.status = {True: "SURVIVED", False: "killed", None: "TIMEOUT"}[passed]
-    mutant.detail = detail if passed is False else f"{len(tests)} test functions passed" if passed else detail
+    shown = f"{len(tests)} of {len(covering)} covering tests" + (" (the cheapest)" if len(tests) < len(covering)
+                                                                 else "")
+    mutant.detail = detail if passed is False else f"{shown} passed" if passed else detail
     return mutant
 
 
@@ -223,18 +260,23 @@ def _print(mutant: Mutant) -> None:
           f"{mutant.before[:60]!r} -> {mutant.after[:60]!r}  ({mutant.seconds:.1f} s) {mutant.detail}", flush=True)
 
 
-def _run(pending: list[Mutant], trees: list[Path], coverage: CoverageMap, save) -> None:
-    free = list(trees)
-    with ThreadPoolExecutor(max_workers=len(trees)) as pool:
-        def work(mutant: Mutant) -> Mutant:
-            tree = free.pop()  # each worker thread holds one copy while it runs (list.pop is atomic)
-            try:
-                return decide(mutant, tree, coverage)
-            finally:
-                free.append(tree)
-        for mutant in pool.map(work, pending):
-            _print(mutant)
-            save()
+def _run(pending: list[Mutant], trees: list[Path], coverage: CoverageMap, budget: float, save) -> None:
+    runners = [TestRunner(tree) for tree in trees]
+    free = list(runners)
+    try:
+        with ThreadPoolExecutor(max_workers=len(runners)) as pool:
+            def work(mutant: Mutant) -> Mutant:
+                runner = free.pop()  # each worker thread holds one copy while it runs (list.pop is atomic)
+                try:
+                    return decide(mutant, runner, coverage, budget)
+                finally:
+                    free.append(runner)
+            for mutant in pool.map(work, pending):
+                _print(mutant)
+                save()
+    finally:
+        for runner in runners:
+            runner.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -244,6 +286,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--whole", nargs="*", default=[], help="also every line of these: FILE or FILE::NAME")
     parser.add_argument("--scope", nargs="*", default=[], help="also these named sets (bench/mutation_scopes.py)")
     parser.add_argument("--tests", nargs="*", default=[], help="measure and run only these tests (default: all)")
+    parser.add_argument("--budget", type=float, default=30.0,
+                        help="seconds of measured test time a mutant gets, cheapest tests first (default 30)")
     parser.add_argument("--jobs", type=int, default=1, help="mutants run at once, each in its own copy")
     parser.add_argument("--report", type=Path, help="write every outcome here as JSON, as the run goes")
     parser.add_argument("--resume", action="store_true", help="skip the mutants --report says were killed")
@@ -282,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         coverage = measure(trees[0], sorted(scope), args.tests, root / ".mutants")
         print(f"coverage of {len(scope)} files measured in {time.monotonic() - started:.0f} s "
               f"({len(coverage.durations)} tests, {len(coverage.failed)} failing unmutated and left out)", flush=True)
-        _run([m for m in mutants if m.status == "pending"], trees, coverage, save)
+        _run([m for m in mutants if m.status == "pending"], trees, coverage, args.budget, save)
     save()
     for m in mutants:
         if m.status in ("SURVIVED", "NO TESTS"):

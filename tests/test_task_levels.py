@@ -76,3 +76,36 @@ def test_phrasing_carries_over_to_every_level_of_the_mix() -> None:
     assert {p.columns["set"] for p in drawn} == {"L1 words", "L2 words"}
     assert all(f"arithmetic-l{p.columns['level']}/train/words/" in p.id for p in drawn)
     assert all(p.columns["set"] == "L2 words" for p in task.eval_prompts(20))
+
+
+def test_level_streams_are_distinct_for_every_seed_and_level(monkeypatch) -> None:
+    """Each (seed, level) gets its own stream seed: two levels of one run, or one level of two seeds, never replay
+    the same problems. The mix passes each level a whole-number seed derived from the run's."""
+    seen: dict[tuple[int, int], object] = {}
+
+    class Recorder:
+        def __init__(self, level: int) -> None:
+            self.level = level
+
+        def train_prompts(self, seed):
+            seen[(run_seed, self.level)] = seed
+            return iter(())
+
+    mix = LevelMix({level: Recorder(level) for level in (1, 2, 3)}, Recorder(3))
+    for run_seed in range(3000):
+        with pytest.raises(RuntimeError):  # the recorders' streams are empty: the mix's generator stops
+            next(mix.train_prompts(run_seed))
+    assert all(type(s) is int for s in seen.values())
+    assert len(set(seen.values())) == len(seen) == 3 * 3000
+
+
+def test_a_level_mix_survives_copy_and_pickle() -> None:
+    """copy and pickle build the object before its attributes exist; the mix's attribute forwarding must then say
+    "no such attribute", not recurse (the hf_process engine and deep-copied configs move tasks between processes)."""
+    import copy
+    import pickle
+
+    task = build_task(TaskConfig(name="calculator", level=2, train_levels=[1, 2]))
+    for twin in (copy.deepcopy(task), pickle.loads(pickle.dumps(task))):
+        assert twin.name == "calculator-l2" and sorted(twin.levels) == [1, 2]
+        assert [next(twin.train_prompts(3)).id for _ in range(2)] == [next(task.train_prompts(3)).id] * 2

@@ -28,13 +28,13 @@ class CoverageMap:
     failed: list[str] = field(default_factory=list)  # tests that failed unmutated: no use against a mutant
 
     def tests_for(self, path: str, first: int, last: int) -> list[str]:
-        """The tests that run any of lines first..last (whole test functions, fastest first); the file's tests
-        when those lines run only at import; [] when nothing runs them."""
+        """The tests that run any of lines first..last (whole test functions, fastest first), and all the file's
+        tests when those lines run at import; [] when nothing runs them."""
         by_line = self.lines.get(path, {})
         hit = {t for line in range(first, last + 1) for t in by_line.get(line, [])}
         ids = {t for t in hit if t}
-        if not ids and "" in hit:
-            ids = {t for tests in by_line.values() for t in tests if t}
+        if "" in hit:  # run at import: every test of the file may read it (a subprocess's import has a test id,
+            ids |= {t for tests in by_line.values() for t in tests if t}  # so `ids` alone would hold only those)
         failed = {_function(t) for t in self.failed}
         functions = {_function(t) for t in ids} - failed
         cost = {}

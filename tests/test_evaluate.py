@@ -264,3 +264,24 @@ def test_evaluate_model_over_sets_on_a_tiny_model(tiny_model_dir):
     assert data["problems"] == 4 and set(data["breakdown"]["set"]) == {"level=1", "level=2"}
     assert data["breakdown"]["level"]["2"]["problems"] == 2 and len(data["per_problem_pass@1"]) == 4
     assert data["think_words"] == 0.0  # 4 one-character tokens cannot write "<think>" (7) nor "</think>" (8)
+
+
+def test_a_config_file_after_the_model_is_the_base_of_the_evaluation_config(tmp_path):
+    """`rlvr eval embedded configs/agents/calculator.yaml` evaluates the base model on the task a preset trains, as
+    `rlvr train PRESET` reads it; overrides still apply on top; a run directory keeps its own config.yaml."""
+    from rlvr.evaluation.target import InferenceInputError, resolve_target
+
+    preset = tmp_path / "preset.yaml"
+    preset.write_text("task: {name: calculator, level: 2}\nepisode: {max_turns: 3}\n")
+    model, config = resolve_target("some/model", None, [str(preset), "episode.max_turns=2"])
+    assert model == "some/model" and config.model.name_or_path == "some/model"
+    assert (config.task.name, config.task.level, config.episode.max_turns) == ("calculator", 2, 2)
+    with pytest.raises(InferenceInputError, match="does not exist"):
+        resolve_target("some/model", None, [str(tmp_path / "missing.yaml")])
+    with pytest.raises(InferenceInputError, match="not a dotted.key=value override"):
+        resolve_target("some/model", None, ["task.level=2", str(preset)])  # a config file comes first
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("task: {name: arithmetic}\n")
+    with pytest.raises(InferenceInputError, match="run directory: it is evaluated with its own config.yaml"):
+        resolve_target(str(run), None, [str(preset)])

@@ -109,3 +109,26 @@ def test_periodic_eval_lands_in_the_step_row_for_plotting(tiny_model_dir, tmp_pa
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [(r["step"], "eval/pass@1" in r, "reward_mean" in r) for r in rows] == [
         (1, False, True), (2, True, True), (3, False, True)]
+
+
+def test_max_minutes_ends_the_run_as_max_steps_would_and_a_resume_keeps_it_ended(tiny_model_dir, tmp_path,
+                                                                                  monkeypatch):
+    """max_minutes (issue 42: a shipped preset bounds its own time): after the step in which the budget runs out,
+    the run saves final/ and its checkpoint at that step and evaluates, as at max_steps; the same command again
+    (checkpoint.resume=auto) says the time is used instead of training on."""
+    import rlvr.metrics.logger as logger
+
+    clock = iter(range(0, 100_000, 25))  # each reading of the run's elapsed time is 25 s later than the one before
+    monkeypatch.setattr(logger.RunLogger, "elapsed", lambda self: float(next(clock)))
+    out = tmp_path / "run"
+    command = ["train", *tiny_overrides(tiny_model_dir, out, steps=5), "max_minutes=1", "checkpoint.resume=auto"]
+    assert main(command) == 0
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    trained = [r["step"] for r in rows if "loss" in r]
+    assert trained and trained[-1] < 5  # the premise: it stopped before max_steps
+    assert [r["step"] for r in rows if "loss" not in r] == [trained[-1]]  # the end-of-run evaluation, at that step
+    assert (out / "final" / "config.json").is_file()
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == [f"step-{trained[-1]:06d}"]
+    assert main(command) == 0  # resumed: its time is used, nothing more is trained
+    again = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in again if "loss" in r] == trained

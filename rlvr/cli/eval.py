@@ -18,7 +18,8 @@ def register_eval(sub) -> None:
     ev = sub.add_parser("eval", help="pass@k, maj@k, best-of-k and greedy accuracy on a task's held-out split; "
                                      "--scaling: accuracy against samples N and thinking budget")
     ev.add_argument("model", help="run directory, model directory, hub id, or 'embedded'")
-    ev.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. task.level=2 eval.batch_size=16")
+    ev.add_argument("overrides", nargs="*", help="[CONFIG.yaml] then dotted.key=value overrides, e.g. task.level=2 "
+                                                 "eval.batch_size=16")
     ev.add_argument("--task", default=None, help="task name (default: the run's task, else arithmetic)")
     ev.add_argument("--n", type=int, default=None, help="samples per problem (default eval.samples, 4)")
     ev.add_argument("--k", default=None, help="comma list of k for pass@k, maj@k, best-of-k, each <= n "

@@ -13,21 +13,31 @@ class InferenceInputError(UserFacingError, ValueError):
 
 
 def resolve_target(target: str, task_name: str | None, overrides: list[str]) -> tuple[str, RunConfig]:
-    """(model path, config): a run directory gives its config.yaml and final/ model, anything else the defaults;
-    `dotted.key=value` overrides and --task apply on top."""
+    """(model path, config): a run directory gives its config.yaml and final/ model, anything else the defaults or
+    a config file given first (`rlvr eval embedded configs/agents/calculator.yaml`: the base model on a preset's
+    task, as `rlvr train` reads it); `dotted.key=value` overrides and --task apply on top."""
+    preset = overrides[0] if overrides and overrides[0].endswith((".yaml", ".yml")) else None
+    if preset is not None:
+        if not Path(preset).is_file():
+            raise InferenceInputError(f"config file {preset!r} does not exist")
+        overrides = overrides[1:]
     for item in overrides:
         if "=" not in item:
-            raise InferenceInputError(f"{item!r} is not a dotted.key=value override (the model comes first, once)")
+            raise InferenceInputError(f"{item!r} is not a dotted.key=value override (the model comes first, once, "
+                                      "then a config file if any)")
     overrides = overrides + ([f"task.name={task_name}"] if task_name else [])
     path = Path(target)
     if (path / "config.yaml").is_file():
+        if preset is not None:
+            raise InferenceInputError(f"{target!r} is a run directory: it is evaluated with its own config.yaml; "
+                                      f"give {preset!r} with a model instead (or dotted.key=value overrides)")
         config = load_config(path / "config.yaml", overrides)
         model = path / "final"
         if not (model / "config.json").is_file():
             raise InferenceInputError(f"run {target!r} has no final checkpoint at {model} (did training finish?)")
         model_path = str(model)
     else:
-        config, model_path = load_config(None, overrides), target
+        config, model_path = load_config(preset, overrides), target
     config.model.name_or_path = model_path
     return model_path, config
 

@@ -104,12 +104,17 @@ def _train_loop(run: Run, checkpoint: Checkpoint | None) -> Path:
         run.logger.message(line)
     started = time.monotonic()
     diagnostics = Diagnostics(RunFacts.of(config))  # "is it working?" lines (issue #13), knowing the run (#24)
+    done_at = config.max_steps
+    if first <= done_at and _out_of_time(run, config.max_minutes, (run_dir / "final" / "config.json").is_file()):
+        run.logger.message(f"the run already used max_minutes={config.max_minutes:g}; raise it to go on")
+        return run_dir / "final"
     with GracefulStop(say=run.logger.message) as stop:
         for step in range(first, config.max_steps + 1):
             record, samples, group = grpo_step(run, step)
             check_skips(record, guard, config.checkpoint.max_consecutive_skips, run_dir,
                         hint=" and check the rewards for NaN")
-            last = step == config.max_steps  # a stop during the last step simply finishes the run below
+            timed_out = _out_of_time(run, config.max_minutes)
+            last = step == config.max_steps or timed_out  # a stop during the last step simply finishes the run below
             if config.eval.every and step % config.eval.every == 0 and not last:
                 # held-out accuracy next to the training reward in the same row: reward hacking shows as reward
                 # rising while eval/pass@1 does not (issue #10, item 4)
@@ -130,14 +135,26 @@ def _train_loop(run: Run, checkpoint: Checkpoint | None) -> Path:
                 if stopping:
                     run.logger.message(resume.stop_message(run_dir, step, stop.signal_name or "SIGTERM", started))
                     return saved
+            if timed_out and step < config.max_steps:
+                done_at = step
+                run.logger.message(f"max_minutes={config.max_minutes:g} reached after step {step}: ending the run")
+                break
     if first > config.max_steps and (run_dir / "final" / "config.json").is_file():
         run.logger.message(f"the run already reached max_steps={config.max_steps}; set a larger max_steps to go on")
         return run_dir / "final"
-    final = _save_final(run, guard)
+    final = _save_final(run, guard, done_at)
     run.logger.message(f"saved final checkpoint to {final}")
     if config.eval.at_end:  # after the final model is safe on disk; an eval-only row closes the curve
-        run.logger.log_eval(config.max_steps, run_eval(run, config.max_steps).metrics())
+        run.logger.log_eval(done_at, run_eval(run, done_at).metrics())
     return final
+
+
+def _out_of_time(run: Run, max_minutes: float | None, final_exists: bool = True) -> bool:
+    """Whether the run's time (resumes included) reached max_minutes, on any rank (torchrun: all end after the same
+    step). Before the first step of a resumed run, only when final/ exists: a run stopped by a signal once its time
+    was up still runs a step and then ends with its final model."""
+    over = max_minutes is not None and final_exists and run.logger.elapsed() >= 60 * max_minutes
+    return bool(run.ranks.max([float(over)])[0])
 
 
 def _save(run: Run, step: int, guard: dict[str, int], model_from: Path | None = None) -> Path:
@@ -157,11 +174,11 @@ def _save(run: Run, step: int, guard: dict[str, int], model_from: Path | None = 
     return path
 
 
-def _save_final(run: Run, guard: dict[str, int]) -> Path:
+def _save_final(run: Run, guard: dict[str, int], step: int) -> Path:
     m = run.models
     model, _ = savable(m.wrapped, None)
     final = run.run_dir / "final"
     if run.ranks.is_main:
         save_model(model if model is not None else m.lora or m.policy, m.tokenizer, final)
-    _save(run, run.config.max_steps, guard, model_from=final)
+    _save(run, step, guard, model_from=final)
     return final

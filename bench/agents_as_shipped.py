@@ -1,0 +1,130 @@
+"""The agent commands README gives, run exactly as written, with the held-out evaluation before and after (issue 42).
+
+    .venv/bin/python bench/agents_as_shipped.py                       # every command, ~20 min each on 2 cores
+    .venv/bin/python bench/agents_as_shipped.py --only calculator     # those whose preset name has a word
+    .venv/bin/python bench/agents_as_shipped.py --list                # the commands it found, nothing run
+
+It reads README's "Agents that act" section for lines `rlvr train configs/agents/NAME.yaml` (the shipped presets:
+what makes a small model work lives in what the command loads, never in a paragraph), and for each:
+1. evaluates the embedded base model on the preset's task and held-out split (`rlvr eval embedded PRESET`),
+2. runs the command verbatim from the repository root (the preset bounds its own time with max_minutes),
+3. evaluates the run (`rlvr eval RUN`, the run's own config),
+then prints one table: pass@1 and greedy before and after, the paired change of pass@1 over the same problems with
+2 standard errors, the valid-call share before and after, and the training minutes. The JSON of every evaluation and
+a summary go to --output (default bench/data/agents_as_shipped/<date>/). Every agent figure in the docs comes from
+this script, with its date and commit.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RLVR = ROOT / ".venv" / "bin" / "rlvr"
+_COMMAND = re.compile(r"^(rlvr train (configs/agents/[\w.-]+\.ya?ml))\s*(?:#.*)?$")
+SECTION = "## Agents that act"
+
+
+def shipped_commands(readme: str) -> list[tuple[str, str]]:
+    """(command, preset path) of each `rlvr train configs/agents/...` line in README's agents section, in order."""
+    start = readme.find(SECTION)
+    if start < 0:
+        raise SystemExit(f"README has no {SECTION!r} section")
+    end = readme.find("\n## ", start + len(SECTION))
+    found = []
+    for line in readme[start:end if end > 0 else None].splitlines():
+        match = _COMMAND.match(line.strip())
+        if match and match.group(1) not in [c for c, _ in found]:
+            found.append((match.group(1), match.group(2)))
+    return found
+
+
+def paired(after: list[float], before: list[float]) -> tuple[float, float]:
+    """(mean difference, its standard error) over the same problems (as rlvr.evaluation.voting.paired_difference)."""
+    diffs = [a - b for a, b in zip(after, before)]
+    mean = sum(diffs) / len(diffs)
+    variance = sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1)
+    return mean, (variance / len(diffs)) ** 0.5
+
+
+def _run(command: list[str], log: Path) -> None:
+    with log.open("w") as out:
+        done = subprocess.run(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed (exit {done.returncode}); see {log}")
+
+
+def _new_run(before: set[Path]) -> Path:
+    made = [p for p in (ROOT / "runs").glob("*") if p.is_dir() and p not in before]
+    if len(made) != 1:
+        raise SystemExit(f"expected one new run directory under runs/, found {len(made)}")
+    return made[0]
+
+
+def measure(command: str, preset: str, out: Path) -> dict:
+    name = Path(preset).stem
+    base = out / f"{name}-base.json"
+    _run([str(RLVR), "eval", "embedded", preset, "--output", str(base)], out / f"{name}-base.log")
+    runs_before = set((ROOT / "runs").glob("*")) if (ROOT / "runs").is_dir() else set()
+    started = time.monotonic()
+    _run([str(RLVR), *command.split()[1:]], out / f"{name}-train.log")  # verbatim, but for the venv's rlvr
+    minutes = (time.monotonic() - started) / 60
+    run = _new_run(runs_before)
+    after = out / f"{name}-after.json"
+    _run([str(RLVR), "eval", str(run), "--output", str(after)], out / f"{name}-after.log")
+    b, a = json.loads(base.read_text()), json.loads(after.read_text())
+    change, se = paired(a["per_problem_pass@1"], b["per_problem_pass@1"])
+    steps = sum(1 for line in (run / "metrics.jsonl").read_text().splitlines() if '"loss"' in line)
+    return {"command": command, "run": str(run.relative_to(ROOT)), "minutes": minutes, "steps": steps,
+            "problems": a["problems"], "samples": a["samples_per_problem"],
+            "pass@1": [b["pass@1"], a["pass@1"]], "greedy": [b.get("greedy"), a.get("greedy")],
+            "change": change, "se": se, "beyond_2se": change - 2 * se > 0,
+            "valid_call_share": [b.get("episode/valid_call_share"), a.get("episode/valid_call_share")]}
+
+
+def table(rows: list[dict]) -> str:
+    cell = lambda pair: " -> ".join("-" if v is None else f"{v:.3f}" for v in pair)  # noqa: E731
+    lines = ["| command | pass@1 | paired change ± 2 SE | greedy | valid-call share | training |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        mark = "" if r["beyond_2se"] else " (not beyond 2 SE)"
+        lines.append(f"| `{r['command']}` | {cell(r['pass@1'])} | {r['change']:+.3f} ± {2 * r['se']:.3f}{mark} | "
+                     f"{cell(r['greedy'])} | {cell(r['valid_call_share'])} | {r['steps']} steps, "
+                     f"{r['minutes']:.1f} min |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", default="", help="comma-separated words; keep presets whose name has one")
+    parser.add_argument("--list", action="store_true", help="print the commands found and stop")
+    parser.add_argument("--output", type=Path, default=None, help="folder for the JSON (default bench/data/...)")
+    args = parser.parse_args(argv)
+    words = [w for w in args.only.split(",") if w]
+    commands = [(c, p) for c, p in shipped_commands((ROOT / "README.md").read_text())
+                if not words or any(w in Path(p).stem for w in words)]
+    if args.list or not commands:
+        print("\n".join(c for c, _ in commands) or "no command matched")
+        return 0 if commands else 2
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip()
+    day = datetime.date.today().isoformat()
+    out = args.output or ROOT / "bench" / "data" / "agents_as_shipped" / day
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for command, preset in commands:
+        rows.append(measure(command, preset, out))
+        print(table(rows[-1:]), flush=True)
+    (out / "summary.json").write_text(json.dumps({"date": day, "commit": commit, "rows": rows}, indent=1))
+    print(f"\n{day}, commit {commit}, held-out split of each preset (its eval section):\n" + table(rows))
+    return 0 if all(r["beyond_2se"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

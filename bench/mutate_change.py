@@ -108,8 +108,22 @@ def _definition(module, position: tuple[int, int]) -> str:
     return ".".join(reversed(names))
 
 
+def _in_annotation(module, position: tuple[int, int]) -> bool:
+    """Whether a position lies in a type annotation (a parameter's, a return's, `x: T = ...`): with `from __future__
+    import annotations` nothing evaluates them, so a mutant there is noise, not a finding."""
+    node = module.get_leaf_for_position(position, include_prefixes=True)
+    while node is not None and node.parent is not None:
+        parent = node.parent
+        if (parent.type in ("tfpdef", "annassign") and node is parent.children[-1 if parent.type == "tfpdef" else 1]
+                ) or (parent.type in ("param", "funcdef") and node is parent.annotation):
+            return True
+        node = parent
+    return False
+
+
 def mutants_of(root: Path, path: str, lines: set[int]) -> list[Mutant]:
-    """Every mutant of the default operator set whose site touches `lines`, that compiles, once each."""
+    """Every mutant of the default operator set whose site touches `lines` (not in an annotation), that compiles,
+    once each."""
     from cosmic_ray.ast import get_ast
     from cosmic_ray.mutating import mutate_code
     source = (root / path).read_text()
@@ -118,7 +132,7 @@ def mutants_of(root: Path, path: str, lines: set[int]) -> list[Mutant]:
     for name in operator_names():
         operator = make(name)
         for occurrence, (start, end) in enumerate(positions(operator, module)):
-            if not lines & set(range(start[0], end[0] + 1)):
+            if not lines & set(range(start[0], end[0] + 1)) or _in_annotation(module, start):
                 continue
             mutated = mutate_code(source, operator, occurrence)
             if mutated is None or mutated == source:

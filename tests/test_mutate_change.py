@@ -125,3 +125,17 @@ def test_our_operators_make_the_mutations_their_examples_show(name):
     from cosmic_ray.mutating import mutate_code
     for example in OURS[name].examples():
         assert mutate_code(example.pre_mutation_code, OURS[name](), example.occurrence) == example.post_mutation_code
+
+
+def test_annotations_are_not_mutated(tmp_path):
+    """`int | None` -> `int & None` in an annotation changes nothing that runs (`from __future__ import
+    annotations`): such mutants would only be noise to list as equivalent."""
+    from mutate_change import mutants_of
+
+    (tmp_path / "m.py").write_text("from __future__ import annotations\n\n\n"
+                                   "def f(a: int | None = 3) -> int | None:\n    x: int | None = a\n"
+                                   "    return x | 1\n")
+    found = {(m.first, m.after) for m in mutants_of(tmp_path, "m.py", set(range(1, 7)))}
+    assert ("return x & 1" in {after for _, after in found})  # the code's own `|` is mutated
+    assert all(line == 6 or "int | None" in after for line, after in found if line in (4, 5)), found
+    assert not any("&" in after and line in (4, 5) for line, after in found)

@@ -3,6 +3,7 @@ truncated or flipped on disk, a disk that fills up, retention that must never de
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -211,3 +212,150 @@ def test_saving_a_model_on_a_full_disk_keeps_the_saved_one(full_disk, tiny_model
     assert {p.name: p.read_bytes() for p in final.iterdir()} == before  # the earlier save is untouched
     assert [p.name for p in full_disk.iterdir() if p.name.startswith(".final-")] == []  # no partial left
 
+
+
+def _fail_at(monkeypatch, method: str, when) -> None:
+    """Make Path.<method> raise a disk-full OSError on the call `when(path, *args)` picks; other calls run."""
+    real = getattr(Path, method)
+
+    def maybe_fail(self, *args, **kwargs):
+        if when(self, *args):
+            raise OSError(28, "No space left on device")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, method, maybe_fail)
+
+
+@pytest.mark.parametrize("fault", ["rename_into_place", "marker"])
+def test_a_failed_resave_of_a_complete_step_keeps_the_old_one_in_use(tmp_path, monkeypatch, fault):
+    """A save of a step that already has a complete checkpoint (the final save of a run resumed at its last step,
+    with final/ missing) must not delete it before the new one is complete: a failure at the rename into place or
+    at the marker leaves the old one where resume finds it (issue 41, fresh eyes D: it was deleted first, and a
+    failure then left no checkpoint at all)."""
+    write_checkpoint(tmp_path, 5, fill_with({"state.pt": b"old"}))
+    if fault == "rename_into_place":
+        _fail_at(monkeypatch, "rename", lambda path, target: path.name.startswith(".staging-"))
+    else:
+        _fail_at(monkeypatch, "write_text", lambda path, text: path.name == COMPLETE)
+    with pytest.raises(CheckpointError, match="No space left on device.*the previous checkpoints are intact"):
+        write_checkpoint(tmp_path, 5, fill_with({"state.pt": b"new"}))
+    monkeypatch.undo()
+    found = latest_good(tmp_path, log=lambda _: None)
+    assert found.path == tmp_path / "step-000005" and (found.path / "state.pt").read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-000005"]  # nothing staged or aside is left
+
+
+def test_a_resave_of_a_complete_step_replaces_it_and_leaves_nothing_aside(tmp_path):
+    write_checkpoint(tmp_path, 5, fill_with({"state.pt": b"old"}))
+    saved = write_checkpoint(tmp_path, 5, fill_with({"state.pt": b"new"}))
+    verify_checkpoint(saved.path)
+    assert (saved.path / "state.pt").read_bytes() == b"new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-000005"]
+
+
+_KILLED_IN_THE_SWAP = textwrap.dedent("""
+    import os, sys
+    from pathlib import Path
+    from rlvr.checkpoint.store import write_checkpoint
+    real = Path.rename
+    def rename(self, target):
+        if self.name.startswith(".staging-"):
+            os._exit(9)  # SIGKILL's effect: no handler, no cleanup, the old checkpoint already moved aside
+        return real(self, target)
+    Path.rename = rename
+    def fill(d):
+        (d / "state.pt").write_bytes(b"new")
+    write_checkpoint(Path(sys.argv[1]), 5, fill)
+""")
+
+
+def test_a_resave_killed_between_its_renames_leaves_the_old_checkpoint_found(tmp_path):
+    """The one moment no step-000005 exists (the old one moved aside, the new one not yet renamed in): a process
+    killed there leaves the old checkpoint in .replaced-step-000005, and resume uses it; the next save of that step
+    sweeps it once the new one is complete."""
+    write_checkpoint(tmp_path, 4, fill_with({"state.pt": b"four"}))
+    write_checkpoint(tmp_path, 5, fill_with({"state.pt": b"old"}))
+    done = subprocess.run([sys.executable, "-c", _KILLED_IN_THE_SWAP, str(tmp_path)], capture_output=True, timeout=60)
+    assert done.returncode == 9, done.stderr
+    assert not (tmp_path / "step-000005").exists()  # the kill landed in the window
+    messages = []
+    found = latest_good(tmp_path, log=messages.append)
+    assert found.step == 5 and (found.path / "state.pt").read_bytes() == b"old" and messages == []
+    newest = write_checkpoint(tmp_path, 5, fill_with({"state.pt": b"again"}))
+    prune(tmp_path, keep=5, newest=newest)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-000004", "step-000005"]
+    assert latest_good(tmp_path, log=lambda _: None).path == newest.path
+
+
+def test_of_one_step_the_checkpoint_in_place_is_preferred_to_the_one_moved_aside(tmp_path):
+    """A save killed after its marker but before removing the old copy leaves both, complete: the new one, in
+    place, is the one resume takes; a torn one in place falls back to the copy aside, with the torn one named."""
+    write_checkpoint(tmp_path, 5, fill_with({"state.pt": b"old"}))
+    (tmp_path / "step-000005").rename(tmp_path / ".replaced-step-000005")
+    write_checkpoint(tmp_path, 5, fill_with({"state.pt": b"new"}))
+    assert (latest_good(tmp_path, log=lambda _: None).path / "state.pt").read_bytes() == b"new"
+    (tmp_path / "step-000005" / COMPLETE).unlink()
+    messages = []
+    found = latest_good(tmp_path, log=messages.append)
+    assert found.path.name == ".replaced-step-000005" and (found.path / "state.pt").read_bytes() == b"old"
+    assert len(messages) == 1 and "skipping checkpoint step-000005" in messages[0]
+
+
+def test_retention_sweeps_only_leftovers_older_than_the_newest(tmp_path):
+    """prune removes a torn step directory or a copy moved aside only when it is older than the checkpoint just
+    written (or of its step): one newer than it is not a leftover of a save before it, and is left alone."""
+    for step in (1, 2, 3):
+        write_checkpoint(tmp_path, step, fill_with({"s": bytes([step])}))
+    (tmp_path / "step-000001" / COMPLETE).unlink()  # torn, older
+    (tmp_path / "step-000003").rename(tmp_path / ".replaced-step-000003")  # aside, newer
+    torn_newer = tmp_path / "step-000004"
+    torn_newer.mkdir()
+    write_checkpoint(tmp_path, 2, fill_with({"s": b"two"}))  # a re-save of step 2: nothing left aside
+    (tmp_path / "step-000002").rename(tmp_path / ".replaced-step-000002")
+    newest = write_checkpoint(tmp_path, 2, fill_with({"s": b"2"}))
+    removed = prune(tmp_path, keep=5, newest=newest)
+    assert sorted(p.name for p in removed) == [".replaced-step-000002", "step-000001"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".replaced-step-000003", "step-000002", "step-000004"]
+
+
+NO_FILES = "manifest.json is malformed: it lists no files"
+BAD_ENTRY = "manifest.json is malformed: the entry of state.pt"
+
+
+@pytest.mark.parametrize(("manifest", "says"), [
+    ("{not json", "manifest.json is unreadable"),
+    ("5", NO_FILES),
+    ('{"format": 1, "files": null}', NO_FILES),
+    ('{"format": 1, "files": ["state.pt"]}', NO_FILES),
+    ('{"format": 1, "files": {}}', NO_FILES),
+    ('{"format": 1, "files": {"state.pt": 3}}', f"{BAD_ENTRY} is 3, not its bytes and sha256"),
+    ('{"format": 1, "files": {"state.pt": {"sha256": "x"}}}', BAD_ENTRY),
+    ('{"format": 1, "files": {"state.pt": {"bytes": "3", "sha256": "x"}}}', BAD_ENTRY),
+    ('{"format": 1, "files": {"state.pt": {"bytes": 3, "sha256": null}}}', BAD_ENTRY),
+])
+def test_a_malformed_manifest_is_skipped_by_name(tmp_path, manifest, says):
+    """Whatever a damaged manifest holds, resume skips that checkpoint with a message naming it and takes the one
+    before (issue 41, fresh eyes E: a null or listed "files", or an entry without its size, raised AttributeError,
+    TypeError or KeyError out of latest_good; an empty map passed with the checkpoint's files deleted)."""
+    write_checkpoint(tmp_path, 1, fill_with({"state.pt": b"one"}))
+    newest = write_checkpoint(tmp_path, 2, fill_with({"state.pt": b"two"}))
+    (newest.path / MANIFEST).write_text(manifest)
+    if "{}" in manifest:
+        (newest.path / "state.pt").unlink()
+    with pytest.raises(CheckpointError, match=re.escape(f"step-000002/{says}")):
+        verify_checkpoint(newest.path)
+    messages = []
+    assert latest_good(tmp_path, log=messages.append).step == 1
+    assert len(messages) == 1 and says in messages[0]
+
+
+def test_a_file_added_after_the_save_fails_verification(tmp_path):
+    """The manifest lists every file of the checkpoint: an extra weights shard dropped into model/ later would be
+    loaded too (load_policy_weights reads every *.safetensors), so it fails verification, named."""
+    write_checkpoint(tmp_path, 1, fill_with({"model/a.safetensors": b"w1", "state.pt": b"s1"}))
+    newest = write_checkpoint(tmp_path, 2, fill_with({"model/a.safetensors": b"w2", "state.pt": b"s2"}))
+    verify_checkpoint(newest.path)  # as written, it verifies
+    (newest.path / "model" / "zz.safetensors").write_bytes(b"junk")
+    with pytest.raises(CheckpointError, match=r"step-000002/model/zz.safetensors is not in manifest.json"):
+        verify_checkpoint(newest.path)
+    assert latest_good(tmp_path, log=lambda _: None).step == 1

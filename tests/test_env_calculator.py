@@ -2,7 +2,10 @@
 episode driven by hand-written model turns through the strict parser."""
 from __future__ import annotations
 
+import ast
+import dataclasses
 import time
+from fractions import Fraction
 
 import pytest
 
@@ -49,12 +52,75 @@ def test_evaluator_hand_checked_values(expression, value):
     ("2 (3 + 4)", "needs an operator, e.g. 2 * (3 + 4)"),  # parses as a call
     ("   ", "empty expression"),
     (5, "must be a string"),
+    ("()", "Tuple is not allowed; use whole numbers"),  # the only node besides numbers, + - * / the characters allow
+    ("2 * ()", "Tuple is not allowed"),
 ])
 def test_attacks_and_bad_input_are_error_text(expression, reason):
     started = time.perf_counter()
     result = evaluate(expression)
     assert result.startswith("error: ") and reason in result, result
     assert time.perf_counter() - started < 1.0  # 9**9**9 would not finish if it were computed
+
+
+@pytest.mark.parametrize("expression, value", [
+    ("1000000000000", "1000000000000"),  # a literal of exactly MAX_LITERAL = 10**12: "at most", so allowed
+    ("-1000000000000", "-1000000000000"),
+    ("1000000 * 1000000000", "1000000000000000"),  # 10**6 * 10**9 = 10**15 = MAX_MAGNITUDE: allowed
+    ("0 - 1000000 * 1000000000", "-1000000000000000"),
+    ("-1" + "+1" * 32, "31"),  # 33 numbers, 32 BinOps + 32 operators, "-" (2 nodes), the Expression: 100 = MAX_NODES
+])
+def test_the_bounds_are_inclusive(expression, value):
+    """The errors say "at most N": N itself is allowed, N + 1 is not (the next test)."""
+    assert evaluate(expression) == value
+
+
+@pytest.mark.parametrize("expression, reason", [
+    ("1000000000001", "number too large (at most 1000000000000)"),  # 10**12 + 1
+    ("-1000000000001", "number too large"),
+    ("1000000 * 1000000000 + 1", "result too large (at most 1000000000000000)"),  # 10**15 + 1
+    ("0 - 1000000 * 1000000000 - 1", "result too large"),  # -(10**15 + 1): the magnitude counts
+    ("1" + "+1" * 33, "more than 100 parts"),  # 34 numbers + 33 BinOps + 33 operators + the Expression: 101 nodes
+])
+def test_one_past_each_bound_is_error_text(expression, reason):
+    result = evaluate(expression)
+    assert result.startswith("error: ") and reason in result, result
+
+
+def test_an_unreadable_expression_is_quoted_by_its_start_only():
+    """The tool's answer is prompt text of every later turn: a bad expression (up to 200 characters) is quoted by
+    its first 40 characters, not whole."""
+    text = "1 + (2 * * 3) " + "- 4 + 5 " * 20  # 174 characters, a syntax error at the 10th
+    assert evaluate(text) == f"error: cannot read {text[:40]!r} as an expression"
+
+
+def test_whole_numbers_are_written_as_exact_integers():
+    # 2**53 + 1 = 9007199254740993 has no float: going through float would print ...992
+    assert calculator.format_value(Fraction(2**53 + 1)) == "9007199254740993"
+    assert calculator.format_value(Fraction(-7)) == "-7" and calculator.format_value(Fraction(7, 2)) == "3.5"
+
+
+def test_a_story_with_a_zero_or_negative_step_on_either_side_is_dropped():
+    """_story_value keeps a problem only when every step is a whole number >= 0, whichever side of an operator the
+    step is on, and never divides by zero (the templates' divisors are plain numbers today: a template such as
+    a / (b - c) must not crash the split or tell of -1 groups)."""
+    tree = ast.parse("a / (b - c)", mode="eval").body
+    assert calculator._story_value(tree, {"a": 6, "b": 4, "c": 3}) == 6  # 4 - 3 = 1; 6 / 1 = 6
+    assert calculator._story_value(tree, {"a": 6, "b": 5, "c": 3}) == 3  # 6 / 2
+    assert calculator._story_value(tree, {"a": 6, "b": 3, "c": 3}) is None  # 3 - 3 = 0: no division by zero
+    assert calculator._story_value(tree, {"a": 6, "b": 3, "c": 4}) is None  # 3 - 4 = -1 on the right: dropped
+    assert calculator._story_value(tree, {"a": 7, "b": 5, "c": 3}) is None  # 7 / 2 is not whole
+
+
+def test_the_shared_templates_and_problems_cannot_be_changed():
+    """TEMPLATES is a module constant and splits() a cache: every task of the process holds the same objects, so
+    an assignment to one would change the problems (and the split) of every other task. They are frozen."""
+    task = CalculatorTask(TaskConfig(name="calculator", level=2))
+    problem = task.held_out[0]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        problem.value = 0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        calculator.TEMPLATES[2][0].expression = "{a}"
+    assert task.eval_prompts(1)[0].reference == str(problem.value)
 
 
 def test_the_tool_schema_is_strict():
@@ -64,9 +130,14 @@ def test_the_tool_schema_is_strict():
     bad = ['{"name": "calculate", "arguments": {"expression": 3}}',
            '{"name": "calculate", "arguments": {"expression": "1", "x": 1}}',
            '{"name": "calculate", "arguments": {}}']
+    task = CalculatorTask(TaskConfig(name="calculator"))
+    env = task.environment(EpisodeConfig())
     for payload in bad:
-        turn = parse_turn(0, f"<tool_call>{payload}</tool_call>", (CALCULATE,))
+        turn = parse_turn(0, f"<tool_call>{payload}</tool_call>", env.tools)
         assert not turn.calls and len(turn.errors) == 1 and "invalid arguments" in turn.errors[0]
+        # the episode counts it as a failed call and never runs the tool
+        observation = env.start(task.eval_prompts(1)[0]).respond(turn)
+        assert (observation.valid_calls, observation.invalid_calls) == (0, 1)
 
 
 def test_problems_match_their_expression_and_the_tool():

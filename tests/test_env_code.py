@@ -3,6 +3,7 @@ through the tool path (the sandbox's own suite is tests/test_sandbox.py and test
 only show that the tools reach the sandbox and report what it did)."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -16,6 +17,7 @@ from rlvr.agents.envs import code as code_env
 from rlvr.agents.envs.code import EXAMPLE_CODE, START_AND_CLEANUP_S, STDOUT_CHARS, call_text, example_tool_text
 from rlvr.agents.envs.code_tasks import EXAMPLE_CANONICAL, MIN_HELD_OUT, TEMPLATES, make_problem, splits
 from rlvr.agents.protocol import ModelTurn, ToolCall
+from rlvr.agents.scoring import EpisodeRewarder
 from rlvr.agents.tool_calls import parse_turn
 from rlvr.config.rules import TaskName
 from rlvr.config.run import TaskConfig
@@ -75,6 +77,70 @@ def test_tests_are_right_and_hidden_ones_stay_apart():
         assert tests.entry == "f" and [a.source for a in tests.asserts] == list(problem.hidden)
 
 
+def test_the_problem_set_by_hand():
+    """The problems are the templates times their constants: 14 templates over k = 2..49 (48 each) = 672, "count"
+    over k = 0..11 = 12, three string templates over k = 1..12 = 36; 720 less the example "add 3" = 719. A fifth is
+    143 < MIN_HELD_OUT = 200, so 200 are held out and 519 train (common.py's rule)."""
+    train, held = splits()
+    assert (len(train), len(held)) == (519, 200)
+    by_key = {t.key: t for t in TEMPLATES}
+    # "sum 5": sum(xs) + 5 on [1, 2, 3] -> 11, [] -> 5 | [5] -> 10, [10, 0, 7] -> 22, [5, 6, 2] -> 18, [4]*4 -> 21
+    total = make_problem(by_key["sum"], 5)
+    assert total.visible == ("assert f([1, 2, 3]) == 11", "assert f([]) == 5")
+    assert total.hidden == ("assert f([5]) == 10", "assert f([10, 0, 7]) == 22", "assert f([5, 6, 2]) == 18",
+                            "assert f([4, 4, 4, 4]) == 21")
+    # "divisible 4" on k + 1, k | 2k, 0, k - 1, 3k + 1 = 5, 4 | 8, 0, 3, 13: both answers among the hidden ones too
+    divisible = make_problem(by_key["divisible"], 4)
+    assert divisible.hidden == ("assert f(8) == True", "assert f(0) == True", "assert f(3) == False",
+                                "assert f(13) == False")
+    # "repeat 3" on the strings: '' * 3 = '', 'x' * 3 = 'xxx'
+    repeat = make_problem(by_key["repeat"], 3)
+    assert repeat.visible == ("assert f('ab') == 'ababab'", "assert f('hello') == 'hellohellohello'")
+    assert repeat.hidden[:2] == ("assert f('') == ''", "assert f('x') == 'xxx'")
+    assert {p.canonical.split()[1] for p in train + held if p.template == "repeat"} == {str(k) for k in range(1, 13)}
+    assert {p.canonical.split()[1] for p in train + held if p.template == "count"} == {str(k) for k in range(12)}
+
+
+# What each question asks for, written from its words ("x minus {k}", "how many items ... are greater than {k}"),
+# apart from the templates' own reference functions that computed the expected values.
+ASKED = {
+    "add": lambda x, k: x + k, "sub": lambda x, k: x - k, "mul": lambda x, k: x * k,
+    "mod": lambda x, k: x % k, "div": lambda x, k: x // k, "square": lambda x, k: x * x + k,
+    "max": lambda x, k: x if x > k else k, "min": lambda x, k: x if x < k else k, "dist": lambda x, k: abs(x - k),
+    "divisible": lambda x, k: x % k == 0, "greater": lambda x, k: x > k, "sum": lambda xs, k: sum(xs) + k,
+    "count": lambda xs, k: len([x for x in xs if x > k]), "scale": lambda xs, k: [k * x for x in xs],
+    "shift": lambda xs, k: [k + x for x in xs], "repeat": lambda s, k: "".join([s] * k),
+    "prefix": lambda s, k: s[:k], "bang": lambda s, k: s + "".join(["!"] * k),
+}
+
+
+def test_every_test_agrees_with_its_question():
+    """A model that does what the question says passes every visible and hidden test of every problem: the tests
+    come from the templates' reference functions, and a slip there (x + k for "x minus k") would train and score
+    against the wrong function. The asserts are ours (literals), run here with the question's f."""
+    assert set(ASKED) == {t.key for t in TEMPLATES}
+    checked = 0
+    for template in TEMPLATES:
+        for k in template.constants:
+            problem = make_problem(template, k)
+            assert problem.question.endswith(template.text.format(k=k) + ".")
+            for test in problem.visible + problem.hidden:
+                exec(test, {"f": lambda value, k=k, key=template.key: ASKED[key](value, k)})  # noqa: S102
+                checked += 1
+    assert checked == 720 * 6  # 720 problems (with the example's "add 3"), 2 visible + 4 hidden tests each
+
+
+def test_the_shared_problems_and_templates_cannot_be_changed():
+    """TEMPLATES is a module constant and splits() a cache: every task of the process holds the same objects, so
+    they are frozen; an assignment that would change another task's problems raises."""
+    problem = make_problem(TEMPLATES[0], 7)
+    assert problem in task().train + task().held_out  # equal to the cached split's "add 7"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        problem.hidden = ()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        TEMPLATES[0].key = "sub"
+
+
 def test_registered_with_the_code_verifier_and_no_state():
     assert "code_agent" in get_args(TaskName)
     t = task()
@@ -82,6 +148,10 @@ def test_registered_with_the_code_verifier_and_no_state():
     env = t.environment(EpisodeConfig())
     assert [tool.name for tool in env.tools] == ["run_python", "run_tests"]
     assert env.score_state("", t.eval_prompts(1)[0]) is None
+    # the protocol: scores_state False <=> score_state always None. True would add a state component whose None
+    # verdict the rewarder turns into an ERROR, leaving every episode unscorable (rlvr/agents/scoring.py)
+    assert env.scores_state is False and "environment" not in EpisodeRewarder(None, env, 1.0).components
+    assert env.start(t.eval_prompts(1)[0]).final_state() == ""  # no state: the driver records an empty one
 
 
 def test_program_limit_is_the_tighter_of_task_and_episode():
@@ -141,6 +211,94 @@ def test_bad_calls_are_counted_never_raised():
     turn = parse_turn(0, '<tool_call>{"name": "run_python", "arguments": {"code": 3}}</tool_call>', env.tools)
     assert ep.respond(turn).invalid_calls == 1  # schema: code must be a string
     assert ep.respond(parse_turn(1, "```python\ndef f(x): return x\n```", env.tools)).done  # the answer
+
+
+def result(stdout: bytes = b"", stderr: bytes = b"", exit_code: int = 0, started: bool = True) -> SandboxResult:
+    return SandboxResult(exit_code, None, False, started, stdout, stderr, b"", frozenset(), 0.01, True)
+
+
+def test_output_is_shown_whole_up_to_300_characters_then_cut():
+    """format_run shows the first 300 characters of stdout and the last 300 of stderr (a traceback's end names
+    the error), and marks a cut with "...": exactly 300 is whole, 301 is cut."""
+    out, err = "".join(chr(97 + i % 26) for i in range(301)), "".join(chr(65 + i % 26) for i in range(301))
+    whole = code_env.format_run(result(out[:300].encode(), err[:300].encode()), 1.0)
+    assert whole == f"exit code 0\nstdout:\n{out[:300]}\nstderr:\n{err[:300]}"
+    cut = code_env.format_run(result(out.encode(), err.encode(), exit_code=1), 1.0)
+    assert cut == f"exit code 1\nstdout:\n{out[:300]}...\nstderr:\n...{err[1:]}"  # stderr's last 300: from [1]
+
+
+def test_code_up_to_the_verifiers_limit_is_run():
+    """_source refuses code the verifier would not run (MAX_CODE_BYTES); code of exactly that size runs."""
+    fits = "#" * MAX_CODE_BYTES
+    assert code_env._source(fits) == fits
+    with pytest.raises(ValueError, match=f"code longer than {MAX_CODE_BYTES} bytes"):
+        code_env._source(fits + "#")
+
+
+def test_a_call_with_unknown_arguments_is_refused():
+    """The tools' schema is strict (additionalProperties false): an argument beside `code` makes the call invalid,
+    and the tool does not run."""
+    env, ep = episode()
+    for name in ("run_python", "run_tests"):
+        payload = {"name": name, "arguments": {"code": "print(1)", "timeout": 100}}
+        turn = parse_turn(0, f"<tool_call>{json.dumps(payload)}</tool_call>", env.tools)
+        assert not turn.calls and "invalid arguments" in turn.errors[0]
+        observation = ep.respond(turn)
+        assert (observation.valid_calls, observation.invalid_calls) == (0, 1)
+
+
+def test_a_problem_without_visible_tests_says_so(monkeypatch):
+    """A prompt whose row has no visible tests (an edited record; the built-in problems all have two) gets a
+    plain answer from run_tests, not an empty test report."""
+    monkeypatch.setattr(sandbox, "_probe", Probe(True, "works (simulated)"))
+    env, _ = episode()
+    prompt = task().eval_prompts(1)[0]
+    ep = env.start(type(prompt)(prompt.id, prompt.messages, prompt.reference, {**prompt.columns, "visible_tests": []}))
+    observation = call(env, ep, "run_tests", "def f(x): return x")
+    assert body(observation) == "this problem has no visible tests" and observation.valid_calls == 1
+
+
+def test_a_sandbox_failure_is_reported_by_the_end_of_its_message(monkeypatch):
+    """bwrap's complaint can be long and not UTF-8: the error quotes its last 200 characters (bad bytes replaced)
+    and the call is invalid, never a crash of the tool."""
+    complaint = b"\xff\xfe bwrap: " + b"".join(bytes([97 + i % 26]) for i in range(400)) + b" uid map denied"
+    monkeypatch.setattr(sandbox, "_probe", Probe(True, "works (simulated)"))
+    monkeypatch.setattr(sandbox, "run_sandboxed", lambda *args, **kwargs: result(stderr=complaint, started=False))
+    env, ep = episode()
+    observation = call(env, ep, "run_python", "print(1)")
+    tail = complaint.decode(errors="replace").strip()[-200:]
+    assert body(observation) == f"error: SandboxUnavailable: the sandbox failed: {tail}"
+    assert (observation.valid_calls, observation.invalid_calls) == (0, 1)
+
+
+def test_code_unsandboxed_reaches_the_tools(monkeypatch):
+    """task.code_unsandboxed=true is the explicit opt-out: without a sandbox the tools then run the code instead
+    of refusing (the refusal is test_without_a_sandbox_the_tools_say_so)."""
+    monkeypatch.setattr(sandbox, "_probe", Probe(False, "bwrap missing (simulated)"))
+    ran = []
+    monkeypatch.setattr(sandbox, "run_sandboxed", lambda code, stdin, config: ran.append(config) or result(b"1\n"))
+    env, ep = episode(code_unsandboxed=True)
+    observation = call(env, ep, "run_python", "print(1)")
+    assert body(observation) == "exit code 0\nstdout:\n1\n" and ran[0].allow_unsandboxed
+
+
+def test_the_tool_thread_outwaits_the_sandboxs_kill_but_not_a_hung_sandbox(monkeypatch):
+    """The tool thread's limit is the program's limit plus START_AND_CLEANUP_S = 1.5 s (bwrap's start, the kill's
+    0.5 s drain grace, slack), so a run that the sandbox ends 1 s after the program's limit still answers with the
+    sandbox's own report; a sandbox hung past that is cut by the thread. Program limit 0.01 s: thread limit 1.51 s."""
+    monkeypatch.setattr(sandbox, "_probe", Probe(True, "works (simulated)"))
+    delays = iter([1.0, 2.0])
+
+    def slow(code, stdin, config):
+        time.sleep(next(delays))
+        return SandboxResult(None, 9, True, True, b"", b"", b"", frozenset(), 1.0, True)
+
+    monkeypatch.setattr(sandbox, "run_sandboxed", slow)
+    env, ep = episode(code_time_limit_s=0.01)
+    assert env.thread_limit_s == pytest.approx(1.51)
+    assert body(call(env, ep, "run_python", "while True: pass")) == "timed out after 0.01 s (killed)"
+    hung = call(env, ep, "run_python", "while True: pass")
+    assert body(hung) == "error: the tool ran past its time limit of 1.51 s" and hung.invalid_calls == 1
 
 
 # ---------------------------------------------------------------- through the sandbox
@@ -263,3 +421,15 @@ print('forked', made)
     cgroups = [os.path.join(base, name) for base in sandbox._host.cgroup_bases.values() for name in os.listdir(base)
                if name.startswith(f"rlvr-sbx-{os.getpid()}-")]
     assert cgroups == []
+
+
+@pytest.mark.sandbox
+def test_each_stream_keeps_64_kib_of_output():
+    """A tool call's program output is kept up to OUTPUT_CAP = 64 KiB per stream (the sandbox's default is 1 MiB;
+    a tool call's result is read in the trainer's process, for every turn of every episode), far more than the
+    300 characters shown: of 100 KB written to stderr the kept part ends at byte 65,536, and its last 300
+    characters are what the model reads."""
+    env, ep = episode()
+    written = "0123456789" * 10_000
+    shown = body(call(env, ep, "run_python", f"import sys\nsys.stderr.write({written[:10]!r} * 10_000)"))
+    assert shown == "exit code 0\nstderr:\n..." + written[65_536 - 300:65_536]  # ends ...012345, not ...789

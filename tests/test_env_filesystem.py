@@ -3,6 +3,7 @@ leave the root, the scoring of final trees (exact and partial credit), the probl
 driven by hand-written model turns through the strict parser."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from dataclasses import replace
@@ -11,7 +12,7 @@ import pytest
 
 from rlvr.agents.envs import filesystem
 from rlvr.agents.envs.filesystem import TOOLS, FilesystemTask, score_tree, splits
-from rlvr.agents.envs.fs_tree import MAX_ENTRIES, FileTree, canonical_json
+from rlvr.agents.envs.fs_tree import MAX_DEPTH, MAX_ENTRIES, BadTree, FileTree, FsError, canonical_json, parse_tree
 from rlvr.agents.protocol import Environment, Episode
 from rlvr.agents.tool_calls import parse_turn
 from rlvr.config.run import ConfigError, TaskConfig
@@ -73,6 +74,27 @@ def test_mv_semantics():
     assert t["mv"](src="empty/docs/a.txt", dst="/") == "ok" and tree.root["a.txt"] == "hello"  # to the top
 
 
+def test_tools_act_on_the_last_name_of_a_nested_path():
+    """write, mkdir and rm on docs/<name> look at <name> inside docs, not at docs: a folder is not overwritten by a
+    file, a file not by a folder; a full tree still lets a file be replaced."""
+    tree, t = tools({"docs": {"a.txt": "x", "sub": {}}})
+    assert t["write"](path="docs/sub", content="y") == "error: write: docs/sub: Is a directory"
+    assert t["mkdir"](path="docs/a.txt") == "error: mkdir: docs/a.txt: File exists"
+    assert tree.root == {"docs": {"a.txt": "x", "sub": {}}}
+    assert t["rm"](path="docs/a.txt") == "ok" and tree.root == {"docs": {"sub": {}}}
+    assert t["write"](path="docs/a.txt", content="x") == "ok"
+    assert [t["write"](path=f"f{i}", content="") for i in range(MAX_ENTRIES - 3)] == ["ok"] * (MAX_ENTRIES - 3)
+    assert t["write"](path="docs/a.txt", content="new") == "ok" and tree.root["docs"]["a.txt"] == "new"  # full: 40
+
+
+def test_mv_onto_an_empty_folder_of_the_same_name():
+    """POSIX mv: a folder may replace an empty folder; a file may not replace a folder, empty or not."""
+    tree, t = tools({"box": {}, "into": {"box": {}, "f": {}}, "f": "text"})
+    assert t["mv"](src="f", dst="into") == "error: mv: into: cannot overwrite directory with non-directory"
+    assert t["mv"](src="box", dst="into") == "ok"  # box replaces the empty into/box
+    assert tree.root == {"into": {"box": {}, "f": {}}, "f": "text"}
+
+
 @pytest.mark.parametrize("src, dst, message", [
     ("nope", "x", "nope: No such file or directory"),
     ("notes.txt", "notes.txt", "notes.txt and notes.txt are the same file"),
@@ -119,6 +141,104 @@ def test_the_tree_cannot_grow_past_its_bound():
     assert "No space left" in t["mkdir"](path="d") and t["write"](path="f0.txt", content="y") == "ok"  # replace
 
 
+def test_folders_cannot_nest_deeper_than_a_state_reads_back():
+    """The tools refuse to build a tree that parse_tree refuses: the episode's final state is its own tree, and a
+    17-deep chain of mkdir calls used to leave a state that scored UNPARSEABLE (fresh-eyes finding J). The top
+    folder is level 1, so MAX_DEPTH - 1 = 15 folders fit inside it, one in the next."""
+    tree, t = tools({})
+    chain = lambda k: "/".join(["d"] * k)  # noqa: E731 - k folders, each inside the last
+    assert [t["mkdir"](path=chain(k)) for k in range(1, MAX_DEPTH)] == ["ok"] * (MAX_DEPTH - 1)
+    deeper = t["mkdir"](path=chain(MAX_DEPTH))
+    assert deeper == f"error: mkdir: {chain(MAX_DEPTH)}: Too many levels of folders (at most 15 inside the top folder)"
+    assert parse_tree(tree.to_json()) == tree.root  # 16 levels with the top: the state reads back
+    # mv checks the whole moved subtree: e/f is 2 levels; into chain(14) its f would be level 14 + 1 + 2 = 17
+    assert t["mkdir"](path="e") == "ok" and t["mkdir"](path="e/f") == "ok"
+    moved = t["mv"](src="e", dst=chain(14))
+    assert moved.startswith("error: mv: ") and "Too many levels of folders" in moved and "e" in tree.root
+    assert t["mv"](src="e", dst=chain(13)) == "ok"  # f at level 13 + 1 + 2 = 16: allowed
+    # a folder that holds only a file is 1 level: into chain(15) it would be level 17
+    assert t["mkdir"](path="g") == "ok" and t["write"](path="g/x.txt", content="x") == "ok"
+    assert "Too many levels of folders" in t["mv"](src="g", dst=chain(15)) and "g" in tree.root
+    assert t["write"](path="x.txt", content="x") == "ok"
+    assert t["mv"](src="x.txt", dst=chain(15)) == "ok"  # a file is no folder level: it fits in the deepest one
+    assert parse_tree(tree.to_json()) == tree.root
+    verdict = score_tree(tree.to_json(), canonical_json({}), True)
+    assert verdict.outcome is Outcome.WRONG  # a tree that differs, not an UNPARSEABLE state
+
+
+def test_the_size_bounds_are_inclusive():
+    """The bounds the errors state, at the edge: 40 entries, names of 64 characters, paths of 256, files of 500;
+    one more is refused."""
+    tree, t = tools({})
+    assert t["write"](path="n" * 64, content="x" * 500) == "ok" and tree.root["n" * 64] == "x" * 500
+    too_long = t["write"](path="m" * 65, content="x")
+    assert too_long.endswith(f"Invalid argument (name {'m' * 20!r}... is too long)")
+    assert "File too large (at most 500 characters)" in t["write"](path="f", content="x" * 501)
+    assert t["ls"](path="./" * 128) == "n" * 64  # 256 characters that resolve to the top folder
+    assert t["ls"](path="./" * 128 + ".") == f"error: ls: {('./' * 128)[:57]}...: File name too long"
+    assert [t["mkdir"](path=f"d{i}") for i in range(39)] == ["ok"] * 39  # 40 entries with n...n
+    assert t["mkdir"](path="d39") == "error: mkdir: d39: No space left on device (at most 40 entries)"
+    assert parse_tree(tree.to_json()) == tree.root
+
+
+def test_canonical_json_is_sorted_and_compact():
+    """The final state and the reference are canonical JSON: sorted keys, no spaces, so one tree is one text
+    (a prompt's start column equals the episode's untouched final state)."""
+    assert canonical_json({"b": "x", "a": {"d": "1", "c": {}}}) == '{"a":{"c":{},"d":"1"},"b":"x"}'
+    assert FileTree({"b": "x", "a": {}}).to_json() == '{"a":{},"b":"x"}'
+
+
+def test_the_question_lists_the_start_with_folders_marked():
+    """The model is told what is there before it starts: every path, sorted, folders ending with '/'."""
+    assert filesystem.listing({"work": {"notes.txt": "x", "old": {}}, "a.md": "y"}) == \
+        "a.md, work/, work/notes.txt, work/old/"
+    task = FilesystemTask(TaskConfig(name="filesystem", level=2))
+    prompt = next(p for p in task.eval_prompts(10**5) if p.columns["template"] == "move_out")
+    _, f, d, _ = prompt.id.split("/eval/")[1].split("|")
+    assert prompt.messages[-1]["content"].startswith(f"Files: {d}/, {d}/{f}. Tools: ")
+
+
+def test_a_state_reads_back_up_to_16_levels_of_folders():
+    """parse_tree's bound: the top folder is level 1, so 15 nested folders read back and 16 do not."""
+    def nested(levels):
+        return '{"d":' * levels + "{}" + "}" * levels
+
+    assert parse_tree(nested(15)) == json.loads(nested(15))
+    with pytest.raises(BadTree, match="folders nested deeper than 16"):
+        parse_tree(nested(16))
+    # the entries inside a folder are checked too, at any depth
+    with pytest.raises(BadTree, match="entry 'f' is int"):
+        parse_tree('{"a":{"b":{"f":5}}}')
+
+
+def test_long_paths_are_shown_by_their_start():
+    """Error texts quote a path of up to 60 characters whole, a longer one as its first 57 and "..." (60)."""
+    tree, t = tools()
+    assert t["cat"](path="p" * 60) == f"error: cat: {'p' * 60}: No such file or directory"
+    assert t["cat"](path="p" * 61) == f"error: cat: {'p' * 57}...: No such file or directory"
+
+
+def test_a_missing_parent_is_an_error_not_a_missing_entry():
+    """FileTree.node: None when only the last name is missing (a tool may create it); FsError when a folder on
+    the way is missing. mv then names the missing folder, not a move into itself."""
+    tree, t = tools()
+    assert tree.node(("docs", "b"), "docs/b") is None
+    with pytest.raises(FsError, match="docs/b/c: No such file or directory"):
+        tree.node(("docs", "b", "c"), "docs/b/c")
+    assert t["mv"](src="docs", dst="docs/b/c") == "error: mv: docs/b/c: No such file or directory"
+
+
+def test_an_unreadable_state_says_why_briefly():
+    """The detail quotes the JSON error by its first 80 characters."""
+    broken = "{" + " " * 100_000 + "x"
+    try:
+        json.loads(broken)
+    except ValueError as err:
+        why = str(err)  # "Expecting property name ...: line 1 column 100002 (char 100001)": 85 characters
+    verdict = score_tree(broken, canonical_json({"a": "x"}), True)
+    assert verdict.detail == f"the final state is not a file tree: not JSON: {why[:80]}" and len(why) > 80
+
+
 def test_tools_never_raise_on_random_arguments():
     rng = random.Random(0)
     pieces = ["..", ".", "/", "docs", "a.txt", "notes.txt", "", "\x00", "é", "x" * 70]
@@ -141,6 +261,14 @@ def test_tool_schemas_are_strict():
         assert all(p["type"] == "string" for p in schema["properties"].values())
     turn = parse_turn(0, '<tool_call>{"name": "mv", "arguments": {"src": "a"}}</tool_call>', TOOLS)
     assert not turn.calls and "'dst' is a required property" in turn.errors[0]
+    # an argument the tool does not take makes the call invalid: the episode counts it and changes nothing
+    task = FilesystemTask(TaskConfig(name="filesystem"))
+    prompt = task.eval_prompts(1)[0]
+    episode = task.environment(EpisodeConfig()).start(prompt)
+    extra = '<tool_call>{"name": "mkdir", "arguments": {"path": "new", "mode": "0777"}}</tool_call>'
+    observation = episode.respond(parse_turn(0, extra, TOOLS))
+    assert (observation.valid_calls, observation.invalid_calls) == (0, 1) and "invalid arguments" in observation.text
+    assert episode.final_state() == prompt.columns["start"]
 
 
 def test_score_exact_and_partial_credit():
@@ -161,6 +289,13 @@ def test_score_exact_and_partial_credit():
     moved = score_tree(canonical_json({"docs": {}, "a": "x"}), canonical_json({"docs": {"a": "x"}}), True)
     assert moved.score == pytest.approx(1 / 3) and moved.outcome is Outcome.WRONG
     assert score_tree("{}", "{}", True).outcome is Outcome.CORRECT  # nothing on both sides: equal
+    # union {a, b}: b should not exist, a matches -> 1/2; b is the first differing path
+    surplus = score_tree(canonical_json({"a": "x", "b": "y"}), canonical_json({"a": "x"}), True)
+    assert surplus.detail == "b: should not exist (1 of 2 paths match)" and surplus.score == pytest.approx(1 / 2)
+    # a text is quoted by its first 40 characters: the detail goes to logs and samples, a file holds up to 500
+    long, other = "abcdefghij" * 5, "ABCDEFGHIJ" * 5
+    texts = score_tree(canonical_json({"a": long}), canonical_json({"a": other}), True)
+    assert texts.detail == f"a: text is {long[:40]!r}, expected {other[:40]!r} (0 of 1 paths match)"
 
 
 @pytest.mark.parametrize("state", ["not json", "[1, 2]", '{"a": 5}', '{"a/b": "x"}', '{"..": {}}', "[" * 100000,
@@ -186,6 +321,34 @@ def solve(problem):
             "move_out": [("mv", {"src": f"{second}/{f}", "dst": "."}), ("rm", {"path": second})],
             "copy": [("write", {"path": second, "content": third})]}
     return plan[key]
+
+
+def test_the_problems_by_hand():
+    """Level 1: mkdir and move_into 8 files x 6 folders x 8 texts = 384 each; write, rename, delete (two different
+    files) 8 x 7 x 8 = 448 each; overwrite (two different texts) 8 x 8 x 7 = 448: 2 x 384 + 4 x 448 = 2560.
+    Level 2: mkdir_move, move_out 384 each, copy 448: 1216. A second text comes from the first (_next: the next in
+    TEXTS, wrapping), so it differs and adds no axis."""
+    by_name = {}
+    for level, total in ((1, 2560), (2, 1216)):
+        train, held = splits.__wrapped__(level)  # built afresh, not read from splits' cache
+        assert len(train) + len(held) == total
+        by_name.update({p.canonical: p for p in train + held})
+    write = by_name["write|notes.txt|todo.txt|hello"]  # notes.txt holds the text after "hello": "buy milk"
+    assert (write.start, write.target) == ('{"notes.txt":"buy milk"}', '{"notes.txt":"buy milk","todo.txt":"hello"}')
+    delete = by_name["delete|notes.txt|todo.txt|see you"]  # "see you" is the last text: the other is the first
+    assert (delete.start, delete.target) == ('{"notes.txt":"see you","todo.txt":"hello"}', '{"todo.txt":"hello"}')
+    assert "overwrite|notes.txt|hello|hello" not in by_name and "rename|notes.txt|notes.txt|hello" not in by_name
+    # two parameters of one kind always differ, so no goal is already reached at the start
+    assert all(p.start != p.target for p in by_name.values())
+
+
+def test_the_shared_problems_cannot_be_changed():
+    """splits() is a cache every task of the process shares: its problems are frozen."""
+    problem = FilesystemTask(TaskConfig(name="filesystem")).eval_prompts(1)[0]
+    held = splits(1)[1][0]
+    assert problem.reference == held.target
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        held.target = "{}"
 
 
 def test_every_problem_is_small_and_reachable_with_its_level_of_calls():

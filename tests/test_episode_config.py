@@ -92,3 +92,53 @@ def test_the_episode_settings_reach_the_runner_and_the_rewarder(tiny_model_dir):
     assert runner.turn_template.role == "user"
     assert episode_rewarder(parts).weight == 0.25 and parts.state_weight == 0.25
     assert parts.environment.limit_s == 0.7  # the tools' time limit is the environment's to apply
+
+
+def test_the_python_budgets_default_to_the_configured_ones():
+    """`Budgets()` (the protocol's, for code that builds a runner itself) starts from the same budgets as a run
+    with no episode.* setting (issue 41: they were 64 and 256 tokens against the config's 48 and 192)."""
+    from rlvr.agents.protocol import Budgets
+    from rlvr.agents.wiring import budgets_of
+    from rlvr.config.sections import EpisodeConfig
+
+    assert Budgets() == budgets_of(EpisodeConfig())
+    assert budgets_of(EpisodeConfig(max_turns=6, tokens_per_turn=40, tokens_per_episode=170, tool_time_limit_s=0.7)) \
+        == Budgets(6, 40, 170, 0.7)
+
+
+def test_episode_parts_leave_the_caller_s_config_alone_and_say_whether_answers_are_scored():
+    """episode_parts puts the task's own answer verifiers into a copy of the config: the caller's config (the one
+    written to config.yaml and shown in the run log) keeps task.verifiers as given. has_answer_verifiers says
+    whether a verifier pool is needed: the filesystem is scored by its state alone, the calculator by "math"."""
+    from rlvr.agents.wiring import episode_parts, episode_rewarder
+
+    config = load_config(None, ["task.name=filesystem"])
+    before = dict(config.task.verifiers)
+    parts = episode_parts(build_task(config.task), config)
+    assert parts.config.task.verifiers == {} and config.task.verifiers == before != {}
+    assert parts.has_answer_verifiers is False and list(episode_rewarder(parts).components) == ["environment"]
+    calculator = load_config(None, ["task.name=calculator"])
+    parts = episode_parts(build_task(calculator.task), calculator)
+    assert parts.has_answer_verifiers is True and "math" in episode_rewarder(parts).components
+
+
+def test_an_environment_without_state_and_a_task_without_answer_verifiers_is_one_config_error():
+    """Nothing would score such episodes: a task whose environment has no state to check and whose own answer
+    verifiers are none is refused when the run is put together, naming the task and the environment."""
+    from rlvr.agents.wiring import episode_parts
+
+    class Stateless:
+        name, tools, scores_state = "game", (), False
+
+    class Task:
+        answer_verifiers: dict[str, float] = {}
+
+        def environment(self, episode_config):
+            return Stateless()
+
+    config = load_config(None, ["task.name=calculator"])
+    with pytest.raises(ConfigError, match="task.name=calculator: its environment 'game' has no state to check, "
+                                          "so task.verifiers must name at least one answer verifier"):
+        episode_parts(Task(), config)
+    Task.answer_verifiers = {"math": 1.0}  # with an answer verifier it is scored by it
+    assert episode_parts(Task(), config).config.task.verifiers == {"math": 1.0}

@@ -25,6 +25,8 @@ class StateEnv:
             raise RuntimeError("state checker bug")
         if final_state == "broken":  # e.g. a prompt whose reference state cannot be read
             return Verdict(Outcome.ERROR, 0.0, "reference unreadable", scorable=False)
+        if final_state == "sloppy":  # a user's check that returns a bare number
+            return 1.0
         ok = final_state == prompt.reference
         return Verdict(Outcome.CORRECT if ok else Outcome.WRONG, float(ok))
 
@@ -82,3 +84,81 @@ def test_a_stateless_environment_leaves_the_answer_scores_alone():
     assert list(EpisodeRewarder(answers, env, 1.0).components) == ["answer"]
     with pytest.raises(ValueError, match="nothing would score"):
         with_state(None, env, 1.0, b)
+
+
+def test_a_state_check_that_returns_no_verdict_is_an_unscorable_error_naming_the_type():
+    """A user's score_state that returns a number (or None) instead of a Verdict is an ERROR verdict scoring 0
+    (as a check that raises is), whose detail names what came back; never a crash of the step."""
+    scored = EpisodeScoring(None, StateEnv(), 1.0).score_rollout(batch(["7", "sloppy", "9", "8"], [""] * 4))
+    verdict = scored.verdicts[STATE][1]
+    assert verdict.outcome == Outcome.ERROR and verdict.score == 0.0
+    assert "state.score_state returned float, not a Verdict" in verdict.detail
+    assert scored.rewards.tolist() == [1.0, 0.0, 1.0, 0.0]
+
+
+def test_state_verdicts_of_a_single_turn_batch_is_a_caller_error():
+    from rlvr.agents.scoring import state_verdicts
+
+    single = batch(["7"] * 4, [""] * 4)
+    single.turns = None
+    with pytest.raises(ValueError, match="needs a batch of episodes"):
+        state_verdicts(StateEnv(), single)
+
+
+class Pending:
+    def __init__(self, scored):
+        self.scored, self.timeouts = scored, []
+
+    def result(self, timeout=None):
+        self.timeouts.append(timeout)
+        return self.scored
+
+    def done(self):
+        return True
+
+
+class AnswerPool:
+    """A verifier pool as the GRPO loop has it: answers scored (here at once) behind a future."""
+
+    def __init__(self):
+        self.rewarder, self.closed = Rewarder({"answer": (answer_is_reference, 1.0)}), False
+
+    def submit_rollout(self, rollout):
+        self.pending = Pending(self.rewarder.score_rollout(rollout))
+        return self.pending
+
+    def stats(self):
+        return {"jobs": 1}
+
+    def close(self):
+        self.closed = True
+
+
+def test_with_a_pool_the_answers_come_from_it_and_the_state_is_added_when_read():
+    """EpisodeScoring keeps the pool's interface: submit returns a future whose result (with the caller's timeout)
+    is the pool's answers plus the state component; done, stats and close are the pool's."""
+    pool = AnswerPool()
+    scoring = EpisodeScoring(pool, StateEnv(), 0.5)
+    future = scoring.submit_rollout(batch(["7", "x", "9", "8"], ["0", "0", "nope", "1"]))
+    assert future.done() is True
+    scored = future.result(timeout=12.0)
+    # answers 1/1/0/1, states 1/0/1/0 at weight 0.5
+    assert scored.rewards.tolist() == [1.5, 1.0, 0.5, 1.0] and list(scored.verdicts) == ["answer", STATE]
+    assert pool.pending.timeouts == [12.0]
+    assert scoring.stats() == {"jobs": 1}
+    scoring.close()
+    assert pool.closed
+    EpisodeScoring(None, StateEnv(), 1.0).close()  # no pool: nothing to close, no error
+
+
+def test_the_state_component_is_a_verifier_that_never_scores_a_single_completion():
+    """The state check stands in `components` (evaluation gates on it) as a verifier, so nothing treats it as a
+    reward function to run on completions (rewarder.reward_functions); verified alone, without an episode's
+    state, it is an unscorable ERROR of score 0, never a reward."""
+    from rlvr.rewards.rewarder import reward_functions
+
+    rewarder = EpisodeRewarder(Rewarder({"answer": (answer_is_reference, 1.0)}), StateEnv(), 0.5)
+    assert reward_functions(rewarder) == {"answer": rewarder.components["answer"]}
+    verdict = rewarder.components[STATE][0].verify("Answer: 7", "7")
+    assert (verdict.outcome, verdict.score, verdict.scorable) == (Outcome.ERROR, 0.0, False)
+    assert "scored per episode batch" in verdict.detail

@@ -158,3 +158,23 @@ def test_recheck_size_without_sets_is_refused():
                                           r"eval.sets"):
         load_config(None, ["eval.recheck_size=100"])
     assert load_config(None, ["eval.recheck_size=100", "eval.sets=[{level: 2}]"]).eval.recheck_size == 100
+
+
+def test_the_model_before_s_own_recheck_is_reused_as_its_evaluation_not_its_predecessor_s(tmp_path, tiny_model_dir,
+                                                                                           monkeypatch):
+    """rl2's fall on L2 is re-checked against rl, which was itself re-checked on L2 (against cold): rl's evaluation
+    on those problems is that recheck's "after", reused instead of evaluating rl again. Here rl's second look
+    differs from cold's, so reusing cold's by mistake shows (issue 41, fresh eyes #50: with cold's and rl's equal,
+    no test could tell). rl2 - rl on the second look: d = [-1, -1, -1, -0.5], mean -0.875, deviations
+    (-0.125 x 3, 0.375), sample variance 0.1875 / 3 = 0.0625, SE 0.25 / 2 = 0.125: -0.875 + 2 x 0.125 < 0, holds."""
+    Fakes(monkeypatch)
+    monkeypatch.setitem(RATES, ("rl", SECOND, L2), [1, 1, 1, .5])
+    evaluate = Evaluator()
+    manifest = run_recipe(load_recipe(recipe(tmp_path, tiny_model_dir, 4)), tmp_path / "run", evaluator=evaluate,
+                          say=lambda _: None)
+    rl, rl2 = manifest.stage("rl").recheck[L2], manifest.stage("rl2").recheck[L2]
+    assert rl["after"]["per_problem_pass@1"] == [1, 1, 1, .5] != rl["before"]["per_problem_pass@1"]
+    assert rl2["before"] == rl["after"]
+    assert [r for r in evaluate.rechecks if r[0] == "rl"] == [("rl", 3, 4, [L2])]  # evaluated once, as rl's "after"
+    rows = {(row[0], row[1]): row for row in _rows(manifest_summary(tmp_path / "run"), "falls beyond")}
+    assert rows[("rl2", "L2")][4].startswith("-0.875 ± 0.250") and rows[("rl2", "L2")][-1] == "holds"

@@ -20,6 +20,24 @@ OPENING = list(range(4, 24))  # 20 tokens every row of the group starts with
 CONTEXTS = [OPENING + [30, 31], OPENING + [40], OPENING + [30, 31, 32], [7, 8, 9]]
 
 
+def test_left_pad_by_hand() -> None:
+    """Rows [5], [6 7 8] and [] left-padded with 0 to the longest: ids and a 0/1 mask, long like a tokenizer's."""
+    ids, mask = left_pad([[5], [6, 7, 8], []], 0, torch.device("cpu"))
+    assert ids.tolist() == [[0, 0, 5], [6, 7, 8], [0, 0, 0]] and mask.tolist() == [[0, 0, 1], [1, 1, 1], [0, 0, 0]]
+    assert ids.dtype == mask.dtype == torch.long
+
+
+def test_a_shared_prefix_cannot_be_changed_once_made() -> None:
+    """The openings' cache is gathered to the rows by `rows`: a SharedPrefix is a value (frozen), so nothing can pair
+    the rows with other openings after it was made."""
+    from dataclasses import FrozenInstanceError
+
+    ids, mask, shared = _shared_batch()
+    with pytest.raises(FrozenInstanceError):
+        shared.rows = torch.tensor([1, 1, 1, 0])
+    assert shared.rows.tolist() == [0, 0, 0, 1]
+
+
 def test_split_contexts_by_hand() -> None:
     openings, rows, rests = split_contexts(CONTEXTS)
     # rows 0-2 share the 20-token opening; row 3 shares nothing (< 16 tokens): its opening is all but its last token
@@ -31,6 +49,18 @@ def test_split_contexts_by_hand() -> None:
     # nothing shared (only consecutive rows are compared): no split
     assert split_contexts([OPENING, [5] + OPENING, OPENING]) is None
     assert split_contexts([OPENING + [1], OPENING + [2]], min_shared=21) is None
+    # exactly min_shared tokens in common is enough
+    assert split_contexts([OPENING + [1], OPENING + [2]], min_shared=20) == ([OPENING], [0, 0], [[1], [2]])
+
+
+def test_split_contexts_keeps_a_token_for_every_rest_and_compares_every_row() -> None:
+    """A later row that is the opening of the row before it still keeps its last token as its rest (an empty rest
+    would be an all-padding row); every row of a run is compared with the run's first, so a row that shares nothing
+    ends the run even right after it starts."""
+    assert split_contexts([OPENING + [5], OPENING]) == ([OPENING[:-1]], [0, 0], [[OPENING[-1], 5], [OPENING[-1]]])
+    other = [50 + t for t in OPENING]
+    assert split_contexts([OPENING + [1], OPENING + [2], other + [3]]) == (
+        [OPENING, other], [0, 0, 1], [[1], [2], [3]])
 
 
 def _shared_batch():
@@ -49,6 +79,21 @@ def test_prefill_with_shared_openings_equals_the_whole_contexts() -> None:
     torch.testing.assert_close(logits, plain_logits, rtol=0, atol=1e-5)
     assert full.sum(dim=1).tolist() == plain_mask.sum(dim=1).tolist() == [len(c) for c in CONTEXTS]
     assert cache.get_seq_length() == full.shape[1] == 20 + 3  # longest opening + longest rest
+
+
+def test_prefill_returns_a_cache_even_when_the_checkpoint_says_use_cache_false() -> None:
+    """A checkpoint saved from a run with gradient checkpointing carries use_cache=False in its config; the sampler
+    asks for the cache itself, so both prefills still give the cache the decode continues from (23 columns: the
+    longest context, or the longest opening + the longest rest) and the same logits."""
+    model = tiny("llama")
+    model.config.use_cache = False
+    whole_ids, whole_mask = left_pad(CONTEXTS, 0, torch.device("cpu"))
+    ids, mask, shared = _shared_batch()
+    with torch.no_grad():
+        plain_logits, plain_cache, _ = prefill(model, whole_ids, whole_mask)
+        logits, cache, _ = prefill(model, ids, mask, shared)
+    assert plain_cache.get_seq_length() == cache.get_seq_length() == 23
+    torch.testing.assert_close(logits, plain_logits, rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize("stepper", ["hf", "fused", "static"])
@@ -133,3 +178,20 @@ def test_continue_tokens_says_stopped_only_for_turns_that_sampled_a_stop_token(m
     # row 0 stopped after 3 tokens (its stop token kept), row 1 ran out of its 4 tokens, row 2 stopped at once
     assert [(t.ids, t.stopped) for t in turns] == [([5, 6, stop], True), ([5, 6, 7, 8], False), ([stop], True)]
     assert [len(t.logprobs) for t in turns] == [3, 4, 1]
+    # each flag is its own row's: row 0 stopped at its second token, row 1 ran out (the columns that hold a stop
+    # token, [False, True, False], would say otherwise)
+    sampled = torch.tensor([[5, stop, pad], [5, 6, 7]])
+    turns = engine.continue_tokens([[9, 9], [9, 8]], 1, SamplingParams(1.0, 1.0, 3, seed=0))
+    assert [(t.ids, t.stopped) for t in turns] == [([5, stop], True), ([5, 6, 7], False)]
+
+
+def test_continue_tokens_makes_no_host_tensor_that_meets_the_policy_s() -> None:
+    """Under the device trap (tests/device_trap.py: the policy on cpu:0, and any op that would combine a host tensor
+    with the policy's on a GPU fails): a later turn's shared-opening prefill, its sampling and its stop flags keep
+    every tensor that meets the policy's on the policy's device (a CUDA run would crash at the first that did not)."""
+    from device_trap import POLICY_DEVICE, device_trap
+
+    with device_trap() as trap:
+        model = tiny("llama").to(POLICY_DEVICE)
+        turns = _engine(model).continue_tokens(CONTEXTS, 1, SamplingParams(1.0, 1.0, 6, seed=21))
+    assert not trap.violations and len(turns) == len(CONTEXTS) and all(t.ids for t in turns)

@@ -41,6 +41,17 @@ def picky(turn_text, prompt):
 
 def three_args(turn_text, prompt, extra):
     return 0.0
+
+def tensor_score(turn_text, prompt):
+    import torch
+    if "pair" in turn_text:
+        return torch.tensor([1.0, 2.0])
+    return torch.tensor(len(turn_text) / 2)
+
+def wordy(turn_text, prompt):
+    if "long" in turn_text:
+        return "w" * 100
+    raise RuntimeError("first line " + "x" * 200 + "\\nsecond line")
 """
 
 
@@ -108,6 +119,58 @@ def test_records_must_match_the_turn_mask(scorers):
     turns.records[1] = episode("c", "d")  # two model turns in the record, one in the mask
     with pytest.raises(ValueError, match="row 1: 2 steps"):
         hook.score(turns, [prompt("1"), prompt("2")])
+
+
+def test_a_one_number_tensor_is_a_score_and_a_longer_one_a_counted_failure(scorers):
+    """A scorer written with torch may return a 0-d tensor: that is its number. A tensor of several numbers is no
+    score: 0 and counted, never an exception in the training step."""
+    hook = build(f"{scorers}:tensor_score")
+    scored = hook.score(turns_of(episode("abc", "pair")), [prompt("1")])
+    assert scored.scores.tolist() == [[1.5, 0.0, 0.0]]  # len("abc") / 2; the pair scores 0
+    assert scored.failed == 1 and scored.first_error.startswith("tensor_score returned Tensor 'tensor([1., 2.])'")
+
+
+def test_failure_reasons_are_short_for_the_run_log(scorers):
+    """A failure's reason goes to the run log: a returned value is quoted up to 40 characters, an exception's
+    message by its first line, up to 120 characters."""
+    hook = build(f"{scorers}:wordy")
+    scored = hook.score(turns_of(episode("long")), [prompt("1")])
+    assert scored.first_error == f"wordy returned str {'w' * 40!r}, not a number"
+    scored = hook.score(turns_of(episode("boom")), [prompt("1")])
+    assert scored.first_error == "wordy raised RuntimeError: " + ("first line " + "x" * 200)[:120]
+
+
+def test_a_builtin_without_a_signature_is_accepted_and_its_calls_tell(scorers):
+    """A function whose signature cannot be read (some builtins) is not refused at build time (it may well take
+    two arguments); what its calls do is counted as any scorer's failures are."""
+    hook = build("math:log")
+    scored = hook.score(turns_of(episode("ab")), [prompt("1")])
+    assert scored.failed == 1 and scored.first_error.startswith("log raised TypeError")
+
+
+def test_a_prompt_or_record_per_row_missing_is_the_callers_bug_not_a_silent_shift(scorers):
+    """score(turns, prompts) pairs row b with prompts[b] and records[b]: one too few of either would score rows
+    against another row's prompt (zip stops early), so each mismatch is a ValueError naming the counts."""
+    hook = build(f"{scorers}:length")
+    turns = turns_of(episode("a"), episode("b"))
+    with pytest.raises(ValueError, match="^1 prompts and 2 records for 2 rows$"):
+        hook.score(turns, [prompt("1")])
+    turns.records.pop()
+    with pytest.raises(ValueError, match="^2 prompts and 1 records for 2 rows$"):
+        hook.score(turns, [prompt("1"), prompt("2")])
+
+
+def test_step_scores_are_float32_whatever_torch_s_default_dtype(scorers):
+    """The scores are added to float32 advantages; a scorer module (user code) that sets torch's default dtype to
+    float64 at import must not turn them into doubles."""
+    hook = build(f"{scorers}:length")
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        scored = hook.score(turns_of(episode("ab")), [prompt("7")])
+    finally:
+        torch.set_default_dtype(before)
+    assert scored.scores.dtype == torch.float32 and scored.scores.tolist() == [[3.0, 0.0, 0.0]]  # 2 + 1
 
 
 def test_a_final_answer_is_no_step_and_is_not_scored(scorers):

@@ -90,3 +90,52 @@ def test_calls_from_python_and_single_process_runs_return_normally(exits, monkey
     assert stop.value.code == 0
     assert exits == []
     assert "runs in one process" in capsys.readouterr().err
+
+
+def test_is_torchrun_rank_reads_the_environment_by_default(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert is_torchrun_rank() is True
+    assert is_torchrun_rank({}) is False  # an explicit mapping is read instead of the environment
+    monkeypatch.delenv("WORLD_SIZE")
+    assert is_torchrun_rank() is False and is_torchrun_rank({"WORLD_SIZE": "2"}) is True
+
+
+class _Stream:
+    """A stream whose flush fails as a closed (ValueError) or broken (BrokenPipeError) one does."""
+
+    def __init__(self, error: Exception | None):
+        self.error, self.flushed = error, False
+
+    def flush(self):
+        if self.error is not None:
+            raise self.error
+        self.flushed = True
+
+
+@pytest.mark.parametrize("error", [BrokenPipeError(32, "Broken pipe"), ValueError("I/O operation on closed file"),
+                                   None])
+def test_exit_rank_runs_python_s_exit_steps_in_order_and_ends_even_when_a_stream_is_gone(monkeypatch, error):
+    """In-process, each step recorded: the threads are joined, then the atexit callbacks run, then both streams
+    are flushed (a stdout whose reader went away, or a closed stderr, must not keep the rank from ending with its
+    code), then the process ends with that code."""
+    import atexit
+    import threading
+
+    import rlvr.distributed.exit as exit_module
+
+    steps: list[str] = []
+    out, err = _Stream(error), _Stream(None)
+    monkeypatch.setattr(threading, "_shutdown", lambda: steps.append("threads"))
+    monkeypatch.setattr(atexit, "_run_exitfuncs", lambda: steps.append("atexit"))
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", err)
+
+    def end(code: int):
+        steps.append(f"exit {code}")
+        raise SystemExit(code)
+
+    monkeypatch.setattr(exit_module.os, "_exit", end)
+    with pytest.raises(SystemExit):
+        exit_module.exit_rank(3)
+    assert steps == ["threads", "atexit", "exit 3"]
+    assert out.flushed is (error is None) and err.flushed  # stderr is flushed after a failed stdout too

@@ -41,14 +41,16 @@ class Rendering:
 
 def render_prompt(tokenizer, prompt: Prompt, tools: Sequence[ToolSpec], role: str = "tool") -> str:
     """The prompt text the first model turn continues. The tools go to the template as `tools=`; a template that
-    renders nothing of them (no tool name appears) gets them as a system message instead (SmolLM2's does so).
-    Tool turns of the prompt (a task's worked example) are written in `role`, as the episode's own will be."""
+    renders nothing of them (no tool name shows more often than without `tools=`: a worked example of the prompt
+    may name them) gets them as a system message instead (SmolLM2's does so). Tool turns of the prompt (a task's
+    worked example) are written in `role`, as the episode's own will be."""
     messages = [{**m, "role": role} if m.get("role") == "tool" else m for m in prompt.messages]
     render = lambda ms, **kw: tokenizer.apply_chat_template(ms, tokenize=False, add_generation_prompt=True, **kw)  # noqa: E731
     if not tools:
         return render(messages)
-    with_tools = render(messages, tools=[tool.as_openai() for tool in tools])
-    if any(tool.name in with_tools and tool.name not in render(messages) for tool in tools):
+    with_tools, without = render(messages, tools=[tool.as_openai() for tool in tools]), render(messages)
+    # the names the template added: a prompt's worked examples may name the tools already (issue 41)
+    if any(with_tools.count(tool.name) > without.count(tool.name) for tool in tools):
         return with_tools
     listing = tools_system_text(tools)
     if messages and messages[0].get("role") == "system":

@@ -59,7 +59,7 @@ class Observation:
     text: str | None  # rendered as the next (tool) turn; None = nothing to say
     done: bool = False  # True = the episode ends here (the text, if any, is not shown to the model)
     reward: float = 0.0  # step-level reward of the turn just taken (issue 26, item 3); 0 = none. Not read on the
-    # final answer (text None, not done): that turn is no step, the outcome scores it (episodes.EpisodeRunner._batch)
+    # final answer (text None, done or not): that turn is no step, the outcome scores it (episodes.EpisodeRunner._batch)
     valid_calls: int = 0  # tool calls that ran
     invalid_calls: int = 0  # malformed calls, unknown tools, schema violations, tools that failed or timed out
 
@@ -95,11 +95,11 @@ class Environment(Protocol):
 
 @dataclass(frozen=True)
 class Budgets:
-    """Where an episode is cut (issue 26, item 4); a cut episode is truncated."""
+    """Where an episode is cut (issue 26, item 4); a cut episode is truncated. The defaults are episode.*'s."""
 
     max_turns: int = 4  # model turns
-    tokens_per_turn: int = 64  # sampled tokens in one model turn
-    tokens_per_episode: int = 256  # all tokens after the prompt: sampled and environment ones
+    tokens_per_turn: int = 48  # sampled tokens in one model turn
+    tokens_per_episode: int = 192  # all tokens after the prompt: sampled and environment ones
     tool_time_limit_s: float = 2.0  # one tool call's wall-clock limit
 
 

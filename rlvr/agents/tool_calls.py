@@ -6,6 +6,13 @@ prose allowed around the blocks, reasoning inside <think>...</think> ignored. "a
 JSON-encoded object string (as OpenAI's API returns it). Strict means: a block that does not close, JSON that does
 not parse, keys other than name/arguments, an unknown tool or arguments that violate the tool's JSON Schema are
 each one counted error, told back to the model, and never an exception.
+
+Counting (issue 41): every `<tool_call>` the model opens is one call, and a call that is not run is exactly one
+error, whatever is wrong with it. A block ends at the `</tool_call>` after its JSON value, so the tag inside one of
+the call's JSON strings (a file's text) does not end it; a block whose text is not such a value ends at the first
+`</tool_call>`. A `<tool_call>` that opens again before it closes, or never closes, is one unclosed call; a
+`</tool_call>` that closes no block is one error of its own. Calls past MAX_CALLS_PER_TURN are not run: one error
+each.
 """
 from __future__ import annotations
 
@@ -22,7 +29,8 @@ from rlvr.verifiers.tools import parse_json
 
 MAX_CALLS_PER_TURN = 8  # calls past this in one turn are errors (a turn of 100 calls is a loop, not a plan)
 MAX_RESULT_CHARS = 1000  # a tool's answer is cut here: it becomes prompt tokens of every later turn
-_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+_DECODER = json.JSONDecoder()
+_SPACE = re.compile(r"\s*")
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 
 ToolHandler = Callable[..., Any]  # handler(**arguments) -> result (str, or JSON-able data)
@@ -52,21 +60,72 @@ def _one_call(payload: str, tools: Mapping[str, ToolSpec]) -> ToolCall | str:
     return ToolCall(name, arguments)
 
 
+def _json_end(text: str, start: int) -> int | None:
+    """Where `</tool_call>` starts when text[start:] is one JSON value (then optional whitespace) and that tag; else
+    None. Read this way, a tag inside the value's strings is text, not the block's end."""
+    try:
+        _, stop = _DECODER.raw_decode(text, _SPACE.match(text, start).end())
+    except (ValueError, RecursionError):  # not JSON (parse_json says why), or nested past the parser's depth
+        return None
+    close = _SPACE.match(text, stop).end()
+    return close if text.startswith(CLOSE, close) else None
+
+
+def blocks(text: str) -> list[tuple[int, int, str | None]]:
+    """(start, end, payload) of each call `<tool_call>` opens in `text`, in order (module docstring); payload None:
+    the block does not close (it runs to the next `<tool_call>` or the end of the text)."""
+    found: list[tuple[int, int, str | None]] = []
+    start = text.find(OPEN)
+    while start != -1:
+        body = start + len(OPEN)
+        again = text.find(OPEN, body)
+        stop = len(text) if again == -1 else again
+        close = _json_end(text, body)
+        if close is None:  # not a JSON value then the tag: the block ends at its first `</tool_call>`
+            close = text.find(CLOSE, body, stop)
+        if close == -1:  # it opens again, or the text ends, before it closes
+            found.append((start, stop, None))
+            start = again
+        else:
+            end = close + len(CLOSE)
+            found.append((start, end, text[body:close]))
+            start = text.find(OPEN, end)
+    return found
+
+
+def _visible_start(text: str) -> int:
+    """Where strip_thinking's text starts in `text`: after the last `</think>`."""
+    close = text.rfind("</think>")
+    return close + len("</think>") if close >= 0 else 0
+
+
+def last_call_end(text: str) -> int | None:
+    """How many leading characters of a turn's text hold every closed call parse_turn reads (outside <think>);
+    None when it reads none. A `</tool_call>` inside reasoning or in prose closes no call."""
+    ends = [end for _, end, payload in blocks(strip_thinking(text)) if payload is not None]
+    return _visible_start(text) + ends[-1] if ends else None
+
+
 def parse_turn(index: int, text: str, tools: Sequence[ToolSpec]) -> ModelTurn:
     """The model's turn text -> ModelTurn with its well-formed calls and one error per bad one."""
     visible = strip_thinking(text)
     by_name = {tool.name: tool for tool in tools}
     calls: list[ToolCall] = []
     errors: list[str] = []
-    for number, match in enumerate(_BLOCK.finditer(visible)):
+    rest, position = [], 0
+    for number, (start, end, payload) in enumerate(blocks(visible)):
+        rest.append(visible[position:start])
+        position = end
         if number >= MAX_CALLS_PER_TURN:
-            errors.append(f"more than {MAX_CALLS_PER_TURN} tool calls in one turn; the rest were not run")
-            break
-        parsed = _one_call(match.group(1), by_name)
-        (calls if isinstance(parsed, ToolCall) else errors).append(parsed)
-    rest = _BLOCK.sub("", visible)
-    if OPEN in rest or CLOSE in rest:  # an unclosed block (often a turn cut by its token budget) or a stray close
-        errors.append(f"malformed tool call: {rest.count(OPEN)} {OPEN} and {rest.count(CLOSE)} {CLOSE} left unmatched")
+            errors.append(f"call {number + 1} not run: more than {MAX_CALLS_PER_TURN} tool calls in one turn")
+        elif payload is None:
+            errors.append(f"malformed tool call: {OPEN} without {CLOSE}")
+        else:
+            parsed = _one_call(payload, by_name)
+            (calls if isinstance(parsed, ToolCall) else errors).append(parsed)
+    rest.append(visible[position:])
+    strays = "".join(rest).count(CLOSE)
+    errors += [f"malformed tool call: {CLOSE} without {OPEN}"] * strays
     return ModelTurn(index, text, tuple(calls), tuple(errors))
 
 

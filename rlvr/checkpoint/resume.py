@@ -10,12 +10,15 @@ import fcntl
 import json
 import os
 import shutil
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import yaml
+from pydantic import BaseModel
+from yaml import YAMLError
 
 from rlvr.checkpoint.rundir import CLAIM, claim_run_dir, release_if_unused
 from rlvr.checkpoint.state import (
@@ -30,7 +33,7 @@ from rlvr.checkpoint.state import (
     save_state,
     with_current_defaults,
 )
-from rlvr.checkpoint.store import Checkpoint, latest_good, prune, write_checkpoint
+from rlvr.checkpoint.store import COMPLETE, Checkpoint, latest_good, list_checkpoints, prune, write_checkpoint
 from rlvr.config.rules import with_dynamic_sampling_decided
 from rlvr.config.run import ConfigError, RunConfig
 from rlvr.distributed.context import SINGLE, DistContext, from_env
@@ -41,7 +44,11 @@ LOGS = ("metrics.jsonl", "samples.jsonl", "eval.jsonl", "groups.jsonl")  # JSON 
 
 
 def open_run(config: RunConfig, run_dir: Path | None) -> tuple[Path, Checkpoint | None]:
-    """The run directory and the checkpoint to continue from (None: a fresh run, claimed as before)."""
+    """The run directory and the checkpoint to continue from (None: a fresh run, claimed as before). With
+    resume=auto the same line starts a run and continues it after every stop: a run stopped before its first
+    checkpoint was complete starts again (_start_again) when it was started with this config (or before it wrote
+    its config.yaml). One started with another config, or whose complete checkpoints all fail verification, is
+    refused: those are for the user to look at, not to start over."""
     resume = config.checkpoint.resume
     target = run_dir if run_dir is not None else (Path(config.output_dir) if config.output_dir else None)
     if resume is None:
@@ -51,25 +58,92 @@ def open_run(config: RunConfig, run_dir: Path | None) -> tuple[Path, Checkpoint 
             raise ConfigError("checkpoint.resume=auto needs output_dir=PATH (the run to continue or start)")
         if not target.exists() or not any(target.iterdir()):
             return claim_run_dir(target), None
+        if _stopped_before_its_first_checkpoint(config, target):
+            return _start_again(target), None
         path = target
     else:
         path = Path(resume)
     if not (path / "config.yaml").is_file():
         raise ConfigError(f"checkpoint.resume: {str(path)!r} is not an rlvr run directory (no config.yaml)")
-    checkpoint = latest_good(path / CHECKPOINTS, log=lambda text: print(f"rlvr: {text}", flush=True))
+    checkpoint = latest_good(path / CHECKPOINTS, log=_say)
     if checkpoint is None:
         raise ConfigError(f"{path} has no complete checkpoint to resume from (set save_every=N to write them; "
                           "SIGTERM also writes one); start a new run with another output_dir")
-    saved = yaml.safe_load((path / "config.yaml").read_text(encoding="utf-8"))
-    # a GRPO run saves what ran (dynamic sampling's "auto" decided, rlvr/config/rules.py); decide this one the
-    # same way. Other runs (SFT) save it undecided, as they never use it.
-    decided = (saved.get("rollout") or {}).get("dynamic_sampling", {}).get("enabled") != "auto"
-    current = with_dynamic_sampling_decided(config, from_env()[1]) if decided else config
-    differences = config_differences(with_current_defaults(saved), current.model_dump(mode="json"))
+    differences = _differences(config, _saved_config(path / "config.yaml"))
     if differences and not config.checkpoint.resume_force:
         raise ConfigError("resuming with a different config would not continue the run exactly: "
                           + "; ".join(differences) + " (set checkpoint.resume_force=true to resume anyway)")
     return path, checkpoint
+
+
+def _differences(config: RunConfig, saved: dict[str, Any]) -> list[str]:
+    """The keys of the saved config that the requested one changes, as config_differences lists them."""
+    # a GRPO run saves what ran (dynamic sampling's "auto" decided, rlvr/config/rules.py); decide this one the
+    # same way. Other runs (SFT) save it undecided, as they never use it.
+    rollout = saved.get("rollout")
+    sampling = rollout.get("dynamic_sampling") if isinstance(rollout, dict) else None
+    decided = not (isinstance(sampling, dict) and sampling.get("enabled") == "auto")
+    current = with_dynamic_sampling_decided(config, from_env()[1]) if decided else config
+    return config_differences(with_current_defaults(saved), current.model_dump(mode="json"))
+
+
+def _stopped_before_its_first_checkpoint(config: RunConfig, target: Path) -> bool:
+    """An rlvr run directory (its claim) with no complete checkpoint, whose config.yaml is this config's, or
+    missing, or torn by the stop itself."""
+    if not (target / CLAIM).is_file() or any((c.path / COMPLETE).is_file()
+                                               for c in list_checkpoints(target / CHECKPOINTS)):
+        return False
+    if not (target / "config.yaml").is_file():
+        return True
+    try:
+        saved = _saved_config(target / "config.yaml")
+    except ConfigError:
+        return True
+    return config.checkpoint.resume_force or not _differences(config, saved)
+
+
+def _saved_config(file: Path) -> dict[str, Any]:
+    """The run's config.yaml as written by dump_config; ConfigError naming the file when it is not one."""
+    try:
+        saved = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError, YAMLError) as err:  # ValueError: bytes that are not UTF-8
+        reason = " ".join(str(err).split())
+        raise ConfigError(f"{file} is unreadable ({reason}); it is the config the run's checkpoints were "
+                          "trained with: restore it to resume") from None
+    if not isinstance(saved, dict):
+        raise ConfigError(f"{file} does not hold a run's config (a mapping of sections; it holds "
+                          f"{type(saved).__name__} {str(saved)[:40]!r}); restore it to resume")
+    for name, field in RunConfig.model_fields.items():
+        section = isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
+        if section and name in saved and not isinstance(saved[name], dict):
+            raise ConfigError(f"{file} is damaged: its section {name} is {str(saved[name])[:40]!r}, not a mapping "
+                              "of settings; restore it to resume")
+    return saved
+
+
+def _say(text: str) -> None:
+    print(f"rlvr: {text}", flush=True)
+
+
+def _start_again(target: Path) -> Path:
+    """resume=auto on a run stopped before its first checkpoint (killed in set-up, before its config.yaml even):
+    the run starts again, unless its trainer is still alive (hold_run_lock refuses). A directory holding only the
+    claim is taken over as it is; one holding files is moved aside to NAME.incomplete-DATE-TIME-XXXX, never deleted,
+    and a fresh one is claimed in its place."""
+    lock = hold_run_lock(target)
+    try:
+        if {p.name for p in target.iterdir()} <= {CLAIM}:
+            _say(f"{target} holds no file yet (stopped before writing any): starting the run in it")
+            return target
+        # a new empty directory of its own (never an earlier copy's), which the rename replaces
+        aside = Path(tempfile.mkdtemp(prefix=f"{target.name}.incomplete-{time.strftime('%Y%m%d-%H%M%S')}-",
+                                      dir=target.parent))
+        target.rename(aside)
+    finally:
+        os.close(lock)
+    _say(f"{target} has no complete checkpoint (stopped before its first one); moved to {aside} and starting the "
+         "run again")
+    return claim_run_dir(target)
 
 
 def hold_run_lock(run_dir: Path) -> int:
@@ -195,17 +269,17 @@ def truncate_logs(run_dir: Path, step: int) -> None:
         path = run_dir / name
         if not path.is_file():
             continue
-        kept = [line for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
+        kept = [line for line in path.read_bytes().splitlines(keepends=True)
                 if line.strip() and _step_of(line) <= step]
         staging = path.with_name(f".{name}.{os.getpid()}")
-        staging.write_text("".join(kept), encoding="utf-8")
+        staging.write_bytes(b"".join(kept))
         os.replace(staging, path)
 
 
-def _step_of(line: str) -> float:
+def _step_of(line: bytes) -> float:
     try:
         return float(json.loads(line).get("step", 0))
-    except (ValueError, AttributeError, TypeError):
+    except (ValueError, AttributeError, TypeError):  # ValueError: UnicodeDecodeError too
         return float("inf")  # a line torn by a crash mid-write: drop it
 
 

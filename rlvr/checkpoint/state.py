@@ -103,8 +103,8 @@ def load_policy_weights(policy: torch.nn.Module, model_dir: Path) -> None:
 
 # Keys a resumed run may change without breaking exactness: how long to run, how often to save or evaluate,
 # checkpointing itself, where logs go, how many verifier workers (verification is deterministic).
-FREE_KEYS = ("max_steps", "save_every", "checkpoint.", "output_dir", "eval.", "logging.", "reward.workers",
-             "reward.deadline_s", "reward.retries", "samples_per_step")
+FREE_KEYS = ("max_steps", "max_minutes", "save_every", "checkpoint.", "output_dir", "eval.", "logging.",
+             "reward.workers", "reward.deadline_s", "reward.retries", "samples_per_step")
 # Keys that change no setting of the algorithm yet still break exactness, with the reason the refusal gives
 # (issue #24: `threads` used to be free, so a resume on another thread count drifted without a word).
 WHY_EXACTNESS_NEEDS = {

@@ -263,8 +263,9 @@ class RunConfig(_Section):
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     # 30: with dynamic sampling (auto) the default run's training fits in 10 minutes on a 2-core CPU (issue #12)
     max_steps: int = Field(30, ge=1, description="optimizer steps (one rollout batch each when mu = 1)")
-    max_minutes: float | None = Field(None, gt=0, description="also end training after the step in which this much "
-                                      "training time (resumes included) has passed; saved and evaluated as at max_steps")
+    max_minutes: float | None = Field(None, gt=0, description="also end training after the step in which this "
+                                      "much training time (resumes included) has passed; saved and evaluated as at "
+                                      "max_steps")
     seed: int = Field(0, description="seeds torch, Python and the task generators")
     output_dir: str | None = Field(None, description="run directory (must be new or empty); None = runs/<date-time>")
     save_every: int = Field(0, ge=0, description="full checkpoint (weights, optimizer, RNG, data cursor) every N "

@@ -189,13 +189,15 @@ def _rows_to_run(batch: TrainBatch, spec, ranks: Ranks) -> torch.Tensor:
 
 def _probe_entropy(forward, batch: TrainBatch, temperature: float, rows: int) -> float:
     """The entropy metric of a step that ran no row, from one gradient-free forward of the first micro-batch: the
-    collapse diagnostics read it exactly when every group ties (rlvr/metrics/diagnostics.py)."""
+    collapse diagnostics read it exactly when every group ties (rlvr/metrics/diagnostics.py). Without a loss token
+    there (every completion masked) it is NaN, no reading, as the update's own mean over no token: a 0 would read as
+    collapsed entropy."""
     micro = batch.rows(batch.by_length()[:rows])
     with torch.no_grad():
         _, entropy = forward(micro.prompt_ids, micro.prompt_mask, micro.prompt_index, micro.completion_ids,
                              micro.completion_mask, temperature, with_entropy=True)
     mask = micro.completion_mask
-    return float((entropy * mask).sum() / mask.sum().clamp(min=1))
+    return float((entropy * mask).sum() / mask.sum())  # 0 / 0 = NaN without a token
 
 
 def _zero_gradients(policy) -> None:

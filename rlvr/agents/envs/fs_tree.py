@@ -5,8 +5,9 @@ spaces) is the episode's final state and the task's reference. Paths are read re
 their leading "/"; "." and empty parts are dropped, ".." goes up one level and a ".." above the root is refused,
 so no path leaves the tree. Every tool returns text: "ok", a listing, a file's content, or a POSIX-like
 "error: <tool>: <path>: <reason>" (No such file or directory, Not a directory, Is a directory, File exists, ...);
-nothing the model passes raises. Sizes are bounded (entries, name and path lengths, file size) so a looping
-model cannot grow the state that every later turn's prompt carries.
+nothing the model passes raises. Sizes are bounded (entries, folder depth, name and path lengths, file size) so a
+looping model cannot grow the state that every later turn's prompt carries. The tools refuse to build what
+parse_tree would refuse to read back: a live tree's final state is always a tree.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ MAX_ENTRIES = 40  # files and folders in the whole tree; tasks start with 1-3
 MAX_NAME_CHARS = 64
 MAX_PATH_CHARS = 256
 MAX_FILE_CHARS = 500  # a file's text; task files hold a few words
-MAX_DEPTH = 16  # folder nesting a state may have when read back from JSON
+MAX_DEPTH = 16  # folder levels a tree may have, the top folder counted (mkdir and mv refuse to go deeper)
 
 
 class FsError(Exception):
@@ -68,6 +69,13 @@ def parse_tree(text: object) -> dict:
     if count > MAX_ENTRIES:
         raise BadTree(f"more than {MAX_ENTRIES} entries")
     return root
+
+
+def levels(node: Node) -> int:
+    """The folder levels of node: 0 for a file, 1 for a folder without subfolders, 1 + its deepest subfolder's."""
+    if not isinstance(node, dict):
+        return 0
+    return 1 + max((levels(child) for child in node.values()), default=0)
 
 
 def flatten(root: dict) -> dict[str, str | None]:
@@ -168,6 +176,14 @@ class FileTree:
         if len(flatten(self.root)) + entries > MAX_ENTRIES:
             raise FsError(f"{_shown(path)}: No space left on device (at most {MAX_ENTRIES} entries)")
 
+    @staticmethod
+    def _depth_for(names: tuple[str, ...], node: Node, path: object) -> None:
+        """FsError when node placed at names would nest folders deeper than MAX_DEPTH (the root is level 1, a
+        folder at names is level len(names) + 1): the state would no longer read back (parse_tree)."""
+        if len(names) + levels(node) > MAX_DEPTH:
+            raise FsError(f"{_shown(path)}: Too many levels of folders (at most {MAX_DEPTH - 1} inside the top "
+                          f"folder)")
+
     # -- tools -----------------------------------------------------------------------------------------------
     def ls(self, path: str) -> str:
         node = self.node(self.parts(path), path)
@@ -204,6 +220,7 @@ class FileTree:
         if names[-1] in folder:
             raise FsError(f"{_shown(path)}: File exists")
         self._room_for(1, path)
+        self._depth_for(names, {}, path)
         folder[names[-1]] = {}
         return "ok"
 
@@ -237,6 +254,7 @@ class FileTree:
             raise FsError(f"{_shown(dst)}: {why}")
         if isinstance(there, str) and isinstance(moving, dict):
             raise FsError(f"{_shown(dst)}: cannot overwrite non-directory with directory")
+        self._depth_for(target, moving, dst)
         del source_parent[source[-1]]
         target_parent[target[-1]] = moving
         return "ok"

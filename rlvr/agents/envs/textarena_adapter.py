@@ -10,10 +10,13 @@ mapping:
   * the observation is the game's new messages, without the echo of the model's own move;
   * an invalid move (TextArena lets a player retry once, then ends the game) counts as an invalid call, an
     accepted one as a valid call; the step reward is 0: these games score only the final position;
-  * the final state is JSON (game, seed, done, final reward, reason), scored by `score_state`: a win (reward
-    >= 1) is CORRECT; anything else WRONG, with the reward clipped to [0, 1] as partial credit when
-    episode.partial_credit is on (TextArena's losses are -1 or a share of the task done); an unfinished game
-    (cut by a budget) is WRONG with 0.
+  * the final state is JSON (game, seed, done, final reward, reason, whether an invalid move ended it), scored by
+    `score_state`: a win (reward >= 1) is CORRECT; anything else WRONG, with the reward clipped to [0, 1] as
+    partial credit when episode.partial_credit is on (TextArena's losses are -1 or a share of the task done); an
+    unfinished game (cut by a budget) is WRONG with 0, and so is a game ended by an invalid move, whatever
+    reward the game gave it. TextArena pays an invalid-move ending its share-of-the-task-done reward
+    (GuessTheNumber: 0.84 for repeating a guess twice, seed 3), while honest play cut by the budget earns 0:
+    partial credit there would teach the model to forfeit with a bad move rather than keep playing.
 Games are built without TextArena's observation wrappers: those re-send the whole history every turn, while
 the chat already holds it.
 
@@ -127,6 +130,7 @@ class TextArenaEpisode:
         self.game, self.ref = game, ref
         self.done, self.reward, self.reason, self.error = False, None, "", ""
         self.moves = self.invalid_moves = 0
+        self.forfeit = False  # the game ended on an invalid move
 
     def respond(self, turn: ModelTurn) -> Observation:
         if self.done:
@@ -143,7 +147,7 @@ class TextArenaEpisode:
         self.moves += 1
         self.invalid_moves += invalid
         if done:
-            self.done = True
+            self.done, self.forfeit = True, invalid
             self.reward = (state.rewards or {}).get(0)
             self.reason = str(state.game_info[0].get("reason", ""))
         return Observation(text or (None if done else NO_REPLY), done=bool(done), valid_calls=int(not invalid),
@@ -152,7 +156,8 @@ class TextArenaEpisode:
     def final_state(self) -> str:
         return json.dumps({"env_id": self.ref.env_id, "seed": self.ref.seed, "done": self.done,
                            "reward": self.reward, "reason": self.reason, "moves": self.moves,
-                           "invalid_moves": self.invalid_moves, "error": self.error}, sort_keys=True)
+                           "invalid_moves": self.invalid_moves, "forfeit": self.forfeit, "error": self.error},
+                          sort_keys=True)
 
 
 class TextArenaEnvironment:
@@ -187,6 +192,8 @@ class TextArenaEnvironment:
         if not isinstance(reward, (int, float)) or isinstance(reward, bool) or reward != reward:
             return error_verdict(f"textarena: the game ended without a reward ({reward!r})")
         detail = f"reward {reward:g}: {state.get('reason', '')}"[:300]
+        if state.get("forfeit"):  # no partial credit for ending on an invalid move (module docstring)
+            return Verdict(Outcome.WRONG, 0.0, f"ended by an invalid move; {detail}"[:300])
         if reward >= 1:
             return Verdict(Outcome.CORRECT, 1.0, detail)
         return Verdict(Outcome.WRONG, min(1.0, max(0.0, float(reward))) if self.partial_credit else 0.0, detail)

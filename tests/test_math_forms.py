@@ -19,7 +19,7 @@ from rlvr.verifiers.math.extract import (
     strip_thinking,
     top_level_items,
 )
-from rlvr.verifiers.math.forms import is_unit, machine_rounding, value_problem
+from rlvr.verifiers.math.forms import counted_value, is_unit, machine_rounding, value_problem
 from rlvr.verifiers.math.numbers import numbers_match, rounded_fractions
 from rlvr.verifiers.math.scan import FALLBACK_CHARS, MAX_MARKS, ascii_lower, last_marks, nth_last, tail
 from rlvr.verifiers.math.verifier import MODES, MathVerifier, brace_problem, shape_problem
@@ -255,3 +255,36 @@ def test_the_fallbacks_read_the_last_paragraphs():
     assert extract_answer(far, "last_number") is None and extract_answer(far, "latex") is None
     near = "x " * 500_000 + "\n\nSo the total is $12$ and so on."
     assert extract_answer(near, "last_number") == "12" and extract_answer(near, "latex") == "12"
+
+
+# ---------------------------------------------------------------- a plain noun after the number (issue 42)
+STORY_NOUNS = ("apples", "pens", "birds", "stickers", "flowers", "dollars", "cookies", "muffins")  # the calculator's
+
+
+@pytest.mark.parametrize("noun", STORY_NOUNS)
+@pytest.mark.parametrize("form", ["Answer: 17 {}", "Answer: 17 {}.", "<answer>17 {}</answer>", "Answer: 17 {} left"])
+def test_strict_mode_reads_the_number_before_a_plain_noun(noun, form):
+    """The agent tasks' honest answers: before issue 42 strict mode scored 'Answer: 17 birds' WRONG on 7 of these
+    8 nouns (math-verify took only 'apples' for a unit). Catches counted_value dropped from _marked_lines or from
+    _answer_tags, and a _COUNTED that does not take the noun."""
+    assert MathVerifier("strict").verify(form.format(noun), "17").outcome is Outcome.CORRECT
+    assert MathVerifier("strict").verify(form.format(noun), "18").outcome is Outcome.WRONG  # the number is read
+
+
+@pytest.mark.parametrize("answer", [
+    "Answer: 17 million", "Answer: 17 dozen", "Answer: 17 birds or more", "Answer: 17 birds or 18",
+    "Answer: 17 squared", "Answer: 17 x", "Answer: about 17 birds", "Answer: 17 hundred birds",
+])
+def test_strict_mode_still_refuses_words_that_change_the_value(answer):
+    """Issue 24's rules hold next to the noun rule: a magnitude, a bound, a hedge, a power or a lone letter (a
+    variable) after the number is not 17. Catches counted_value without its is_unit check (every word a noun) and a
+    _COUNTED that takes one-letter words."""
+    assert MathVerifier("strict").verify(answer, "17").outcome is not Outcome.CORRECT
+
+
+def test_counted_value_by_hand():
+    """The number as written, for the exact comparison that follows ('1,234' is 1234 there)."""
+    assert counted_value("17 birds") == "17" and counted_value("1,234 dollars") == "1,234"
+    assert counted_value("3/4 cups") == "3/4" and counted_value("-2.5 degrees") == "-2.5"
+    assert counted_value("17") is None and counted_value("17 million") is None and counted_value("17 b") is None
+    assert counted_value("17 birds and 3 cats") is None  # a digit among the words: not a count of one thing

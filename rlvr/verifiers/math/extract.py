@@ -48,6 +48,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
+from rlvr.verifiers.math.forms import counted_value
 from rlvr.verifiers.math.latex import clean as _clean
 from rlvr.verifiers.math.latex import connective as _connective
 from rlvr.verifiers.math.latex import latex_level, list_gap, refine, solves_nothing, stated_value
@@ -188,7 +189,8 @@ def _marked_lines(text: str, mark: re.Pattern, refined: bool = False) -> list[Ca
             value, end = nxt.start(1), nxt.end(1)
             answer = _cut(text, value, end)
         if answer:
-            stated = (refined and _cut(text, value, end, True)) or stated_value(answer) or answer
+            stated = (refined and _cut(text, value, end, True)) or stated_value(answer) or counted_value(answer) \
+                or answer
             found.append(Candidate(stated, start, end, answer))
             if len(found) == _RECENT:
                 break
@@ -208,7 +210,7 @@ def _answer_tags(text: str, mode: Mode) -> list[Candidate]:
         inner = text[start + len("<answer>"):close]
         final = _final(inner, mode, tags=False, fallback=False)
         answer = final.text if final is not None else _cut(inner, 0, len(inner), mode == "latex")
-        answer = (final is None and mode != "latex" and stated_value(answer)) or answer
+        answer = (final is None and mode != "latex" and (stated_value(answer) or counted_value(answer))) or answer
         if answer:
             candidates.append(Candidate(answer, start, close + len("</answer>")))
     return candidates

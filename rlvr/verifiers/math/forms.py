@@ -10,6 +10,11 @@ Decisions (pinned by tests/test_math_forms.py, corpus rows in bench/data/math_co
   group (`5 \\text{ million}` == 5 there), so an answer with one that the reference lacks is WRONG before it
   reaches math-verify (value_problem). 'more', 'fewer', 'less', 'higher' stay units: '5 more apples' answers
   'how many more'. A magnitude word reads as its factor: `5 \\text{ million}` == 5000000 (MAGNITUDES).
+- A plain noun after a number in an answer line or <answer> block (mode strict, issue 42): 'Answer: 17 birds'
+  is 17. The words must be letters (two or more per word) that is_unit accepts, so every VALUE_WORDS rule
+  above still holds ('17 million', '17 or more', '17 dozen' are not 17) and a lone letter stays a variable
+  ('5 x'). Without it, strict mode read the agent tasks' honest answers ('17 pens') as WRONG on 7 of the
+  calculator's 8 story nouns (math-verify read 'apples' alone as a unit).
 - An arrow (`3 \\to 4`, `3 \\Rightarrow 4`, '3 -> 4') is not a value: math-verify reads the side after it.
 - A repeating decimal `0.\\overline{3}` is the fraction it denotes, 1/3 (also inside tuples and matrices).
 - A rounded decimal against an exact fraction (judgment call). A fraction without a finite decimal expansion
@@ -60,6 +65,17 @@ def is_unit(text: str) -> bool:
         return False
     words = [w.lower() for w in _WORD.findall(text)]
     return not (VALUE_WORDS.intersection(words) or words[0] in _FIRST_ONLY)
+
+
+_COUNTED = re.compile(r"\s*([-+]?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:/\d+)?)[ \t]+"
+                      r"([^\W\d_]{2,}(?:[ \t'-]+[^\W\d_]{2,})*)[ \t]*\.?\s*")
+
+
+def counted_value(answer: str) -> str | None:
+    """The number of 'NUMBER NOUN...' ('17 birds', '1,234 dollars', '3 apples left'), when the words are a unit
+    (is_unit: no word that changes the value); None for anything else (see the module docstring)."""
+    match = _COUNTED.fullmatch(answer)
+    return match.group(1) if match and is_unit(match.group(2)) else None
 
 
 def magnitude(word: str) -> int | None:

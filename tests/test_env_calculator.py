@@ -202,17 +202,20 @@ def test_prompt_carries_worked_exchanges_with_the_whole_expression_in_one_call()
     assert [m["role"] for m in one_shot_off.messages] == ["user"]
 
 
-@pytest.mark.parametrize("expression, steps, targets", [
-    ("(5 + 6) * 8", (("5 + 6", "11"), ("11 * 8", "88")), {"11", "88"}),  # parentheses first
-    ("10 + 12 - 5", (("10 + 12", "22"), ("22 - 5", "17")), {"22", "17"}),  # left to right
-    ("3 + 4 * 5", (("4 * 5", "20"), ("3 + 20", "23")), {"20", "23"}),  # * before +
-    ("3 * 12 / 3", (("3 * 12", "36"), ("36 / 3", "12")), {"36"}),  # 12 is given by the question: not a step to pay
-    ("9 - 1", (("9 - 1", "8"),), {"8"}),  # one operation: one step
-    ("(2 * 3 + 4) / 5", (("2 * 3", "6"), ("6 + 4", "10"), ("10 / 5", "2")), {"6", "10"}),  # 2 is given
+@pytest.mark.parametrize("expression, steps, operations", [
+    ("(5 + 6) * 8", (("5 + 6", "11"), ("11 * 8", "88")), (("+", (5, 6)), ("*", (8, 11)))),  # parentheses first
+    ("10 + 12 - 5", (("10 + 12", "22"), ("22 - 5", "17")), (("+", (10, 12)), ("-", (22, 5)))),  # left to right
+    ("3 + 4 * 5", (("4 * 5", "20"), ("3 + 20", "23")), (("*", (4, 5)), ("+", (3, 20)))),  # * before +
+    ("3 * 12 / 3", (("3 * 12", "36"), ("36 / 3", "12")), (("*", (3, 12)), ("/", (36, 3)))),
+    ("9 - 1", (("9 - 1", "8"),), (("-", (9, 1)),)),  # one operation: one step
+    ("(2 * 3 + 4) / 5", (("2 * 3", "6"), ("6 + 4", "10"), ("10 / 5", "2")),
+     (("*", (2, 3)), ("+", (4, 6)), ("/", (10, 5)))),
 ])
-def test_solution_steps_and_the_values_the_step_reward_pays(expression, steps, targets):
+def test_solution_steps_and_the_operations_the_step_reward_pays(expression, steps, operations):
+    """A step is its operation: operands sorted for + and * ("11 * 8" is the step "8 * 11"), in order for - and /
+    ("22 - 5" is not "5 - 22"). Catches: sorting no operands (the "11 * 8" row), or those of - and / too ("22 - 5")."""
     assert calculator.solution_steps(expression) == steps
-    assert calculator.step_targets(expression) == targets
+    assert tuple(step.operation for step in calculator.worked(expression)[1]) == operations
 
 
 def test_levels_and_registration():
@@ -246,10 +249,11 @@ def test_episode_driven_by_parsed_turns():
     def call(expression):
         return f'<tool_call>{{"name": "calculate", "arguments": {{"expression": "{expression}"}}}}</tool_call>'
 
-    # the reference works "10 + 12 - 5" as 10+12 = 22, then 22-5 = 17: those two values earn a step reward, once each
+    # the reference works "10 + 12 - 5" as 10 + 12 = 22, then 22 - 5 = 17: those two operations are its steps, each
+    # paid once, half the episode's step reward each (share 1/2) when the turn computes nothing else (precision 1)
     first = respond(0, "I will use the calculator.\n" + call("10 + 5"))
     assert first.text == "15" and (first.valid_calls, first.invalid_calls) == (1, 0)
-    assert not first.done and first.reward == 0.0  # it ran, but 15 is no step of the solution
+    assert not first.done and first.reward == 0.0  # it ran, but 10 + 5 is no step of the solution
     malformed = respond(1, '<tool_call>{"name": "calculate", "arguments": {"expression": "1"}</tool_call>')
     assert (malformed.valid_calls, malformed.invalid_calls, malformed.done, malformed.reward) == (0, 1, False, 0.0)
     assert "malformed tool call" in malformed.text
@@ -257,7 +261,7 @@ def test_episode_driven_by_parsed_turns():
     assert (unknown.valid_calls, unknown.invalid_calls) == (1, 1) and "unknown tool 'python'" in unknown.text
     assert unknown.text.startswith("22") and unknown.reward == 0.0  # one bad call spoils the turn's step reward
     step = respond(3, call("10 + 12"))
-    assert step.reward == 1.0  # the spoiled turn did not use the step up
+    assert step.reward == 0.5  # the spoiled turn did not use the step up: 1 of 2 steps, 1 of 1 operations
     again = respond(4, call("12 + 10"))
     assert again.text == "22" and again.reward == 0.0  # a step is paid once
     zero = respond(5, '<tool_call>{"name": "calculate", "arguments": {"expression": "1 / 0"}}</tool_call>')
@@ -267,7 +271,8 @@ def test_episode_driven_by_parsed_turns():
     assert prose.text.startswith("error: unexpected character 'T'") and (prose.valid_calls, prose.invalid_calls) == (
         0, 1)
     both = respond(6, call("22 - 5") + call("3 + 3"))
-    assert both.text == "17\n6" and both.reward == 1.0  # the last step; 6 beside it takes nothing away
+    # the last step (share 1/2), and 3 + 3 beside it, a guess that halves the turn's precision: 1/2 * 1/2
+    assert both.text == "17\n6" and both.reward == 0.25
     final = respond(7, "Answer: 17")
     assert final.done and final.text is None and final.reward == 0.0
     for bad in ({}, {"expression": 5}, {"expression": "2 ** 3"}, {"expression": "2 +"}, {"expression": "a + 1"}):

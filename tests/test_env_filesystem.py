@@ -414,8 +414,9 @@ def test_episode_driven_by_parsed_turns():
     assert (first.valid_calls, first.invalid_calls, first.done) == (1, 0, False)
     half = env.score_state(episode.final_state(), prompt)  # union {d, d/f, f}: only d matches -> 1/3
     assert half.outcome is Outcome.WRONG and half.score == pytest.approx(1 / 3)
-    # step reward = progress: start {f} vs target {d, d/f}: 3 paths wrong; after mkdir d: 2 wrong -> paid
-    assert first.reward == 1.0
+    # step reward = progress: start {f} vs target {d, d/f}: 3 paths wrong; after mkdir d: 2 wrong -> 1 of the 3
+    # paths fixed, by the turn's one change (precision 1): 1/3
+    assert first.reward == pytest.approx(1 / 3)
     look = respond(1, f'<tool_call>{{"name": "ls", "arguments": {{"path": "{d}"}}}}</tool_call>')
     assert look.valid_calls == 1 and look.reward == 0.0  # it ran, but the tree is no closer
     malformed = respond(1, '<tool_call>{"name": "mv", "arguments": {"src": "x"}</tool_call>')
@@ -436,7 +437,8 @@ def test_episode_driven_by_parsed_turns():
     episode = env.start(prompt)
     respond(0, mkdir)
     moved = respond(1, f'<tool_call>{{"name": "mv", "arguments": {{"src": "{f}", "dst": "{d}"}}}}</tool_call>')
-    assert moved.text == "ok" and moved.valid_calls == 1 and moved.reward == 1.0  # 0 wrong: progress
+    # 2 wrong -> 0: the other 2 of 3 paths; the episode's step rewards add up to 1/3 + 2/3 = 1
+    assert moved.text == "ok" and moved.valid_calls == 1 and moved.reward == pytest.approx(2 / 3)
     final = respond(2, "Done.")
     assert final.done and final.text is None and final.reward == 0.0
     verdict = env.score_state(episode.final_state(), prompt)

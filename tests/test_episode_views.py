@@ -189,7 +189,7 @@ def test_episode_samples_carry_the_prompt_columns_and_metrics_list_every_stop_re
     assert metrics == {"episode/turns_mean": 1.5, "episode/calls_mean": 2.0, "episode/valid_call_share": 0.75,
                        "episode/env_tokens_mean": 1.5, "episode/stop_answered": 0.5, "episode/stop_env_done": 0.0,
                        "episode/stop_max_turns": 0.5, "episode/stop_turn_tokens": 0.0,
-                       "episode/stop_episode_tokens": 0.0}
+                       "episode/stop_episode_tokens": 0.0, "episode/stop_time": 0.0}
 
 
 def test_the_report_reads_episodes_of_samples_and_names_a_malformed_one(tmp_path):

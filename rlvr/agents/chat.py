@@ -4,7 +4,8 @@ Token-in, token-out: the model's turns are never re-rendered or re-encoded. What
 only the text AROUND an environment message: after the assistant's end-of-turn token, the template's opening of a
 `tool` turn, then its closing and the next assistant header. It is found once by rendering a conversation with
 sentinel contents and cutting at them. The observation itself is tokenized on its own with special tokens split:
-a tool that echoes "<|im_end|>" (a file the model wrote, say) gives those characters, never the control token.
+a tool that echoes "<|im_end|>" (a file the model wrote, say) gives those characters, never the control token,
+and lone surrogates and control characters are escaped first (rlvr/agents/text_safety.py, issue 42).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from rlvr.agents.protocol import ToolSpec
+from rlvr.agents.text_safety import shown
 from rlvr.errors import UserFacingError
 from rlvr.types import Prompt
 
@@ -96,7 +98,9 @@ class EnvironmentTurn:
 
     def ids(self, tokenizer, observation: str) -> list[int]:
         """The environment turn's token ids: template pieces with their special tokens, the observation with
-        special-token text split into plain characters."""
+        special-token text split into plain characters and shown as text_safety.shown writes it (lone surrogates
+        and control characters escaped). Never raises on any str: a lone surrogate made the fast tokenizer raise
+        TypeError and ended a training run (issue 42)."""
         encode = lambda text, split: tokenizer(text, add_special_tokens=False,  # noqa: E731
                                                split_special_tokens=split)["input_ids"]
-        return encode(self.before, False) + encode(observation, True) + encode(self.after, False)
+        return encode(self.before, False) + encode(shown(observation), True) + encode(self.after, False)

@@ -4,7 +4,8 @@ An episode starts from a task row (a Prompt). The model speaks one turn; the dri
 parses the tool calls in it strictly (rlvr/agents/tool_calls.py) and hands the turn to the episode, which answers
 with an Observation (tool results, a game's reply) or says the episode is done. The loop ends when the model
 answers without a tool call and the environment has nothing to say, when the environment says done, or when a
-budget (turns, tokens per turn, tokens per episode) cuts it; a cut episode is marked truncated.
+budget (turns, tokens per turn, tokens per episode, tool time per episode) cuts it; a cut episode is marked
+truncated. A turn's calls share a deadline (ModelTurn.deadline, issue 42) that run_calls keeps.
 
 The outcome is scored by the task's verifiers on the final answer (the last model turn) and, when the
 environment has a state, by `Environment.score_state` on the episode's final state: a pure function of
@@ -16,6 +17,8 @@ model writes raises.
 """
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -43,6 +46,22 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class Deadline:
+    """When a turn's tool calls must be done (issue 42): the driver sets it from the turn's and the episode's time
+    budgets; tool_calls.run_calls gives each call what is left, at most its own limit, and runs none past it."""
+
+    at: float  # a time.monotonic() reading; -inf: no time at all (the calls are not run)
+    why: str  # what a call past it is told, e.g. "this turn's 10 s of tool time is used up"
+
+    def left(self) -> float:
+        return self.at - time.monotonic()
+
+    @classmethod
+    def none_left(cls, why: str) -> Deadline:
+        return cls(-math.inf, why)
+
+
+@dataclass(frozen=True)
 class ModelTurn:
     """What the model said in one turn, as the environment sees it."""
 
@@ -50,6 +69,7 @@ class ModelTurn:
     text: str  # the turn decoded from its sampled ids, special tokens skipped
     calls: tuple[ToolCall, ...]  # the well-formed calls of known tools, in order (arguments checked by schema)
     errors: tuple[str, ...]  # one message per malformed call, unknown tool or schema violation
+    deadline: Deadline | None = None  # the turn's tool time (the driver's budgets); None = each call's limit only
 
 
 @dataclass(frozen=True)
@@ -69,7 +89,9 @@ class Episode(Protocol):
     """One live episode; made by Environment.start and dropped when it ends."""
 
     def respond(self, turn: ModelTurn) -> Observation:
-        """The environment's answer to the model's turn. Must not raise on anything the model wrote."""
+        """The environment's answer to the model's turn. Must not raise on anything the model wrote, and must
+        keep to turn.deadline (run_calls does): the driver runs the responds of a batch's rows on a pool of
+        threads (one episode is never in two threads at once) and waits for each."""
         ...
 
     def final_state(self) -> str:
@@ -101,9 +123,12 @@ class Budgets:
     tokens_per_turn: int = 48  # sampled tokens in one model turn
     tokens_per_episode: int = 192  # all tokens after the prompt: sampled and environment ones
     tool_time_limit_s: float = 2.0  # one tool call's wall-clock limit
+    turn_time_limit_s: float = 10.0  # all of one turn's calls of one episode, wall-clock (issue 42)
+    episode_time_limit_s: float = 30.0  # all tool calls of one episode; spent, the episode ends ("time")
+    tool_workers: int = 32  # rows whose calls run at once (a row's own calls stay in order)
 
 
-STOP_REASONS = ("answered", "env_done", "max_turns", "turn_tokens", "episode_tokens")
+STOP_REASONS = ("answered", "env_done", "max_turns", "turn_tokens", "episode_tokens", "time")
 
 
 @dataclass

@@ -5,7 +5,8 @@ rlvr.verifiers.tools already reads: `<tool_call>{"name": ..., "arguments": {...}
 prose allowed around the blocks, reasoning inside <think>...</think> ignored. "arguments" may be an object or a
 JSON-encoded object string (as OpenAI's API returns it). Strict means: a block that does not close, JSON that does
 not parse, keys other than name/arguments, an unknown tool or arguments that violate the tool's JSON Schema are
-each one counted error, told back to the model, and never an exception.
+each one counted error, told back to the model, and never an exception; so is a lone surrogate in any string of the
+call (I-JSON; rlvr/agents/text_safety.py, issue 42). A message quoting the call is cut to MAX_ERROR_CHARS.
 
 Counting (issue 41): every `<tool_call>` the model opens is one call, and a call that is not run is exactly one
 error, whatever is wrong with it. A block ends at the `</tool_call>` after its JSON value, so the tag inside one of
@@ -13,22 +14,30 @@ the call's JSON strings (a file's text) does not end it; a block whose text is n
 `</tool_call>`. A `<tool_call>` that opens again before it closes, or never closes, is one unclosed call; a
 `</tool_call>` that closes no block is one error of its own. Calls past MAX_CALLS_PER_TURN are not run: one error
 each.
+
+Time (issue 42): a call gets the tool's own limit (episode.tool_time_limit_s), never more than what is left of the
+turn's deadline (ModelTurn.deadline, set by the driver from episode.turn_time_limit_s and what is left of
+episode.episode_time_limit_s). A call stopped by the deadline answers "error: stopped: <why>", a call that finds no
+time left "error: not run: <why>"; both count as invalid, as a timed-out call does.
 """
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 from typing import Any, Callable, Mapping, Sequence
 
 import jsonschema
 
-from rlvr.agents.protocol import ModelTurn, Observation, ToolCall, ToolSpec
+from rlvr.agents.protocol import Deadline, ModelTurn, Observation, ToolCall, ToolSpec
+from rlvr.agents.text_safety import clip, unicode_problem
 from rlvr.verifiers.math.extract import strip_thinking
 from rlvr.verifiers.tools import parse_json
 
 MAX_CALLS_PER_TURN = 8  # calls past this in one turn are errors (a turn of 100 calls is a loop, not a plan)
 MAX_RESULT_CHARS = 1000  # a tool's answer is cut here: it becomes prompt tokens of every later turn
+MAX_ERROR_CHARS = 300  # a malformed call's message is cut here (it quotes the model's text)
 _DECODER = json.JSONDecoder()
 _SPACE = re.compile(r"\s*")
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
@@ -37,8 +46,17 @@ ToolHandler = Callable[..., Any]  # handler(**arguments) -> result (str, or JSON
 
 
 def _one_call(payload: str, tools: Mapping[str, ToolSpec]) -> ToolCall | str:
-    """A block's text -> the call, or the message that says why it is not one."""
+    """A block's text -> the call, or the message that says why it is not one, cut to MAX_ERROR_CHARS: the
+    messages quote what the model wrote (a 100 kB key, jsonschema's repr of a huge value; issue 42)."""
+    parsed = _read_call(payload, tools)
+    return parsed if isinstance(parsed, ToolCall) else clip(parsed, MAX_ERROR_CHARS)
+
+
+def _read_call(payload: str, tools: Mapping[str, ToolSpec]) -> ToolCall | str:
+    # A lone surrogate in any string is a malformed call, whatever the tool (text_safety, issue 42): no tool can
+    # store, run or print it, and echoed into an observation it made the tokenizer raise.
     value, why = parse_json(payload.strip())
+    why = why or unicode_problem(value)
     if why:
         return f"malformed tool call: {why}"
     if not isinstance(value, dict) or set(value) != {"name", "arguments"}:
@@ -47,6 +65,7 @@ def _one_call(payload: str, tools: Mapping[str, ToolSpec]) -> ToolCall | str:
     name, arguments = value["name"], value["arguments"]
     if isinstance(arguments, str):  # OpenAI's form: the arguments as a JSON-encoded string
         arguments, why = parse_json(arguments)
+        why = why or unicode_problem(arguments)
         if why:
             return f"malformed tool call: arguments {why}"
     if not isinstance(name, str) or name not in tools:
@@ -141,9 +160,13 @@ def tool_failure(message: str) -> ToolFailure:
     return ToolFailure(f"error: {message}")
 
 
-def _run_with_limit(handler: ToolHandler, arguments: dict[str, Any], limit_s: float) -> tuple[str, bool]:
+def _run_with_limit(handler: ToolHandler, arguments: dict[str, Any], limit_s: float,
+                    late: str | None = None) -> tuple[str, bool]:
     """(result text, ok). The handler runs in a daemon thread: a call past the limit is reported as timed out and
-    left to finish on its own (tools here are pure Python and short; the code tool has the sandbox's own limit)."""
+    left to finish on its own, abandoned: the caller (a worker of the driver's pool, episodes.py) is back at the
+    limit, so stuck calls never use up the pool (issue 42). Tools here are pure Python and short; the code tool has
+    the sandbox's own limit. `late`: what a call stopped at the limit is told when a budget, not its own limit,
+    stopped it."""
     box: dict[str, Any] = {}
 
     def target() -> None:
@@ -156,7 +179,7 @@ def _run_with_limit(handler: ToolHandler, arguments: dict[str, Any], limit_s: fl
     worker.start()
     worker.join(limit_s)
     if worker.is_alive():
-        return f"error: the tool ran past its time limit of {limit_s:g} s", False
+        return f"error: {late or f'the tool ran past its time limit of {limit_s:g} s'}", False
     if "error" in box:
         return f"error: {box['error']}", False
     value = box.get("value")
@@ -172,14 +195,26 @@ def response_block(text: str) -> str:
     return text
 
 
+def _run_in_time(handler: ToolHandler, arguments: dict[str, Any], limit_s: float,
+                 deadline: Deadline | None) -> tuple[str, bool]:
+    """One call, given its own limit and never more than what is left of the turn's time (module docstring)."""
+    left = math.inf if deadline is None else deadline.left()
+    if left <= 0:
+        return f"error: not run: {deadline.why}", False
+    if left < limit_s:
+        return _run_with_limit(handler, arguments, left, late=f"stopped: {deadline.why}")
+    return _run_with_limit(handler, arguments, limit_s)
+
+
 def run_calls(turn: ModelTurn, handlers: Mapping[str, ToolHandler], limit_s: float) -> Observation:
-    """Run the turn's calls in order and answer with their results (and its errors). A turn without calls or
-    errors is the model's final answer: the observation is empty and done."""
+    """Run the turn's calls in order, each within `limit_s` and what is left of turn.deadline, and answer with
+    their results (and its errors). A turn without calls or errors is the model's final answer: the observation is
+    empty and done."""
     if not turn.calls and not turn.errors:
         return Observation(None, done=True)
     parts, valid, invalid = [], 0, len(turn.errors)
     for call in turn.calls:
-        text, ok = _run_with_limit(handlers[call.name], call.arguments, limit_s)
+        text, ok = _run_in_time(handlers[call.name], call.arguments, limit_s, turn.deadline)
         parts.append(response_block(text))
         valid, invalid = valid + ok, invalid + (not ok)
     parts.extend(response_block(f"error: {message}") for message in turn.errors)

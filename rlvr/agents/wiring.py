@@ -37,7 +37,9 @@ class EpisodeParts:
 
 def budgets_of(episode: EpisodeConfig) -> Budgets:
     return Budgets(max_turns=episode.max_turns, tokens_per_turn=episode.tokens_per_turn,
-                   tokens_per_episode=episode.tokens_per_episode, tool_time_limit_s=episode.tool_time_limit_s)
+                   tokens_per_episode=episode.tokens_per_episode, tool_time_limit_s=episode.tool_time_limit_s,
+                   turn_time_limit_s=episode.turn_time_limit_s, episode_time_limit_s=episode.episode_time_limit_s,
+                   tool_workers=episode.tool_workers)
 
 
 def plays_episodes(task) -> bool:
@@ -78,7 +80,9 @@ def episode_rewarder(parts: EpisodeParts):
 def episode_engine(engine, tokenizer, parts: EpisodeParts):
     from rlvr.agents.episodes import EpisodeRunner
 
-    return EpisodeRunner(engine, tokenizer, parts.environment, parts.budgets, parts.rendering)
+    # credit=process reads the step reward of every turn, the last one's too: its calls must run (episodes.py)
+    step_credit = parts.config.episode.credit == "process"
+    return EpisodeRunner(engine, tokenizer, parts.environment, parts.budgets, parts.rendering, step_credit)
 
 
 def episode_plan(plan, rewarder):

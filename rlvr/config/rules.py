@@ -95,6 +95,12 @@ def _episode_problems(c: AnyRunConfig) -> list[str]:
     if c.episode.tokens_per_turn > c.episode.tokens_per_episode:
         problems.append(f"episode.tokens_per_turn={c.episode.tokens_per_turn} exceeds episode.tokens_per_episode="
                         f"{c.episode.tokens_per_episode}")
+    # issue 42: a call gets at most what is left of its turn's time, a turn what is left of the episode's: a larger
+    # limit inside a smaller one would never be reached
+    for small, large in (("tool_time_limit_s", "turn_time_limit_s"), ("turn_time_limit_s", "episode_time_limit_s")):
+        if getattr(c.episode, small) > getattr(c.episode, large):
+            problems.append(f"episode.{small}={getattr(c.episode, small):g} exceeds episode.{large}="
+                            f"{getattr(c.episode, large):g}")
     return problems
 
 

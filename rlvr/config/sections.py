@@ -181,6 +181,12 @@ class EpisodeConfig(_Section):
     tokens_per_turn: int = Field(48, ge=1, description="sampled tokens in one model turn")
     tokens_per_episode: int = Field(192, ge=1, description="all tokens after the prompt (sampled + environment)")
     tool_time_limit_s: float = Field(2.0, gt=0, description="wall-clock limit of one tool call")
+    turn_time_limit_s: float = Field(10.0, gt=0, description="wall-clock limit of all of one turn's tool calls "
+                                                             "(one episode's); calls past it are errors, not run")
+    episode_time_limit_s: float = Field(30.0, gt=0, description="all tool time of one episode; spent, the episode "
+                                                                "ends truncated (stop reason time)")
+    tool_workers: int = Field(32, ge=1, description="episodes whose tool calls run at once (each episode's calls "
+                                                    "in order); >= rows per batch: a turn waits one turn budget")
     observation_role: Literal["tool", "user"] = Field(
         "tool", description="role of the environment's turns (and of the tool turns in a task's worked examples); "
                             "user for models never trained on a tool role (SmolLM2: README, Agents that act)")

@@ -15,12 +15,23 @@ Calls: each worked example writes its whole expression in one call ("3 * 4 + 2" 
 at every level, so what level 1 teaches (reading the operation from the words) carries over to level 2 (0.050 ->
 0.288 in 15 minutes, episode.credit=process).
 
-Step rewards (read with episode.credit=process) pay a turn whose calls all succeeded and reached a value of the
-reference solution (`solution_steps`: the expression worked one operation at a time) not reached before, whether a
-call computes one operation or all of them: the seeds' process reward, checked against the known solution rather
-than learned. With outcome credit alone the trained model copied one template's sentence into the expression in
-about half of its held-out episodes (failed calls: valid-call share 0.96 -> 0.35); the step reward's 0 for such turns
-kept it at 1.00. A "the call ran" step reward taught it to call anything (entropy 0.03).
+Step rewards (read with episode.credit=process) pay computing, checked against the known solution (the seeds'
+process reward). The reference's steps are its operations worked one at a time (`worked`: "(5 + 6) * 8" is 5 + 6 =
+11, then 11 * 8 = 88); a call reaches a step when its expression performs that operation on the same operands (in
+either order for + and *), in one call per operation or all in one (as the worked examples do). A turn whose calls
+all succeeded earns share x precision: share = the steps it reached first / all steps (an episode earns at most 1
+however it splits its work); precision = the steps it reached first / the operations it performed, less those that
+redo a step of an earlier turn (building on a known value is no guess). Issue 42: the former rule (1 for a turn
+that reached a value of the solution) paid a red team's guesses: `calculate("17")`, 8 literals 13 ... 20 in one
+turn. Now each earns less than working (tests/test_step_rewards.py): an expression without an operation ("17",
+"(17)", "-17") computes nothing and is a failed call (its turn earns 0, as with any bad call); an operation on
+copied or guessed numbers, or an identity ("17 + 0"), reaches no step but counts; 8 candidates, or one call
+repeated 8 times, divide the turn's pay by 8. A repeat and an identity are valid calls: the tool computed an
+operation (whether it was new is the reward's business), and a reference step may be an identity ("(4 - 3) * 5"
+works 1 * 5). Another route to the answer ("4 * (6 / 3)" for "4 * 6 / 3") reaches no step; the outcome pays it.
+Measured with the former rule (README): with outcome credit alone the trained model copied one template's sentence
+into the expression in about half of its held-out episodes (valid-call share 0.96 -> 0.35); the step reward's 0
+for such turns kept it at 1.00. A "the call ran" step reward taught it to call anything (entropy 0.03).
 
 Problems: a level is its number of operations: 1 (numbers 2..12), 2 (numbers 2..12) or 3 (numbers 2..9), kept
 when every step stays a whole non-negative number. Level 2 is the measured task (issue 26, item 8); level 1 tells
@@ -34,7 +45,6 @@ from __future__ import annotations
 import ast
 import itertools
 import operator
-import re
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import lru_cache
@@ -66,7 +76,24 @@ class CalcError(ValueError):
     """What is wrong with an expression, in words the model reads back."""
 
 
-def _walk(node: ast.AST) -> Fraction:
+@dataclass(frozen=True)
+class Step:
+    """One binary operation on exact values: "5 + 6 = 11" is Step("+", 5, 6, 11)."""
+
+    symbol: str  # + - * /
+    left: Fraction
+    right: Fraction
+    value: Fraction
+
+    @property
+    def operation(self) -> tuple[str, tuple[Fraction, ...]]:
+        """What makes two steps the same work: the operator and its operands, in either order for + and *."""
+        operands = (self.left, self.right)
+        return self.symbol, tuple(sorted(operands)) if self.symbol in "+*" else operands
+
+
+def _walk(node: ast.AST, steps: list[Step]) -> Fraction:
+    """The node's value; each binary operation it performs is appended to steps, innermost first, left to right."""
     if isinstance(node, ast.Constant):
         if type(node.value) is not int:  # bool is an int subclass; floats cannot pass the character check
             raise CalcError(f"only whole numbers are allowed, got {node.value!r}")
@@ -74,26 +101,28 @@ def _walk(node: ast.AST) -> Fraction:
             raise CalcError(f"number too large (at most {MAX_LITERAL})")
         return Fraction(node.value)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.UAdd, ast.USub)):
-        value = _walk(node.operand)
+        value = _walk(node.operand, steps)
         return -value if isinstance(node.op, ast.USub) else value
     if isinstance(node, ast.BinOp):
         apply = _OPERATORS.get(type(node.op))
         if apply is None:
             raise CalcError("only + - * / and parentheses are supported (no **, //, %)")
-        left, right = _walk(node.left), _walk(node.right)
+        left, right = _walk(node.left, steps), _walk(node.right, steps)
         if isinstance(node.op, ast.Div) and right == 0:
             raise CalcError("division by zero")
         value = apply(left, right)
         if abs(value) > MAX_MAGNITUDE:
             raise CalcError(f"result too large (at most {MAX_MAGNITUDE})")
+        steps.append(Step(_SYMBOLS[type(node.op)], left, right, value))
         return value
     if isinstance(node, ast.Call):  # "2(3 + 4)": what the model meant is a product
         raise CalcError("a number or ')' right before '(' needs an operator, e.g. 2 * (3 + 4)")
     raise CalcError(f"{type(node).__name__} is not allowed; use whole numbers, + - * / and parentheses")
 
 
-def exact_value(expression: object) -> Fraction:
-    """The expression's exact value; CalcError (only) on anything else."""
+def worked(expression: object) -> tuple[Fraction, tuple[Step, ...]]:
+    """The expression's exact value and the operations that compute it, one at a time, innermost first, left to
+    right ("(5 + 6) * 8": 5 + 6 = 11, then 11 * 8 = 88); CalcError (only) on anything else."""
     if not isinstance(expression, str):
         raise CalcError(f"the expression must be a string, got {type(expression).__name__}")
     if len(expression) > MAX_EXPRESSION_CHARS:
@@ -110,7 +139,13 @@ def exact_value(expression: object) -> Fraction:
         raise CalcError(f"cannot read {text[:40]!r} as an expression") from None
     if sum(1 for _ in ast.walk(tree)) > MAX_NODES:
         raise CalcError(f"expression has more than {MAX_NODES} parts")
-    return _walk(tree.body)
+    steps: list[Step] = []
+    return _walk(tree.body, steps), tuple(steps)
+
+
+def exact_value(expression: object) -> Fraction:
+    """The expression's exact value; CalcError (only) on anything else."""
+    return worked(expression)[0]
 
 
 def format_value(value: Fraction) -> str:
@@ -129,27 +164,46 @@ def evaluate(expression: object) -> str:
         return tool_failure(str(err))
 
 
+def calculation(expression: object) -> tuple[str, tuple[Step, ...]]:
+    """The episode's `calculate` tool: (its answer, the operations it performed). As `evaluate`, except that an
+    expression without an operation ("17", "(17)", "-17") is a failed call: it computes nothing (issue 42; the
+    module docstring, step rewards)."""
+    try:
+        value, steps = worked(expression)
+    except CalcError as err:
+        return tool_failure(str(err)), ()
+    if not steps:
+        shown = str(expression).strip()[:40]
+        return tool_failure(f"{shown!r} is a number and computes nothing; write the operation, e.g. 12 + 5"), ()
+    return format_value(value), steps
+
+
 def solution_steps(expression: str) -> tuple[tuple[str, str], ...]:
     """The expression worked one operation at a time, innermost first, each step on the values before it:
-    "(5 + 6) * 8" -> (("5 + 6", "11"), ("11 * 8", "88")). Our templates' expressions only (numbers, + - * /)."""
-    steps: list[tuple[str, str]] = []
-
-    def reduce(node: ast.AST) -> str:
-        if not isinstance(node, ast.BinOp):
-            return format_value(exact_value(ast.unparse(node)))
-        text = f"{reduce(node.left)} {_SYMBOLS[type(node.op)]} {reduce(node.right)}"
-        steps.append((text, evaluate(text)))
-        return steps[-1][1]
-
-    reduce(ast.parse(expression, mode="eval").body)
-    return tuple(steps)
+    "(5 + 6) * 8" -> (("5 + 6", "11"), ("11 * 8", "88")): `worked`'s steps as text."""
+    return tuple((f"{format_value(s.left)} {s.symbol} {format_value(s.right)}", format_value(s.value))
+                 for s in worked(expression)[1])
 
 
-def step_targets(expression: str) -> frozenset[str]:
-    """The values the step reward pays for: every step's result, less the numbers the question itself gives (a call
-    of "12" on "3 children have 12 stickers each..." reaches the step value 12 by copying, not by working)."""
-    given = {str(int(n)) for n in re.findall(r"\d+", expression)}
-    return frozenset(value for _, value in solution_steps(expression)) - given
+def turn_reward(reference: tuple[Step, ...], reached: frozenset[int],
+                performed: list[Step]) -> tuple[float, frozenset[int]]:
+    """(a turn's step reward, the reference steps reached after it), for the operations the turn's calls performed
+    in order; `reached` holds the indices of the reference steps earlier turns reached. The reward is share x
+    precision (module docstring): share = steps first reached / all steps, precision = steps first reached / the
+    operations counted, where an operation that redoes a step of an earlier turn is not counted."""
+    new: list[int] = []
+    counted = 0
+    for step in performed:
+        matches = [i for i, target in enumerate(reference) if target.operation == step.operation]
+        fresh = [i for i in matches if i not in reached and i not in new]
+        if fresh:
+            new.append(fresh[0])
+        elif matches and reached.issuperset(matches):
+            continue  # builds on a step an earlier turn reached and paid: neither paid nor counted against
+        counted += 1  # a new step, or an operation that reaches none: a guess, a repeat, an identity (+ 0, * 1)
+    if not new:
+        return 0.0, reached
+    return len(new) / len(reference) * len(new) / counted, reached | frozenset(new)
 
 
 CALCULATE = ToolSpec(
@@ -261,25 +315,27 @@ def splits(level: int) -> tuple[tuple[Problem, ...], tuple[Problem, ...]]:
 
 
 class CalculatorEpisode:
-    """Each turn's calls are run; a turn without calls is the answer. Remembers which solution steps were reached,
-    so that a step is paid once (calling "10 + 12" three times is one step)."""
+    """Each turn's calls are run; a turn without calls is the answer. Remembers which reference steps were
+    reached, so that a step is paid once (calling "10 + 12" three times is one step)."""
 
-    def __init__(self, limit_s: float, targets: frozenset[str]) -> None:
+    def __init__(self, limit_s: float, reference: tuple[Step, ...]) -> None:
         self.limit_s = limit_s
-        self.unreached = set(targets)
+        self.reference = reference
+        self.reached: frozenset[int] = frozenset()
 
     def respond(self, turn: ModelTurn) -> Observation:
-        results: list[str] = []
+        performed: list[Step] = []
 
         def calculate(expression: object) -> str:
-            results.append(evaluate(expression))
-            return results[-1]
+            answer, steps = calculation(expression)
+            performed.extend(steps)
+            return answer
 
         observation = run_calls(turn, {"calculate": calculate}, self.limit_s)
-        ran = observation.valid_calls > 0 and observation.invalid_calls == 0
-        new = self.unreached.intersection(results) if ran else set()  # a turn with a bad call earns nothing
-        self.unreached -= new
-        return replace(observation, reward=float(bool(new)))
+        if observation.valid_calls == 0 or observation.invalid_calls:  # a turn with a bad call earns nothing
+            return replace(observation, reward=0.0)  # (and reaches nothing: the next turn may compute it again)
+        reward, self.reached = turn_reward(self.reference, self.reached, performed)
+        return replace(observation, reward=reward)
 
     def final_state(self) -> str:
         return ""
@@ -296,12 +352,12 @@ class CalculatorEnvironment:
     def start(self, prompt: Prompt) -> Episode:
         expression = prompt.columns.get("expression")
         try:
-            targets = step_targets(expression)
-        except (TypeError, SyntaxError, KeyError, ValueError) as err:  # CalcError is a ValueError
+            reference = worked(expression)[1]
+        except CalcError as err:
             raise ValueError(f"calculator prompt {prompt.id!r} has no usable 'expression' column ({expression!r}: "
                              f"{type(err).__name__}): the environment plays the calculator task's own prompts"
                              ) from None
-        return CalculatorEpisode(self.limit_s, targets)
+        return CalculatorEpisode(self.limit_s, reference)
 
     def score_state(self, final_state: str, prompt: Prompt) -> Verdict | None:
         return None  # no state: the "math" verifier on the answer alone scores the episode

@@ -24,7 +24,7 @@ from typing import Callable
 from rlvr.agents.envs.common import Example, ExampleTurn, SplitTask, one_shot_messages, split_by_hash
 from rlvr.agents.envs.fs_tree import BadTree, FileTree, canonical_json, flatten, parse_tree
 from rlvr.agents.protocol import Episode, ModelTurn, Observation, ToolSpec
-from rlvr.agents.tool_calls import run_calls
+from rlvr.agents.tool_calls import ToolFailure, run_calls, tool_failure
 from rlvr.config.run import ConfigError, TaskConfig
 from rlvr.config.sections import EpisodeConfig
 from rlvr.types import Outcome, Prompt, Verdict
@@ -52,6 +52,7 @@ FILES = ("notes.txt", "todo.txt", "report.md", "data.csv", "plan.txt", "ideas.md
 FOLDERS = ("docs", "archive", "backup", "work", "old", "projects")
 TEXTS = ("hello", "buy milk", "draft one", "call Sam", "42", "meeting at 5", "done", "see you")
 Tree = dict  # nested dicts, as fs_tree reads them
+READS = frozenset({"ls", "cat"})  # the tools that change nothing; the others change the tree (FilesystemEpisode)
 
 
 def _next(items: tuple[str, ...], item: str) -> str:
@@ -150,21 +151,57 @@ def score_tree(final_state: str, reference: str, partial_credit: bool) -> Verdic
 
 
 class FilesystemEpisode:
-    """The tree the calls change. Step reward (read with episode.credit=process): 1 for a turn whose calls all ran
-    and left fewer paths differing from the target than any turn before: progress checked against the reference,
-    paid once per path fixed (undoing and redoing a change earns nothing), as the calculator pays solution steps."""
+    """The tree the calls change. Step reward (read with episode.credit=process), checked against the reference as
+    the calculator's (issue 42): progress x precision for a turn whose calls all succeeded. Progress = the paths
+    the turn leaves right beyond the fewest wrong at any turn's end before / the paths wrong at the start, so an
+    episode earns at most 1 in all, however it splits its work, and a path fixed, undone and fixed again is paid
+    once. Precision = the changing calls (write, mkdir, mv, rm) that left fewer paths wrong than any state before
+    them / the changing calls: a turn's pay does not grow with its calls, and guessing within a turn (three writes
+    of a file, the last right; mv a b then mv b a then mv a b) earns less than the one call that does it. Reads
+    (ls, cat) are valid and left out of precision: reading does something for the model (the "copy" goal needs a
+    cat), and changes nothing to pay. A changing call that left the tree as it was (a write of the text a file
+    already holds) did nothing: it is a failed call, so its turn earns 0. A turn with a bad call earns nothing, and
+    its progress is spent with it (a later turn is paid only for what its own calls fix)."""
 
     def __init__(self, tree: FileTree, limit_s: float, target: dict[str, str | None]) -> None:
         self.tree, self.limit_s, self.target = tree, limit_s, target
-        self.fewest_wrong = len(_wrong_paths(target, flatten(tree.root)))
+        self.distance = self.fewest_wrong = self._wrong()
+
+    def _wrong(self) -> int:
+        return len(_wrong_paths(self.target, flatten(self.tree.root)))
+
+    def _tools(self, changes: list[bool]) -> dict[str, Callable[..., str]]:
+        """The tree's tools; each changing call that succeeds appends to changes whether it left fewer paths wrong
+        than any state before it in the episode, and one that changed nothing becomes a failed call."""
+        low = [self.fewest_wrong]  # the fewest paths wrong so far, this turn's states included
+
+        def changing(name: str, tool: Callable[..., str]) -> Callable[..., str]:
+            def run(**arguments: str) -> str:
+                before = self.tree.to_json()
+                result = tool(**arguments)
+                if isinstance(result, ToolFailure):
+                    return result
+                if self.tree.to_json() == before:
+                    where = arguments.get("path", arguments.get("src", ""))[:60]
+                    return tool_failure(f"{name}: {where}: nothing changed (it already was so)")
+                wrong = self._wrong()
+                changes.append(wrong < low[0])
+                low[0] = min(low[0], wrong)
+                return result
+            return run
+        return {name: tool if name in READS else changing(name, tool) for name, tool in self.tree.handlers().items()}
 
     def respond(self, turn: ModelTurn) -> Observation:
-        observation = run_calls(turn, self.tree.handlers(), self.limit_s)
-        if observation.done or observation.valid_calls == 0 or observation.invalid_calls:
+        changes: list[bool] = []
+        observation = run_calls(turn, self._tools(changes), self.limit_s)
+        if observation.done:
+            return observation
+        wrong = self._wrong()
+        progress, self.fewest_wrong = self.fewest_wrong - wrong, min(wrong, self.fewest_wrong)
+        if observation.valid_calls == 0 or observation.invalid_calls or progress <= 0:
             return replace(observation, reward=0.0)
-        wrong = len(_wrong_paths(self.target, flatten(self.tree.root)))
-        progress, self.fewest_wrong = wrong < self.fewest_wrong, min(wrong, self.fewest_wrong)
-        return replace(observation, reward=float(progress))
+        # max(.., 1): a change made by a call abandoned at its time limit in an earlier turn lands in none
+        return replace(observation, reward=progress / self.distance * sum(changes) / max(len(changes), 1))
 
     def final_state(self) -> str:
         return self.tree.to_json()

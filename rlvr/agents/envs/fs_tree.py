@@ -7,13 +7,17 @@ so no path leaves the tree. Every tool returns text: "ok", a listing, a file's c
 "error: <tool>: <path>: <reason>" (No such file or directory, Not a directory, Is a directory, File exists, ...);
 nothing the model passes raises. Sizes are bounded (entries, folder depth, name and path lengths, file size) so a
 looping model cannot grow the state that every later turn's prompt carries. The tools refuse to build what
-parse_tree would refuse to read back: a live tree's final state is always a tree.
+parse_tree would refuse to read back: a live tree's final state is always a tree. A name holds no "/", control
+character, line break or lone surrogate (a name with a newline was listed as two entries by ls); a file's text
+holds anything but a lone surrogate, so the state always encodes as UTF-8; error messages quote paths escaped, on
+one line (rlvr/agents/text_safety.py, issue 42).
 """
 from __future__ import annotations
 
 import json
 from typing import Any, Callable, Union
 
+from rlvr.agents.text_safety import lone_surrogate, name_problem, shown_name
 from rlvr.agents.tool_calls import tool_failure
 
 Node = Union[dict, str]  # a folder (name -> Node) or a file's text
@@ -37,9 +41,13 @@ def canonical_json(root: dict) -> str:
 
 
 def _name_problem(name: object) -> str | None:
-    if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\x00" in name:
+    if not isinstance(name, str) or name in ("", ".", "..") or "/" in name:
         return f"{name!r} is not a file or folder name"
-    return f"name {name[:20]!r}... is too long" if len(name) > MAX_NAME_CHARS else None
+    if len(name) > MAX_NAME_CHARS:
+        return f"name {name[:20]!r}... is too long"
+    # control characters, line breaks, lone surrogates: a name with a newline listed as two entries (issue 42)
+    problem = name_problem(name)
+    return f"{name[:20]!r} is not a file or folder name: {problem}" if problem else None
 
 
 def parse_tree(text: object) -> dict:
@@ -95,7 +103,8 @@ def flatten(root: dict) -> dict[str, str | None]:
 
 
 def _shown(path: object) -> str:
-    text = path if isinstance(path, str) else repr(path)
+    """The path as a message quotes it: at most 60 characters, on one line, nothing a name may not hold raw."""
+    text = shown_name(path) if isinstance(path, str) else repr(path)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -209,6 +218,9 @@ class FileTree:
             raise FsError(f"{_shown(path)}: Is a directory")
         if len(content) > MAX_FILE_CHARS:
             raise FsError(f"{_shown(path)}: File too large (at most {MAX_FILE_CHARS} characters)")
+        bad = lone_surrogate(content)
+        if bad:  # the state must encode as UTF-8 (text_safety: NUL and control characters are kept, shown escaped)
+            raise FsError(f"{_shown(path)}: Invalid argument (the text holds the lone surrogate {bad}, not Unicode)")
         if names[-1] not in folder:
             self._room_for(1, path)
         folder[names[-1]] = content

@@ -1,0 +1,57 @@
+"""The shipped agent presets (issue 42, item 1): README's agent commands are `rlvr train configs/agents/NAME.yaml`,
+typed as written; what makes the small model work lives in the preset, and each bounds its own time."""
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from rlvr.config.run import load_config
+from rlvr.grpo.loop import train
+from rlvr.tasks import build_task
+
+ROOT = Path(__file__).resolve().parent.parent
+PRESETS = sorted((ROOT / "configs" / "agents").glob("*.yaml"))
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("agents_as_shipped", ROOT / "bench" / "agents_as_shipped.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_readme_gives_one_command_per_shipped_preset_and_the_bench_finds_them():
+    """The bench parses README: a preset missing from README (or a command the parser cannot read) would leave
+    that environment unmeasured. Catches a _COMMAND pattern that misses a line and a preset left out of README."""
+    commands = _bench().shipped_commands((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert [preset for _, preset in commands] == [f"configs/agents/{p.name}" for p in
+                                                 sorted(PRESETS, key=lambda p: ["calculator", "filesystem",
+                                                                                "code_agent"].index(p.stem))]
+    assert all(command == f"rlvr train {preset}" for command, preset in commands)
+
+
+@pytest.mark.parametrize("preset", PRESETS, ids=lambda p: p.stem)
+def test_each_preset_names_an_environment_task_and_bounds_its_own_time(preset):
+    """A preset that trains an environment task within the ~15 minutes its README line promises on a 2-core CPU:
+    max_minutes set and below 15 (the step in flight when it runs out still finishes), observations in the user role
+    (SmolLM2 was never trained on a tool role), and a task whose environment builds."""
+    config = load_config(preset)
+    task = build_task(config.task)
+    assert hasattr(task, "environment") and task.environment(config.episode).tools
+    assert config.max_minutes is not None and config.max_minutes < 15
+    assert config.episode.observation_role == "user"
+
+
+@pytest.mark.parametrize("preset", PRESETS, ids=lambda p: p.stem)
+def test_each_preset_trains_a_step_on_the_tiny_model(preset, tiny_model_dir, tmp_path):
+    """The preset as loaded runs the whole loop (episodes, rewards, update) for one step; only the model and the
+    scale are overridden."""
+    out = tmp_path / preset.stem
+    train(load_config(preset, [f"model.name_or_path={tiny_model_dir}", f"output_dir={out}", "max_steps=1",
+                               "rollout.group_size=2", "rollout.prompts_per_step=2", "optimizer.micro_batch_size=4",
+                               "eval.at_end=false", "samples_per_step=0"]))
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [1]

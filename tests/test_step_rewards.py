@@ -1,0 +1,212 @@
+"""Step rewards pay only for work (issue 42, item 2): a red team found the calculator paid `calculate("17")`, a
+literal that computes nothing, and a turn of 8 guessed literals 13 ... 20 the full step reward with 8 "valid"
+calls; under episode.credit=process guessing was the cheapest policy. Each gaming strategy is played here against
+honest working on the same problem, through Environment.start(prompt).respond(turn), and earns strictly less; an
+episode's step rewards add up to at most 1. Numbers are derived by hand in the comments: a calculator turn earns
+share x precision (steps first reached / all steps x steps first reached / operations counted), a filesystem turn
+progress x precision (paths fixed / paths wrong at the start x changes that fixed one / changes)."""
+from __future__ import annotations
+
+import functools
+import random
+
+import pytest
+
+from rlvr.agents.envs import calculator, filesystem
+from rlvr.agents.protocol import ModelTurn, ToolCall
+from rlvr.config.run import TaskConfig
+from rlvr.config.sections import EpisodeConfig
+
+
+@functools.lru_cache(maxsize=None)
+def calculator_prompt(level: int, canonical: str):
+    task = calculator.CalculatorTask(TaskConfig(name="calculator", level=level))
+    train, held = calculator.splits(level)
+    return task.prompt(next(p for p in train + held if p.canonical == canonical), "eval")
+
+
+def calculator_episode(level: int, canonical: str):
+    return calculator.CalculatorEnvironment(EpisodeConfig()).start(calculator_prompt(level, canonical))
+
+
+def calc(*expressions: str, errors: tuple[str, ...] = ()) -> ModelTurn:
+    return ModelTurn(0, "", tuple(ToolCall("calculate", {"expression": e}) for e in expressions), errors)
+
+
+def rewards(episode, *turns: ModelTurn) -> list[float]:
+    return [episode.respond(turn).reward for turn in turns]
+
+
+BIRDS = (2, "birds 10 12 5")  # "10 birds, 12 more land, then 5 fly away": 10 + 12 - 5; steps 10 + 12 = 22, 22 - 5 = 17
+
+
+def test_honest_working_earns_1_per_episode_however_it_is_split():
+    """One call per step over two turns (1/2 + 1/2), both in one turn (2/2 x 2/2), or the whole expression in one
+    call as the worked examples do (2/2 x 2/2): 1 each. Catches: paying a turn 1 whenever it reaches a step (the
+    former rule: two turns earned 2), and a share of one step per call rather than per operation (one call: 1/2)."""
+    assert rewards(calculator_episode(*BIRDS), calc("10 + 12"), calc("22 - 5")) == [0.5, 0.5]
+    assert rewards(calculator_episode(*BIRDS), calc("10 + 12", "22 - 5")) == [1.0]
+    assert rewards(calculator_episode(*BIRDS), calc("10 + 12 - 5")) == [1.0]
+    assert rewards(calculator_episode(*BIRDS), calc("12 + 10")) == [0.5]  # + in either order is the step
+
+
+@pytest.mark.parametrize("literal", ["17", "(17)", "+17", "-17", " 22 ", "--5"])
+def test_a_bare_number_computes_nothing_and_is_a_failed_call(literal):
+    """A literal (the answer, a step's value, a question's number copied) is answered as a failed call: the turn
+    earns 0, beside an honest call too. Catches: returning the value as the tool's answer (the red team's
+    `calculate("17")`), or leaving the operation count unchecked."""
+    episode = calculator_episode(*BIRDS)
+    alone = episode.respond(calc(literal))
+    assert alone.text.startswith("error: ") and "computes nothing; write the operation" in alone.text
+    assert (alone.valid_calls, alone.invalid_calls, alone.reward) == (0, 1, 0.0)
+    beside = episode.respond(calc("10 + 12", literal))  # a bad call spoils the turn: 0, not 1/2
+    assert (beside.valid_calls, beside.invalid_calls, beside.reward) == (1, 1, 0.0)
+    assert episode.respond(calc("10 + 12")).reward == 0.5  # the spoiled turn reached nothing: the step is still due
+
+
+def test_eight_guessed_literals_earn_nothing_and_count_as_failed():
+    """The red team's turn: 8 literals 13 ... 20 (17 the answer) earned the full step reward with 8 "valid"
+    calls; now 0 with 8 failed ones. Honest working on the first step earns 1/2."""
+    observation = calculator_episode(*BIRDS).respond(calc(*map(str, range(13, 21))))
+    assert (observation.valid_calls, observation.invalid_calls, observation.reward) == (0, 8, 0.0)
+
+
+@pytest.mark.parametrize("guesses, reward", [
+    # 8 operations on the question's numbers, one of them the step 10 + 12: 1/2 x 1/8
+    (("10 + 5", "10 - 5", "12 + 5", "12 - 5", "10 * 12", "12 - 10", "10 + 12", "5 * 12"), 1 / 16),
+    (("10 + 12",) * 8, 1 / 16),  # one call repeated 8 times: the step once, 8 operations: 1/2 x 1/8
+    (("10 + 12", "10 + 12"), 1 / 4),  # repeated once: 1/2 x 1/2
+    (("10 + 12 + 0",), 1 / 4),  # an identity beside the step: 2 operations, 1 step: 1/2 x 1/2
+    (("22 * 1", "12 + 0", "17 - 0", "10 / 1"), 0.0),  # identities on a step's value or a copied number: no step
+    (("13 + 4", "20 - 3", "10 + 7"), 0.0),  # the answer 17 from guessed numbers: 22 - 5 is the step, 13 + 4 is not
+    (("4 + 13",), 0.0),
+])
+def test_each_guess_earns_strictly_less_than_the_honest_first_step(guesses, reward):
+    """Honest working's first turn, "10 + 12", earns 1/2 (the first test). Catches: precision counted per call
+    (8 calls of one operation each: still 1/16, but "10 + 12 + 0" would earn 1/2), steps matched by value
+    ("13 + 4" reaches 17), and a repeat within the turn left uncounted (8 repeats would earn 1/2)."""
+    observation = calculator_episode(*BIRDS).respond(calc(*guesses))
+    assert observation.invalid_calls == 0 and observation.valid_calls == len(guesses)  # operations are valid calls
+    assert observation.reward == pytest.approx(reward) and observation.reward < 0.5
+
+
+def test_the_whole_expression_padded_with_operations_earns_less_than_the_whole_expression():
+    """One call holding the solution inside an enumeration of operations reaches both steps, but its precision is
+    the share of its operations that are steps. Catches: precision counted per call (a call that reached a new
+    step is 1 of 1), which paid this call 1 like the honest "10 + 12 - 5"."""
+    # 10 + 12 = 22 (step), 22 - 5 = 17 (step), 10 * 12 = 120, 17 + 120, 12 - 5 = 7, 137 + 7: 2 of 6 operations
+    padded = calculator_episode(*BIRDS).respond(calc("(10 + 12 - 5) + (10 * 12) + (12 - 5)"))
+    assert padded.text == "144" and padded.reward == pytest.approx(2 / 6)
+    # 10 + 12, 22 - 5, 17 + 0: 2 steps of 2, 2 of 3 operations
+    assert calculator_episode(*BIRDS).respond(calc("10 + 12 - 5 + 0")).reward == pytest.approx(2 / 3)
+
+
+def test_a_step_is_paid_once_and_building_on_it_is_not_a_guess():
+    """Level 3, "market 3 5 2 4": 3 + 5 * 2 - 4; steps 5 * 2 = 10, 3 + 10 = 13, 13 - 4 = 9 (1/3 each). A turn that
+    recomputes earlier turns' steps on its way to a new one is paid for the new one alone, undiluted; a turn that
+    only recomputes earns 0. Catches: counting redone steps as operations (the second turn: 1/3 x 1/2), and not
+    remembering the steps reached (the last turn: 1/3 again, the episode over 1)."""
+    episode = calculator_episode(3, "market 3 5 2 4")
+    got = rewards(episode, calc("5 * 2"), calc("3 + 5 * 2"), calc("3 + 5 * 2 - 4"), calc("3 + 5 * 2 - 4"))
+    assert got == pytest.approx([1 / 3, 1 / 3, 1 / 3, 0.0])
+    again = calculator_episode(3, "market 3 5 2 4")
+    # within one turn a repeat of the turn's own new step counts: 5 * 2 (new), 5 * 2 (counted): 1/3 x 1/2
+    assert rewards(again, calc("5 * 2", "2 * 5")) == pytest.approx([1 / 6])
+
+
+def test_an_operation_must_be_the_reference_s_on_its_operands():
+    """"tickets 4 3 5": (4 - 3) * 5, steps 4 - 3 = 1 and 1 * 5 = 5: the answer is a question's number, and the
+    last step an identity; the reference's own identity is paid (in either order), a copied "5" is not, nor is
+    3 - 4 (- keeps its order). Catches: sorting the operands of - and / (3 - 4 would pay 4 - 3's half)."""
+    assert rewards(calculator_episode(2, "tickets 4 3 5"), calc("3 - 4"), calc("5")) == [0.0, 0.0]
+    assert rewards(calculator_episode(2, "tickets 4 3 5"), calc("4 - 3"), calc("5 * 1")) == [0.5, 0.5]
+    # "cookies 6 4 5": (6 + 4) / 5; 5 / 10 is not the step 10 / 5 (1/2 for 6 + 4 alone)
+    assert rewards(calculator_episode(2, "cookies 6 4 5"), calc("5 / (4 + 6)")) == pytest.approx([1 / 4])
+
+
+def test_an_episode_never_earns_more_than_1_whatever_it_calls():
+    """100 episodes of 6 turns, each of 1-4 calls drawn from honest steps, repeats, identities, guesses and
+    literals: every episode's step rewards add up to at most 1. Catches: a step paid twice across turns, or a
+    share not bounded by the reference's steps."""
+    pool = ["10 + 12", "12 + 10", "22 - 5", "10 + 12 - 5", "17 + 0", "13 + 4", "10 - 5", "22 * 1", "17", "5 - 22"]
+    rng = random.Random(0)
+    for _ in range(100):
+        episode = calculator_episode(*BIRDS)
+        turns = [calc(*rng.choices(pool, k=rng.randint(1, 4))) for _ in range(6)]
+        assert sum(rewards(episode, *turns)) <= 1.0 + 1e-12
+
+
+# -- the filesystem ---------------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def fs_prompt(level: int, canonical: str):
+    task = filesystem.FilesystemTask(TaskConfig(name="filesystem", level=level))
+    train, held = filesystem.splits(level)
+    return task.prompt(next(p for p in train + held if p.canonical == canonical), "eval")
+
+
+def fs_episode(level: int, canonical: str):
+    return filesystem.FilesystemEnvironment(EpisodeConfig()).start(fs_prompt(level, canonical))
+
+
+def fs(*calls: tuple[str, dict], errors: tuple[str, ...] = ()) -> ModelTurn:
+    return ModelTurn(0, "", tuple(ToolCall(name, arguments) for name, arguments in calls), errors)
+
+
+RENAME = (1, "rename|notes.txt|todo.txt|hello")  # {notes.txt} -> {todo.txt}: 2 paths wrong at the start
+THERE, BACK = ("mv", {"src": "notes.txt", "dst": "todo.txt"}), ("mv", {"src": "todo.txt", "dst": "notes.txt"})
+LOOK = ("ls", {"path": "."})
+
+
+def test_filesystem_undo_then_redo_is_paid_once():
+    """Turns: rename (2 -> 0 wrong: 2/2), undo (2), redo (0, no fewer than before): 1, 0, 0. Catches: the fewest
+    wrong paths taken from the last turn instead of the episode's best (the redo would be paid again)."""
+    assert rewards(fs_episode(*RENAME), fs(THERE), fs(BACK), fs(THERE)) == [1.0, 0.0, 0.0]
+
+
+def test_filesystem_calls_that_change_nothing_earn_nothing():
+    """mv a b then mv b a in one turn ends where it began: 0 with both calls valid; reads alone: 0 and valid; a
+    write of the text a file holds changed nothing and is a failed call (the turn earns 0 beside the honest call).
+    Catches: paying a change that was undone within the turn, and counting a no-change write as valid."""
+    episode = fs_episode(*RENAME)
+    both = episode.respond(fs(THERE, BACK))
+    assert (both.valid_calls, both.invalid_calls, both.reward) == (2, 0, 0.0)
+    looked = episode.respond(fs(LOOK, ("cat", {"path": "notes.txt"})))
+    assert (looked.valid_calls, looked.invalid_calls, looked.reward) == (2, 0, 0.0)
+    assert looked.text == "notes.txt\nhello"
+    same = episode.respond(fs(("write", {"path": "notes.txt", "content": "hello"}), THERE))
+    assert same.text == "error: write: notes.txt: nothing changed (it already was so)\nok"
+    assert (same.valid_calls, same.invalid_calls, same.reward) == (1, 1, 0.0)
+
+
+def test_filesystem_pay_does_not_grow_with_calls_and_guessing_earns_less():
+    """Honest rename: 1. With 7 reads beside it: still 1 (reads are not changes). Back and forth three times in one
+    turn: the end state is right (2/2) but 1 of 3 changes fixed a path: 1/3. Creating a file by guessing its text
+    (write x, write y, write the goal's): 1 of 3 changes: 1/3 of 1. Catches: precision left out (1 for the
+    guesses), reads taken for changes (an ls changes nothing: it would fail and spoil the honest turn)."""
+    assert rewards(fs_episode(*RENAME), fs(THERE, *[LOOK] * 7)) == [1.0]
+    assert rewards(fs_episode(*RENAME), fs(THERE, BACK, THERE)) == pytest.approx([1 / 3])
+    create = fs_episode(1, "write|notes.txt|todo.txt|hello")  # {notes.txt} -> {notes.txt, todo.txt: hello}: 1 wrong
+    guesses = [("write", {"path": "todo.txt", "content": text}) for text in ("hi", "done", "hello")]
+    assert rewards(create, fs(*guesses)) == pytest.approx([1 / 3])
+
+
+def test_filesystem_episode_earns_at_most_1_and_a_spoiled_turn_s_progress_is_spent():
+    """Level 2 "mkdir_move|notes.txt|docs|hello": {notes.txt} -> {docs, docs/notes.txt}, 3 paths wrong. Two turns:
+    mkdir (3 -> 2: 1/3), mv (2 -> 0: 2/3), adding up to 1 as one turn of both does. A turn spoiled by a bad call
+    earns 0 and its progress is spent: a later read-only turn earns 0 (the former rule paid it 1), the mv 2/3.
+    Catches: moving the fewest wrong paths only on turns without a bad call (the mv would earn 1)."""
+    mkdir, mv = ("mkdir", {"path": "docs"}), ("mv", {"src": "notes.txt", "dst": "docs"})
+    canonical = (2, "mkdir_move|notes.txt|docs|hello")
+    assert rewards(fs_episode(*canonical), fs(mkdir), fs(mv)) == pytest.approx([1 / 3, 2 / 3])
+    assert rewards(fs_episode(*canonical), fs(mkdir, mv)) == [1.0]
+    spoiled = fs(mkdir, errors=("malformed tool call: x",))
+    assert rewards(fs_episode(*canonical), spoiled, fs(LOOK)) == [0.0, 0.0]
+    assert rewards(fs_episode(*canonical), spoiled, fs(mv)) == pytest.approx([0.0, 2 / 3])  # not 3/3
+    rng = random.Random(0)
+    pool = [mkdir, mv, ("rm", {"path": "docs"}), ("mv", {"src": "docs/notes.txt", "dst": "."}), LOOK,
+            ("write", {"path": "notes.txt", "content": "x"}), ("write", {"path": "docs/notes.txt", "content": "hello"})]
+    for _ in range(100):  # 100 episodes of 6 turns of 1-3 calls
+        episode = fs_episode(*canonical)
+        assert sum(rewards(episode, *[fs(*rng.choices(pool, k=rng.randint(1, 3))) for _ in range(6)])) <= 1 + 1e-12

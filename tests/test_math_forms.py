@@ -262,7 +262,9 @@ STORY_NOUNS = ("apples", "pens", "birds", "stickers", "flowers", "dollars", "coo
 
 
 @pytest.mark.parametrize("noun", STORY_NOUNS)
-@pytest.mark.parametrize("form", ["Answer: 17 {}", "Answer: 17 {}.", "<answer>17 {}</answer>", "Answer: 17 {} left"])
+@pytest.mark.parametrize("form", ["Answer: 17 {}", "Answer: 17 {}.", "<answer>17 {}</answer>", "Answer: 17 {} left",
+                                  "Answer: 17 {} in a jar", "Answer: 17 {} to each group", "Answer: 17 {}!",
+                                  "Answer: **17** {}", "Answer: 17 {}, in total", "Answer: 17\xa0{}"])
 def test_strict_mode_reads_the_number_before_a_plain_noun(noun, form):
     """The agent tasks' honest answers: before issue 42 strict mode scored 'Answer: 17 birds' WRONG on 7 of these
     8 nouns (math-verify took only 'apples' for a unit). Catches counted_value dropped from _marked_lines or from
@@ -274,6 +276,11 @@ def test_strict_mode_reads_the_number_before_a_plain_noun(noun, form):
 @pytest.mark.parametrize("answer", [
     "Answer: 17 million", "Answer: 17 dozen", "Answer: 17 birds or more", "Answer: 17 birds or 18",
     "Answer: 17 squared", "Answer: 17 x", "Answer: about 17 birds", "Answer: 17 hundred birds",
+    # a fresh-eyes review of the noun rule: plurals of magnitudes, hedges, bounds, multipliers, number words
+    "Answer: 17 thousands", "Answer: 17 millions of birds", "Answer: 17 dozens", "Answer: 17 tens",
+    "Answer: 17 maybe", "Answer: 17 birds probably", "Answer: 17 ish", "Answer: 17 maximum", "Answer: 17 tops",
+    "Answer: 17 point five", "Answer: 17 less one", "Answer: 17 doubled", "Answer: 17 fold", "Answer: 17 sixths",
+    "Answer: 17 grand", "Answer: 17 birds upwards", "<answer>17 thousands</answer>",
 ])
 def test_strict_mode_still_refuses_words_that_change_the_value(answer):
     """Issue 24's rules hold next to the noun rule: a magnitude, a bound, a hedge, a power or a lone letter (a
@@ -288,3 +295,6 @@ def test_counted_value_by_hand():
     assert counted_value("3/4 cups") == "3/4" and counted_value("-2.5 degrees") == "-2.5"
     assert counted_value("17") is None and counted_value("17 million") is None and counted_value("17 b") is None
     assert counted_value("17 birds and 3 cats") is None  # a digit among the words: not a count of one thing
+    assert counted_value("17 thousands") is None  # a plural is read as its singular, a magnitude
+    # a count with a magnitude still reads as its value where the reference is that value
+    assert MathVerifier("strict").verify("Answer: 17 thousands", "17000").outcome is Outcome.CORRECT

@@ -11,10 +11,13 @@ Decisions (pinned by tests/test_math_forms.py, corpus rows in bench/data/math_co
   reaches math-verify (value_problem). 'more', 'fewer', 'less', 'higher' stay units: '5 more apples' answers
   'how many more'. A magnitude word reads as its factor: `5 \\text{ million}` == 5000000 (MAGNITUDES).
 - A plain noun after a number in an answer line or <answer> block (mode strict, issue 42): 'Answer: 17 birds'
-  is 17. The words must be letters (two or more per word) that is_unit accepts, so every VALUE_WORDS rule
-  above still holds ('17 million', '17 or more', '17 dozen' are not 17) and a lone letter stays a variable
+  is 17. The words must be letters (two or more per word, 'a' after the first) none of which, singular or
+  plural, is a VALUE_WORDS word, a hedge, a bound, a multiplier or a number word, so '17 million', '17
+  thousands', '17 or more', '17 maybe', '17 point five' are not 17, and a lone letter stays a variable
   ('5 x'). Without it, strict mode read the agent tasks' honest answers ('17 pens') as WRONG on 7 of the
-  calculator's 8 story nouns (math-verify read 'apples' alone as a unit).
+  calculator's 8 story nouns (math-verify read 'apples' alone as a unit). '17 red and yellow flowers' stays
+  WRONG ('and' may join a second value); '17 percent' and '17 per cent' follow the percent rule (X% is X or
+  X/100 against a plain number: rlvr.verifiers.math.extract).
 - An arrow (`3 \\to 4`, `3 \\Rightarrow 4`, '3 -> 4') is not a value: math-verify reads the side after it.
 - A repeating decimal `0.\\overline{3}` is the fraction it denotes, 1/3 (also inside tuples and matrices).
 - A rounded decimal against an exact fraction (judgment call). A fraction without a finite decimal expansion
@@ -67,15 +70,38 @@ def is_unit(text: str) -> bool:
     return not (VALUE_WORDS.intersection(words) or words[0] in _FIRST_ONLY)
 
 
-_COUNTED = re.compile(r"\s*([-+]?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:/\d+)?)[ \t]+"
-                      r"([^\W\d_]{2,}(?:[ \t'-]+[^\W\d_]{2,})*)[ \t]*\.?\s*")
+# A count's words: letters, two or more to a word ('a' and 'an' allowed after the first), joined by spaces, commas,
+# hyphens or apostrophes; a final '.' or '!'.
+_COUNTED = re.compile(r"\s*([-+]?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:/\d+)?)\s+([^\W\d_]{2,}(?:(?:\s*,\s*|\s+|[-'])"
+                      r"(?:[^\W\d_]{2,}|a))*)\s*[.!]?\s*")
+# Words after a count that VALUE_WORDS lets through as units yet change the value, hedge it or bound it (issue 42's
+# fresh-eyes review: '17 thousands', '17 maybe', '17 point five', '17 per cent'); also any number word. Plurals are
+# read as their singular. 'more', 'fewer', 'less', 'times' stay: '17 more birds', '17 times' answer 'how many'.
+_NOT_A_COUNT = VALUE_WORDS - {"to"} | frozenset({
+    "maybe", "probably", "perhaps", "possibly", "likely", "ish", "something", "somewhat", "estimated", "estimate",
+    "guess", "odd", "give", "take", "maximum", "minimum", "max", "min", "over", "above", "upward", "upwards", "top",
+    "tops", "up", "except", "excluding", "including", "without", "twice", "thrice", "double", "doubled", "triple",
+    "tripled", "halved", "fold", "per", "cent", "mille", "point", "grand", "score", "myriad", "zillion", "gazillion",
+    "reciprocal", "inverse", "negated", "squared", "cubed", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth",
+    "eleventh", "twelfth", "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+    "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty",
+    "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety", "hundred", "thousand", "million", "billion",
+    "trillion"})
+
+
+def _changes_a_count(word: str) -> bool:
+    word = word.lower()
+    return any(form in _NOT_A_COUNT for form in (word, word.removesuffix("s"), word.removesuffix("es")))
 
 
 def counted_value(answer: str) -> str | None:
-    """The number of 'NUMBER NOUN...' ('17 birds', '1,234 dollars', '3 apples left'), when the words are a unit
-    (is_unit: no word that changes the value); None for anything else (see the module docstring)."""
-    match = _COUNTED.fullmatch(answer)
-    return match.group(1) if match and is_unit(match.group(2)) else None
+    """The number of 'NUMBER NOUN...' ('17 birds', '1,234 dollars', '3 apples left', '17 cookies in a jar'), when
+    none of the words changes, hedges or bounds the value (_NOT_A_COUNT, VALUE_WORDS); None for anything else (see
+    the module docstring)."""
+    match = _COUNTED.fullmatch(answer.replace("**", ""))
+    if not match or any(_changes_a_count(word) for word in _WORD.findall(match.group(2))):
+        return None
+    return match.group(1)
 
 
 def magnitude(word: str) -> int | None:

@@ -77,3 +77,19 @@ def test_the_training_forward_runs_the_fused_layers(monkeypatch) -> None:
     monkeypatch.setattr(lp, "fused_layers_on", lambda model: torch.enable_grad())  # transformers' own layers
     plain = _saved_bytes(model, batch)
     assert fused < plain  # 0.86 of it on this model and batch
+
+
+def test_the_packed_forward_builds_no_kv_cache_on_either_path(monkeypatch) -> None:
+    """Scoring keeps one layer's intermediates at a time (grpo/memory_plan.py scoring_bytes): a KV cache built by the
+    packed forward would hold every layer's keys and values until it returns, 2 x layers x T x kv heads x head dim
+    more, with the same hidden states. Catches use_cache=False turned True or dropped (the config's default is True)
+    on the blocked path and on the dense one."""
+    prompt_ids, prompt_mask, rows, completion_ids, completion_mask = shared_prefix_batch()
+    for blocked in (True, False):
+        model, seen = tiny_llama(), []
+        model.base_model.register_forward_hook(
+            lambda module, args, kwargs, out, seen=seen: seen.append(out.past_key_values), with_kwargs=True)
+        monkeypatch.setattr(lp, "blocked_supported", lambda m, blocked=blocked: blocked)
+        with torch.no_grad():
+            lp.completion_logprobs(model, prompt_ids, prompt_mask, rows, completion_ids, completion_mask, TEMPERATURE)
+        assert model.config.use_cache and seen == [None], (blocked, seen)  # the config would build one

@@ -250,7 +250,8 @@ def test_episode_driven_by_parsed_turns():
         return f'<tool_call>{{"name": "calculate", "arguments": {{"expression": "{expression}"}}}}</tool_call>'
 
     # the reference works "10 + 12 - 5" as 10 + 12 = 22, then 22 - 5 = 17: those two operations are its steps, each
-    # paid once, half the episode's step reward each (share 1/2) when the turn computes nothing else (precision 1)
+    # paid once, half the episode's step reward each (share 1/2) when the episode computed nothing else (precision
+    # 1); each operation that reaches no step, and each failed call, is wasted and dilutes every later turn
     first = respond(0, "I will use the calculator.\n" + call("10 + 5"))
     assert first.text == "15" and (first.valid_calls, first.invalid_calls) == (1, 0)
     assert not first.done and first.reward == 0.0  # it ran, but 10 + 5 is no step of the solution
@@ -261,9 +262,11 @@ def test_episode_driven_by_parsed_turns():
     assert (unknown.valid_calls, unknown.invalid_calls) == (1, 1) and "unknown tool 'python'" in unknown.text
     assert unknown.text.startswith("22") and unknown.reward == 0.0  # one bad call spoils the turn's step reward
     step = respond(3, call("10 + 12"))
-    assert step.reward == 0.5  # the spoiled turn did not use the step up: 1 of 2 steps, 1 of 1 operations
+    # the spoiled turn did not use the step up: 1 of 2 steps; 1 operation + 3 wasted (10 + 5, the malformed call,
+    # the unknown tool): 1/2 x 1/4
+    assert step.reward == 0.125
     again = respond(4, call("12 + 10"))
-    assert again.text == "22" and again.reward == 0.0  # a step is paid once
+    assert again.text == "22" and again.reward == 0.0  # a step is paid once (and a turn of a repeat wastes it: 4)
     zero = respond(5, '<tool_call>{"name": "calculate", "arguments": {"expression": "1 / 0"}}</tool_call>')
     # a call the tool cannot carry out is a failed call (the seeds: a call is judged by whether it succeeds)
     assert zero.text == "error: division by zero" and (zero.valid_calls, zero.invalid_calls) == (0, 1)
@@ -271,8 +274,9 @@ def test_episode_driven_by_parsed_turns():
     assert prose.text.startswith("error: unexpected character 'T'") and (prose.valid_calls, prose.invalid_calls) == (
         0, 1)
     both = respond(6, call("22 - 5") + call("3 + 3"))
-    # the last step (share 1/2), and 3 + 3 beside it, a guess that halves the turn's precision: 1/2 * 1/2
-    assert both.text == "17\n6" and both.reward == 0.25
+    # the last step (share 1/2); 22 - 5 and the guess 3 + 3 beside it, + 6 wasted (4, then 1 / 0 and the prose):
+    # 1/2 x 1/8
+    assert both.text == "17\n6" and both.reward == 1 / 16
     final = respond(7, "Answer: 17")
     assert final.done and final.text is None and final.reward == 0.0
     for bad in ({}, {"expression": 5}, {"expression": "2 ** 3"}, {"expression": "2 +"}, {"expression": "a + 1"}):

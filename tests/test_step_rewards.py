@@ -1,10 +1,12 @@
 """Step rewards pay only for work (issue 42, item 2): a red team found the calculator paid `calculate("17")`, a
 literal that computes nothing, and a turn of 8 guessed literals 13 ... 20 the full step reward with 8 "valid"
 calls; under episode.credit=process guessing was the cheapest policy. Each gaming strategy is played here against
-honest working on the same problem, through Environment.start(prompt).respond(turn), and earns strictly less; an
-episode's step rewards add up to at most 1. Numbers are derived by hand in the comments: a calculator turn earns
-share x precision (steps first reached / all steps x steps first reached / operations counted), a filesystem turn
-progress x precision (paths fixed / paths wrong at the start x changes that fixed one / changes)."""
+honest working on the same problem, through Environment.start(prompt).respond(turn), and earns strictly less, per
+turn and over the episode (a second red team: guessing one candidate per turn tied honest working); an episode's
+step rewards add up to at most 1. Numbers are derived by hand in the comments: a calculator turn earns share x
+precision (steps first reached / all steps x steps first reached / (operations counted + operations wasted by
+earlier turns: each that reached no step, and each failed call)), a filesystem turn progress x precision (paths
+fixed / paths wrong at the start x changes that fixed one / changes)."""
 from __future__ import annotations
 
 import functools
@@ -48,20 +50,23 @@ def test_honest_working_earns_1_per_episode_however_it_is_split():
     assert rewards(calculator_episode(*BIRDS), calc("10 + 12", "22 - 5")) == [1.0]
     assert rewards(calculator_episode(*BIRDS), calc("10 + 12 - 5")) == [1.0]
     assert rewards(calculator_episode(*BIRDS), calc("12 + 10")) == [0.5]  # + in either order is the step
+    assert rewards(calculator_episode(*BIRDS), calc("10 - 5 + 12")) == [1.0]  # another order of the same work
 
 
 @pytest.mark.parametrize("literal", ["17", "(17)", "+17", "-17", " 22 ", "--5"])
 def test_a_bare_number_computes_nothing_and_is_a_failed_call(literal):
     """A literal (the answer, a step's value, a question's number copied) is answered as a failed call: the turn
-    earns 0, beside an honest call too. Catches: returning the value as the tool's answer (the red team's
-    `calculate("17")`), or leaving the operation count unchecked."""
+    earns 0, beside an honest call too, and each failed call is one operation wasted. Catches: returning the value
+    as the tool's answer (the red team's `calculate("17")`), or leaving the operation count unchecked."""
     episode = calculator_episode(*BIRDS)
     alone = episode.respond(calc(literal))
     assert alone.text.startswith("error: ") and "computes nothing; write the operation" in alone.text
     assert (alone.valid_calls, alone.invalid_calls, alone.reward) == (0, 1, 0.0)
     beside = episode.respond(calc("10 + 12", literal))  # a bad call spoils the turn: 0, not 1/2
     assert (beside.valid_calls, beside.invalid_calls, beside.reward) == (1, 1, 0.0)
-    assert episode.respond(calc("10 + 12")).reward == 0.5  # the spoiled turn reached nothing: the step is still due
+    # the spoiled turn reached nothing: the step is still due; its 10 + 12 would have reached it (no waste), the two
+    # literals are 2 operations wasted: 1/2 x 1/(1 + 2)
+    assert episode.respond(calc("10 + 12")).reward == pytest.approx(1 / 6)
 
 
 def test_eight_guessed_literals_earn_nothing_and_count_as_failed():
@@ -124,16 +129,113 @@ def test_an_operation_must_be_the_reference_s_on_its_operands():
     assert rewards(calculator_episode(2, "cookies 6 4 5"), calc("5 / (4 + 6)")) == pytest.approx([1 / 4])
 
 
+APPLES = (2, "apples 11 12 8")  # the red team's: 11 + 12 * 8; steps 12 * 8 = 96, then 11 + 96 = 107
+
+
+def test_guessing_across_turns_earns_less_than_honest_working():
+    """The red team's three episodes tied honest working's 1 while precision was per turn: a wrong guess in a turn
+    of its own cost nothing. Now an operation that reaches no step stays counted in every later turn's precision.
+    Catches: the earlier turns' waste left out of the precision (the whole expressions: [0, 0, 1]), and failed
+    calls not counted as waste (the peek: 2/12 = 1/6)."""
+    assert rewards(calculator_episode(*APPLES), calc("11 + 12 * 8")) == [1.0]
+    # one wrong whole expression per turn: 11 * 12, 132 + 8 (2 wasted); 11 + 12, 23 * 8 (4); then both steps:
+    # 2/2 x 2/(2 + 4)
+    got = rewards(calculator_episode(*APPLES), calc("11 * 12 + 8"), calc("(11 + 12) * 8"), calc("11 + 12 * 8"))
+    assert got == pytest.approx([0.0, 0.0, 1 / 3])
+    # one operation per turn: 12 + 8, 12 - 8 wasted; 12 * 8: 1/2 x 1/(1 + 2); 11 + 96: 1/2 x 1/(1 + 2); 1/3 in all
+    got = rewards(calculator_episode(*APPLES), calc("12 + 8"), calc("12 - 8"), calc("12 * 8"), calc("11 + 96"))
+    assert got == pytest.approx([0.0, 0.0, 1 / 6, 1 / 6])
+    # the peek: six whole expressions (12 operations; "11 + 12 * 8" among them would reach both steps: 10 wasted)
+    # and a malformed call (1 more) spoil turn 0, which showed every value; then the honest call: 2/2 x 2/(2 + 11)
+    peek = calc(*[f"11 {o} 12 {o2} 8" for o in "+-*" for o2 in "+*"], errors=("malformed tool call: x",))
+    assert rewards(calculator_episode(*APPLES), peek, calc("11 + 12 * 8")) == pytest.approx([0.0, 2 / 13])
+
+
+@pytest.mark.parametrize("canonical, route", [
+    ("birds 5 12 8", "5 - 8 + 12"), ("birds 5 12 8", "5 + (12 - 8)"), ("birds 5 12 8", "12 - 8 + 5"),
+    ("stickers 11 12 4", "11 / 4 * 12"), ("stickers 11 12 4", "11 * (12 / 4)"),
+    ("birds 7 4 4", "4 - 4 + 7"),  # the answer is a question's number: 7 + 4 - 4
+])
+def test_another_order_of_the_reference_s_work_earns_the_full_reward(canonical, route):
+    """The question's numbers and the reference's operators, in another order, to the reference's value: every step
+    reached, the call's 2 operations performed: 2/2 x 2/2, as the reference's own order ("5 + 12 - 8" works 5 + 12
+    = 17, 17 - 8 = 9; "5 - 8 + 12" works 5 - 8 = -3, -3 + 12 = 9, neither a step: it earned 0). Four guesses of the
+    whole expression in one turn, the reference among them, earn 2/8. Catches: routes not recognised (`route =
+    False` in calc_steps._reach: 0 for each route)."""
+    assert rewards(calculator_episode(2, canonical), calc(route)) == [1.0]
+    # 5 + 12 - 8 (both steps), 5 * 12 - 8, 5 + 12 * 8, 5 - 12 - 8: 2 steps of 2, 8 operations: 2/2 x 2/8
+    guesses = calc("5 + 12 - 8", "5 * 12 - 8", "5 + 12 * 8", "5 - 12 - 8")
+    assert rewards(calculator_episode(2, "birds 5 12 8"), guesses) == pytest.approx([1 / 4])
+
+
+@pytest.mark.parametrize("canonical, expression, reward", [
+    ("birds 10 12 5", "12 - 10 + 5", 0.0),  # its numbers and operators, but 7, not 17: 12 - 10, 2 + 5 reach nothing
+    ("birds 10 12 5", "22 - 5 + 0", 1 / 4),  # the identity's 0 is no number of it: 22 - 5 a step, + 0 not: 1/2 x 1/2
+    ("birds 10 12 5", "17 + 5 - 5", 1 / 4),  # the answer copied: numbers 5 5 17; 22 wasted, 22 - 5 a step: 1/2 x 1/2
+    ("tickets 4 3 5", "5 / (4 - 3)", 1 / 4),  # = (4 - 3) * 5 = 5, / for *: 4 - 3 a step, 5 / 1 not: 1/2 x 1/2
+    ("birds 7 4 4", "7 * 4 / 4", 0.0),  # = 7 + 4 - 4 = 7, * and / for + and -: 28 and 7 by other operations
+    ("birds 7 4 4", "7 + 4 - 4 + 0", 2 / 3),  # 7 + 4, 11 - 4 (both steps), 7 + 0 (wasted): 2/2 x 2/3
+])
+def test_a_route_needs_the_question_s_numbers_the_reference_s_operators_and_value(canonical, expression, reward):
+    """Another route earns the full reward only with exactly the question's numbers (no identity's 0 or 1, no
+    value copied), the reference's operators (no coincidence: 5 / 1 = 5 * 1) and the reference's value; otherwise
+    its operations are matched one by one. Catches, one condition of calc_steps.is_route dropped: the value ("12 -
+    10 + 5" would earn 1), the numbers ("22 - 5 + 0", "17 + 5 - 5": 1), the operators ("5 / (4 - 3)", "7 * 4 / 4":
+    1)."""
+    assert rewards(calculator_episode(2, canonical), calc(expression)) == pytest.approx([reward])
+
+
+WORKING = "10 + 12 - 5"  # BIRDS' whole expression in one call: 1
+PEEK = calc(*[f"10 {o} 12 {o2} 5" for o in "+-*" for o2 in "+-"], errors=("malformed tool call: x",))
+
+
+@pytest.mark.parametrize("turns, expected", [
+    # literals: a failed call each, 1 operation wasted each; then the working: 2/2 x 2/(2 + 1), 2/2 x 2/(2 + 8)
+    ([calc("17"), calc(WORKING)], [0.0, 2 / 3]),
+    ([calc(*map(str, range(13, 21))), calc(WORKING)], [0.0, 1 / 5]),
+    # copying the question: the sentence is a failed call (2/3 after it); its numbers in order, 10 + 12 + 5: the
+    # step 10 + 12 and 22 + 5 wasted: 1/2 x 1/2, then 22 - 5: 1/2 x 1/(1 + 1)
+    ([calc("There are 10 birds on a tree"), calc(WORKING)], [0.0, 2 / 3]),
+    ([calc("10 + 12 + 5"), calc("22 - 5")], [0.25, 0.25]),
+    # enumerations across turns: one operation per turn (10 + 5, 12 + 5 wasted; then 1/2 x 1/3 twice), one whole
+    # expression per turn (120 - 5, 10 + 60: 4 wasted; 2/2 x 2/6); in one turn (2 steps, 8 operations)
+    ([calc("10 + 5"), calc("12 + 5"), calc("10 + 12"), calc("22 - 5")], [0.0, 0.0, 1 / 6, 1 / 6]),
+    ([calc("10 * 12 - 5"), calc("10 + 12 * 5"), calc(WORKING)], [0.0, 0.0, 1 / 3]),
+    ([calc(WORKING, "10 * 12 - 5", "10 + 12 * 5", "10 - 12 - 5")], [1 / 4]),
+    # the peek: 12 operations, 2 would reach steps, + the malformed call: 11 wasted; then 2/2 x 2/13
+    ([PEEK, calc(WORKING)], [0.0, 2 / 13]),
+    # repeated identical calls: in one turn (2 steps, 4 operations); a wrong call across turns (2 wasted: 2/4);
+    # a reached step across turns (a turn that reaches nothing new wastes it: 1/2, 0, 1/2 x 1/2)
+    ([calc(WORKING, WORKING)], [0.5]),
+    ([calc("10 + 5"), calc("10 + 5"), calc(WORKING)], [0.0, 0.0, 0.5]),
+    ([calc("10 + 12"), calc("10 + 12"), calc("22 - 5")], [0.5, 0.0, 0.25]),
+    ([calc("10 + 12 - 5 + 0")], [2 / 3]),  # an identity: 2 steps, 3 operations
+])
+def test_every_guessing_strategy_earns_strictly_less_than_honest_working_over_the_episode(turns, expected):
+    """Honest working earns 1 however it is split (test_honest_working_earns_1_per_episode_however_it_is_split);
+    each guessing strategy (literals, copying the question, enumerations across turns and within one, the peek
+    through a spoiled turn, repeated identical calls, identities) earns strictly less over the whole episode, the
+    rewards derived in the comments. Catches: a failed call not counted as waste (literals or the copied sentence,
+    then working: 1), a turn that only redoes a reached step not wasting it (1/2 + 0 + 1/2), the earlier turns'
+    waste left out of the precision (1)."""
+    got = rewards(calculator_episode(*BIRDS), *turns)
+    assert got == pytest.approx(expected) and sum(got) < 1.0
+
+
 def test_an_episode_never_earns_more_than_1_whatever_it_calls():
-    """100 episodes of 6 turns, each of 1-4 calls drawn from honest steps, repeats, identities, guesses and
-    literals: every episode's step rewards add up to at most 1. Catches: a step paid twice across turns, or a
-    share not bounded by the reference's steps."""
-    pool = ["10 + 12", "12 + 10", "22 - 5", "10 + 12 - 5", "17 + 0", "13 + 4", "10 - 5", "22 * 1", "17", "5 - 22"]
+    """100 episodes of 6 turns, each of 1-4 calls drawn from honest steps, other routes, repeats, identities,
+    guesses and literals: every episode's step rewards add up to at most 1; and 100 more that open with a guess
+    (an operation that reaches no step, or a literal) earn strictly less than 1. Catches: a step paid twice across
+    turns, a share not bounded by the reference's steps, a route paying steps already reached, the earlier turns'
+    waste left out of the precision."""
+    pool = ["10 + 12", "12 + 10", "22 - 5", "10 + 12 - 5", "10 - 5 + 12", "12 + (10 - 5)", "17 + 0", "13 + 4",
+            "10 - 5", "22 * 1", "17", "5 - 22"]
+    guesses = ["10 - 5", "13 + 4", "17 + 0", "12 - 10 + 5", "10 * 12 - 5", "17"]
     rng = random.Random(0)
     for _ in range(100):
-        episode = calculator_episode(*BIRDS)
         turns = [calc(*rng.choices(pool, k=rng.randint(1, 4))) for _ in range(6)]
-        assert sum(rewards(episode, *turns)) <= 1.0 + 1e-12
+        assert sum(rewards(calculator_episode(*BIRDS), *turns)) <= 1.0 + 1e-12
+        assert sum(rewards(calculator_episode(*BIRDS), calc(rng.choice(guesses)), *turns[1:])) < 1.0
 
 
 # -- the filesystem ---------------------------------------------------------------------------------------------

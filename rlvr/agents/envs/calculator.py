@@ -15,23 +15,20 @@ Calls: each worked example writes its whole expression in one call ("3 * 4 + 2" 
 at every level, so what level 1 teaches (reading the operation from the words) carries over to level 2 (0.050 ->
 0.288 in 15 minutes, episode.credit=process).
 
-Step rewards (read with episode.credit=process) pay computing, checked against the known solution (the seeds'
-process reward). The reference's steps are its operations worked one at a time (`worked`: "(5 + 6) * 8" is 5 + 6 =
-11, then 11 * 8 = 88); a call reaches a step when its expression performs that operation on the same operands (in
-either order for + and *), in one call per operation or all in one (as the worked examples do). A turn whose calls
-all succeeded earns share x precision: share = the steps it reached first / all steps (an episode earns at most 1
-however it splits its work); precision = the steps it reached first / the operations it performed, less those that
-redo a step of an earlier turn (building on a known value is no guess). Issue 42: the former rule (1 for a turn
-that reached a value of the solution) paid a red team's guesses: `calculate("17")`, 8 literals 13 ... 20 in one
-turn. Now each earns less than working (tests/test_step_rewards.py): an expression without an operation ("17",
-"(17)", "-17") computes nothing and is a failed call (its turn earns 0, as with any bad call); an operation on
-copied or guessed numbers, or an identity ("17 + 0"), reaches no step but counts; 8 candidates, or one call
-repeated 8 times, divide the turn's pay by 8. A repeat and an identity are valid calls: the tool computed an
-operation (whether it was new is the reward's business), and a reference step may be an identity ("(4 - 3) * 5"
-works 1 * 5). Another route to the answer ("4 * (6 / 3)" for "4 * 6 / 3") reaches no step; the outcome pays it.
-Measured with the former rule (README): with outcome credit alone the trained model copied one template's sentence
-into the expression in about half of its held-out episodes (valid-call share 0.96 -> 0.35); the step reward's 0
-for such turns kept it at 1.00. A "the call ran" step reward taught it to call anything (entropy 0.03).
+Step rewards (read with episode.credit=process; rlvr/agents/envs/calc_steps.py) pay computing, checked against
+the known solution: a call reaches a step of the reference by performing its operation on the same operands (one
+call per operation, or the whole expression in one), or by another order of the same work (the question's numbers,
+the reference's operators, its value: "5 - 8 + 12" for 5 + 12 - 8). A turn earns share x precision: the steps it
+reached first / all steps, x those steps / (its operations + those wasted earlier in the episode). Issue 42: the
+former rule (1 for a turn that reached a value of the solution) paid a red team's guesses: `calculate("17")`, 8
+literals 13 ... 20 in one turn; then precision per turn let guessing across turns tie honest working. Now an
+expression without an operation ("17", "(17)", "-17") computes nothing and is a failed call (its turn earns 0, as
+with any bad call, and each failed call is one operation wasted); a guess, a repeat or an identity ("17 + 0")
+is a valid call (the tool computed an operation, and a reference step may be an identity: "(4 - 3) * 5" works
+1 * 5) that reaches nothing and dilutes its turn and every later one. Measured with the former rule (README):
+with outcome credit alone the trained model copied one template's sentence into the expression in about half of
+its held-out episodes (valid-call share 0.96 -> 0.35); the step reward's 0 for such turns kept it at 1.00. A "the
+call ran" step reward taught it to call anything (entropy 0.03).
 
 Problems: a level is its number of operations: 1 (numbers 2..12), 2 (numbers 2..12) or 3 (numbers 2..9), kept
 when every step stays a whole non-negative number. Level 2 is the measured task (issue 26, item 8); level 1 tells
@@ -49,6 +46,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import lru_cache
 
+from rlvr.agents.envs.calc_steps import Progress, Step, Work, numbers_in, turn_reward
 from rlvr.agents.envs.common import (
     Example,
     ExampleTurn,
@@ -74,22 +72,6 @@ _SYMBOLS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
 
 class CalcError(ValueError):
     """What is wrong with an expression, in words the model reads back."""
-
-
-@dataclass(frozen=True)
-class Step:
-    """One binary operation on exact values: "5 + 6 = 11" is Step("+", 5, 6, 11)."""
-
-    symbol: str  # + - * /
-    left: Fraction
-    right: Fraction
-    value: Fraction
-
-    @property
-    def operation(self) -> tuple[str, tuple[Fraction, ...]]:
-        """What makes two steps the same work: the operator and its operands, in either order for + and *."""
-        operands = (self.left, self.right)
-        return self.symbol, tuple(sorted(operands)) if self.symbol in "+*" else operands
 
 
 def _walk(node: ast.AST, steps: list[Step]) -> Fraction:
@@ -164,18 +146,18 @@ def evaluate(expression: object) -> str:
         return tool_failure(str(err))
 
 
-def calculation(expression: object) -> tuple[str, tuple[Step, ...]]:
-    """The episode's `calculate` tool: (its answer, the operations it performed). As `evaluate`, except that an
-    expression without an operation ("17", "(17)", "-17") is a failed call: it computes nothing (issue 42; the
-    module docstring, step rewards)."""
+def calculation(expression: object) -> tuple[str, Work | None]:
+    """The episode's `calculate` tool: (its answer, what it computed; None for a failed call). As `evaluate`,
+    except that an expression without an operation ("17", "(17)", "-17") is a failed call: it computes nothing
+    (issue 42; rlvr/agents/envs/calc_steps.py)."""
     try:
         value, steps = worked(expression)
     except CalcError as err:
-        return tool_failure(str(err)), ()
+        return tool_failure(str(err)), None
     if not steps:
         shown = str(expression).strip()[:40]
-        return tool_failure(f"{shown!r} is a number and computes nothing; write the operation, e.g. 12 + 5"), ()
-    return format_value(value), steps
+        return tool_failure(f"{shown!r} is a number and computes nothing; write the operation, e.g. 12 + 5"), None
+    return format_value(value), Work(steps, numbers_in(str(expression)), value)
 
 
 def solution_steps(expression: str) -> tuple[tuple[str, str], ...]:
@@ -183,27 +165,6 @@ def solution_steps(expression: str) -> tuple[tuple[str, str], ...]:
     "(5 + 6) * 8" -> (("5 + 6", "11"), ("11 * 8", "88")): `worked`'s steps as text."""
     return tuple((f"{format_value(s.left)} {s.symbol} {format_value(s.right)}", format_value(s.value))
                  for s in worked(expression)[1])
-
-
-def turn_reward(reference: tuple[Step, ...], reached: frozenset[int],
-                performed: list[Step]) -> tuple[float, frozenset[int]]:
-    """(a turn's step reward, the reference steps reached after it), for the operations the turn's calls performed
-    in order; `reached` holds the indices of the reference steps earlier turns reached. The reward is share x
-    precision (module docstring): share = steps first reached / all steps, precision = steps first reached / the
-    operations counted, where an operation that redoes a step of an earlier turn is not counted."""
-    new: list[int] = []
-    counted = 0
-    for step in performed:
-        matches = [i for i, target in enumerate(reference) if target.operation == step.operation]
-        fresh = [i for i in matches if i not in reached and i not in new]
-        if fresh:
-            new.append(fresh[0])
-        elif matches and reached.issuperset(matches):
-            continue  # builds on a step an earlier turn reached and paid: neither paid nor counted against
-        counted += 1  # a new step, or an operation that reaches none: a guess, a repeat, an identity (+ 0, * 1)
-    if not new:
-        return 0.0, reached
-    return len(new) / len(reference) * len(new) / counted, reached | frozenset(new)
 
 
 CALCULATE = ToolSpec(
@@ -316,25 +277,26 @@ def splits(level: int) -> tuple[tuple[Problem, ...], tuple[Problem, ...]]:
 
 class CalculatorEpisode:
     """Each turn's calls are run; a turn without calls is the answer. Remembers which reference steps were
-    reached, so that a step is paid once (calling "10 + 12" three times is one step)."""
+    reached, so that a step is paid once (calling "10 + 12" three times is one step), and the operations wasted,
+    which dilute every later turn (calc_steps)."""
 
-    def __init__(self, limit_s: float, reference: tuple[Step, ...]) -> None:
+    def __init__(self, limit_s: float, reference: Work) -> None:
         self.limit_s = limit_s
         self.reference = reference
-        self.reached: frozenset[int] = frozenset()
+        self.progress = Progress()
 
     def respond(self, turn: ModelTurn) -> Observation:
-        performed: list[Step] = []
+        performed: list[Work] = []
 
         def calculate(expression: object) -> str:
-            answer, steps = calculation(expression)
-            performed.extend(steps)
+            answer, done = calculation(expression)
+            if done is not None:
+                performed.append(done)
             return answer
 
         observation = run_calls(turn, {"calculate": calculate}, self.limit_s)
-        if observation.valid_calls == 0 or observation.invalid_calls:  # a turn with a bad call earns nothing
-            return replace(observation, reward=0.0)  # (and reaches nothing: the next turn may compute it again)
-        reward, self.reached = turn_reward(self.reference, self.reached, performed)
+        # a turn with a bad call earns nothing and reaches nothing (the next turn may compute it again)
+        reward, self.progress = turn_reward(self.reference, self.progress, performed, observation.invalid_calls)
         return replace(observation, reward=reward)
 
     def final_state(self) -> str:
@@ -352,12 +314,12 @@ class CalculatorEnvironment:
     def start(self, prompt: Prompt) -> Episode:
         expression = prompt.columns.get("expression")
         try:
-            reference = worked(expression)[1]
+            value, steps = worked(expression)
         except CalcError as err:
             raise ValueError(f"calculator prompt {prompt.id!r} has no usable 'expression' column ({expression!r}: "
                              f"{type(err).__name__}): the environment plays the calculator task's own prompts"
                              ) from None
-        return CalculatorEpisode(self.limit_s, reference)
+        return CalculatorEpisode(self.limit_s, Work(steps, numbers_in(str(expression)), value))
 
     def score_state(self, final_state: str, prompt: Prompt) -> Verdict | None:
         return None  # no state: the "math" verifier on the answer alone scores the episode

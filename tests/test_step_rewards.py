@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import random
+from fractions import Fraction
 
 import pytest
 
@@ -312,3 +313,20 @@ def test_filesystem_episode_earns_at_most_1_and_a_spoiled_turn_s_progress_is_spe
     for _ in range(100):  # 100 episodes of 6 turns of 1-3 calls
         episode = fs_episode(*canonical)
         assert sum(rewards(episode, *[fs(*rng.choices(pool, k=rng.randint(1, 3))) for _ in range(6)])) <= 1 + 1e-12
+
+
+def test_the_step_records_are_values_that_no_turn_can_change_in_place():
+    """An episode's Progress is handed from turn to turn and the reference's Work is shared by every row of a group:
+    they and their Steps are frozen values (equal ones hash alike, assignment refused), so one turn's code cannot
+    alter what another turn is paid against. Catches frozen=True dropped from Step, Work or Progress."""
+    from dataclasses import FrozenInstanceError
+
+    from rlvr.agents.envs.calc_steps import Progress, Step, Work
+
+    step = Step("+", Fraction(5), Fraction(6), Fraction(11))
+    work, progress = Work((step,), (5, 6), Fraction(11)), Progress(frozenset({0}), 2)
+    for record, field, value in ((step, "value", Fraction(12)), (work, "value", Fraction(0)),
+                                 (progress, "wasted", 0)):
+        assert hash(record) == hash(type(record)(**vars(record)))
+        with pytest.raises(FrozenInstanceError):
+            setattr(record, field, value)

@@ -112,8 +112,7 @@ def _reach(reference: Work, reached: frozenset[int], calls: list[Work]) -> tuple
     return new, counted, redone
 
 
-def turn_reward(reference: Work, progress: Progress, calls: list[Work],
-                failed: int = 0) -> tuple[float, Progress]:
+def turn_reward(reference: Work, progress: Progress, calls: list[Work], failed: int) -> tuple[float, Progress]:
     """(a turn's step reward, the episode's progress after it), for the successful calls of the turn in order and
     its `failed` calls (module docstring). A turn with a failed call earns 0 and reaches nothing; its waste counts."""
     new, counted, redone = _reach(reference, progress.reached, calls)

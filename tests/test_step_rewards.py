@@ -330,3 +330,11 @@ def test_the_step_records_are_values_that_no_turn_can_change_in_place():
         assert hash(record) == hash(type(record)(**vars(record)))
         with pytest.raises(FrozenInstanceError):
             setattr(record, field, value)
+
+
+def test_a_bare_number_s_error_quotes_at_most_40_characters_of_it():
+    """What the model wrote comes back in the observation, a prompt token of every later turn: a 62-character bare
+    number (parentheses around 17) is quoted by its first 40 characters only. Catches the cut moved to 39 or 41."""
+    written = "(" * 30 + "17" + ")" * 30
+    answer, work = calculator.calculation(written)
+    assert work is None and f"{written[:40]!r} is a number" in answer and written[:41] not in answer

@@ -225,3 +225,12 @@ def test_the_code_tools_in_the_real_sandbox_with_adversarial_programs(tokenizer)
     decoded = tokenizer.decode(turn.ids(tokenizer, observation.text), skip_special_tokens=False,
                                clean_up_tokenization_spaces=False)
     assert decoded == turn.before + shown(observation.text) + turn.after and "\\x00\\x1b[2J" in decoded
+
+
+def test_a_refused_name_is_quoted_by_its_first_20_characters():
+    """A state read back with a bad name says which one, quoting at most 20 characters of it (names may be 64).
+    Catches the cut moved to 19 or 21."""
+    name = "abcdefghijklmnopqrstuvwxyz\x1b"
+    with pytest.raises(BadTree) as refused:
+        parse_tree(canonical_json({name: "1"}))
+    assert str(refused.value).startswith(f"{name[:20]!r} is not a file or folder name")

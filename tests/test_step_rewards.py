@@ -338,3 +338,22 @@ def test_a_bare_number_s_error_quotes_at_most_40_characters_of_it():
     written = "(" * 30 + "17" + ")" * 30
     answer, work = calculator.calculation(written)
     assert work is None and f"{written[:40]!r} is a number" in answer and written[:41] not in answer
+
+
+def test_a_tree_improved_by_no_call_of_the_turn_pays_nothing_and_does_not_divide_by_zero():
+    """A call abandoned at its time limit in an earlier turn may still land its change later (its thread is left to
+    finish): the tree then has fewer paths wrong though no call of this turn changed it. The turn (reads only) earns
+    0, without a ZeroDivisionError from its zero changing calls. Catches max(len(changes), 1) turned to 0."""
+    episode = fs_episode(*RENAME)
+    episode.tree.root["todo.txt"] = episode.tree.root.pop("notes.txt")  # what the abandoned mv did, late
+    looked = episode.respond(fs(LOOK))
+    assert (looked.valid_calls, looked.invalid_calls, looked.reward) == (1, 0, 0.0)
+
+
+def test_a_no_change_error_quotes_at_most_60_characters_of_the_path():
+    """The path of a change that changed nothing comes back in the observation, cut at 60 characters (paths may be
+    256). Catches the cut moved to 59 or 61."""
+    episode, name = fs_episode(*RENAME), "n" * 64  # MAX_NAME_CHARS
+    episode.respond(fs(("write", {"path": name, "content": "x"})))
+    again = episode.respond(fs(("write", {"path": name, "content": "x"})))
+    assert again.text == f"error: write: {'n' * 60}: nothing changed (it already was so)"

@@ -173,10 +173,11 @@ class FilesystemEpisode:
     def _tools(self, changes: list[bool]) -> dict[str, Callable[..., str]]:
         """The tree's tools; each changing call that succeeds appends to changes whether it left fewer paths wrong
         than any state before it in the episode, and one that changed nothing becomes a failed call."""
-        low = [self.fewest_wrong]  # the fewest paths wrong so far, this turn's states included
+        low = self.fewest_wrong  # the fewest paths wrong so far, this turn's states included
 
         def changing(name: str, tool: Callable[..., str]) -> Callable[..., str]:
             def run(**arguments: str) -> str:
+                nonlocal low
                 before = self.tree.to_json()
                 result = tool(**arguments)
                 if isinstance(result, ToolFailure):
@@ -185,8 +186,8 @@ class FilesystemEpisode:
                     where = arguments.get("path", arguments.get("src", ""))[:60]
                     return tool_failure(f"{name}: {where}: nothing changed (it already was so)")
                 wrong = self._wrong()
-                changes.append(wrong < low[0])
-                low[0] = min(low[0], wrong)
+                changes.append(wrong < low)
+                low = min(low, wrong)
                 return result
             return run
         return {name: tool if name in READS else changing(name, tool) for name, tool in self.tree.handlers().items()}
@@ -197,9 +198,9 @@ class FilesystemEpisode:
         if observation.done:
             return observation
         wrong = self._wrong()
-        progress, self.fewest_wrong = self.fewest_wrong - wrong, min(wrong, self.fewest_wrong)
-        if observation.valid_calls == 0 or observation.invalid_calls or progress <= 0:
-            return replace(observation, reward=0.0)
+        progress, self.fewest_wrong = max(self.fewest_wrong - wrong, 0), min(wrong, self.fewest_wrong)
+        if observation.invalid_calls:  # a turn with a bad call earns nothing (run_calls answers with reward 0.0)
+            return observation
         # max(.., 1): a change made by a call abandoned at its time limit in an earlier turn lands in none
         return replace(observation, reward=progress / self.distance * sum(changes) / max(len(changes), 1))
 

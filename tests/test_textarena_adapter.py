@@ -437,3 +437,16 @@ def test_real_guess_the_number_pays_nothing_for_ending_on_invalid_moves():
     assert state["forfeit"] and state["reward"] > 0.5  # what partial credit would have paid
     verdict = env.score_state(episode.final_state(), prompt)
     assert verdict.outcome is Outcome.WRONG and verdict.score == 0.0
+
+
+def test_a_game_not_ended_is_no_forfeit_and_a_forfeit_s_detail_is_cut_at_300(fake):
+    """The recorded state of a game cut by the budget (or not started) says forfeit false: only a game that ended on
+    an invalid move is one (catches the flag starting True). A forfeit's detail, a game's long reason included, is
+    cut at 300 characters like every verdict detail of the adapter (catches 299 or 301)."""
+    env, episode, prompt = start(seed=4, partial=True)
+    assert json.loads(episode.final_state())["forfeit"] is False
+    assert not episode.respond(turn("[1]")).done
+    state = json.loads(episode.final_state())
+    assert state["forfeit"] is False and not state["done"]
+    long = json.dumps({**state, "done": True, "reward": 0.5, "forfeit": True, "reason": "x" * 400})
+    assert len(env.score_state(long, prompt).detail) == 300

@@ -229,3 +229,13 @@ def test_the_time_settings_reach_the_runner_and_bad_combinations_are_refused(tin
         load_config(None, ["task.name=calculator", "episode.tool_time_limit_s=3", "episode.turn_time_limit_s=2"])
     with pytest.raises(ConfigError, match="episode.turn_time_limit_s=40 exceeds episode.episode_time_limit_s=30"):
         load_config(None, ["task.name=calculator", "episode.turn_time_limit_s=40"])
+
+
+def test_a_runner_built_without_step_credit_is_an_outcome_runner(tokenizer):
+    """EpisodeRunner's default is outcome credit (episode.credit's default): built without step_credit, the last
+    turn's calls of a stateless environment are not run. Catches the default turned to True."""
+    tools = Tools()
+    runner = EpisodeRunner(ScriptedEngine(tokenizer, [call("x")]), tokenizer, EchoEnvironment(tools, False),
+                           Budgets(1, 200, 400))
+    runner.generate([PROMPT], 1, SamplingParams())
+    assert tools.calls == 0

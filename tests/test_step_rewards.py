@@ -323,8 +323,9 @@ def test_the_step_records_are_values_that_no_turn_can_change_in_place():
 
     from rlvr.agents.envs.calc_steps import Progress, Step, Work
 
-    step = Step("+", Fraction(5), Fraction(6), Fraction(11))
+    step = Step("+", Fraction(6), Fraction(5), Fraction(11))
     work, progress = Work((step,), (5, 6), Fraction(11)), Progress(frozenset({0}), 2)
+    assert step.operation == ("+", (5, 6)) and work.operators == ("+",)  # what a turn's reward compares
     for record, field, value in ((step, "value", Fraction(12)), (work, "value", Fraction(0)),
                                  (progress, "wasted", 0)):
         assert hash(record) == hash(type(record)(**vars(record)))

@@ -239,3 +239,27 @@ def test_a_runner_built_without_step_credit_is_an_outcome_runner(tokenizer):
                            Budgets(1, 200, 400))
     runner.generate([PROMPT], 1, SamplingParams())
     assert tools.calls == 0
+
+
+@pytest.mark.parametrize("workers, rows, in_pool, together", [(2, 2, True, 2), (1, 2, False, 1), (4, 1, False, 1)])
+def test_rows_share_the_pool_from_two_workers_and_run_inline_otherwise(tokenizer, workers, rows, in_pool, together):
+    """With two workers two rows' calls run at once, on threads named rlvr-episode (py-spy and tracebacks show whose
+    they are); one worker, or one row, runs every respond inline on the caller's thread (no pool). Catches the
+    inline test moved (`workers <= 2`: two rows one after another; `<= 0` or `< 1`: a pool of one) and the thread
+    name dropped."""
+    tools, threads = Tools(pause_s=0.2), []
+    environment = EchoEnvironment(tools, scores_state=True)
+    start = environment.start
+
+    def tracked(prompt):
+        episode = start(prompt)
+        respond = episode.respond
+        episode.respond = lambda turn: (threads.append(threading.current_thread().name), respond(turn))[1]
+        return episode
+
+    environment.start = tracked
+    budgets = Budgets(1, 200, 400, tool_workers=workers)
+    play(tokenizer, environment, [call("x")], budgets, rows=rows)
+    assert len(threads) == rows and tools.most_running == together
+    assert all(name.startswith("rlvr-episode") for name in threads) if in_pool else \
+        threads == [threading.current_thread().name] * rows

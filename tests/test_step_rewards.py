@@ -358,3 +358,14 @@ def test_a_no_change_error_quotes_at_most_60_characters_of_the_path():
     episode.respond(fs(("write", {"path": name, "content": "x"})))
     again = episode.respond(fs(("write", {"path": name, "content": "x"})))
     assert again.text == f"error: write: {'n' * 60}: nothing changed (it already was so)"
+
+
+def test_a_turn_that_ends_worse_than_it_began_earns_0_not_a_penalty():
+    """Step rewards are never negative: a turn that fixes a path (write todo.txt: 2 -> 1 wrong) and then breaks more
+    (mkdir junk, junk2: 3 wrong) ends 1 worse than the best so far and earns 0, though one of its changes fixed a path.
+    Catches the floor of progress moved from 0 to -1 (-1/2 x 1/3 here)."""
+    episode = fs_episode(*RENAME)
+    turn = fs(("write", {"path": "todo.txt", "content": "hello"}), ("mkdir", {"path": "junk"}),
+              ("mkdir", {"path": "junk2"}))
+    observed = episode.respond(turn)
+    assert (observed.valid_calls, observed.invalid_calls, observed.reward) == (3, 0, 0.0)

@@ -5,7 +5,9 @@ Subprocesses count: a test that starts `rlvr train` or torchrun ranks covers the
 coverage configuration is handed to them through COVERAGE_PROCESS_START (coverage's own start-up hook, installed
 with the package), and its static context is the test id the plugin (bench/mutation_context.py) exports.
 Lines run only at import time (module constants, defaults in signatures, dataclass fields) have no test context;
-they get every test that runs some other line of their file.
+they get every test that runs some other line of their file, and every test of a test file that names the module
+(`rlvr.agents.protocol`): a test that only builds a frozen record and assigns to it runs no line of the record's file
+(the dataclass's methods are generated), yet it is the test that kills `frozen=True` dropped.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ class CoverageMap:
     lines: dict[str, dict[int, list[str]]]  # file (relative) -> line -> test ids ("" = no test: import time)
     durations: dict[str, float] = field(default_factory=dict)  # test id -> seconds in the coverage run
     failed: list[str] = field(default_factory=list)  # tests that failed unmutated: no use against a mutant
+    importers: dict[str, set[str]] = field(default_factory=dict)  # file -> tests of the test files naming its module
 
     def tests_for(self, path: str, first: int, last: int) -> list[str]:
         """The tests that run any of lines first..last (whole test functions, fastest first), and all the file's
@@ -35,6 +38,7 @@ class CoverageMap:
         ids = {t for t in hit if t}
         if "" in hit:  # run at import: every test of the file may read it (a subprocess's import has a test id,
             ids |= {t for tests in by_line.values() for t in tests if t}  # so `ids` alone would hold only those)
+            ids |= self.importers.get(path, set())
         failed = {_function(t) for t in self.failed}
         functions = {_function(t) for t in ids} - failed
         cost = {}
@@ -82,7 +86,7 @@ def measure(tree: Path, files: list[str], tests: list[str], cache: Path | None =
     key = cache_key(tree, files, tests)
     stored = cache / f"coverage-{key}.json" if cache else None
     if stored is not None and stored.is_file():
-        return CoverageMap.from_json(json.loads(stored.read_text()))
+        return _with_importers(CoverageMap.from_json(json.loads(stored.read_text())), tree, files)
     with tempfile.TemporaryDirectory(prefix="rlvr-coverage-") as name:
         scratch = Path(name)
         config = _configuration(scratch, tree, files)
@@ -99,7 +103,19 @@ def measure(tree: Path, files: list[str], tests: list[str], cache: Path | None =
     if stored is not None:
         stored.parent.mkdir(parents=True, exist_ok=True)
         stored.write_text(json.dumps(result.to_json()))
-    return result
+    return _with_importers(result, tree, files)
+
+
+def _with_importers(coverage: CoverageMap, tree: Path, files: list[str]) -> CoverageMap:
+    """coverage with `importers` filled: for each file, the measured tests whose test file names its module."""
+    by_test_file: dict[str, set[str]] = {}
+    for test in coverage.durations:
+        by_test_file.setdefault(test.split("::")[0], set()).add(test)
+    texts = {name: (tree / name).read_text(errors="replace") for name in by_test_file if (tree / name).is_file()}
+    for path in files:
+        module = path.removesuffix(".py").replace("/", ".")
+        coverage.importers[path] = {t for name, text in texts.items() if module in text for t in by_test_file[name]}
+    return coverage
 
 
 def _read(scratch: Path, tree: Path, files: list[str], outcomes: dict) -> CoverageMap:

@@ -10,7 +10,7 @@ import torch
 
 from rlvr.agents.chat import EnvironmentTurn, Rendering
 from rlvr.agents.process_reward import StepScores
-from rlvr.agents.protocol import Budgets, Environment, Episode, ModelTurn, Observation, ToolCall, ToolSpec
+from rlvr.agents.protocol import Budgets, Deadline, Environment, Episode, ModelTurn, Observation, ToolCall, ToolSpec
 from rlvr.agents.wiring import EpisodeParts
 
 SPEC = ToolSpec("echo", "repeat a text", {"type": "object"})
@@ -20,6 +20,7 @@ VALUES = [
     ToolCall("echo", {"text": "x"}),
     SPEC,
     Observation("ok", valid_calls=1),  # returned by user code and then read for the counts
+    Deadline(0.0, "why"),  # handed to the environment on each turn: its time cannot be extended from inside
     Budgets(), Rendering(), EnvironmentTurn("\n<|im_start|>tool\n", "<|im_end|>\n", "tool"),  # a runner's settings
     EpisodeParts(object(), Budgets(), 1.0, Rendering(), None),
     StepScores(torch.zeros(1, 1), 0),

@@ -263,3 +263,14 @@ def test_rows_share_the_pool_from_two_workers_and_run_inline_otherwise(tokenizer
     assert len(threads) == rows and tools.most_running == together
     assert all(name.startswith("rlvr-episode") for name in threads) if in_pool else \
         threads == [threading.current_thread().name] * rows
+
+
+def test_a_call_in_the_last_turn_ends_the_episode_without_its_answer_in_the_trajectory(tokenizer):
+    """max_turns 1 and a state the environment scores: the call runs (the final state is read), but no turn is left
+    to read its answer, so the episode ends there, cut at max_turns: the record holds the model's turn alone. Catches
+    the last-turn check dropped from _answer (the answer's message and tokens would be appended)."""
+    tools = Tools()
+    batch, _ = play(tokenizer, EchoEnvironment(tools, scores_state=True), [call("x")], Budgets(1, 200, 400))
+    record = batch.turns.records[0]
+    assert tools.calls == 1 and record.stop_reason == "max_turns" and bool(batch.truncated[0])
+    assert [m["role"] for m in record.messages] == ["assistant"]

@@ -234,3 +234,12 @@ def test_a_refused_name_is_quoted_by_its_first_20_characters():
     with pytest.raises(BadTree) as refused:
         parse_tree(canonical_json({name: "1"}))
     assert str(refused.value).startswith(f"{name[:20]!r} is not a file or folder name")
+
+
+def test_clip_keeps_300_characters_and_cuts_301_to_300_with_an_ellipsis():
+    """A message quoting the model is at most 300 characters, the cut marked: exactly 300 stays as written.
+    Catches the default limit moved (299, 301) and `<=` turned `<` (a 300-character text cut)."""
+    from rlvr.agents.text_safety import clip
+
+    assert clip("x" * 300) == "x" * 300
+    assert clip("x" * 301) == "x" * 297 + "..." and len(clip("y" * 5000)) == 300

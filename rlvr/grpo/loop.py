@@ -119,15 +119,7 @@ def _train_loop(run: Run, checkpoint: Checkpoint | None) -> Path:
                 # held-out accuracy next to the training reward in the same row: reward hacking shows as reward
                 # rising while eval/pass@1 does not (issue #10, item 4)
                 record.update(run_eval(run, step).metrics())
-            run.logger.log_step(record)
-            run.logger.log_samples(samples)
-            run.logger.log_group(group)
-            for line in diagnostics.check(record):
-                run.logger.message(line)
-            if record["unscorable"] == config.batch_size:
-                run.logger.message(f"WARNING: every completion of step {step} is unscorable: the verifiers "
-                                   f"{sorted(config.task.verifiers)} cannot read this task's references "
-                                   f"(see 'detail' in samples.jsonl); nothing is learned from such steps")
+            _log_step(run, diagnostics, step, record, samples, group)
             # torchrun: a signal may reach the ranks in different steps; all stop after the same one
             stopping = bool(run.ranks.max([float(stop.requested)])[0])
             if (stopping and not last) or (config.save_every and step % config.save_every == 0 and not last):
@@ -147,6 +139,20 @@ def _train_loop(run: Run, checkpoint: Checkpoint | None) -> Path:
     if config.eval.at_end:  # after the final model is safe on disk; an eval-only row closes the curve
         run.logger.log_eval(done_at, run_eval(run, done_at).metrics())
     return final
+
+
+def _log_step(run: Run, diagnostics: Diagnostics, step: int, record: dict, samples, group) -> None:
+    """The step's metrics, samples and group rows, its "is it working?" lines, and a warning for a step that no
+    verifier could read."""
+    run.logger.log_step(record)
+    run.logger.log_samples(samples)
+    run.logger.log_group(group)
+    for line in diagnostics.check(record):
+        run.logger.message(line)
+    if record["unscorable"] == run.config.batch_size:
+        run.logger.message(f"WARNING: every completion of step {step} is unscorable: the verifiers "
+                           f"{sorted(run.config.task.verifiers)} cannot read this task's references "
+                           f"(see 'detail' in samples.jsonl); nothing is learned from such steps")
 
 
 def _out_of_time(run: Run, max_minutes: float | None, final_exists: bool = True) -> bool:

@@ -134,7 +134,7 @@ MATH_VERIFIER = [
        "pred = [as_interval(exact_decimals(x), gold[0]) for x in parsed(pred_text)]",
        "pred = [exact_decimals(x) for x in parsed(pred_text)]",
        "tests/test_math_forms.py::test_worker_reads_chains_and_inequalities"),
-    _m("math: a thin space before a unit", "rlvr/verifiers/math/extract.py",
+    _m("math: a thin space before a unit", "rlvr/verifiers/math/hedges.py",
        "if ch in \",;\" and i and text[i - 1] == \"\\\\\":"
        "  # '\\\\,' '\\\\;' are spacing ('12\\\\,\\\\text{cm}', issue 24)",
        "if False:", "tests/test_math_forms.py::test_equivalent_forms_are_correct"),

@@ -105,7 +105,7 @@ def test_strip_thinking(text, expected):
 
 
 @pytest.mark.parametrize("text, expected", [
-    ("<answer>4</answer> \\boxed{5}", "4"),  # an <answer> tag outranks boxes outside it
+    ("<answer>4</answer> \\boxed{5}", "5"),  # issue 43: the last statement, whatever its kind (tags rank no higher)
     ("<answer>x \\boxed{4} y</answer>", "4"), ("<answer> </answer>\\boxed{5}", "5"),
     ("\\boxed 5.", "5"), ("\\boxed{\\boxed{3}}", "3"), ("Answer: 3 Answer: 4", "4"),
     ("#### 5 #### 6", "6"), ("<think>\\boxed{1}</think>", None),

@@ -4,24 +4,32 @@ Everything here runs in the trainer's process on every completion, so it is line
 length (1 MB adversarial inputs take milliseconds) and never parses LaTeX; rlvr.verifiers.math.worker does
 that in a separate process with a time budget.
 
-Decisions (each one a line; the tests in tests/test_math_attacks.py and tests/test_verifiers.py pin them):
-- Thinking does not count: text before the last `</think>` is reasoning (this also covers chat templates
-  that prefill `<think>`, trl#6966), and an unclosed `<think>` makes everything after it reasoning.
-- The final answer, by precedence: the last complete `<answer>...</answer>` (inside it: its last box, else its
-  'Answer:' line, else its whole text) > the last complete `\\boxed{}`/`\\fbox{}` > the last 'Answer:' /
-  'answer is' > the last '####' > (mode last_number) the last number, or (mode latex) the last LaTeX
-  environment, bare fraction or plain number (rlvr.verifiers.math.latex). In mode latex, 'Answer:' lines and
-  <answer> blocks are read as math-verify reads them (their first LaTeX environment, else their text without
-  prose words). A box whose braces never close is not an answer: `\\boxed{\\frac{1}{2}` never reads as 1/2
-  (nor does the latex fallback read its inside, or after an unclosed <answer>); one still open
-  MAX_ANSWER_CHARS into its content is an over-long answer (unparseable), which keeps the brace scan bounded
-  on 1 MB of braces.
-- One answer only ("hedged: several answers"): the final answer may not offer alternatives ('or', 'either',
-  'and/or'), may not be a list of different values when the reference is one value, may not follow another
-  different answer of its kind with only connectives between them (`\\boxed{3} \\boxed{4}`, 'Answer: 3' on
-  one line and 'Answer: 4' on the next), and the completion may not state more than MAX_DISTINCT_ANSWERS
-  different answers of that kind in all (answer spam; one or two self-corrections stay allowed). LaTeX
-  environments and numbers (mode latex) are mostly reasoning, so only their final run counts for spam.
+Decisions (each one a line; the tests in tests/test_math_attacks.py, tests/test_math_statements.py and
+tests/test_verifiers.py pin them):
+- Thinking does not count (outside_thinking): every `<think>...</think>` block is reasoning, wherever it is (a
+  second block after the answer too, issue 43); text before a `</think>` with nothing open is reasoning (chat
+  templates that prefill `<think>`, trl#6966), and an unclosed `<think>` makes everything after it reasoning.
+- Issue 43, one rule for "the answer": the LAST answer statement outside reasoning is the final answer, whatever
+  its kind: a complete `<answer>...</answer>` (inside it: its last statement, else its whole text), a complete
+  `\\boxed{}`/`\\fbox{}`, an 'Answer:' / 'answer is' line, a '####' line. Kinds are not ranked: in 'The final
+  answer is \\boxed{3}. Wait, I made an error: the total is 5. Final Answer: 5' the answer is 5, and in GSM8K's
+  '... \\boxed{24} in May ... #### 72' it is 72. A box inside an 'Answer:' or '####' line is that line's value;
+  what lies inside a box or an <answer> block belongs to it. An 'Answer:' / '####' line that states no value
+  ('this answer is correct because ...', 'Final Answer: The final answer is' cut by the next marker) does not
+  overrule an earlier statement (_states_value). Without any statement: (mode last_number) the last number, or
+  (mode latex) the last LaTeX environment, bare fraction or plain number (rlvr.verifiers.math.latex). In mode
+  latex, 'Answer:' lines and <answer> blocks are read as math-verify reads them (their first LaTeX environment,
+  else their text without prose words). An 'Answer:' line ends at its first sentence end ('... is 12,000,023. I
+  hope it is correct.' reads 12,000,023). A box whose braces never close is not an answer:
+  `\\boxed{\\frac{1}{2}` never reads as 1/2 (nor does the latex fallback read its inside, or after an unclosed
+  <answer>); one still open MAX_ANSWER_CHARS into its content is an over-long answer (unparseable), which keeps
+  the brace scan bounded on 1 MB of braces.
+- A correction is not a hedge: an earlier, different statement separated from the last one by anything but
+  connectives is overruled. A hedge is two candidates in one statement, or statements with only connectives
+  between them (`\\boxed{3} \\boxed{4}`, 'Answer: 3' on one line and 'Answer: 4' on the next); answer spam is
+  more than MAX_DISTINCT_ANSWERS different declared answers. Both are checked in rlvr.verifiers.math.hedges,
+  which says what counts; LaTeX environments and numbers (mode latex) are mostly reasoning, so only their final
+  run counts for spam.
 - Several answers where the reference lists several (issue 8, section 2): a run of boxes (or environments,
   'Answer:' lines) joined only by commas and 'and' is one list answer when the reference is a list or a set
   with several items: `\\boxed{1}, \\boxed{2}` answers `\\{1, 2\\}`. Joined by 'or', it stays a hedge.
@@ -32,12 +40,12 @@ Decisions (each one a line; the tests in tests/test_math_attacks.py and tests/te
   tolerance: 0.333 != 1/3, 1e-10 != 0, 0.0001 != 0.0002, 3.1416 != 3.14. Scientific notation (1e-10) is a
   plain number here (math-verify reads '1e-10' as e - 10). A percent 'X%' on one side reads as X/100 or as
   X (50% == 0.5 == 1/2 and 50% == 50, but 50 != 0.5); two percents compare as written (0.25% != 25%).
-  Trailing units (`\\text{ cm}`, `^\\circ`, `\\$`) are dropped from a number, text that changes it is not
-  (`5 \\text{ million}`; rlvr.verifiers.math.forms). A decimal reference is matched exactly too: 3.1416 and
-  \\pi are both wrong for 3.14 (a question that wants rounding states the precision, and its reference is
-  the rounded value); a decimal answer to an exact reference (3.14 for \\pi, 0.333 for 1/3) is wrong
-  (tolerance bait), unless it is a fraction printed at double precision (0.0833333333333333 for 1/12:
-  rlvr.verifiers.math.forms.machine_rounding).
+  Trailing units (`\\text{ cm}`, `^\\circ`, `\\$`) are dropped from a number when the other side has none or the
+  same one (rlvr.verifiers.math.units), text that changes it is not (`5 \\text{ million}`;
+  rlvr.verifiers.math.forms). A decimal reference is matched exactly too: 3.1416 and \\pi are both wrong for 3.14
+  (a question that wants rounding states the precision, and its reference is the rounded value); a decimal
+  answer to an exact reference (3.14 for \\pi, 0.333 for 1/3) is wrong (tolerance bait), unless it is a fraction
+  printed at double precision (0.0833333333333333 for 1/12: rlvr.verifiers.math.forms.machine_rounding).
 - Issue 24: a reference in several boxes joined by commas is one list, as a completion's is; an 'Answer:'
   line or <answer> block that names the asked variable and then states the value ('the largest $n$ is
   34') reads that value (rlvr.verifiers.math.latex.stated_value). Long completions: math_scan.
@@ -49,6 +57,7 @@ from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
 from rlvr.verifiers.math.forms import counted_value
+from rlvr.verifiers.math.hedges import answer_text, hedge_problem, top_level_items  # noqa: F401  (re-exported)
 from rlvr.verifiers.math.latex import clean as _clean
 from rlvr.verifiers.math.latex import connective as _connective
 from rlvr.verifiers.math.latex import latex_level, list_gap, refine, solves_nothing, stated_value
@@ -59,7 +68,6 @@ Mode = Literal["strict", "last_number", "latex"]
 MODES: tuple[str, ...] = get_args(Mode)
 
 MAX_ANSWER_CHARS = 2000  # longer extracted answers are not sent to sympy (parse time grows with length)
-MAX_DISTINCT_ANSWERS = 3  # more different final answers of one kind than this is answer spam
 _RECENT = 64  # candidates materialized per kind: enough to see spam, bounded work on 1 MB inputs
 NO_ANSWER = "no final answer found (expected \\boxed{}, 'Answer:' or '####')"
 NO_ANSWER_OR_NUMBER = "no final answer found (no \\boxed{}, 'Answer:', '####' or number)"
@@ -77,9 +85,19 @@ _MARKER = re.compile(r"####|\\boxed|\\fbox|<answer>")
 _BOX_OR_TAG = re.compile(r"\\boxed|\\fbox|<answer>")
 _MEANINGFUL = re.compile(r"[^\s*$.]")  # a segment without one of these cleans to ""
 _NEXT_LINE = re.compile(r"\s*([^\n]*)")  # first non-blank line from a position, without copying the text
-_HEDGE_WORDS = re.compile(r"\b(?:or|either)\b", re.IGNORECASE)  # 'and/or' contains 'or'
-_AND = re.compile(r"\\text\{\s*and\s*\}|\band\b", re.IGNORECASE)
-_SET = re.compile(r"\\left\\\{(.*)\\right\\\}|\\\{(.*)\\\}|\{(.*)\}", re.DOTALL)
+# An 'Answer:' line ends at its first sentence end when the rest states no value: '12,000,023. I hope it is correct.'
+# (issue 43); in 'the largest $n$ is 34. Wait, $n$ is 35' the rest may overrule it (rlvr.verifiers.math.latex).
+_SENTENCE_END = re.compile(r"(?<=[^\s.])\.\s+(?=[A-Z<])")
+_ANY_VALUE = re.compile(r"[\d$\\]")
+_LINE_KINDS = ("answer_line", "hashes")
+_LIST_WORD = re.compile(r",|\band\b")
+_HEDGE_WORD = re.compile(r"\b(?:or|either|maybe|perhaps)\b", re.IGNORECASE)
+_DELIMITED = ("answer_tag", "boxed", "latex")  # kinds whose extent is marked, unlike a line's
+# What an 'Answer:' / '####' line that states a value starts with (issue 43): a number, LaTeX, a bracket, a currency
+# sign, a variable set to a value, or a number word ('five apples'); anything else is prose (_states_value).
+_VALUE_START = re.compile(r"[-+\u2212\u2013~]?\s*[\d.$\\({\[<\u20ac\u00a3\u00a5]|[A-Za-z](?:_\{?\w+\}?)?\s*(?:=|$)"
+                          r"|(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|[a-z]+teen|twenty"
+                          r"|thirty|forty|fifty|sixty|seventy|eighty|ninety|a\s+half|half)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -87,7 +105,9 @@ class Candidate:
     text: str  # the answer as written, cleaned of wrappers; capped at MAX_ANSWER_CHARS + 1 characters
     start: int  # span of the whole marked answer in the searched text (marker included)
     end: int
-    raw: str = ""  # an 'Answer:' line as written when `text` was refined from it (mode latex)
+    raw: str = ""  # an 'Answer:' line as written when `text` was read from it (stated value, refined, counted)
+    kind: str = ""  # set when the statements of all kinds are merged (_statements)
+    declared: bool = True  # an answer declaration, or a box inside one; other boxes are steps (hedges.py)
 
 
 @dataclass(frozen=True)
@@ -97,16 +117,41 @@ class FinalAnswer:
     recent: tuple[str, ...]  # the last answers of that kind, final one last (spam check)
     run: tuple[str, ...]  # the final answer and the ones right before it with only connectives between
     listed: bool = False  # a run of several joined only by commas and 'and' (a list, not alternatives)
+    written: str = ""  # the final statement as written (its unit, issue 43: rlvr.verifiers.math.units)
+    line: tuple[str, ...] = ()  # the boxes of its line that a comma or 'and' joins (_on_line), final one last
 
 
 # ---------------------------------------------------------------- thinking
 def strip_thinking(text: str) -> str:
-    """The text outside reasoning: after the last `</think>`, before an unclosed `<think>`."""
+    """The text after the last `</think>`, before an unclosed `<think>` (what tool calls and games read:
+    rlvr.agents.tool_calls counts positions from the last `</think>`)."""
     close = text.rfind("</think>")
     if close >= 0:
         text = text[close + len("</think>"):]
     open_ = text.find("<think>")
     return text if open_ < 0 else text[:open_]
+
+
+def outside_thinking(text: str) -> str:
+    """The text outside every `<think>...</think>` block, the parts joined by blank lines (see the module docstring).
+    A `<think>` inside an open block is ignored (a prefilled one written again). Linear: every find starts past
+    the last one's result, and the next opener is searched again only once passed."""
+    open_tag, close_tag = "<think>", "</think>"
+    parts, pos, opener = [], 0, text.find(open_tag)
+    while True:
+        if 0 <= opener < pos:
+            opener = text.find(open_tag, pos)
+        stray = text.find(close_tag, pos, opener if opener >= 0 else len(text))
+        if stray >= 0:  # a close with nothing open: all before it was reasoning (a prefilled <think>)
+            parts, pos = [], stray + len(close_tag)
+            continue
+        if opener < 0:
+            return "\n\n".join(parts + [text[pos:]])
+        parts.append(text[pos:opener])
+        close = text.find(close_tag, opener + len(open_tag))
+        if close < 0:
+            return "\n\n".join(parts)
+        pos = close + len(close_tag)
 
 
 # ---------------------------------------------------------------- candidates of each kind
@@ -188,6 +233,10 @@ def _marked_lines(text: str, mark: re.Pattern, refined: bool = False) -> list[Ca
             nxt = _NEXT_LINE.match(text, end, limit)
             value, end = nxt.start(1), nxt.end(1)
             answer = _cut(text, value, end)
+        sentence = _SENTENCE_END.search(text, value, end)
+        if answer and sentence and not _ANY_VALUE.search(text, sentence.end(), end):
+            end = sentence.start()
+            answer = _cut(text, value, end)
         if answer:
             stated = (refined and _cut(text, value, end, True)) or stated_value(answer) or counted_value(answer) \
                 or answer
@@ -210,9 +259,10 @@ def _answer_tags(text: str, mode: Mode) -> list[Candidate]:
         inner = text[start + len("<answer>"):close]
         final = _final(inner, mode, tags=False, fallback=False)
         answer = final.text if final is not None else _cut(inner, 0, len(inner), mode == "latex")
+        written = final.written if final is not None else _cut(inner, 0, len(inner))
         answer = (final is None and mode != "latex" and (stated_value(answer) or counted_value(answer))) or answer
         if answer:
-            candidates.append(Candidate(answer, start, close + len("</answer>")))
+            candidates.append(Candidate(answer, start, close + len("</answer>"), written))
     return candidates
 
 
@@ -232,39 +282,88 @@ def _kinds(mode: Mode, tags: bool) -> list:
                     ("hashes", lambda t: _marked_lines(t, _HASH_ANSWER if refined else _HASH_MARK, refined))]
 
 
-def _with_run(text: str, kind: str, candidates: list[Candidate]) -> FinalAnswer:
-    """The last candidate, with the run of those right before it that only connectives separate."""
+def _states_value(candidate: Candidate) -> bool:
+    """Whether a statement states a value (issue 43): boxes and <answer> blocks always; an 'Answer:' line when it
+    starts like a value (_VALUE_START), is one word ('Evelyn', 'C') or names what was asked before the value ('the
+    largest $n$ is 34'); a '####' line when it starts like a value. 'This answer is correct because ...' does not."""
+    if candidate.kind not in _LINE_KINDS:
+        return True
+    written = candidate.raw or candidate.text
+    if _VALUE_START.match(written):
+        return True
+    return candidate.kind == "answer_line" and (len(written.split()) == 1 or stated_value(written) is not None)
+
+
+def _statements(text: str, mode: Mode, tags: bool) -> list[Candidate]:
+    """The answer statements of every kind in text order, each once (see the module docstring): what lies inside a
+    box or an <answer> block is dropped, a line holding a box (or another statement) gives way to it, which is then
+    declared. Lines that state no value are dropped when another statement does."""
+    found = sorted((replace(c, kind=kind, declared=kind != "boxed") for kind, find in _kinds(mode, tags)
+                    for c in find(text)), key=lambda c: (c.start, -c.end))
+    kept: list[Candidate] = []
+    declaring = -1  # end of the last 'Answer:' or '####' line: statements before it lie inside it
+    for candidate in found:
+        if kept and candidate.start < kept[-1].end and kept[-1].kind not in _LINE_KINDS:
+            continue  # inside a box or an <answer> block, which reads its own inside
+        if kept and candidate.start < kept[-1].end:
+            kept.pop()  # a line holding a box: the box is the line's value
+        kept.append(replace(candidate, declared=candidate.declared or candidate.start < declaring))
+        if candidate.kind in _LINE_KINDS:
+            declaring = max(declaring, candidate.end)
+    valued = [c for c in kept if _states_value(c)]
+    return (valued or kept)[-_RECENT:]
+
+
+def _with_run(text: str, candidates: list[Candidate]) -> FinalAnswer:
+    """The last statement, with the run of those right before it that only connectives separate, and the declared
+    answers before that run (the spam check counts them: rlvr.verifiers.math.hedges)."""
     run, listed = [candidates[-1]], True
     for previous in reversed(candidates[:-1]):
-        if not _adjacent(text, previous, run[-1], delimited=kind in ("answer_tag", "boxed", "latex")):
+        if not _adjacent(text, previous, run[-1], delimited=previous.kind in _DELIMITED):
             break
         listed = listed and list_gap(text[previous.end:run[-1].start])
         run.append(previous)
-    return FinalAnswer(candidates[-1].text, kind, tuple(c.text for c in candidates),
-                       tuple(c.text for c in reversed(run)), listed and len(run) > 1)
+    earlier = tuple(c.text for c in candidates[:len(candidates) - len(run)] if c.declared)
+    final = candidates[-1]
+    return FinalAnswer(final.text, final.kind, earlier + tuple(c.text for c in reversed(run)),
+                       tuple(c.text for c in reversed(run)), listed and len(run) > 1, final.raw or final.text,
+                       _on_line(text, candidates))
+
+
+def _on_line(text: str, statements: list[Candidate]) -> tuple[str, ...]:
+    """The boxes on the final box's line that gaps holding a comma or 'and', and no hedge word, join to it
+    ('\\boxed{(3, 3)} \\text{ for part (a) and } \\boxed{(1, 1)}'): one list where the reference lists several
+    values (issue 43; rlvr.verifiers.math.hedges.answer_text), and a reference's own list (extract_reference)."""
+    line: list[Candidate] = []
+    for statement in reversed(statements):
+        gap = text[statement.end:line[-1].start] if line else ","
+        if statement.kind != "boxed" or "\n" in gap or not _LIST_WORD.search(gap) or _HEDGE_WORD.search(gap):
+            break
+        line.append(statement)
+    return tuple(c.text for c in reversed(line))
 
 
 def _final(text: str, mode: Mode, tags: bool = True, fallback: bool = True) -> FinalAnswer | None:
-    for kind, find in _kinds(mode, tags):
-        candidates = find(text)
-        if candidates:
-            return _with_run(text, kind, candidates)
+    statements = _statements(text, mode, tags)
+    if statements:
+        return _with_run(text, statements)
     if not fallback:
         return None
     if mode == "latex" and not _BOX_OR_TAG.search(text):  # a box or tag that never closed is no answer
         text = tail(text)  # the last environment or number is in the last paragraphs (math_scan)
-        candidates = [Candidate(span.text, span.start, span.end) for span in latex_level(text) if span.text]
+        candidates = [Candidate(span.text, span.start, span.end, kind="latex")
+                      for span in latex_level(text) if span.text]
         # Environments are mostly reasoning ('$x = 3$'): only the final run counts as answers (spam check).
-        final = _with_run(text, "latex", candidates) if candidates else None
+        final = _with_run(text, candidates) if candidates else None
         return None if final is None else replace(final, recent=final.run)
     window = tail(text)
     number = last_number(window) if mode == "last_number" and not solves_nothing(window) else None
-    return None if number is None else FinalAnswer(number, "last_number", (number,), (number,))
+    return None if number is None else FinalAnswer(number, "last_number", (number,), (number,), written=number)
 
 
 def final_answer(completion: str, mode: Mode = "strict") -> FinalAnswer | None:
-    """The final answer of a completion, reasoning excluded (see the module docstring for precedence)."""
-    return _final(strip_thinking(completion), mode)
+    """The final answer of a completion, reasoning excluded (see the module docstring: the last statement)."""
+    return _final(outside_thinking(completion), mode)
 
 
 def extract_answer(text: str, mode: Mode = "strict") -> str | None:
@@ -274,93 +373,14 @@ def extract_answer(text: str, mode: Mode = "strict") -> str | None:
 
 def extract_reference(reference: str) -> str | None:
     """The gold answer: marked the same way as completions, else the whole (plain) reference text. Several boxes
-    joined by commas or 'and' are one list ('\\boxed{1}, \\boxed{2}' -> '1, 2', issue 24), as in completions."""
+    joined by commas or 'and' are one list ('\\boxed{1}, \\boxed{2}' -> '1, 2', issue 24), as in completions; so are
+    boxes on one line whose gaps hold a comma or 'and' among other words ('\\boxed{1} papers and \\boxed{2} bins' ->
+    '1, 2', issue 43): a reference states its answer, it does not correct itself. 'no no no' joins nothing."""
     found = _final(reference, "strict")
     if found is None and _MARKER.search(reference):  # '#### ' or '\\boxed{' with nothing readable after it
         return None
-    answer = _clean(reference) if found is None else ", ".join(found.run) if found.listed else found.text
+    if found is not None and found.listed:
+        return ", ".join(found.run)
+    several = found is not None and len(set(found.line)) > 1
+    answer = _clean(reference) if found is None else ", ".join(found.line) if several else found.text
     return answer or None
-
-
-# ---------------------------------------------------------------- checks before any parsing
-def _value_key(answer: str) -> str:
-    value = as_number(answer)
-    return f"={value}" if value is not None else "".join(answer.split())
-
-
-def top_level_items(answer: str) -> list[str]:
-    """`answer` split at commas, semicolons and 'and' outside brackets: '3, 4' -> 2 items, '(0,1]' -> 1."""
-    if as_number(answer) is not None:  # '1,234' is one number
-        return [answer]
-    items, depth, start, text = [], 0, 0, _AND.sub(",", answer)
-    for i, ch in enumerate(text):
-        if ch in ",;" and i and text[i - 1] == "\\":  # '\\,' '\\;' are spacing ('12\\,\\text{cm}', issue 24)
-            continue
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif ch in ",;" and depth == 0:
-            items.append(text[start:i])
-            start = i + 1
-    items.append(text[start:])
-    return [item.strip() for item in items if item.strip()]
-
-
-def _named_values(items: list[str]) -> bool:
-    """'x = 3, y = 4' names one value per variable: a tuple written out, not alternatives."""
-    names = [re.match(r"\s*([A-Za-z]\w*)\s*=", item) for item in items]
-    return all(names) and len({name.group(1) for name in names}) == len(items)
-
-
-def gold_items(gold: str) -> list[str]:
-    """The values a reference lists: its top-level items, inside one outer set brace ('\\{1, 2\\}' -> 2)."""
-    match = _SET.fullmatch(gold.strip())
-    inner = next((g for g in match.groups() if g is not None), gold) if match else gold
-    return top_level_items(inner) if match and brace_free(inner) else top_level_items(gold)
-
-
-def brace_free(text: str) -> bool:
-    """Whether `text` opens no group it leaves (the outer braces of '{1} {2}' are two groups, not a set)."""
-    depth = 0
-    for ch in text:
-        depth += (ch == "{") - (ch == "}")
-        if depth < 0:
-            return False
-    return True
-
-
-def _joined(final: FinalAnswer, gold: str) -> bool:
-    """Whether the final run is one list answer: listed, and the reference lists several values."""
-    return final.listed and len(gold_items(gold)) > 1
-
-
-def answer_text(final: FinalAnswer, gold: str) -> str:
-    """What is compared: the final answer, or a listed run joined when the reference lists several values."""
-    return ", ".join(final.run) if _joined(final, gold) else final.text
-
-
-def hedge_problem(final: FinalAnswer, gold: str) -> str | None:
-    """Why `final` offers several answers where the reference has one; None when it commits to one."""
-    several = f"hedged: several answers ({_short(final.text)})"
-    if final.kind == "last_number":
-        return None
-    if _HEDGE_WORDS.search(final.text) and not _HEDGE_WORDS.search(gold):
-        return several
-    if len(gold_items(gold)) == 1:
-        items = top_level_items(final.text)
-        if len({_value_key(item) for item in items}) > 1 and not _named_values(items):
-            return several
-        if len({_value_key(answer) for answer in final.run}) > 1:
-            return f"hedged: several answers ({', '.join(_short(a, 20) for a in final.run[-3:])})"
-    answers = final.recent
-    if _joined(final, gold):  # a listed run is one answer
-        answers = final.recent[:len(final.recent) - len(final.run)] + (answer_text(final, gold),)
-    distinct = len({_value_key(answer) for answer in answers})
-    if distinct > MAX_DISTINCT_ANSWERS:
-        return f"hedged: several answers ({distinct} different final answers; answer spam)"
-    return None
-
-
-def _short(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -86,7 +86,8 @@ _NOT_A_COUNT = VALUE_WORDS - {"to"} | frozenset({
     "eleventh", "twelfth", "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
     "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty",
     "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety", "hundred", "thousand", "million", "billion",
-    "trillion"})
+    "trillion",
+    "pi", "sqrt", "log", "ln", "sin", "cos", "tan", "exp", "choose"})  # issue 43: boxes read counts ('2 pi')
 
 
 def _changes_a_count(word: str) -> bool:

@@ -33,6 +33,7 @@ from collections import deque
 from typing import NamedTuple
 
 from rlvr.verifiers.math.numbers import NUMBER_IN_TEXT, as_number, brace_depths, in_expression, last_digit
+from rlvr.verifiers.math.words import DOTS, value_word
 
 RECENT = 64  # candidates kept from the end of the text (enough to see a run of alternatives)
 _DELIMITERS = re.compile(r"\\\\|\\\$|\$\$|\$|\\\[|\\\]|\\\(|\\\)")
@@ -42,7 +43,8 @@ _PERCENT_AFTER = re.compile(r"\s*(?:\\%|%|percent\b)")
 _BARE = re.compile(  # a fraction or root written outside $..$: '\\frac{1}{3}', '2\\sqrt3' (one brace level)
     r"(?<![\\\w])-?(?:\d+\s*)?\\(?:[dtc]?frac(?:\{[^{}$\n]{1,200}\}|\d){2}|sqrt(?:\{[^{}$\n]{1,200}\}|\d+))")
 # between two answers: spacing, punctuation, and a variable named again ('$x = \\boxed{3}$ or $x = \\boxed{4}$')
-_GAP_NOISE = re.compile(r"\\(?:quad|qquad|text|mathrm|mbox|[,;! ])|(?<![\w\\])[A-Za-z]\s*=|[\s$,;.:!?()\[\]{}*&/\\-]")
+_GAP_NOISE = re.compile(r"\\(?:quad|qquad|text|mathrm|mbox|[,;! ])|(?<![\w\\])[A-Za-z](?:_\{?\w+\}?)?\s*="
+                        r"|[\s$,;.:!?()\[\]{}*&/\\-]")  # 'y_2 =' names a variable too (issue 43)
 _CONNECTIVES = frozenset({"or", "and", "either", "maybe", "perhaps", "possibly", "also", "alternatively"})
 _EQUALS = re.compile(r"(?<![<>!\\])=(?![^{}]*\})")  # a top-level '=' (not '<=', '\\neq', or inside braces)
 _APPLICATION = re.compile(r"[A-Za-z](?:_\{?\w+\}?)?\s*\(.*\)")  # f(2), g_1(f(3))
@@ -53,6 +55,8 @@ _NAMED = re.compile(r"\b(?:is|are|was|equals|becomes)\s*$")  # 'the number of di
 _EQUATION_WORD = re.compile(r"\b(?:equations?|inequalit(?:y|ies)|system|conditions?|constraints?|identity)\b[^.$]*$",
                             re.IGNORECASE)
 _SUBJECT = re.compile(r"[A-Za-z](?:_\{?\w+\}?)?\s*=?")  # what a question asks for: $n$, $a_5$, $x =$
+# issue 43: also a named object or a function's value: 'the volume of $ABCDEFGH$ is 120', 'the domain of $f(x)$ is 19'
+_NAMED_SUBJECT = re.compile(r"(?:[A-Za-z]+(?:_\{?\w+\}?)?|[A-Za-z]\s*\(\s*\w+\s*\))\s*=?")
 _STATED = re.compile(r"\s*(?:(?:is|was|equals)(?![\w'])|=|:)\s*")
 _KEEP = frozenset({  # prose words that change the value or hedge: never trimmed from an answer
     "or", "and", "either", "neither", "nor", "maybe", "perhaps", "possibly", "not", "no", "minus", "negative",
@@ -80,8 +84,8 @@ def clean(answer: str) -> str:
             if not answer.endswith("\\$"):  # '18\\$' ends with a dollar sign, not a delimiter (issue 24)
                 answer = answer.removesuffix(wrapper)
             answer = answer.strip()
-        if not answer.endswith("\\right."):  # '\\right.' is an invisible delimiter, not a full stop
-            answer = answer.removesuffix(".").strip()
+        if not answer.endswith("\\right.") and not DOTS.search(answer):  # '\\right.' is no full stop, nor
+            answer = answer.removesuffix(".").strip()  # are the dots of '0.333...' (issue 43: they make it 1/3)
     return answer
 
 
@@ -131,9 +135,12 @@ def _free_variable(side: str) -> bool:
 
 
 def _currency(text: str, opened: int, closing: int) -> bool:
-    """'$5 and $10': the first `$` is a price, not an opening delimiter (see the module docstring)."""
+    """'$5 and $10': the first `$` is a price, not an opening delimiter (see the module docstring). '$12 $ and $13 $'
+    delimits two numbers: what the `$` pair holds is one number, and no digit follows (issue 43)."""
     price = text[opened + 1:opened + 2].isdigit()
-    return price and (text[closing - 1].isspace() or text[closing + 1:closing + 2].isdigit())
+    if text[closing + 1:closing + 2].isdigit():
+        return price
+    return price and text[closing - 1].isspace() and as_number(text[opened + 1:closing]) is None
 
 
 def latex_envs(text: str) -> list[Span]:
@@ -183,12 +190,19 @@ def trim_prose(answer: str) -> str:
     when what would remain has no digit, or a word in _KEEP is in the way."""
     words = answer.split()
     start, end = 0, len(words)
-    while start < end and _PROSE.fullmatch(words[start]) and words[start].lower().strip(".,:;!?") not in _KEEP:
+    while start < end and _PROSE.fullmatch(words[start]) and not _kept(words[start]):
         start += 1
-    while end > start and _PROSE.fullmatch(words[end - 1]) and words[end - 1].lower().strip(".,:;!?") not in _KEEP:
+    while end > start and _PROSE.fullmatch(words[end - 1]) and not _kept(words[end - 1]):
         end -= 1
     kept = clean(" ".join(words[start:end]).rstrip(",:;!?"))
     return kept if re.search(r"\d", kept) else answer
+
+
+def _kept(word: str) -> bool:
+    """A word trim_prose leaves: it changes or hedges the value (_KEEP, plurals too), or names a number, a
+    denominator or a magnitude ('five', 'fifths', 'dozens': issue 43, rlvr.verifiers.math.words)."""
+    word = word.lower().strip(".,:;!?")
+    return word in _KEEP or word.removesuffix("s") in _KEEP or value_word(word)
 
 
 def refine(region: str) -> str:
@@ -203,7 +217,7 @@ def stated_value(region: str, envs: list[Span] | None = None) -> str | None:
     last LaTeX expression; math-verify reads the first environment, $n$). None for any other line."""
     envs = latex_envs(region) if envs is None else envs
     subjects = 0
-    while subjects < len(envs) and _SUBJECT.fullmatch(envs[subjects].text):
+    while subjects < len(envs) and _NAMED_SUBJECT.fullmatch(envs[subjects].text):
         subjects += 1
     if not subjects:
         return None
@@ -233,13 +247,19 @@ def latex_level(text: str) -> list[Span]:
         if in_group or (match.re is NUMBER_IN_TEXT and in_expression(text, match.start(), match.end(), False)):
             blocked = max(blocked, match.end())
         else:
-            spans.append(Span(match.start(), match.end(), clean(match.group())))
+            spans.append(Span(match.start(), match.end(), _number_text(match.group())))
     spans = [Span(s.start, s.end, last_side(s.text, text[max(0, s.start - 80):s.start])) for s in spans]
     spans.sort(key=lambda s: s.start)
     end = spans[-1].end if spans else -1
     if blocked > end or last_digit(text) >= end:  # every environment is a span: these digits are outside
         return []
     return spans[-RECENT:]
+
+
+def _number_text(found: str) -> str:
+    """A number found in running text, cleaned, unless cleaning drops the sign that reads it ('2,74 $', issue 43)."""
+    cleaned = clean(found)
+    return found.strip() if as_number(cleaned) is None and as_number(found) is not None else cleaned
 
 
 def _outside(pattern: re.Pattern, text: str, envs: list[Span], bare: list[re.Match]) -> list[re.Match]:

@@ -8,7 +8,8 @@ Decisions (pinned by tests/test_math_forms.py and tests/test_math_latex_mode.py)
   X/100 or as X; two percents compare as written), trailing units ('\\text{ cm}', '12\\,\\text{cm}^2',
   '^\\circ', '\\text{5 cm}'; rlvr.verifiers.math.forms decides what a unit is), magnitudes as factors
   ('5 million', '3\\text{ dozen}'), a repeating decimal '0.\\overline{3}', a minus sign U+2212 or a leading
-  en dash, and a decimal comma '2,74 €' only next to a euro sign: a bare '2,74' stays a list of two numbers,
+  en dash, and a decimal comma '2,74 €' only next to a euro sign or before a dollar sign written after the number
+  ('2,74 $', issue 43): a bare '2,74' stays a list of two numbers,
   as in '\\boxed{3,5}' (a hedge), never 3.5, except in a reference ('1,22' == 1.22: reference_readings).
 - A number in running text is not the answer when it sits inside a larger expression (issue 8, section 2:
   last_number read '$\\frac{1+\\sqrt{5}}{2}$' as 2 and scored it against gold 2): inside a brace group
@@ -26,18 +27,21 @@ import re
 from fractions import Fraction
 
 from rlvr.verifiers.math.forms import REPEATING, expand_repeating, is_unit, machine_rounding, magnitude, repeating_value
+from rlvr.verifiers.math.words import ESTIMATE, repeating_dots, words_value
 
 _EURO = r"(?:€|\\euro(?:\{\})?|EUR\b|euros?\b)"
-_PERCENT_WORD = r"(?:\s*\\?%|\s*\\text\{\s*\\?%\s*\}|\s*percent\b|\s*\\text\{\s*percent\s*\})"
+_PERCENT_WORD = r"(?:\s*\\?%|\s*\\text\{\s*\\?%\s*\}|\s*(?:percent(?:age)?|pct)\b|\s*\\text\{\s*percent\s*\})"
 # A number in running text: thousands commas or spaces (also LaTeX's '1,\\!000', '1{,}000', '1\\,000'), decimals,
 # simple fractions, a decimal comma only next to a euro sign, an optional percent. '-', an en dash and the
 # minus sign U+2212 (issue 24: '−3' read as 3) are a sign only when they do not follow a word character (so
 # '3-5' yields 5, not -5). Every branch is linear-time.
 _SIGN = r"[-\u2212\u2013]"
+_DOTS = r"(?:\.\.\.(?!\.)|…)"  # '0.333...' repeats (rlvr.verifiers.math.words, issue 43)
 NUMBER_IN_TEXT = re.compile(
-    rf"(?<![\w.])(?:€\s?\d+,\d{{1,2}}(?![\d,])|\d+,\d{{1,2}}\s*{_EURO})"
-    rf"|(?:(?<![\w.])(?:(?<![\w)]){_SIGN})?(?:\d{{1,3}}(?:(?:,|,\\!|\{{,\}}|\\,)\d{{3}})+(?!\d)"
-    rf"|\d{{1,3}}(?: \d{{3}})+(?![\d,]|\.\d)|\d+)(?:\.\d+)?(?:/\d+)?|(?<![\w.]){_SIGN}?\.\d+){_PERCENT_WORD}?")
+    rf"(?<![\w.])(?:€\s?\d+,\d{{1,2}}(?![\d,])|\d+,\d{{1,2}}\s*(?:{_EURO}|\\?\$(?![\w\\]))|\d{{4,}},\d{{1,2}}(?![\d,]))"
+    rf"|(?:(?<![\w.])(?:(?<![\w)]){_SIGN})?(?:\d{{1,3}}(?:(?:,|,\\!\s*|\{{,\}}|\\,)\d{{3}})+(?!\d)"
+    rf"|\d{{1,3}}(?: \d{{3}})+(?![\d,]|\.\d)|\d+)(?:\.\d+{_DOTS}?)?(?:/\d+)?|(?<![\w.]){_SIGN}?\.\d+)"
+    rf"{_PERCENT_WORD}?")
 # a thousands group never starts with 0: '0,125' is a decimal comma, not 125
 _PLAIN_NUMBER = re.compile(
     r"[-+]?(?:(?:[1-9]\d{0,2}(?:,\d{3})+|\d{1,3}(?: \d{3})+|\d+)(?:\.\d*)?|\.\d+)(?:(?:/\d+)|(?:[eE][-+]?\d{1,3}))?")
@@ -45,9 +49,13 @@ _REFERENCE_DECIMAL_COMMA = re.compile(r"[-+]?\d+,\d*[1-9]\d*")  # '3,0' stays a 
 _LEADING_SIGN = re.compile(r"^(?:[-\u2212\u2013]\s*(?=[\d.\\])|\+\s+(?=[\d.]))")
 _EN_DASH_SIGN = re.compile(r"^\u2013(?=\s*[\d.\\])")  # a leading en dash is a minus ('–3'); '3–5' is a range
 _DECIMAL_COMMA = re.compile(r"[-+]?\d+,\d{1,2}")
+# '1000,99': whoever leaves 1000 ungrouped does not group thousands with commas, so its comma is a decimal comma
+# (issue 43). '1,22' stays a list, as '3,5' does.
+_UNGROUPED_COMMA = re.compile(r"[-+]?\d{4,},\d{1,2}")
 _SIMPLE_FRAC = re.compile(r"([-+]?)\\[dtc]?frac(?:\{\s*(\d+)\s*\}|(\d))(?:\{\s*(\d+)\s*\}|(\d))")
 _PERCENT = re.compile(rf"{_PERCENT_WORD}$")
 _SPACING = re.compile(r"\\[,;: ]|~|\\q?quad\b|[\u00a0\u2009\u202f]")
+_THIN_COMMA = re.compile(r",\\!\s*(?=\d{3})")
 # A trailing text group (with a power: '\\text{cm}^2') is a unit only if rlvr.verifiers.math.forms.is_unit says so;
 # never a lone e or i (2\\mathrm{i} is a complex number, not 2 of a unit).
 _UNIT = re.compile(r"\s*\\(?:text|mbox|mathrm|textrm)\s*\{((?!\s*[eEiI]\s*\})[^{}]*)\}"
@@ -57,7 +65,9 @@ _WHOLE_TEXT = re.compile(r"\\(?:text|textbf|textrm|mbox|mathrm)\s*\{([^{}]*\d[^{
 _TRAILING_WORDS = re.compile(r"(?<=[\d.])\s*((?:[^\W\d_]|°)[^\d\\{}$]*)$")
 _MAGNITUDE = re.compile(r"\s*(?:\\(?:text|mathrm|mbox)\s*\{\s*([A-Za-z]+)\s*\}|([A-Za-z]+))$")
 _CURRENCY_PREFIX = re.compile(r"^(?:\\\$|\$|£|¥|(€|\\euro(?:\{\})?))\s*")
-_CURRENCY_SUFFIX = re.compile(rf"\s*(?:£|¥|\\\$|\$|({_EURO}|\\text\{{\s*{_EURO}\s*\}}))$")  # '18\\$' (issue 24)
+# '18\\$' (issue 24); group 1: a sign written after the number where decimal commas are the custom ('2,74 €', and
+# '2,74 $' as French-speaking Canada writes dollars: issue 43)
+_CURRENCY_SUFFIX = re.compile(rf"\s*(?:£|¥|(\\\$|\$|{_EURO}|\\text\{{\s*{_EURO}\s*\}}))$")
 
 
 def _strip_units(text: str, words: bool = False) -> str:
@@ -77,7 +87,8 @@ def _strip_units(text: str, words: bool = False) -> str:
 
 
 def _strip_currency(text: str) -> tuple[str, bool]:
-    """`text` without a leading or trailing currency sign, and whether that sign was the euro's."""
+    """`text` without a leading or trailing currency sign, and whether that sign allows a decimal comma: the euro's,
+    or a dollar sign after the number (_CURRENCY_SUFFIX)."""
     euro = False
     for pattern in (_CURRENCY_PREFIX, _CURRENCY_SUFFIX):
         match = pattern.search(text)
@@ -103,7 +114,10 @@ def _percent_value(answer: str) -> Fraction | None:
 def _plain_value(text: str) -> Fraction | None:
     whole = _WHOLE_TEXT.fullmatch(text.strip())  # the whole answer written as text: '\\text{5 cm}'
     text = whole.group(1) if whole else text
-    text = _SPACING.sub(" ", text.strip().replace("\u2212", "-").replace("{,}", ",").replace("\\!", ""))
+    if ESTIMATE.match(text):  # '~5' is about 5, not 5 (issue 43: rlvr.verifiers.math.words)
+        return None
+    text = _THIN_COMMA.sub(",", text.strip().replace("\u2212", "-").replace("{,}", ","))  # '11,\\! 111' (issue 43)
+    text = _SPACING.sub(" ", text.replace("\\!", ""))
     text = _LEADING_SIGN.sub(lambda m: m.group()[0].replace("\u2013", "-"), " ".join(text.split()))
     text, euro = _strip_currency(_strip_units(text, words=bool(whole)))
     text = text.removesuffix(".") if not text.endswith("..") else text
@@ -119,10 +133,13 @@ def _plain_value(text: str) -> Fraction | None:
     if frac:
         sign, num, den = frac.group(1), frac.group(2) or frac.group(3), frac.group(4) or frac.group(5)
         return None if int(den) == 0 else Fraction(int(num), int(den)) * (-1 if sign == "-" else 1)
-    if euro and _DECIMAL_COMMA.fullmatch(text):  # '2,74 €': the euro area writes decimal commas
+    if (euro and _DECIMAL_COMMA.fullmatch(text)) or _UNGROUPED_COMMA.fullmatch(text):  # '2,74 €', '1000,99'
         text = text.replace(",", ".")
+    dots = repeating_dots(text)
+    if dots is not None:
+        return dots or None
     if not _PLAIN_NUMBER.fullmatch(text):
-        return None
+        return words_value(text)
     try:
         return Fraction(text.replace(",", "").replace(" ", ""))
     except (ValueError, ZeroDivisionError):
@@ -157,11 +174,17 @@ def reference_readings(reference: str) -> frozenset[Fraction]:
     return number_readings(reference.replace(",", "."))
 
 
+_CLOCK = re.compile(r"\s*(\d{1,2}):(\d{2})\s*")
+
+
 def numbers_match(pred: str, gold: str) -> bool | None:
     """Whether two plain numbers are equal; None unless both are plain numbers. Exact, except that a percent
     on one side only may be read as X or X/100 (50% == 0.5 == 50) while two percents compare as written
     (0.25% != 25%, issue 24), and a fraction without a finite decimal expansion equals its double-precision
     print (rlvr.verifiers.math.forms.machine_rounding)."""
+    clocks = _CLOCK.fullmatch(pred), _CLOCK.fullmatch(gold)
+    if all(clocks):  # '12:00' is a time of day, compared as hours and minutes (math-verify reads 12/00: issue 43)
+        return tuple(map(int, clocks[0].groups())) == tuple(map(int, clocks[1].groups()))
     gold_values, pred_values = reference_readings(gold), number_readings(pred)
     if not gold_values or not pred_values:
         return None

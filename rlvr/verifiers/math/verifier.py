@@ -54,8 +54,10 @@ from rlvr.verifiers.math.extract import (  # noqa: F401  (re-exported: tests and
     last_boxed,
     number_readings,
 )
-from rlvr.verifiers.math.forms import value_problem
+from rlvr.verifiers.math.forms import counted_value, value_problem
 from rlvr.verifiers.math.numbers import numbers_match, rounded_fractions
+from rlvr.verifiers.math.units import unit_problem
+from rlvr.verifiers.math.words import approximation_problem
 
 _NO_ANSWER = {"strict": NO_ANSWER, "last_number": NO_ANSWER_OR_NUMBER, "latex": NO_ANSWER_LATEX}
 
@@ -265,14 +267,15 @@ class MathVerifier:
         problem = brace_problem(pred)
         if problem:
             return Verdict(Outcome.UNPARSEABLE, 0.0, problem)
-        problem = hedge_problem(final, gold)
+        problem = hedge_problem(final, gold) or unit_problem(final.written, gold)  # units: issue 43
         if problem:
-            return Verdict(Outcome.WRONG, 0.0, problem)
+            return Verdict(Outcome.WRONG, 0.0, problem if problem.startswith("hedged") else
+                           f"extracted {_short(pred)}, expected {_short(gold)} ({problem})")
         return self._compare(pred, gold)
 
     def _compare(self, pred: str, gold: str) -> Verdict:
         """Exact numbers, else math-verify behind the shape checks and the value guards."""
-        same = numbers_match(pred, gold)
+        same = numbers_match(counted_value(pred) or pred, gold)  # '\\boxed{18 dollars}' is 18 (issue 43)
         if same is not None:
             return self._judge(same, pred, gold)
         # Identical text still goes to math-verify (cached): only it can tell that a gold answer such as
@@ -280,7 +283,7 @@ class MathVerifier:
         problem = shape_problem(pred)
         if problem:
             return Verdict(Outcome.UNPARSEABLE, 0.0, f"not checked: {problem}")
-        problem = value_problem(pred, gold)  # what math-verify would drop: '5 \\text{ million}', '3 \\to 4'
+        problem = approximation_problem(pred) or value_problem(pred, gold)  # math-verify drops: '~5', '3 \\to 4'
         if problem:
             return Verdict(Outcome.WRONG, 0.0, f"extracted {_short(pred)}, expected {_short(gold)} ({problem})")
         return self._math_verify(pred, gold)

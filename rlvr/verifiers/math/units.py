@@ -1,0 +1,107 @@
+"""Units on both sides of a comparison (issue 43): strings only, no sympy, no conversions.
+
+Decisions (tests/test_math_statements.py; corpus rows of form 'units'):
+- Equal only with the same unit or no unit: a unit on one side only is read as the number, as before ('5 cm'
+  answers 5, and 5 answers '5 cm'); two different units of one quantity are WRONG, never converted ('5 m' for
+  '5 cm', '120 min' for '2 h'), and so is a currency mismatch ('5 cents' for '\\$5', '€5' for '\\$5'). math-verify
+  drops units, so it found '5 m' == '5 cm'.
+- Spellings of one unit are the same unit: 'cm', 'centimeters', 'centimetre', '\\text{ cm}'; '\\$', '$', 'dollars',
+  'USD'; '^\\circ', '°', 'degrees'; 'cm^2', 'cm²', 'square centimeters', 'sq cm'; 'km/h', 'kilometers per hour'.
+- Only the units in _UNITS are compared; other words after a number (a counted noun: '5 apples', '18 dollars' is
+  a currency) are not units of a quantity here: 'apples' against 'oranges' is not checked, the numbers are.
+  'pounds' is left out (mass or money).
+- The unit is read from the end of the statement as written (rlvr.verifiers.math.extract.FinalAnswer.written):
+  the words after its last digit, or a currency sign before its last number.
+"""
+from __future__ import annotations
+
+import re
+
+_UNITS: dict[str, str] = {}
+
+
+def _unit(key: str, *forms: str) -> None:
+    for form in (key, *forms):
+        _UNITS[form] = key
+
+
+for _key, *_forms in (
+        ("mm", "millimeter", "millimetre"), ("cm", "centimeter", "centimetre"), ("m", "meter", "metre"),
+        ("km", "kilometer", "kilometre"), ("in", "inch", "inches"), ("ft", "foot", "feet"), ("yd", "yard"),
+        ("mi", "mile"), ("mg", "milligram"), ("g", "gram", "gramme"), ("kg", "kilogram", "kilo"), ("oz", "ounce"),
+        ("s", "sec", "second"), ("min", "minute"), ("h", "hr", "hour"), ("day",), ("week", "wk"), ("month",),
+        ("year", "yr"), ("ml", "mL", "milliliter", "millilitre"), ("l", "L", "liter", "litre"), ("gal", "gallon"),
+        ("USD", "dollar", "usd"), ("cent", "¢", "cents"), ("EUR", "€", "euro", "eur", "\\euro"),
+        ("GBP", "£", "gbp"), ("JPY", "¥", "yen"), ("deg", "°", "degree"), ("rad", "radian"),
+        ("degC", "°C", "celsius"), ("degF", "°F", "fahrenheit"), ("km/h", "kph", "kmh"), ("mi/h", "mph"),
+        ("m/s", "mps")):
+    _unit(_key, *_forms)
+
+_TEXT_GROUP = re.compile(r"\\(?:text|textrm|textnormal|mathrm|mbox|textit|operatorname)\s*\{([^{}]*)\}")
+_DEGREES = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|\\degree")
+_POWER = re.compile(r"\^\s*\{?\s*([23])\s*\}?")  # written as '²' / '³', which are no digits to \d
+_SPACING = re.compile(r"\\[,;:! ]|~|\\q?quad(?![A-Za-z])|[{}$]")
+_CURRENCY_BEFORE = re.compile(r"(USD|€|£|¥|\\euro(?:\{\})?)\s*[-+]?\s*\d[\d,. ]*$")
+_LAST_DIGIT = re.compile(r"\d(?=\D*\Z)")
+_WORDS = re.compile(r"[^\W\d_]+\.?|[°¢€£¥/²³]")
+_PER = re.compile(r"\s+per\s+|\s*/\s*")
+
+
+def _one(word: str) -> str | None:
+    """The unit one word names, plurals and case read ('Centimeters' -> cm; 'M' is not 'm'), else None."""
+    word = word.rstrip(".")
+    lower = word.lower()
+    forms = [word] if len(word) <= 2 else [word, lower, word.removesuffix("s"), lower.removesuffix("s"),
+                                            lower.removesuffix("es")]
+    return next((_UNITS[form] for form in forms if form in _UNITS), None)
+
+
+def _named(words: str) -> str | None:
+    """The unit a run of unit words names ('square centimeters' -> 'cm^2', 'miles per hour' -> 'mi/h')."""
+    parts = _PER.split(words.strip())
+    if len(parts) == 2:
+        top, bottom = _named(parts[0]), _named(parts[1])
+        key = top and bottom and f"{top}/{bottom}"
+        return _UNITS.get(key, key) if key else None
+    tokens = words.split()
+    power = ""
+    if tokens and tokens[0].lower().rstrip(".") in ("square", "sq", "cubic", "cu"):
+        power = "^2" if tokens[0].lower().startswith("s") else "^3"
+        tokens = tokens[1:]
+    if tokens and tokens[-1] in ("²", "³"):
+        power, tokens = "^2" if tokens[-1] == "²" else "^3", tokens[:-1]
+    if len(tokens) == 2 and tokens[0] == "°" and tokens[1] in ("C", "F"):
+        tokens = ["°" + tokens[1]]
+    if len(tokens) == 2 and _one(tokens[0]) == "deg" and tokens[1].lower() in ("celsius", "fahrenheit"):
+        tokens = tokens[1:]
+    unit = _one(tokens[0]) if len(tokens) == 1 else None
+    return unit + power if unit else None
+
+
+def unit_of(written: str) -> str | None:
+    """The unit a statement ends with (see the module docstring), as a canonical key; None without a known one."""
+    text = _TEXT_GROUP.sub(r" \1 ", written).replace("\\$", " USD ")
+    if text.count("$") == 1:  # one '$' is a dollar sign; a pair delimits LaTeX
+        text = text.replace("$", " USD ")
+    text = _POWER.sub(lambda m: " ² " if m.group(1) == "2" else " ³ ", _DEGREES.sub(" ° ", text))
+    for sign in "²³°/":
+        text = text.replace(sign, f" {sign} ")
+    text = " ".join(_SPACING.sub(" ", text).split()).rstrip(".")
+    currency = _CURRENCY_BEFORE.search(text)
+    if currency:
+        return _one(currency.group(1).removesuffix("{}"))
+    last = _LAST_DIGIT.search(text)
+    if last is None:
+        return None
+    rest = text[last.end():].strip()
+    if not rest or not all(_WORDS.fullmatch(w) for w in rest.split()):
+        return None
+    return _named(rest.replace("° C", "°C").replace("° F", "°F"))
+
+
+def unit_problem(written: str, gold: str) -> str | None:
+    """Why the answer's unit differs from the reference's (both known and not the same); None otherwise."""
+    mine, theirs = unit_of(written), unit_of(gold)
+    if mine and theirs and mine != theirs:
+        return f"unit {mine} where the reference has {theirs} (units are compared, never converted)"
+    return None

@@ -1,0 +1,137 @@
+"""Numbers written in words, mixed numbers, fractions named in words and repeating decimals written with dots
+(issue 43). Strings and Fractions only: this runs in the trainer's process, never sympy.
+
+Decisions (tests/test_math_statements.py; corpus rows of forms 'number_words', 'mixed_number', 'fraction_words',
+'repeating_dots'); before issue 43 each of these was read as a bare number or as two answers:
+- A whole number in words is its value: 'five' == 5, 'twenty-one' == 21, 'one hundred and five' == 105, 'two
+  thousand three hundred' == 2300. Words out of order ('five three') are no number.
+- A mixed number is one value: '5 1/2' == 11/2, '2 and 3/4' == 11/4, '5 and a half' == 11/2, 'five and three
+  quarters' == 23/4, '-5 1/2' == -11/2. Only with a proper fraction: '3 4/3' stays two numbers (a hedge), and
+  '5 1/2' never reads as 5 or as 1/2. 'A and B/C' reads as the mixed number against a list reference too.
+- A count of a fraction word is that fraction: '3 fifths' == 3/5, '5 tenths' == 1/2, 'a half' == 1/2, 'three
+  quarters' == 3/4 ('second' is a unit of time, not a denominator). A plural magnitude is its factor: '3 dozens'
+  == 36 (rlvr.verifiers.math.forms.magnitude), so neither is trimmed to the bare count (rlvr.verifiers.math.latex).
+- A decimal followed by '...' (or '\\ldots', '\\dots', '…') repeats its shortest tail written at least twice in a
+  row: '0.333...' == 1/3, '0.1666...' == 1/6, '0.142857142857...' == 1/7. Without such a tail ('3.14159...',
+  '0.12...') it is a cut-off decimal with no exact value: WRONG (rlvr.verifiers.math.forms.value_problem), never
+  the digits before the dots.
+"""
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+from rlvr.verifiers.math.forms import magnitude
+
+_ONES = {w: i for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen".split())}
+_TENS = {w: 10 * i for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), 2)}
+_SCALES = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
+_DENOMINATORS = {"half": 2, "halves": 2, "third": 3, "quarter": 4, "fourth": 4, "fifth": 5, "sixth": 6,
+                 "seventh": 7, "eighth": 8, "ninth": 9, "tenth": 10, "eleventh": 11, "twelfth": 12, "hundredth": 100,
+                 "thousandth": 1000, "millionth": 10**6}
+_MIXED = re.compile(r"([-+\u2212]?)\s*(\d+)\s+(?:and\s+)?(\d+)\s*/\s*(\d+)")
+_WHOLE_AND = re.compile(r"([-+\u2212]?)\s*(.+?)\s+and\s+(.+)")
+_COUNT_OF = re.compile(r"(.+?)\s+([a-z]+)")
+DOTS = re.compile(r"([-+]?)(\d*)\.(\d+)\s*(?:\.\.\.|\\[lc]?dots\b|…)")
+# A leading '~', '\sim', '\approx' or '≈' marks an estimate: '~5' is about 5, never 5 (issue 43). Inside LaTeX a
+# '~' is a space, but no answer starts with one.
+ESTIMATE = re.compile(r"\s*(?:~|\\sim(?![A-Za-z])|\\approx(?![A-Za-z])|[≈∼])\s*[-+]?[\d.]")
+
+
+def _denominator(word: str) -> int | None:
+    word = word.lower()
+    for form in (word, word.removesuffix("s")):
+        if form in _DENOMINATORS:
+            return _DENOMINATORS[form]
+    return None
+
+
+def value_word(word: str) -> bool:
+    """Whether `word` names a number, a denominator or a magnitude ('five', 'fifths', 'dozens'): never prose to trim
+    from around an answer (rlvr.verifiers.math.latex.trim_prose)."""
+    word = word.lower().strip(".,:;!?")
+    return word in _ONES or word in _TENS or word in _SCALES or word == "hundred" \
+        or _denominator(word) is not None or magnitude(word) is not None
+
+
+def cardinal(text: str) -> int | None:
+    """A whole number written in words ('twenty-one', 'one hundred and five'); None for anything else."""
+    words = text.lower().replace("-", " ").split()
+    total, group, last, cap = 0, 0, "", 10**15
+    for i, word in enumerate(words):
+        if word == "and" and last in ("hundred", "scale") and i + 1 < len(words):
+            continue
+        if word in ("a", "an") and i == 0 and len(words) > 1:
+            group, last = 1, "a"
+        elif word in _ONES and (last in ("", "hundred", "scale") or (last == "tens" and 0 < _ONES[word] < 10)):
+            group, last = group + _ONES[word], "ones"
+        elif word in _TENS and last in ("", "hundred", "scale"):
+            group, last = group + _TENS[word], "tens"
+        elif word == "hundred" and last in ("ones", "a") and 0 < group < 10:
+            group, last = group * 100, "hundred"
+        elif word in _SCALES and last not in ("", "scale") and group and _SCALES[word] < cap:
+            total, group, last, cap = total + group * _SCALES[word], 0, "scale", _SCALES[word]
+        else:
+            return None
+    return None if last in ("", "a") else total + group
+
+
+def _count(text: str) -> int | None:
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    return 1 if text in ("a", "an", "one") else cardinal(text)
+
+
+def _fraction_words(text: str) -> Fraction | None:
+    """'3 fifths', 'three quarters', 'a half' -> the fraction; None for anything else."""
+    match = _COUNT_OF.fullmatch(text)
+    denominator = match and _denominator(match.group(2))
+    count = _count(match.group(1)) if denominator else None
+    return None if count is None else Fraction(count, denominator)
+
+
+def words_value(text: str) -> Fraction | None:
+    """The value of a mixed number, a fraction in words or a whole number in words (see the module docstring)."""
+    text = " ".join(text.lower().split()).removesuffix(".")
+    mixed = _MIXED.fullmatch(text)
+    if mixed:
+        whole, numerator, denominator = (int(g) for g in mixed.group(2, 3, 4))
+        if not 0 < numerator < denominator:
+            return None
+        return (whole + Fraction(numerator, denominator)) * (-1 if mixed.group(1) in ("-", "\u2212") else 1)
+    parts = _WHOLE_AND.fullmatch(text)
+    if parts:
+        whole, part = _count(parts.group(2)), _fraction_words(parts.group(3))
+        if whole is None or part is None or not 0 < part < 1 or parts.group(2) in ("a", "an"):
+            return None
+        return (whole + part) * (-1 if parts.group(1) in ("-", "\u2212") else 1)
+    return _fraction_words(text) or (Fraction(number) if (number := cardinal(text)) is not None else None)
+
+
+def repeating_dots(text: str) -> Fraction | None | bool:
+    """'0.333...' -> 1/3 (see the module docstring); False for a cut-off decimal with no repeating tail; None when
+    `text` is no decimal followed by dots."""
+    match = DOTS.fullmatch(text.strip())
+    if match is None:
+        return None
+    digits = match.group(3)
+    for size in range(1, len(digits) // 2 + 1):
+        period = digits[-size:]
+        if digits.endswith(period * 2):
+            fixed = digits[:len(digits) - 2 * size]
+            value = int(match.group(2) or 0) + Fraction(int(fixed or 0), 10 ** len(fixed)) \
+                + Fraction(int(period), (10 ** size - 1) * 10 ** len(fixed))
+            return -value if match.group(1) == "-" else value
+    return False
+
+
+def approximation_problem(answer: str) -> str | None:
+    """Why `answer` states no exact value: an estimate ('~5') or a cut-off decimal ('3.14159...'); None otherwise."""
+    if ESTIMATE.match(answer):
+        return "an estimate ('~') is not an exact value"
+    if repeating_dots(answer) is False:
+        return "a decimal cut off with '...' and no repeating digits is not an exact value"
+    return None

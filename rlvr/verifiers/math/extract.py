@@ -63,6 +63,7 @@ from rlvr.verifiers.math.latex import connective as _connective
 from rlvr.verifiers.math.latex import latex_level, list_gap, refine, solves_nothing, stated_value
 from rlvr.verifiers.math.numbers import as_number, canonical, last_number, number_readings  # noqa: F401  (re-exported: rlvr.verifiers.math.verifier and the tests use them)
 from rlvr.verifiers.math.scan import ascii_lower, last_marks, nth_last, tail
+from rlvr.verifiers.math.units import unit_around
 
 Mode = Literal["strict", "last_number", "latex"]
 MODES: tuple[str, ...] = get_args(Mode)
@@ -91,6 +92,7 @@ _SENTENCE_END = re.compile(r"(?<=[^\s.])\.\s+(?=[A-Z<])")
 _ANY_VALUE = re.compile(r"[\d$\\]")
 _LINE_KINDS = ("answer_line", "hashes")
 _LIST_WORD = re.compile(r",|\band\b")
+_WORD_ANSWER = re.compile(r"(?:[A-Z][\w'-]*|yes|no|none|true|false|undefined|impossible)[.!]?")  # one-word answers
 _HEDGE_WORD = re.compile(r"\b(?:or|either|maybe|perhaps)\b", re.IGNORECASE)
 _DELIMITED = ("answer_tag", "boxed", "latex")  # kinds whose extent is marked, unlike a line's
 # What an 'Answer:' / '####' line that states a value starts with (issue 43): a number, LaTeX, a bracket, a currency
@@ -146,11 +148,11 @@ def outside_thinking(text: str) -> str:
             parts, pos = [], stray + len(close_tag)
             continue
         if opener < 0:
-            return "\n\n".join(parts + [text[pos:]])
+            return "\n\n".join(part for part in parts + [text[pos:]] if part)
         parts.append(text[pos:opener])
         close = text.find(close_tag, opener + len(open_tag))
         if close < 0:
-            return "\n\n".join(parts)
+            return "\n\n".join(part for part in parts if part)
         pos = close + len(close_tag)
 
 
@@ -284,14 +286,16 @@ def _kinds(mode: Mode, tags: bool) -> list:
 
 def _states_value(candidate: Candidate) -> bool:
     """Whether a statement states a value (issue 43): boxes and <answer> blocks always; an 'Answer:' line when it
-    starts like a value (_VALUE_START), is one word ('Evelyn', 'C') or names what was asked before the value ('the
-    largest $n$ is 34'); a '####' line when it starts like a value. 'This answer is correct because ...' does not."""
+    starts like a value (_VALUE_START), is one name or word answer ('Evelyn', 'C', 'yes') or names what was asked
+    before the value ('the largest $n$ is 34'); a '####' line when it starts like a value. 'This answer is correct
+    because ...' and 'I hope this answer is helpful!' do not."""
     if candidate.kind not in _LINE_KINDS:
         return True
     written = candidate.raw or candidate.text
     if _VALUE_START.match(written):
         return True
-    return candidate.kind == "answer_line" and (len(written.split()) == 1 or stated_value(written) is not None)
+    return candidate.kind == "answer_line" and (_WORD_ANSWER.fullmatch(written) is not None
+                                                or stated_value(written) is not None)
 
 
 def _statements(text: str, mode: Mode, tags: bool) -> list[Candidate]:
@@ -354,11 +358,17 @@ def _final(text: str, mode: Mode, tags: bool = True, fallback: bool = True) -> F
         candidates = [Candidate(span.text, span.start, span.end, kind="latex")
                       for span in latex_level(text) if span.text]
         # Environments are mostly reasoning ('$x = 3$'): only the final run counts as answers (spam check).
-        final = _with_run(text, candidates) if candidates else None
-        return None if final is None else replace(final, recent=final.run)
+        if not candidates:
+            return None
+        final = _with_run(text, candidates)
+        sign, unit = unit_around(text, candidates[-1].start, candidates[-1].end)  # '$5$ m long': a unit (issue 43)
+        return replace(final, recent=final.run, written=sign + final.written + unit)
     window = tail(text)
     number = last_number(window) if mode == "last_number" and not solves_nothing(window) else None
-    return None if number is None else FinalAnswer(number, "last_number", (number,), (number,), written=number)
+    if number is None:
+        return None
+    sign, unit = unit_around(window, window.rfind(number), window.rfind(number) + len(number))
+    return FinalAnswer(number, "last_number", (number,), (number,), written=sign + number + unit)
 
 
 def final_answer(completion: str, mode: Mode = "strict") -> FinalAnswer | None:

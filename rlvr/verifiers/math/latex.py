@@ -39,6 +39,7 @@ RECENT = 64  # candidates kept from the end of the text (enough to see a run of 
 _DELIMITERS = re.compile(r"\\\\|\\\$|\$\$|\$|\\\[|\\\]|\\\(|\\\)")
 _CLOSE = {"$$": "$$", "$": "$", "\\[": "\\]", "\\(": "\\)"}
 _ONE_LINE = ("$", "\\(")  # math-verify's inline environments do not span lines
+_DOLLAR_AFTER = re.compile(r"^[^$]*\d\s*\$$")  # one '$', after the number: a dollar sign, not a delimiter
 _PERCENT_AFTER = re.compile(r"\s*(?:\\%|%|percent\b)")
 _BARE = re.compile(  # a fraction or root written outside $..$: '\\frac{1}{3}', '2\\sqrt3' (one brace level)
     r"(?<![\\\w])-?(?:\d+\s*)?\\(?:[dtc]?frac(?:\{[^{}$\n]{1,200}\}|\d){2}|sqrt(?:\{[^{}$\n]{1,200}\}|\d+))")
@@ -80,8 +81,9 @@ def clean(answer: str) -> str:
     while answer != previous:
         previous = answer
         for wrapper in ("**", "$", "\\(", "\\)", "\\[", "\\]"):
-            answer = answer.removeprefix(wrapper)
-            if not answer.endswith("\\$"):  # '18\\$' ends with a dollar sign, not a delimiter (issue 24)
+            sign = answer.endswith("\\$") or _DOLLAR_AFTER.search(answer)  # '18\\$', '2,74 $': dollar signs
+            answer = answer.removeprefix(wrapper)  # after the number, not delimiters (issues 24, 43)
+            if not sign:
                 answer = answer.removesuffix(wrapper)
             answer = answer.strip()
         if not answer.endswith("\\right.") and not DOTS.search(answer):  # '\\right.' is no full stop, nor

@@ -27,7 +27,7 @@ import re
 from fractions import Fraction
 
 from rlvr.verifiers.math.forms import REPEATING, expand_repeating, is_unit, machine_rounding, magnitude, repeating_value
-from rlvr.verifiers.math.words import ESTIMATE, repeating_dots, words_value
+from rlvr.verifiers.math.words import ESTIMATE, denominator, repeating_dots, words_value
 
 _EURO = r"(?:€|\\euro(?:\{\})?|EUR\b|euros?\b)"
 _PERCENT_WORD = r"(?:\s*\\?%|\s*\\text\{\s*\\?%\s*\}|\s*(?:percent(?:age)?|pct)\b|\s*\\text\{\s*percent\s*\})"
@@ -38,7 +38,8 @@ _PERCENT_WORD = r"(?:\s*\\?%|\s*\\text\{\s*\\?%\s*\}|\s*(?:percent(?:age)?|pct)\
 _SIGN = r"[-\u2212\u2013]"
 _DOTS = r"(?:\.\.\.(?!\.)|…)"  # '0.333...' repeats (rlvr.verifiers.math.words, issue 43)
 NUMBER_IN_TEXT = re.compile(
-    rf"(?<![\w.])(?:€\s?\d+,\d{{1,2}}(?![\d,])|\d+,\d{{1,2}}\s*(?:{_EURO}|\\?\$(?![\w\\]))|\d{{4,}},\d{{1,2}}(?![\d,]))"
+    rf"(?<![\w.,/])\d+\s+(?:and\s+)?\d+/\d+(?![\d/.])"  # a mixed number '5 1/2' (issue 43)
+    rf"|(?<![\w.])(?:€\s?\d+,\d{{1,2}}(?![\d,])|\d+,\d{{1,2}}\s*(?:{_EURO}|\\?\$(?![\w\\]))|\d{{4,}},\d{{1,2}}(?![\d,]))"
     rf"|(?:(?<![\w.])(?:(?<![\w)]){_SIGN})?(?:\d{{1,3}}(?:(?:,|,\\!\s*|\{{,\}}|\\,)\d{{3}})+(?!\d)"
     rf"|\d{{1,3}}(?: \d{{3}})+(?![\d,]|\.\d)|\d+)(?:\.\d+{_DOTS}?)?(?:/\d+)?|(?<![\w.]){_SIGN}?\.\d+)"
     rf"{_PERCENT_WORD}?")
@@ -234,7 +235,8 @@ _BEFORE = re.compile(r"(?:[\^_/×÷&<>≤≥≠]|(?<!\*)\*"
                      r"|\\(?:[dtc]?frac|sqrt|binom|cdot|times|div|pm|mp|[gl]eq?|neq?|[gl]t)"
                      r"|(?:[\w})\]]|\\[A-Za-z]+)\s*\+"
                      r"|(?:\\[A-Za-z]+|(?<![A-Za-z])[A-Za-z]|[})\]])\s*-"
-                     r"|(?<!\S)[\u2212\u2013])\s*$")  # a detached minus or dash: 'is − 3' is not 3 (issue 24)
+                     r"|(?<!\S)[\u2212\u2013]"  # a detached minus or dash: 'is − 3' is not 3 (issue 24)
+                     r"|(?<!\S)~|[≈∼]|\\(?:approx|sim)(?![A-Za-z]))\s*$")  # an estimate: '~5' is not 5 (issue 43)
 _AFTER = re.compile(r"\s*(?:\^(?!\s*\{?\s*\\circ)|_|/|[×÷&]|\*(?!\*)|\\\\|\+\s*[\w\\(]"
                     r"|\\(?!(?:text|mathrm|mbox|textbf|right|circ|degree|q?quad)(?![A-Za-z]))[A-Za-z])")
 # what follows a number and changes it: a text group that is not a unit, a magnitude ('5 million', '5k')
@@ -242,6 +244,8 @@ _CHANGING_WORDS = frozenset({"below", "squared", "cubed", "factorial", "halves",
                              "hundredths", "thousandths", "millionths", "percentile", "mod", "modulo"})
 _NEXT_WORDS = re.compile(r"\s*(?:\\[,;:! ]\s*)*\\(?:text|textrm|mathrm|mbox)\s*\{([^{}]*)\}|(\s*)([A-Za-z]+)")
 _GLUED_PREFIXES = frozenset({"k", "K", "M", "B", "bn", "mn"})
+_AND_A_PART = re.compile(r"\s+and\s+[a-z]+\s+([a-z]+)")  # '5 and a half', '2 and three quarters' (issue 43)
+
 _TEXT_GROUP = re.compile(r"\\(?:text|textbf|textit|textrm|mbox|mathrm|mathbf|emph)\s*$")
 _CLOSER = re.compile(r"\s*(?:\)|\]|\\\}|\\right|\\rangle)")
 _TOKENS = re.compile(r"\n|(?<!\\)[{}]")
@@ -304,8 +308,13 @@ def _changed_after(text: str, end: int) -> bool:
     if match.group(1) is not None:
         return not is_unit(match.group(1))
     word = match.group(3)
-    return (magnitude(word) is not None or word.lower() in _CHANGING_WORDS
-            or (not match.group(2) and word in _GLUED_PREFIXES))
+    return (magnitude(word) is not None or word.lower() in _CHANGING_WORDS or denominator(word) is not None
+            or (not match.group(2) and word in _GLUED_PREFIXES) or _and_a_part(text, end))
+
+
+def _and_a_part(text: str, end: int) -> bool:
+    part = _AND_A_PART.match(text, end)
+    return part is not None and denominator(part.group(1)) is not None
 
 
 def last_number(text: str) -> str | None:

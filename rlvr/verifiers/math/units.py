@@ -99,6 +99,29 @@ def unit_of(written: str) -> str | None:
     return _named(rest.replace("° C", "°C").replace("° F", "°F"))
 
 
+_SIGN_BEFORE = re.compile(r"(\\\$|€|£|¥)\s*$")
+_FOLLOWING = re.compile(r"\s*(?:\$\s*)?((?:[^\W\d_]+\.?|[°¢€£¥/])(?:\s*(?:[^\W\d_]+\.?|[°¢€£¥/])){0,3})")
+
+
+def unit_around(text: str, start: int, end: int) -> tuple[str, str]:
+    """The currency sign before and the unit words after a number at text[start:end] in running text ('€5', '5 m
+    long' -> ' m'), for the fallbacks that read a number without its statement: a sign other than a bare '$' (a
+    LaTeX delimiter too), and the longest run of up to four words naming a unit."""
+    sign = _SIGN_BEFORE.search(text, max(0, start - 8), start)
+    return (sign.group(1) if sign else ""), _unit_after(text, end)
+
+
+def _unit_after(text: str, end: int) -> str:
+    match = _FOLLOWING.match(text, end, min(len(text), end + 80))
+    if match is None:
+        return ""
+    words = match.group(1).split()
+    for size in range(len(words), 0, -1):
+        if _named(" ".join(words[:size]).replace("° C", "°C").replace("° F", "°F")):
+            return " " + " ".join(words[:size])
+    return ""
+
+
 def unit_problem(written: str, gold: str) -> str | None:
     """Why the answer's unit differs from the reference's (both known and not the same); None otherwise."""
     mine, theirs = unit_of(written), unit_of(gold)

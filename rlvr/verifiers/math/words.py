@@ -40,7 +40,8 @@ DOTS = re.compile(r"([-+]?)(\d*)\.(\d+)\s*(?:\.\.\.|\\[lc]?dots\b|…)")
 ESTIMATE = re.compile(r"\s*(?:~|\\sim(?![A-Za-z])|\\approx(?![A-Za-z])|[≈∼])\s*[-+]?[\d.]")
 
 
-def _denominator(word: str) -> int | None:
+def denominator(word: str) -> int | None:
+    """The denominator a fraction word names ('fifths' -> 5, 'half' -> 2), else None."""
     word = word.lower()
     for form in (word, word.removesuffix("s")):
         if form in _DENOMINATORS:
@@ -53,7 +54,7 @@ def value_word(word: str) -> bool:
     from around an answer (rlvr.verifiers.math.latex.trim_prose)."""
     word = word.lower().strip(".,:;!?")
     return word in _ONES or word in _TENS or word in _SCALES or word == "hundred" \
-        or _denominator(word) is not None or magnitude(word) is not None
+        or denominator(word) is not None or magnitude(word) is not None
 
 
 def cardinal(text: str) -> int | None:
@@ -88,9 +89,9 @@ def _count(text: str) -> int | None:
 def _fraction_words(text: str) -> Fraction | None:
     """'3 fifths', 'three quarters', 'a half' -> the fraction; None for anything else."""
     match = _COUNT_OF.fullmatch(text)
-    denominator = match and _denominator(match.group(2))
-    count = _count(match.group(1)) if denominator else None
-    return None if count is None else Fraction(count, denominator)
+    below = match and denominator(match.group(2))
+    count = _count(match.group(1)) if below else None
+    return None if count is None else Fraction(count, below)
 
 
 def words_value(text: str) -> Fraction | None:
@@ -103,10 +104,8 @@ def words_value(text: str) -> Fraction | None:
             return None
         return (whole + Fraction(numerator, denominator)) * (-1 if mixed.group(1) in ("-", "\u2212") else 1)
     parts = _WHOLE_AND.fullmatch(text)
-    if parts:
-        whole, part = _count(parts.group(2)), _fraction_words(parts.group(3))
-        if whole is None or part is None or not 0 < part < 1 or parts.group(2) in ("a", "an"):
-            return None
+    whole, part = (_count(parts.group(2)), _fraction_words(parts.group(3))) if parts else (None, None)
+    if whole is not None and part is not None and 0 < part < 1 and parts.group(2) not in ("a", "an"):
         return (whole + part) * (-1 if parts.group(1) in ("-", "\u2212") else 1)
     return _fraction_words(text) or (Fraction(number) if (number := cardinal(text)) is not None else None)
 

@@ -126,7 +126,8 @@ FORMS = [
     # the value stated after a named object or a function's value
     ("Final Answer: The volume of $ABCDEFGH$ is 120. I hope it is correct.", "120", C),
     ("Final Answer: The volume of $ABCDEFGH$ is 120. I hope it is correct.", "20", W),
-    ("Final Answer: the domain of $f(x)$ has 19 points, so the size of $f(x)$ is 19.", "19", C),
+    ("Final Answer: The maximum number of points in the domain of $f(x)$ is 19.", "19", C),
+    ("Final Answer: The maximum number of points in the domain of $f(x)$ is 19.", "18", W),
     # an 'Answer:' line ends at its sentence end when the rest states nothing (the earlier box is not read)
     ("It pays $\\boxed{255}$.\nFinal Answer: The final answer is $10,455$. I hope it is correct.", "10455", C),
     ("It pays $\\boxed{255}$.\nFinal Answer: The final answer is $10,455$. I hope it is correct.", "255", W),

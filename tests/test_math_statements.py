@@ -236,6 +236,7 @@ def test_connectives_are_several_values(verifier, inner):
     ("\\boxed{\\mathbb{R} \\setminus \\{0\\}}", "(-\\infty, 0) \\cup (0, \\infty)", C),  # between sets: one set
     ("\\boxed{\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}}", "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", C),  # a row break
     ("\\boxed{1 000}", "1000", C),  # one number with a thousands space, not two numbers side by side
+    ("\\boxed{5 \\quad \\text{cm}}", "5", C),  # spacing before a unit joins no second value
 ])
 def test_connectives_correct_and_wrong(verifier, completion, reference, outcome):
     check(verifier, completion, reference, outcome)

@@ -6,9 +6,10 @@ rlvr.verifiers.math.extract):
   `\\vee`), a list of different values when the reference is one value, or statements with only connectives
   between them (`\\boxed{3} \\boxed{4}`). An earlier, separate statement is a correction, not a hedge.
 - Issue 43: values joined by other connectives are several values too, never the last side: a top-level
-  `\\\\` line break, `\\quad` / `\\qquad`, numbers side by side ('12 3', `3 \\quad 4`: math-verify read them
-  as one product or sum), and `\\land` `\\wedge` `\\&` `\\mid` `\\sim` `\\setminus` between plain values
-  (`3 \\mid 4`; between sets, `\\mathbb{R} \\setminus \\{0\\}` stays one set). A mixed number ('5 1/2', '2 and
+  `\\\\` line break, numbers side by side ('12 3': math-verify read them as one product or sum), and `\\quad`
+  `\\qquad` `\\land` `\\wedge` `\\&` `\\mid` `\\sim` `\\setminus` between plain values or assignments
+  (`3 \\quad 4`, `x=3 \\wedge x=4`; `5 \\quad \\text{cm}` is 5 with a unit, and between sets
+  `\\mathbb{R} \\setminus \\{0\\}` stays one set). A mixed number ('5 1/2', '2 and
   3/4') is one value (rlvr.verifiers.math.words).
 - A bare list answers a tuple reference of its length, in its order: `\\boxed{2, 1}` is the pair `(2, 1)`, and
   wrong for `(1, 2)` (issue 43).
@@ -29,8 +30,8 @@ _AND = re.compile(r"\\text\{\s*and\s*\}|\band\b", re.IGNORECASE)
 _OR = re.compile(r"\\text\{\s*or\s*\}|(?<![A-Za-z])or(?![A-Za-z])")
 _SET = re.compile(r"\\left\\\{(.*)\\right\\\}|\\\{(.*)\\\}|\{(.*)\}", re.DOTALL)
 # Top-level separators of an answer (issue 43). Group 1: always a separator; group 2: only between plain values.
-_JOINS = re.compile(r"(\\\\|\\q?quad(?![A-Za-z])|\\(?:lor|vee)(?![A-Za-z]))"
-                    r"|(\\(?:land|wedge|mid|sim|setminus)(?![A-Za-z])|\\&)")
+_JOINS = re.compile(r"(\\\\|\\(?:lor|vee)(?![A-Za-z]))"
+                    r"|(\\(?:land|wedge|mid|sim|setminus|q?quad)(?![A-Za-z])|\\&)")
 _ENVIRONMENT = re.compile(r"\\(begin|end)\s*\{")
 _SPACES = re.compile(r"(?:\s|~|\\[,;: ])+")
 _TUPLE = re.compile(r"(?:\\left\s*)?\((.*?)(?:\\right\s*)?\)", re.DOTALL)

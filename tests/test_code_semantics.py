@@ -45,14 +45,15 @@ FORGED = {  # name -> (code, reference); Python says each assert fails (or canno
     "nested_float_without_tolerance": ("def f(n):\n    return [1.0000000001]", asserts("assert f(0) == [1.0]")),
     "candidates_own_fraction": ("def Fraction(a, b):\n    return 7\ndef f(n):\n    return 7",
                                 asserts("assert f(3) == Fraction(1, 3)")),
+    # issue 43: deque is the parent's (was refused as a library name): the candidate receives a real deque
+    "candidates_own_deque_argument": ("def deque(xs):\n    return 'magic'\n"
+                                      "def f(d):\n    return 3 if d == 'magic' else 0",
+                                      asserts("assert f(deque([1, 2])) == 3")),
 }
 UNSCORABLE = {  # forms the parent cannot evaluate exactly: refused when the reference is read
     "helper_only_on_expected_side": ("def expected(n):\n    return 0\ndef solve(n):\n    return 0",
                                      asserts("assert solve(2) == expected(2)")),
     "identity_of_two_results": ("_x = [1]\ndef f(n):\n    return _x", asserts("assert f(1) is not f(1)")),
-    "candidates_own_deque_argument": ("def deque(xs):\n    return 'magic'\n"
-                                      "def f(d):\n    return 3 if d == 'magic' else 0",
-                                      asserts("assert f(deque([1, 2])) == 3")),
 }
 PYTHON = {  # name -> (code, reference); Python says every assert passes
     "dict_equals_ordered_dict": ("def f(n):\n    return {'a': 1, 'b': 2}",

@@ -100,9 +100,15 @@ def check(cost_s: float = 0.0) -> None:
         budget.check(cost_s)
 
 
+def spent() -> bool:
+    """The active budget is spent (time or Fractions): a check program that caught the failure still fails."""
+    budget = _ACTIVE.get()
+    return budget is not None and (time.thread_time() > budget.deadline or budget.fraction_bits < 0)
+
+
 def produced(value: Any) -> Any:
     """Count a Fraction the parent made or decoded against the active budget; other values pass."""
-    if type(value) is Fraction:
+    if isinstance(value, Fraction):  # a subclass too (issue 43: code/stdtypes)
         budget = _ACTIVE.get()
         if budget is not None:
             budget.fraction(value)

@@ -131,6 +131,10 @@ def _asserts(*tests: str, **extra) -> str:
     return json.dumps({"asserts": list(tests), **extra})
 
 
+def _check(body: str) -> str:
+    return json.dumps({"check": f"def check(candidate):\n    {body}\n", "entry": "f"})
+
+
 def _io(n: int = 1) -> str:
     return json.dumps({"io": [{"input": f"{i}\n", "output": f"{i}\n"} for i in range(n)]})
 
@@ -177,7 +181,18 @@ ADVERSARIAL_CODE = {  # name -> (completion, reference); none of them is a right
     # a hanging call in a branch Python does not take: never made (issue 43; it was run last, "speculatively")
     "speculative_hang": ("def ok(x):\n    while x < 0:\n        pass\n    return True\ndef g(x):\n    return x",
                          _asserts("assert any(ok(x) for x in [1, -1])", "assert g(g(1) + 1) == 0")),
+    # issue 43: a live session per completion, and check(candidate) programs run in the parent
+    "channel_drip_in_a_call": ("import os, sys, time\ndef f(n):\n    while True:\n"
+                               "        os.write(int(sys.argv[1]), b'1')\n        time.sleep(0.0005)",
+                               _asserts("assert f(1) == 1")),
+    "check_many_calls": ("def f(n):\n    return n",
+                         _check("for i in range(100000):\n        assert candidate(i) == i")),
+    "check_costly_value": ("def f(n):\n    return 10 ** 7",
+                           _check("try:\n        x = 3 ** candidate(1)\n    except BaseException:\n        pass")),
+    "check_loop_over_result": ("def f(n):\n    return list(range(60000))",
+                               _check("assert sum(x * y for x in candidate(1) for y in range(20)) == 0")),
 }
+
 
 
 def adversarial_code_cases() -> dict[str, tuple[str, str]]:

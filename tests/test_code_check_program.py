@@ -136,6 +136,17 @@ def test_a_session_failure_is_not_catchable():
     assert not issubclass(Stop, Exception)
 
 
+def test_an_unknown_default_factory_caught_by_the_program_still_fails():
+    # the parent cannot run the candidate's `lambda: [0]`; the Failed it raises is a ValueError the program may
+    # catch, so it is also counted on the budget (budget.trip) and the run fails anyway
+    source = program("try:\n    v = candidate(0)['x']\nexcept Exception:\n    v = []\nassert v == []")
+    outcome, _ = run(source, lambda x: __import__("collections").defaultdict(list))
+    assert outcome == (True, "")  # a factory the parent knows: list
+    with Budget(10.0):
+        outcome = run_check(parse_check(source, "f"), "f", lambda call: CallResult(True, decode({"dd": ["?", []]}), 1))
+    assert outcome[0] is False and "tripped" in outcome[1]
+
+
 def test_a_check_that_never_calls_the_candidate_fails():
     assert run(program("assert True"), lambda x: x)[0] == (False, "check(candidate) returned without calling the "
                                                                   "candidate")

@@ -141,6 +141,14 @@ def test_calls_run_in_the_order_the_asserts_make_them():
     assert log == ["f(3)", "f(2)", "f(0)", "f(1)"]
 
 
+def test_a_generators_first_iterable_is_evaluated_when_it_is_created():
+    # Python evaluates g(1) when the generator expression is built, before h(2); its elements when zip pulls them
+    # (f(2) too: zip takes from the generator before it finds the list exhausted)
+    functions = {"f": lambda x: x * 10, "g": lambda x: [x, x + 1], "h": lambda x: x}
+    outcomes, log = judge(refs("assert list(zip((f(x) for x in g(1)), [h(2)])) == [(10, 2)]"), functions)
+    assert outcomes == [(True, "")] and log == ["g(1)", "h(2)", "f(1)", "f(2)"]
+
+
 def test_repeated_calls_are_not_merged():
     # a random function called twice must be called twice, as in Python
     import itertools

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from types import CodeType
 from typing import Any
 
-from rlvr.verifiers.code.budget import Failed, spent
+from rlvr.verifiers.code.budget import Failed, spent, trips
 from rlvr.verifiers.code.check_guard import PREFIX, Guards, Rewrite, Stop
 from rlvr.verifiers.code.evaluate import BadReference, CallResult, CandidateCall, Resolve
 from rlvr.verifiers.code.harness import printable
@@ -104,7 +104,7 @@ def _rebuilt(result: CallResult) -> Exception | None:
 
 def run_check(program: CheckProgram, entry: str, resolve: Resolve) -> tuple[bool, str]:
     """(passed, why not) of one check program against the candidate behind `resolve`."""
-    guards = Guards()
+    guards, tripped_before = Guards(), trips()
     candidate = Candidate(entry, resolve, guards)
     namespace: dict[str, Any] = {"__builtins__": builtins, "__name__": "rlvr_check", **guards.namespace()}
     try:
@@ -113,8 +113,8 @@ def run_check(program: CheckProgram, entry: str, resolve: Resolve) -> tuple[bool
         namespace["check"](candidate)
     except (Exception, Stop, SystemExit) as err:
         return False, _why(err, program, guards, candidate)
-    if guards.tripped or spent():
-        return False, f"check(candidate) stopped: {guards.tripped or 'the CPU budget is spent'}"
+    if guards.tripped or spent() or trips() != tripped_before:
+        return False, f"check(candidate) stopped: {guards.tripped or 'the CPU budget is spent or a bound tripped'}"
     if candidate.calls == 0:
         return False, "check(candidate) returned without calling the candidate"
     return True, ""

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import os
 import select
+import threading
 import time
 
 from rlvr.verifiers.code import sandbox
@@ -47,6 +48,7 @@ class Session:
         self.ended = ""  # why every further call fails
         self.problem = ""
         self.sent = self.answered = 0
+        self._lock = threading.Lock()
 
     def __enter__(self) -> Session:
         return self
@@ -55,6 +57,10 @@ class Session:
         self.close()
 
     def call(self, call: CandidateCall) -> CallResult:
+        with self._lock:  # a check program's threads: one call at a time, or the protocol would interleave
+            return self._call(call)
+
+    def _call(self, call: CandidateCall) -> CallResult:
         if self.live is None and not self.ended:
             self._start()
         if self.ended:

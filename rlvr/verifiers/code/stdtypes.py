@@ -23,7 +23,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from rlvr.verifiers.code.budget import Failed
+from rlvr.verifiers.code.budget import Failed, trip
 
 MAX_DECIMAL_DIGITS = 19_000  # digits + |exponent|: int(Decimal) stays under 63,200 bits (values.MAX_INT_BITS)
 
@@ -92,6 +92,7 @@ class UnknownFactory:
     __slots__ = ()
 
     def __call__(self) -> Any:
+        trip()  # a check program that catches the Failed still fails
         raise Failed("the defaultdict's default_factory is the candidate's own callable, which the parent does not "
                      "run (a built-in type or a function returning one immutable value is rebuilt)")
 

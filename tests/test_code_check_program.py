@@ -200,3 +200,25 @@ def test_a_call_without_a_real_answer_fails_even_when_caught(code, why):
     verdict = verify(code, reference, time_limit_s=1.0)
     assert verdict.outcome in (Outcome.WRONG, Outcome.TIMEOUT) and verdict.score == 0.0, verdict.detail
     assert why in verdict.detail, verdict.detail
+
+
+@pytest.mark.sandbox
+def test_a_sandbox_that_cannot_start_is_an_error_not_a_wrong_answer(monkeypatch):
+    from rlvr.verifiers.code import sandbox
+
+    reference = {"asserts": ["assert f(1) == 1"], "check": program("assert candidate(1) == 1"), "entry": "f"}
+    small = verify("def f(x):\n    return x", reference)  # the same reference, with a sandbox that starts
+    assert small.outcome is Outcome.CORRECT, small.detail
+
+    def no_fork(*args):
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(sandbox, "start_sandboxed", no_fork)
+    verdict = verify("def f(x):\n    return x", reference)
+    assert (verdict.outcome, verdict.score) == (Outcome.ERROR, 0.0) and "sandbox failed" in verdict.detail
+    monkeypatch.undo()
+    from rlvr.verifiers.code.verifier import CodeVerifier
+
+    starved = CodeVerifier(sandbox=SandboxConfig(time_limit_s=5.0, memory_mb=8))  # the interpreter cannot map libc
+    verdict = starved.verify("def f(x):\n    return x", json.dumps(reference))
+    assert (verdict.outcome, verdict.score) == (Outcome.ERROR, 0.0) and "sandbox failed" in verdict.detail

@@ -77,6 +77,9 @@ class Session:
             return self._end(f"{MISSING[:-1]}; {err})")
         except OverBudget as err:
             return self._end(str(err))
+        except OSError as err:  # the machine's fault, not the candidate's: the verdict says so (ERROR when none passed)
+            self.problem = self.problem or f"sandbox failed: {err}"
+            return self._end(f"no result (sandbox failed: {err})")
         self.sent += 1
         self.answered += 1
         return result
@@ -94,7 +97,12 @@ class Session:
     # ---------------------------------------------------------------- the session's life
     def _start(self) -> None:
         argv = [PYTHON, "-I", "-B", "harness.py", CHANNEL_FD]
-        self.live = sandbox.start_sandboxed(argv, self.config, self.files)
+        try:
+            self.live = sandbox.start_sandboxed(argv, self.config, self.files)
+        except (OSError, sandbox.SandboxUnavailable) as err:  # no fork, no fds, no sandbox: never the candidate's
+            self.problem = f"sandbox failed: {err}"
+            self._end(f"no result (sandbox failed: {err})")
+            return
         self.streams = Streams(self.live.readers, self.live.owned, self.config.max_output_bytes)
         self.deadline = self.live.start + self.config.time_limit_s
         for expected in ("ready", "loaded"):

@@ -222,3 +222,16 @@ def test_a_sandbox_that_cannot_start_is_an_error_not_a_wrong_answer(monkeypatch)
     starved = CodeVerifier(sandbox=SandboxConfig(time_limit_s=5.0, memory_mb=8))  # the interpreter cannot map libc
     verdict = starved.verify("def f(x):\n    return x", json.dumps(reference))
     assert (verdict.outcome, verdict.score) == (Outcome.ERROR, 0.0) and "sandbox failed" in verdict.detail
+
+
+@pytest.mark.sandbox
+def test_a_result_over_the_cap_ends_the_session():
+    # the reply line is capped at max_output_bytes (1 MiB by default); the session cannot read past a line it
+    # dropped, so that call and every later one fail: 1 of 3 here (hand count)
+    from rlvr.verifiers.code.verifier import CodeVerifier
+
+    verifier = CodeVerifier(sandbox=SandboxConfig(time_limit_s=5.0, max_output_bytes=1000))
+    reference = {"asserts": ["assert f(10) == 'a' * 10", "assert f(2000) == 'a' * 2000", "assert f(1) == 'a'"]}
+    verdict = verifier.verify("def f(n):\n    return 'a' * n", json.dumps(reference))
+    assert (verdict.outcome, verdict.score) == (Outcome.WRONG, pytest.approx(1 / 3)), verdict.detail
+    assert "over the 1000-byte cap" in verdict.detail

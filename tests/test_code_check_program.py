@@ -193,6 +193,7 @@ def test_a_thousand_calls_stay_within_the_parents_budget():
     ("import os, sys\ndef f(x):\n    os.write(int(sys.argv[1]), b'{\"n\": 0, \"ok\": true, \"value\": 1}\\n')\n"
      "    return 2", "out of order"),  # a forged line: the harness's own reply then comes out of step
     ("class E:\n    def __eq__(self, o):\n        return True\ndef f(x):\n    return E()", "unserialisable"),
+    ("def g(x):\n    return x", "not defined by the code"),  # no entry: Python's test would not reach a call
 ])
 def test_a_call_without_a_real_answer_fails_even_when_caught(code, why):
     reference = {"check": program("for x in (1, 2):\n    try:\n        assert candidate(x) == x\n"

@@ -88,6 +88,7 @@ def test_a_value_that_lies_about_its_type_is_refused(forged):
 @pytest.mark.parametrize("huge", [
     {"r": [0, 10 ** 7, 1]},  # list(f(x)) would build it in one C call the budget cannot interrupt
     {"r": [0, {"i": hex(1 << 80)}, 1]},  # len() overflows
+    {"r": [0, {"i": hex(1 << 65000)}, {"i": hex(1 << 64982)}]},  # 2 ** 18 items of 8 KB each: 2 GB as a list
     {"dec": "1e999999999"}, {"dec": "9" * 19_001},  # int(Decimal) would have a billion digits, or 63,000+ bits
     {"dec": "1" * 50_000},  # the text itself
 ])

@@ -26,6 +26,10 @@ _VIEWS = ((type({}.keys()), "vk"), (type({}.values()), "vv"), (type({}.items()),
 _FACTORIES = (int, float, complex, str, bytes, bytearray, list, tuple, dict, set, frozenset, bool, Counter,
               OrderedDict, deque, Fraction, Decimal)
 _IMMUTABLE = (_NONE, bool, int, float, complex, str, bytes, Fraction, Decimal)
+class Undefined(NameError):
+    """The code defines no such name: not an exception the candidate raised (a check program cannot catch it)."""
+
+
 _PLAIN = (_NONE, bool, int, float, complex, str, bytes, bytearray, list, tuple, dict, set, frozenset, range, deque,
           Fraction, Decimal) + tuple(view for view, _ in _VIEWS)
 # A subclass's content, read through the base type's own C methods (no override of the subclass runs)
@@ -90,12 +94,12 @@ def _decoder(chains, type=type, list=list, dict=dict, int=int, bytes=bytes, byte
     return decode
 
 
-def _runner(ns, decode, type=type, getattr=getattr, NameError=NameError, PLAIN=_PLAIN):
+def _runner(ns, decode, type=type, getattr=getattr, Undefined=Undefined, PLAIN=_PLAIN):
     def run(root, ops, stop_at_plain):
         """Walk a chain from the candidate's name; the outermost chain stops at plain data (the parent applies
         the rest), a nested one hands its value on as it is."""
         if root not in ns:
-            raise NameError("name %r is not defined by the code" % root)
+            raise Undefined("name %r is not defined by the code" % root)
         value, done = ns[root], 0
         for op in ops:
             if stop_at_plain and type(value) in PLAIN:
@@ -178,8 +182,11 @@ def _describe(err, str=str, type=type, BaseException=BaseException):
         return "exception"
 
 
-def _builtin_class(err, str=str, type=type, getattr=getattr, BaseException=BaseException):
-    """The first built-in exception class of the error's: a check program's `except ValueError` catches it."""
+def _builtin_class(err, str=str, type=type, getattr=getattr, BaseException=BaseException, Undefined=Undefined):
+    """The first built-in exception class of the error's: a check program's `except ValueError` catches it. ""
+    for a name the code never defined: in Python the test would not even have reached the call."""
+    if type(err) is Undefined:
+        return ""
     try:
         for cls in type(err).__mro__:
             if getattr(cls, "__module__", "") == "builtins":

@@ -207,9 +207,20 @@ def unary(op: str, operand: Any) -> Any:
 # ---------------------------------------------------------------- the allow-list of callables and names
 def _bounded_range(*args: Any) -> range:
     r = range(*args)
-    if len(r) > MAX_ITEMS:
-        raise Failed(f"range of {len(r)} items is over the {MAX_ITEMS} bound")
+    check_range(r)
     return r
+
+
+def check_range(r: range) -> None:
+    """A range is a few ints however long it is; list(r) or sum(r) is one C call. Issue 43: the items' size counts
+    too (range(0, 2 ** 65000, 2 ** 64980) has only 2 ** 20 items, of 8 KB each)."""
+    try:
+        size = len(r)
+    except OverflowError:  # more items than sys.maxsize
+        size = MAX_ITEMS + 1
+    bits = max(abs(r.start).bit_length(), abs(r.stop).bit_length(), 64)
+    if size * (bits // 64) > MAX_ITEMS:
+        raise Failed(f"range of {size} items of up to {bits} bits is over the {MAX_ITEMS}-item bound")
 
 
 def _bounded_pow(base: Any, exp: Any, mod: Any = None) -> Any:

@@ -24,7 +24,7 @@ from typing import Any
 
 from rlvr.verifiers.code import stdtypes
 from rlvr.verifiers.code.budget import CHECK_EVERY, Failed, check, produced
-from rlvr.verifiers.code.values import MAX_INT_BITS, MAX_ITEMS, hash_bound
+from rlvr.verifiers.code.values import MAX_INT_BITS, MAX_ITEMS, check_range, hash_bound
 
 
 class Materialized(list):
@@ -141,12 +141,7 @@ def _range(v: Any) -> range:
     if type(v) is not list or len(v) != 3 or not all(type(p) is int for p in v) or v[2] == 0:
         raise ValueError("bad tagged value 'r'")
     r = range(*v)
-    try:
-        size = len(r)
-    except OverflowError:  # more items than sys.maxsize
-        size = MAX_ITEMS + 1
-    if size > MAX_ITEMS:  # iterating it (list(), a for loop) is one C call the budget cannot interrupt
-        raise Failed(f"range of more than {MAX_ITEMS} items is over the bound")
+    check_range(r)  # iterating it (list(), sum()) is one C call the budget cannot interrupt
     return r
 
 

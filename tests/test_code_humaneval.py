@@ -82,3 +82,19 @@ def test_the_assert_only_checks_pass_as_assert_lists(verifier):
     assert len(jobs) == 157
     correct, _ = _judge(verifier, jobs)
     assert len(correct["canonical"]) == 157, sorted({job[0] for job in jobs} - set(correct["canonical"]))
+
+
+def test_check_programs_through_rlvr_verify(tmp_path):
+    # the issue's path: `rlvr verify`'s Python API on a JSONL of (completion, reference) lines; HumanEval/32, /38
+    # and /53 are three of the seven checks with loops, imports or random tests (no assert-only form)
+    from rlvr.cli.verify import verify_file
+    from rlvr.config.run import TaskConfig
+
+    chosen = [p for p in PROBLEMS if p["task_id"] in ("HumanEval/32", "HumanEval/38", "HumanEval/53")]
+    lines = [{"completion": p["prompt"] + body, "reference": check_reference(p)}
+             for p in chosen for body in (p["canonical_solution"], "    return None\n")]
+    source, output = tmp_path / "humaneval.jsonl", tmp_path / "verdicts.jsonl"
+    source.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert verify_file("code", source, TaskConfig(), output) == 0
+    outcomes = [json.loads(line)["outcome"] for line in output.read_text().splitlines()]
+    assert outcomes == ["correct", "wrong"] * 3

@@ -317,7 +317,9 @@ class FakeSession:
     fake_run's (the program's own bytes around NUL, ESC and invalid UTF-8), as the real Session would quote it."""
 
     def __init__(self, code, entry, config):
-        stderr = fake_run(code).stderr.decode(errors="replace").strip()[-300:]
+        from rlvr.verifiers.code.harness import harness_files
+
+        stderr = fake_run([], files=harness_files(code, entry)).stderr.decode(errors="replace").strip()[-300:]
         self.problem = f"sandbox failed (exit 1, signal None): {stderr}"
 
     def __enter__(self):

@@ -21,7 +21,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from rlvr.verifiers.base import Verifier
-from rlvr.verifiers.code.reference import AssertRounds, harness_files, parse_reference, read_results
+from rlvr.verifiers.code.harness import harness_files, read_reply, read_start, request
+from rlvr.verifiers.code.reference import judge_asserts, parse_reference
 from rlvr.verifiers.code.sandbox import SYSTEM_PYTHON, SandboxConfig, probe
 from rlvr.verifiers.code.verifier import CodeVerifier
 from rlvr.verifiers.math.extract import MODES
@@ -46,24 +47,31 @@ def rate(fn, n: int, threads: int = 1) -> float:
 
 
 def bare_verify() -> bool:
-    """The assert harness as a plain subprocess in a temp dir: what the sandbox layers are compared with."""
-    rounds = AssertRounds(parse_reference(REFERENCE))
-    while calls := rounds.calls():
-        with tempfile.TemporaryDirectory() as work:
-            for name, content in harness_files("def add(a, b):\n    return a + b", calls, None).items():
-                with open(os.path.join(work, name), "wb") as f:
-                    f.write(content)
-            r, w = os.pipe()
-            proc = subprocess.Popen([SYSTEM_PYTHON, "-I", "-B", "harness.py", str(w)], cwd=work, pass_fds=(w,),
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-            os.close(w)
-            chunks = []
-            while chunk := os.read(r, 1 << 16):
-                chunks.append(chunk)
-            os.close(r)
+    """The assert harness as a plain subprocess in a temp dir, through the same protocol as the sandboxed session
+    (code/harness.py): what the sandbox layers are compared with."""
+    with tempfile.TemporaryDirectory() as work:
+        for name, content in harness_files("def add(a, b):\n    return a + b", None).items():
+            with open(os.path.join(work, name), "wb") as f:
+                f.write(content)
+        r, w = os.pipe()
+        proc = subprocess.Popen([SYSTEM_PYTHON, "-I", "-B", "harness.py", str(w)], cwd=work, pass_fds=(w,),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.PIPE)
+        os.close(w)
+        with os.fdopen(r, "rb") as lines:
+            assert read_start(lines.readline().rstrip(b"\n"), "ready") == ""
+            assert read_start(lines.readline().rstrip(b"\n"), "loaded") == ""
+            sent = []
+
+            def resolve(call):
+                proc.stdin.write(request(call))
+                proc.stdin.flush()
+                sent.append(call)
+                return read_reply(lines.readline().rstrip(b"\n"), len(sent) - 1, call)
+
+            outcomes = judge_asserts(parse_reference(REFERENCE), resolve)
+            proc.stdin.close()
             proc.wait()
-        rounds.record(calls, read_results(b"".join(chunks), calls)[0])
-    return all(ok for ok, _ in rounds.outcomes())
+    return all(ok for ok, _ in outcomes)
 
 
 def bench_code(n: int, threads: list[int]) -> None:
@@ -123,6 +131,10 @@ def _asserts(*tests: str, **extra) -> str:
     return json.dumps({"asserts": list(tests), **extra})
 
 
+def _check(body: str) -> str:
+    return json.dumps({"check": f"def check(candidate):\n    {body}\n", "entry": "f"})
+
+
 def _io(n: int = 1) -> str:
     return json.dumps({"io": [{"input": f"{i}\n", "output": f"{i}\n"} for i in range(n)]})
 
@@ -166,9 +178,21 @@ ADVERSARIAL_CODE = {  # name -> (completion, reference); none of them is a right
     "stdout_flood_io": ("import sys\nwhile True:\n    sys.stdout.write('x' * 65536)", _io()),
     "stdout_drip_io": ("import os\nwhile True:\n    os.write(1, b'x')", _io()),
     "newlines_io_cases": ("import sys\nsys.stdout.write('\\n' * ((1 << 20) - 8) + 'x')", _io(8)),  # under the cap
+    # a hanging call in a branch Python does not take: never made (issue 43; it was run last, "speculatively")
     "speculative_hang": ("def ok(x):\n    while x < 0:\n        pass\n    return True\ndef g(x):\n    return x",
                          _asserts("assert any(ok(x) for x in [1, -1])", "assert g(g(1) + 1) == 0")),
+    # issue 43: a live session per completion, and check(candidate) programs run in the parent
+    "channel_drip_in_a_call": ("import os, sys, time\ndef f(n):\n    while True:\n"
+                               "        os.write(int(sys.argv[1]), b'1')\n        time.sleep(0.0005)",
+                               _asserts("assert f(1) == 1")),
+    "check_many_calls": ("def f(n):\n    return n",
+                         _check("for i in range(100000):\n        assert candidate(i) == i")),
+    "check_costly_value": ("def f(n):\n    return 10 ** 7",
+                           _check("try:\n        x = 3 ** candidate(1)\n    except BaseException:\n        pass")),
+    "check_loop_over_result": ("def f(n):\n    return list(range(60000))",
+                               _check("assert sum(x * y for x in candidate(1) for y in range(20)) == 0")),
 }
+
 
 
 def adversarial_code_cases() -> dict[str, tuple[str, str]]:

@@ -312,13 +312,36 @@ def fake_run(program, stdin=b"", config=None, *, files=None, channel=False, cut_
                                  frozenset(), 0.0, True)
 
 
+class FakeSession:
+    """run_tests' live session (code/session.py, issue 43) stood in likewise: the sandbox failed, and its stderr is
+    fake_run's (the program's own bytes around NUL, ESC and invalid UTF-8), as the real Session would quote it."""
+
+    def __init__(self, code, entry, config):
+        from rlvr.verifiers.code.harness import harness_files
+
+        stderr = fake_run([], files=harness_files(code, entry)).stderr.decode(errors="replace").strip()[-300:]
+        self.problem = f"sandbox failed (exit 1, signal None): {stderr}"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+    def call(self, request):
+        from rlvr.verifiers.code.evaluate import MISSING, CallResult
+
+        return CallResult(False, MISSING)
+
+
 def test_code_agent_survives_generated_turns(tokenizer, monkeypatch):
-    """Both tools (run_python, run_tests) with adversarial code, the sandbox stood in by fake_run (module
-    docstring). Mutation caught: chat.py's escaping removed (the sandbox's NUL and ESC bytes reach the tokenizer
-    raw and the decode differs from shown())."""
+    """Both tools (run_python, run_tests) with adversarial code, the sandbox stood in by fake_run and FakeSession
+    (module docstring). Mutation caught: chat.py's escaping removed (the sandbox's NUL and ESC bytes reach the
+    tokenizer raw and the decode differs from shown())."""
     monkeypatch.setattr(sandbox, "probe", lambda refresh=False: sandbox.Probe(True, "stand-in", True, True))
     monkeypatch.setattr(sandbox, "run_sandboxed", fake_run)
     monkeypatch.setattr("rlvr.verifiers.code.verifier.run_sandboxed", fake_run)
+    monkeypatch.setattr("rlvr.verifiers.code.verifier.Session", FakeSession)
     environment, prompt = task_and_environment("code_agent")
     red_team = [calls(("run_python", {"code": "\ud800"})), calls(("run_python", {"code": "print(1)\x00"})),
                 calls(("run_tests", {"code": "def f(x):\n    return '\x00\ud800'"}))]

@@ -1,7 +1,7 @@
-"""The parent's side of code tests (issue #8), without a sandbox: which assert forms are refused up front, how
-nested candidate calls are resolved in rounds, the bounds on what a candidate value can make the parent compute,
-and Python-faithful results on plain data. A fake stands in for the sandbox: it runs plain Python functions
-on the decoded arguments and returns their values through the wire encoding."""
+"""The parent's side of code tests (issue #8), without a sandbox: which assert forms are refused up front, the order
+in which candidate calls are made (Python's own, issue 43), the bounds on what a candidate value can make the parent
+compute, and Python-faithful results on plain data. A fake stands in for the sandbox session: it runs plain Python
+functions on the decoded arguments and returns their values through the wire encoding."""
 from __future__ import annotations
 
 import json
@@ -10,8 +10,9 @@ import time
 import pytest
 
 from rlvr.verifiers.code.budget import PARENT_CPU_S, Budget
-from rlvr.verifiers.code.evaluate import MAX_ROUNDS, BadReference, CallResult
-from rlvr.verifiers.code.reference import AssertRounds, parse_reference, read_results
+from rlvr.verifiers.code.evaluate import BadReference, CallResult, CandidateCall
+from rlvr.verifiers.code.harness import Desync, read_reply
+from rlvr.verifiers.code.reference import judge_asserts, parse_reference
 from rlvr.verifiers.code.values import same
 from rlvr.verifiers.code.wire import decode, encode
 
@@ -35,22 +36,26 @@ def _fake_run(root: str, ops: list, functions: dict) -> tuple[object, str]:
     return functions[root](*values, **{k: decode(v) for k, v in kwargs}), f"{root}({', '.join(shown)})"
 
 
-def judge(reference: str, functions: dict, budget_s: float = 10.0) -> tuple[list[tuple[bool, str]], list[list[str]]]:
-    """(outcomes, the calls of each round as 'name(args)') with `functions` as the candidate's namespace. The
-    fake runs the candidate in this thread, so its work counts against the parent's CPU budget: 10 s here."""
-    rounds, log = AssertRounds(parse_reference(reference), Budget(budget_s)), []
-    while calls := rounds.calls():
-        results, names = {}, []
-        for i, call in enumerate(calls):
-            try:
-                value, text = _fake_run(call.root, call.ops, functions)
-                results[i] = CallResult(True, decode(encode(value)), 1)
-            except Exception as err:
-                text, results[i] = f"{call.root}(...)", CallResult(False, f"raised {type(err).__name__}")
-            names.append(text)
-        log.append(names)
-        rounds.record(calls, results)
-    return rounds.outcomes(), log
+def fake_session(functions: dict, log: list[str]):
+    """A stand-in for Session.call: runs `functions` in this thread, logging each request as 'name(args)'."""
+    def call(request: CandidateCall) -> CallResult:
+        try:
+            value, text = _fake_run(request.root, request.ops, functions)
+            result = CallResult(True, decode(encode(value)), 1)
+        except Exception as err:
+            text, result = f"{request.root}(...)", CallResult(False, f"raised {type(err).__name__}", 0,
+                                                              type(err).__name__)
+        log.append(text)
+        return result
+    return call
+
+
+def judge(reference: str, functions: dict, budget_s: float = 10.0) -> tuple[list[tuple[bool, str]], list[str]]:
+    """(outcomes, the requests in the order they were made, as 'name(args)') with `functions` as the candidate's
+    namespace. The fake runs the candidate in this thread, so its work counts against the parent's CPU budget."""
+    log: list[str] = []
+    with Budget(budget_s):
+        return judge_asserts(parse_reference(reference), fake_session(functions, log)), log
 
 
 @pytest.mark.parametrize("assertion,form", [
@@ -106,7 +111,7 @@ def test_supported_forms_parse(reference):
 def test_tolerance_asserts_are_judged_in_the_parent():
     reference = refs("assert abs(hyp(3, 4) - 5.0) < 1e-9", "assert math.isclose(hyp(8, 15), 17.0)")
     outcomes, log = judge(reference, {"hyp": lambda a, b: (a * a + b * b) ** 0.5})
-    assert [ok for ok, _ in outcomes] == [True, True] and log == [["hyp(3, 4)", "hyp(8, 15)"]]
+    assert [ok for ok, _ in outcomes] == [True, True] and log == ["hyp(3, 4)", "hyp(8, 15)"]
     outcomes, _ = judge(reference, {"hyp": lambda a, b: 0})  # abs(0 - 5.0) = 5 > 1e-9; isclose(0, 17) False
     assert [ok for ok, _ in outcomes] == [False, False] and "got 0" in outcomes[0][1]
 
@@ -115,24 +120,33 @@ def test_directly_nested_calls_are_one_request():
     functions = {"g": lambda x: x + 1, "f": lambda x: 2 * x - 1}  # g(3) = 4, f(4) = 7, f(f(g(3))) = 13
     outcomes, log = judge(refs("assert f(g(3)) == 7", "assert f(f(g(3))) == 13"), functions)
     assert [ok for ok, _ in outcomes] == [True, True]
-    assert log == [["f(g(3))", "f(f(g(3)))"]]  # one sandbox run; the inner values never come back
+    assert log == ["f(g(3))", "f(f(g(3)))"]  # one request each; the inner values never come back
 
 
-def test_calls_behind_parent_operators_take_one_round_per_depth():
-    # g(3) = 4; 4 + 1 = 5; f(5) = 9; f(9) - 0 = 9 -> f(9) = 17 (hand)
+def test_calls_behind_parent_operators_run_in_pythons_order():
+    # g(3) = 4; 4 + 1 = 5; f(5) = 9; f(9) - 0 = 9 -> f(9) = 17 (hand). Issue 43: the order is Python's, assert by
+    # assert (rounds made it g(3), g(3), f(5), f(5), f(9): the second assert's g(3) before the first's f(5))
     functions = {"g": lambda x: x + 1, "f": lambda x: 2 * x - 1}
     outcomes, log = judge(refs("assert f(g(3) + 1) == 9", "assert f(f(g(3) + 1) - 0) == 17"), functions)
     assert [ok for ok, _ in outcomes] == [True, True]
-    assert log == [["g(3)", "g(3)"], ["f(5)", "f(5)"], ["f(9)"]]  # one call per site: no dedup
+    assert log == ["g(3)", "f(5)", "g(3)", "f(5)", "f(9)"]  # one call per site: no dedup
 
 
-def test_calls_of_one_depth_share_one_round():
-    # One sandbox run. Calls Python certainly makes first (f(3) of assert 1, f(0) of assert 2), then the
-    # ones gathered from the rest of each assert; each site is its own call, so f(2) and f(3) appear twice.
+def test_calls_run_in_the_order_the_asserts_make_them():
+    # issue 43: exactly Python's order (rounds sent f(0) of the second assert before f(2) of the first), and a
+    # generator stops where all() stops: f(1) = 5 is false, so f(2) and f(3) are never called
     outcomes, log = judge(refs("assert f(3) == f(2) + 1", "assert all(f(x) == x for x in range(4))"),
-                          {"f": lambda x: x})
-    assert [ok for ok, _ in outcomes] == [True, True]
-    assert log == [["f(3)", "f(0)", "f(2)", "f(1)", "f(2)", "f(3)"]]
+                          {"f": lambda x: 5 if x == 1 else x})
+    assert [ok for ok, _ in outcomes] == [True, False]  # 3 == 2 + 1; 5 != 1
+    assert log == ["f(3)", "f(2)", "f(0)", "f(1)"]
+
+
+def test_a_generators_first_iterable_is_evaluated_when_it_is_created():
+    # Python evaluates g(1) when the generator expression is built, before h(2); its elements when zip pulls them
+    # (f(2) too: zip takes from the generator before it finds the list exhausted)
+    functions = {"f": lambda x: x * 10, "g": lambda x: [x, x + 1], "h": lambda x: x}
+    outcomes, log = judge(refs("assert list(zip((f(x) for x in g(1)), [h(2)])) == [(10, 2)]"), functions)
+    assert outcomes == [(True, "")] and log == ["g(1)", "h(2)", "f(1)", "f(2)"]
 
 
 def test_repeated_calls_are_not_merged():
@@ -144,12 +158,13 @@ def test_repeated_calls_are_not_merged():
     assert outcomes[0][0] is True
 
 
-def test_nesting_deeper_than_the_round_cap_fails():
+def test_calls_nested_behind_operators_run_innermost_first():
+    # issue 43: no cap on the depth any more (it was 4 rounds); each call is made when Python makes it
     expr = "0"
-    for _ in range(MAX_ROUNDS + 1):
-        expr = f"f({expr} + 0)"  # a parent operator between each pair of calls: one round each
-    outcomes, log = judge(refs(f"assert {expr} == {MAX_ROUNDS + 1}"), {"f": lambda x: x + 1})
-    assert len(log) == MAX_ROUNDS and outcomes[0][0] is False and "nested" in outcomes[0][1]
+    for _ in range(6):
+        expr = f"f({expr} + 0)"  # a parent operator between each pair of calls
+    outcomes, log = judge(refs(f"assert {expr} == 6"), {"f": lambda x: x + 1})
+    assert outcomes == [(True, "")] and log == ["f(0)", "f(1)", "f(2)", "f(3)", "f(4)", "f(5)"]
 
 
 def test_short_circuit_as_python():
@@ -188,14 +203,19 @@ def test_candidate_values_cannot_blow_up_the_parent(assertion, value):
     assert time.monotonic() - start < 30  # a liveness bound with slack, not a speed test
 
 
-def test_forged_result_lines_gain_nothing():
-    calls = AssertRounds(parse_reference(refs("assert f(1) == 1"))).calls()
-    channel = b"\n".join([b'{"ready": true}', b'{"i": 0, "ok": true, "value": 1, "done": 7}',  # done > ops
-                          b'{"i": 5, "ok": true, "value": 1}', b'{"passed": true}', b'not json'])
-    results, ready, _ = read_results(channel, calls)
-    assert ready and results == {0: CallResult(False, "None")}
-    twice = b'{"i": 0, "ok": true, "value": 1, "done": 1}\n' * 2
-    assert read_results(twice, calls)[0][0] == CallResult(False, "duplicated result line")
+CALL = CandidateCall("f", [["call", [1], []]])
+
+
+@pytest.mark.parametrize("line", [
+    b'{"n": 0, "ok": true, "value": 1, "done": 7}',  # done > ops
+    b'{"n": 5, "ok": true, "value": 1, "done": 1}',  # another call's number: a line out of order
+    b'{"n": 0, "passed": true}', b'{"ready": true}', b'not json', b'{"n": 0, "ok": true, "value": {"x": 1}}',
+])
+def test_a_line_the_protocol_does_not_expect_ends_the_session(line):
+    # issue 43: one line answers one call; anything else raises Desync, and the session then fails every call
+    with pytest.raises(Desync):
+        read_reply(line, 0, CALL)
+    assert read_reply(b'{"n": 0, "ok": true, "value": 1, "done": 1}', 0, CALL) == CallResult(True, 1, 1)
 
 
 def test_wire_round_trip_and_strict_decoding():
@@ -256,10 +276,10 @@ def test_big_int_inputs_are_bounded():
 
 def test_error_text_with_lone_surrogates_is_escaped():
     # review P3: a candidate's ValueError('\\ud800') must not make the detail unwritable as UTF-8
-    calls = AssertRounds(parse_reference(refs("assert f(1) == 1"))).calls()
-    results, _, _ = read_results(json.dumps({"i": 0, "ok": False, "error": "raised ValueError: \ud800"}).encode(),
-                                 calls)
-    results[0].value.encode("utf-8")
+    line = json.dumps({"n": 0, "ok": False, "error": "raised ValueError: \ud800", "exc": "ValueError"}).encode()
+    result = read_reply(line, 0, CALL)
+    assert result.raised == "ValueError" and not result.ok
+    result.value.encode("utf-8")
 
 
 def test_complex_and_fraction_values_cross_the_wire():

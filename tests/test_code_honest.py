@@ -227,8 +227,8 @@ def test_syntax_error_is_wrong_with_reason(verifier):
 
 
 def test_speculative_call_that_hangs_costs_no_needed_call():
-    # `not valid(-1)` is True, so Python never calls isqrt(-1) (which hangs here); the collect walk still sends
-    # it, but after the calls Python needs, so isqrt(16) has its result before the time limit (review)
+    # `not valid(-1)` is True, so Python never calls isqrt(-1) (which hangs here); since issue 43 the session
+    # follows Python's evaluation and never sends it (before, it ran after the needed calls, on a shorter limit)
     from rlvr.verifiers.code.verifier import CodeVerifier
 
     code = "def valid(x):\n    return x >= 0\ndef isqrt(x):\n    while x < 0:\n        pass\n    return int(x ** 0.5)"

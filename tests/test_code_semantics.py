@@ -45,14 +45,15 @@ FORGED = {  # name -> (code, reference); Python says each assert fails (or canno
     "nested_float_without_tolerance": ("def f(n):\n    return [1.0000000001]", asserts("assert f(0) == [1.0]")),
     "candidates_own_fraction": ("def Fraction(a, b):\n    return 7\ndef f(n):\n    return 7",
                                 asserts("assert f(3) == Fraction(1, 3)")),
+    # issue 43: deque is the parent's (was refused as a library name): the candidate receives a real deque
+    "candidates_own_deque_argument": ("def deque(xs):\n    return 'magic'\n"
+                                      "def f(d):\n    return 3 if d == 'magic' else 0",
+                                      asserts("assert f(deque([1, 2])) == 3")),
 }
 UNSCORABLE = {  # forms the parent cannot evaluate exactly: refused when the reference is read
     "helper_only_on_expected_side": ("def expected(n):\n    return 0\ndef solve(n):\n    return 0",
                                      asserts("assert solve(2) == expected(2)")),
     "identity_of_two_results": ("_x = [1]\ndef f(n):\n    return _x", asserts("assert f(1) is not f(1)")),
-    "candidates_own_deque_argument": ("def deque(xs):\n    return 'magic'\n"
-                                      "def f(d):\n    return 3 if d == 'magic' else 0",
-                                      asserts("assert f(deque([1, 2])) == 3")),
 }
 PYTHON = {  # name -> (code, reference); Python says every assert passes
     "dict_equals_ordered_dict": ("def f(n):\n    return {'a': 1, 'b': 2}",
@@ -96,9 +97,10 @@ def test_what_python_calls_equal_passes(name):
 
 
 def test_untaken_branch_that_hangs_costs_no_later_assert():
-    # ok(1) is True, so Python never calls ok(-1) (it hangs); g(g(1) + 1) needs a second round: g(1) = 1, g(2) = 2
+    # ok(1) is True, so Python never calls ok(-1) (it hangs); since issue 43 it is never sent either (the session
+    # follows Python's evaluation); g(g(1) + 1): g(1) = 1, then g(2) = 2
     code = "def ok(x):\n    while x < 0:\n        pass\n    return True\ndef g(x):\n    return x"
     start = time.monotonic()
     verdict = _verify(code, asserts("assert any(ok(x) for x in [1, -1])", "assert g(g(1) + 1) == 2"))
     assert (verdict.outcome, verdict.score) == (Outcome.CORRECT, 1.0), verdict.detail
-    assert time.monotonic() - start < LIMIT_S + 1.5  # the hang got its quarter of the limit, not the whole of it
+    assert time.monotonic() - start < LIMIT_S + 1.5  # the hang never ran (it had a quarter of the limit before)

@@ -25,6 +25,7 @@ from rlvr.config.sections import EpisodeConfig
 from rlvr.tasks import build_task
 from rlvr.types import Outcome
 from rlvr.verifiers.code import sandbox
+from rlvr.verifiers.code.evaluate import MISSING, CallResult
 from rlvr.verifiers.code.reference import parse_reference
 from rlvr.verifiers.code.sandbox import Probe, SandboxConfig, SandboxResult
 from rlvr.verifiers.code.verifier import MAX_CODE_BYTES, CodeVerifier, extract_code
@@ -188,6 +189,24 @@ def test_without_a_sandbox_the_tools_say_so(monkeypatch):
         assert "simulated" in observation.text
 
 
+class FailedSession:
+    """What code/session.Session reports when bwrap cannot start (its _failed): the asserts' calls get no result."""
+
+    problem = "sandbox failed (exit 1, signal None): bwrap: setting up uid map: Permission denied"
+
+    def __init__(self, code, entry, config):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+    def call(self, request):
+        return CallResult(False, MISSING)
+
+
 def test_a_sandbox_that_fails_to_start_is_an_invalid_call(monkeypatch):
     from rlvr.verifiers.code import verifier
 
@@ -195,7 +214,7 @@ def test_a_sandbox_that_fails_to_start_is_an_invalid_call(monkeypatch):
                            frozenset(), 0.01, True)
     monkeypatch.setattr(sandbox, "_probe", Probe(True, "works (simulated)"))
     monkeypatch.setattr(sandbox, "run_sandboxed", lambda *args, **kwargs: broken)
-    monkeypatch.setattr(verifier, "run_sandboxed", lambda *args, **kwargs: broken)
+    monkeypatch.setattr(verifier, "Session", FailedSession)  # run_tests: one live session (issue 43)
     env, ep = episode()
     for name in ("run_python", "run_tests"):
         observation = call(env, ep, name, "def f(x): return x")

@@ -105,7 +105,7 @@ class CodeTools:
         if self.visible is None:
             return "this problem has no visible tests"
         problems: list[str] = []
-        # The verifier's own rounds: the same judging as the final answer's, on the visible tests only.
+        # The verifier's own session: the same judging as the final answer's, on the visible tests only.
         results = CodeVerifier._run_asserts(source, self.visible, self.config, problems)
         if problems and problems[0].startswith("sandbox failed"):
             raise SandboxUnavailable(problems[0])

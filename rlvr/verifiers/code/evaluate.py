@@ -5,19 +5,19 @@ that is not an allow-listed builtin, `math`, a comprehension variable, an unsupp
 library), everything else is the parent's (code/values). A candidate *call chain* (`hyp(3, 4)`,
 `Stack().push(1).pop()`, `candidate(xs)`) is sent to the sandbox with arguments the parent computed and comes
 back as a plain value; `abs`, `-`, `<` and `1e-9` are then evaluated here, where the candidate's namespace,
-builtins and modules do not exist. Nested calls (`f(g(3))`, `f(3) == f(2) + 1`) take rounds: each round
-collects every call whose arguments are known, the sandbox runs them in one batch, and the asserts are
-evaluated again. Forms the parent cannot evaluate are refused when the reference is read
-(code/forms.check_supported, naming the form): the sample is unscorable, never a pass decided in the sandbox.
+builtins and modules do not exist. Each call is resolved when Python's own evaluation reaches it, through a live
+sandbox session (code/session.py), so the candidate sees its calls in the order the asserts make them, and a
+branch Python does not take makes no call (issue 43: before, calls ran in rounds, batched by nesting depth, which
+reordered them for functions that keep state). Forms the parent cannot evaluate are refused when the reference is
+read (code/forms.check_supported, naming the form): the sample is unscorable, never a pass decided in the sandbox.
 """
 from __future__ import annotations
 
 import ast
-import json
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from rlvr.verifiers.code.budget import OverBudget, check
+from rlvr.verifiers.code.budget import check
 from rlvr.verifiers.code.values import (
     LIBRARIES,
     MODULES,
@@ -35,16 +35,11 @@ from rlvr.verifiers.code.values import (
 from rlvr.verifiers.code.wire import encode, fresh
 
 MAX_STEPS = 500_000  # expression nodes evaluated per assert (comprehensions over big ranges)
-MAX_ROUNDS = 4  # depth of candidate calls nested in candidate calls' arguments
 MISSING = "no result (the program exited, hung or was killed before this call)"
 
 
 class BadReference(ValueError):
     """The reference tests cannot be read or evaluated safely: the sample is unscorable."""
-
-
-class Pending(Exception):
-    """A candidate call whose result is not known yet."""
 
 
 @dataclass(frozen=True)
@@ -54,7 +49,6 @@ class CandidateCall:
 
     root: str
     ops: list
-    key: str  # canonical JSON of (root, ops): identical calls are made once
 
 
 @dataclass(frozen=True)
@@ -62,6 +56,10 @@ class CallResult:
     ok: bool
     value: Any  # the decoded plain value, or why the call failed
     done: int = 0  # ops the sandbox applied; the parent applies the rest (methods on plain data)
+    raised: str = ""  # the candidate raised: the first built-in class of its exception (a check program re-raises it)
+
+
+Resolve = Callable[[CandidateCall], CallResult]  # one call answered by the sandbox, in order (code/session.py)
 
 
 def is_candidate_name(name: str, entry: str | None) -> bool:
@@ -81,17 +79,14 @@ def candidate_chain(node: ast.expr, bound: frozenset[str] | set[str], entry: str
     return None
 
 
-# ---------------------------------------------------------------- evaluation, each round
+# ---------------------------------------------------------------- evaluation
 class Evaluator:
-    """Evaluates one assert's expression on plain data. `collect=False`: Python's semantics, raising Pending at
-    the first unknown candidate call. `collect=True`: walks every branch (both sides of `and`, every element of
-    a generator) to gather all calls whose arguments are known, so one sandbox run answers them together."""
+    """Evaluates one assert's expression on plain data with Python's semantics; each candidate call is resolved
+    by `resolve` when the evaluation reaches it (each evaluation of a call site is its own call: no dedup)."""
 
-    def __init__(self, known: dict[str, CallResult], requests: dict[str, CandidateCall], entry: str | None,
-                 collect: bool = False, site: int = 0, rel_tol: float | None = None):
-        self.known, self.requests, self.entry, self.collect, self.rel_tol = known, requests, entry, collect, rel_tol
-        self.steps, self.first_value, self.site = 0, None, site
-        self.occurrences: dict[str, int] = {}  # each evaluation of a call site is its own call (no dedup)
+    def __init__(self, resolve: Resolve, entry: str | None, rel_tol: float | None = None):
+        self.resolve, self.entry, self.rel_tol = resolve, entry, rel_tol
+        self.steps, self.first_value = 0, None
 
     def eval(self, node: ast.expr, scope: dict[str, Any]) -> Any:
         self.steps += 1
@@ -105,32 +100,11 @@ class Evaluator:
         return getattr(self, "_" + type(node).__name__)(node, scope)
 
     def _all(self, nodes: list[ast.expr], scope: dict[str, Any]) -> list[Any]:
-        """Every value in order; in collect mode, evaluate them all even when one is unknown."""
-        if not self.collect:
-            return [self.eval(n, scope) for n in nodes]
-        values, unknown = [], False
-        for n in nodes:
-            try:
-                values.append(self.eval(n, scope))
-            except OverBudget:
-                raise
-            except Exception:
-                unknown = True
-        if unknown:
-            raise Pending
-        return values
+        return [self.eval(n, scope) for n in nodes]
 
     def _candidate(self, root: str, ops: list, scope: dict[str, Any], node: ast.expr | None = None) -> Any:
         evaluated, wire = self._chain(root, ops, scope)
-        where = [self.site, getattr(node, "lineno", 0), getattr(node, "col_offset", 0),
-                 getattr(node, "end_col_offset", 0)]
-        site = json.dumps([where, root, wire])
-        occurrence = self.occurrences[site] = self.occurrences.get(site, -1) + 1
-        key = json.dumps([where, occurrence, root, wire])
-        result = self.known.get(key)
-        if result is None:
-            self.requests.setdefault(key, CandidateCall(root, wire, key))
-            raise Pending
+        result = self.resolve(CandidateCall(root, wire))
         if not result.ok:
             raise Failed(f"{root}: {result.value}")
         value = fresh(result.value)
@@ -231,11 +205,7 @@ class Evaluator:
         return unary(type(node.op).__name__, self.eval(node.operand, scope))
 
     def _operands(self, nodes: list[ast.expr], scope: dict) -> Callable[[int], Any]:
-        """Operand i of a short-circuiting form, evaluated when Python evaluates it. In collect mode all are
-        evaluated once up front (Pending if one is unknown) and never again: a second evaluation would count
-        each call site twice, asking the sandbox for a call Python never makes (issue #24)."""
-        if self.collect:
-            return self._all(nodes, scope).__getitem__
+        """Operand i of a short-circuiting form, evaluated when (and only if) Python evaluates it."""
         return lambda i: self.eval(nodes[i], scope)
 
     def _BoolOp(self, node: ast.BoolOp, scope: dict) -> Any:
@@ -304,50 +274,21 @@ class Evaluator:
         return check_size(dict(pairs))
 
     def _GeneratorExp(self, node: ast.GeneratorExp, scope: dict) -> Iterator:
-        items = self._generate(lambda s: self.eval(node.elt, s), node.generators, scope)
-        return iter(list(items)) if self.collect else items  # lazy in Python's semantics: any() stops early
+        """Lazy, so any() stops early; its first iterable is evaluated now, as Python does (the order of calls)."""
+        first = iter(self.eval(node.generators[0].iter, scope))
+        return self._generate(lambda s: self.eval(node.elt, s), node.generators, scope, first)
 
-    def _generate(self, element: Callable[[dict], Any], generators: list[ast.comprehension],
-                  scope: dict) -> Iterator:
-        if self.collect:
-            return iter(self._collect_all(element, generators, scope))
-        return self._lazy(element, generators, scope)
-
-    def _lazy(self, element: Callable[[dict], Any], generators: list, scope: dict) -> Iterator:
+    def _generate(self, element: Callable[[dict], Any], generators: list, scope: dict,
+                  first: Iterator | None = None) -> Iterator:
         if not generators:
             yield element(scope)
             return
         comp = generators[0]
-        for item in self.eval(comp.iter, scope):
+        for item in self.eval(comp.iter, scope) if first is None else first:
             inner = dict(scope)
             _bind(comp.target, item, inner)
             if all(self.eval(cond, inner) for cond in comp.ifs):
-                yield from self._lazy(element, generators[1:], inner)
-
-    def _collect_all(self, element: Callable[[dict], Any], generators: list, scope: dict) -> list:
-        """Every element that can be computed; Pending at the end if any could not (collect mode)."""
-        out, unknown = [], False
-        if not generators:
-            return [element(scope)]
-        comp = generators[0]
-        for item in self.eval(comp.iter, scope):  # an unknown iterable: Pending, nothing to walk
-            inner = dict(scope)
-            _bind(comp.target, item, inner)
-            try:
-                keep = all(self._all(comp.ifs, inner))
-            except OverBudget:
-                raise
-            except Exception:
-                keep, unknown = True, True  # walk the element anyway, to gather its calls
-            try:
-                out.extend(self._collect_all(element, generators[1:], inner) if keep else [])
-            except OverBudget:
-                raise
-            except Exception:
-                unknown = True
-        if unknown:
-            raise Pending
-        return out
+                yield from self._generate(element, generators[1:], inner)
 
 
 class _Deferred:

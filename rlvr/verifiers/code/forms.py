@@ -18,16 +18,15 @@ _COMPARE_OPS = {"Eq", "NotEq", "Lt", "LtE", "Gt", "GtE", "Is", "IsNot", "In", "N
 
 
 def check_supported(test: ast.expr, source: str, entry: str | None) -> tuple[frozenset[str], frozenset[str]]:
-    """(tested names, expected names) of `test`'s candidate calls. Raises BadReference naming the first form the
-    parent cannot evaluate, or when `test` never calls the candidate (a test of constants)."""
+    """(tested names, expected names) of `test`'s candidate calls; both empty when `test` never calls the candidate
+    (a test of constants, such as HumanEval's `assert True, "..."`: the caller ignores it, issue 43). Raises
+    BadReference naming the first form the parent cannot evaluate."""
     checker = _Checker(entry)
     try:
         checker.visit(test, frozenset())
     except _Unsupported as err:
         raise BadReference(f"{source[:80]!r} uses {err}, which rlvr does not evaluate (README: supported assert "
                            "forms); the sample is unscorable") from None
-    if not checker.roots:
-        raise BadReference(f"{source[:80]!r} tests only constants")
     return (frozenset(root for root, expected in checker.roots if not expected),
             frozenset(root for root, expected in checker.roots if expected))
 

@@ -155,19 +155,33 @@ def run_sandboxed(program: str | list[str], stdin: bytes = b"", config: SandboxC
     Thread-safe. Raises SandboxUnavailable when the probe failed and config.allow_unsandboxed is False.
     """
     config = config or SandboxConfig()
+    ok, files = _ready(config, files)
+    if isinstance(program, str):
+        files["main.py"] = program.encode()
+        program = [PYTHON, "-I", "-B", "main.py"] + ([CHANNEL_FD] if channel else [])
+    return _run(list(program), stdin, config, _host, ok, files, channel, cut_after)
+
+
+def start_sandboxed(argv: list[str], config: SandboxConfig, files: dict[str, bytes]) -> Spawned:
+    """Start `argv` (it may use PYTHON / CHANNEL_FD) under the sandbox, as run_sandboxed does with a channel, and
+    return while it runs (issue 43: a live session, code/session.py): its stdin is a pipe whose write end
+    (non-blocking) the caller holds. The caller reads the pipes, kills the program (sandbox_io) and calls
+    `release()`. Raises SandboxUnavailable as run_sandboxed does."""
+    ok, files = _ready(config, files)
+    return _spawn(argv, None, config, _host, ok, files, True)
+
+
+def _ready(config: SandboxConfig, files: dict[str, bytes] | None) -> tuple[bool, dict[str, bytes]]:
     state = probe()
     if not state.ok:
         if not config.allow_unsandboxed:
             raise SandboxUnavailable(state.reason)
         warn_unsandboxed(state.reason)
     files = dict(files or {})
-    if isinstance(program, str):
-        files["main.py"] = program.encode()
-        program = [PYTHON, "-I", "-B", "main.py"] + ([CHANNEL_FD] if channel else [])
     for name in files:
         if not name or "/" in name or name.startswith("."):
             raise ValueError(f"file names must be plain names, got {name!r}")
-    return _run(list(program), stdin, config, _host, state.ok, files, channel, cut_after)
+    return state.ok, files
 
 
 def _check(host: _Host) -> Probe:
@@ -192,11 +206,35 @@ def _check(host: _Host) -> Probe:
 
 
 # ---------------------------------------------------------------- one run
-def _run(argv: list[str], stdin: bytes, config: SandboxConfig, host: _Host, sandboxed: bool,
-         files: dict[str, bytes], channel: bool, cut_after: tuple[bytes, float] | None) -> SandboxResult:
-    owned: list[int] = []  # every fd we opened; all closed at the end
+@dataclass
+class Spawned:
+    """A started program: the parent's read ends of its pipes, every fd the parent still owns, and what
+    `release()` undoes (fds, cgroups, the unsandboxed scratch dir)."""
+
+    proc: subprocess.Popen
+    readers: dict[str, int]  # stdout, stderr, channel (when asked), status (bwrap's, when sandboxed)
+    owned: list[int]
+    cgroups: list[str]
+    scratch: str | None
+    start: float  # time.monotonic() at the spawn
+    sandboxed: bool
+    stdin: int | None = None  # the write end of the program's stdin pipe (start_sandboxed only)
+
+    def release(self) -> None:
+        for fd in self.owned:
+            os.close(fd)
+        self.owned.clear()
+        sandbox_host.destroy(self.cgroups)
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def _spawn(argv: list[str], stdin: bytes | None, config: SandboxConfig, host: _Host, sandboxed: bool,
+           files: dict[str, bytes], channel: bool) -> Spawned:
+    """Start the program; `stdin` None gives it a pipe whose (non-blocking) write end the parent keeps."""
+    owned: list[int] = []  # every fd we opened; all closed by release()
     child_fds: list[int] = []  # write ends and memfds the child needs; closed in the parent after spawn
-    scratch, cgroups, readers = None, [], {}
+    scratch, cgroups, readers, stdin_w = None, [], {}, None
 
     def pipe(name: str) -> int:
         r, w = os.pipe()
@@ -208,7 +246,12 @@ def _run(argv: list[str], stdin: bytes, config: SandboxConfig, host: _Host, sand
     try:
         out_w, err_w = pipe("stdout"), pipe("stderr")
         ch_w = pipe("channel") if channel else None
-        stdin_fd = sandbox_host.memfd("stdin", stdin, owned)
+        if stdin is None:
+            stdin_fd, stdin_w = os.pipe()
+            owned.extend((stdin_fd, stdin_w))
+            os.set_blocking(stdin_w, False)
+        else:
+            stdin_fd = sandbox_host.memfd("stdin", stdin, owned)
         if sandboxed:
             prefix = _bwrap_argv(host, config, files, pipe("status"), owned, child_fds)
             python = SYSTEM_PYTHON
@@ -224,24 +267,37 @@ def _run(argv: list[str], stdin: bytes, config: SandboxConfig, host: _Host, sand
         proc = subprocess.Popen(_launcher(host, config, cgroups) + prefix + argv, stdin=stdin_fd, stdout=out_w,
                                 stderr=err_w, pass_fds=child_fds, cwd=scratch or "/", env=env,
                                 start_new_session=True)
-        for fd in child_fds + [stdin_fd]:
-            os.close(fd)
-            owned.remove(fd)
-        data, truncated, timed_out, cut = collect(proc, Streams(readers, owned, config.max_output_bytes),
-                                                   start + config.time_limit_s, cgroups, cut_after)
-        wall = time.monotonic() - start
+    except BaseException:
+        Spawned(None, readers, owned, cgroups, scratch, 0.0, sandboxed).release()
+        raise
+    for fd in child_fds + [stdin_fd]:
+        os.close(fd)
+        owned.remove(fd)
+    return Spawned(proc, readers, owned, cgroups, scratch, start, sandboxed, stdin_w)
+
+
+def _run(argv: list[str], stdin: bytes, config: SandboxConfig, host: _Host, sandboxed: bool,
+         files: dict[str, bytes], channel: bool, cut_after: tuple[bytes, float] | None) -> SandboxResult:
+    spawned = _spawn(argv, stdin, config, host, sandboxed, files, channel)
+    proc = spawned.proc
+    try:
+        data, truncated, timed_out, cut = collect(proc, Streams(spawned.readers, spawned.owned,
+                                                                config.max_output_bytes),
+                                                  spawned.start + config.time_limit_s, spawned.cgroups, cut_after)
+        wall = time.monotonic() - spawned.start
     finally:
-        for fd in owned:
-            os.close(fd)
-        sandbox_host.destroy(cgroups)
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
-    code, sig = proc.returncode, None
-    if code < 0 or (sandboxed and code > 128):  # bwrap reports a child killed by signal N as 128 + N
-        code, sig = None, -code if code < 0 else code - 128
+        spawned.release()
+    code, sig = exit_status(proc.returncode, sandboxed)
     started = b'"child-pid"' in data.get("status", b"") if sandboxed else True
     return SandboxResult(code, sig, timed_out, started, data["stdout"], data["stderr"], data.get("channel", b""),
                          frozenset(truncated - {"status"}), wall, sandboxed, cut)
+
+
+def exit_status(code: int, sandboxed: bool) -> tuple[int | None, int | None]:
+    """(exit code, signal) of the launcher's status: bwrap reports a child killed by signal N as 128 + N."""
+    if code < 0 or (sandboxed and code > 128):
+        return None, -code if code < 0 else code - 128
+    return code, None
 
 
 def _bwrap_argv(host: _Host, config: SandboxConfig, files: dict[str, bytes], status_fd: int, owned: list[int],

@@ -2,7 +2,8 @@
 
 Issue #8: a pass must never depend on anything the candidate can define or patch. So everything in an assert
 except the candidate's own calls runs here, in the trusted parent, on *plain* values: exactly None, bool,
-int, float, complex, Fraction, str, bytes, list, tuple, dict, OrderedDict, Counter, set, frozenset (decoded
+int, float, complex, Fraction, str, bytes, list, tuple, dict, OrderedDict, Counter, set, frozenset, and since
+issue 43 range, bytearray, deque, defaultdict, Decimal, dict views and subclasses of these (code/stdtypes; decoded
 from the sandbox's wire format, verifiers/code/wire.py, so they carry no overridden methods), combined only by the
 functions below. Each function is a real builtin or `math` function, called through `call_allowed`, which
 refuses anything else and bounds the ones that could blow up the trainer's memory or time (`2 ** f(x)`,
@@ -15,11 +16,13 @@ from __future__ import annotations
 import builtins
 import math
 import operator
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, defaultdict, deque
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Callable, Iterable
 
 from rlvr.verifiers.code.budget import CHECK_EVERY, Failed, check, guarded, produced
+from rlvr.verifiers.code.stdtypes import check_decimal, kind
 
 MAX_ITEMS = 1_000_000  # longest str/list/range the parent builds from a reference expression
 # ~19,700 decimal digits (1000! has 2,568). Issue #24: at 2**18 bits one division took 56 ms and one gcd ~100 ms
@@ -68,7 +71,7 @@ def same(got: Any, want: Any, rel_tol: float | None = None) -> bool:
     return _close(got, want, rel_tol, [0])
 
 
-_MAPPINGS = (dict, OrderedDict, Counter)
+_MAPPINGS = (dict, OrderedDict, Counter, defaultdict)
 
 
 def _close(a: Any, b: Any, rel_tol: float, seen: list[int]) -> bool:
@@ -78,14 +81,15 @@ def _close(a: Any, b: Any, rel_tol: float, seen: list[int]) -> bool:
         check()
     if a is b:
         return True
-    if type(a) is float and type(b) is float:
+    ka, kb = kind(a), kind(b)  # a subclass compares as its base: the parent's subclasses override nothing
+    if ka is float and kb is float:
         return a == b or math.isclose(a, b, rel_tol=rel_tol)
-    if type(a) is type(b) and type(a) in (list, tuple):
+    if ka is kb and ka in (list, tuple):
         return len(a) == len(b) and all(_close(x, y, rel_tol, seen) for x, y in zip(a, b))
-    if type(a) in _MAPPINGS and type(b) in _MAPPINGS:
-        if type(a) is Counter and type(b) is Counter:  # Python 3.10+: a missing key counts as zero
+    if ka in _MAPPINGS and kb in _MAPPINGS:
+        if ka is Counter and kb is Counter:  # Python 3.10+: a missing key counts as zero
             return all(_close(a[k], b[k], rel_tol, seen) for c in (a, b) for k in c)
-        if type(a) is OrderedDict and type(b) is OrderedDict and list(a) != list(b):
+        if ka is OrderedDict and kb is OrderedDict and list(a) != list(b):
             return False  # two OrderedDicts compare by order too; with a dict, like dicts
         return a.keys() == b.keys() and all(_close(a[k], b[k], rel_tol, seen) for k in a)
     return bool(a == b)
@@ -103,7 +107,7 @@ def compare(op: str, left: Any, right: Any, rel_tol: float | None = None) -> boo
         return (left is right) == (op == "Is")
     if op in _ORDER:
         return bool(_ORDER[op](left, right))
-    if rel_tol is not None and (type(right) in (list, tuple) or hasattr(right, "__next__")):
+    if rel_tol is not None and (kind(right) in (list, tuple) or hasattr(right, "__next__")):
         found = any(left is v or same(left, v, rel_tol) for v in right)  # Python's `in`: item by item
     else:
         found = left in right
@@ -111,21 +115,27 @@ def compare(op: str, left: Any, right: Any, rel_tol: float | None = None) -> boo
 
 
 # ---------------------------------------------------------------- size bounds
+_SIZED = (str, bytes, bytearray, list, tuple, dict, set, frozenset, deque)
+
+
 def check_size(x: Any) -> Any:
-    if type(x) is int and x.bit_length() > MAX_INT_BITS:
+    t = kind(x)
+    if t is int and x.bit_length() > MAX_INT_BITS:
         raise Failed(f"integer of {x.bit_length()} bits is over the {MAX_INT_BITS}-bit bound")
-    if type(x) is Fraction and max(x.numerator.bit_length(), x.denominator.bit_length()) > MAX_INT_BITS:
+    if t is Fraction and max(x.numerator.bit_length(), x.denominator.bit_length()) > MAX_INT_BITS:
         raise Failed(f"Fraction with a part over the {MAX_INT_BITS}-bit bound")
-    if isinstance(x, (str, bytes, list, tuple, dict, set, frozenset)) and len(x) > MAX_ITEMS:
+    if t is Decimal:
+        check_decimal(x)
+    if isinstance(x, _SIZED) and len(x) > MAX_ITEMS:
         raise Failed(f"value of length {len(x)} is over the {MAX_ITEMS} bound")
     return x
 
 
 def _bits(x: Any) -> int | None:
     """Bits of an exact number's largest part (int, bool, Fraction); None for floats and complex (fast)."""
-    if type(x) in (int, bool):
+    if kind(x) in (int, bool):
         return abs(x).bit_length()
-    if type(x) is Fraction:
+    if kind(x) is Fraction:
         return max(abs(x.numerator).bit_length(), x.denominator.bit_length())
     return None
 
@@ -134,22 +144,25 @@ def _pow_bound(base: Any, exp: Any, mod: Any = None) -> None:
     """Refuse powers whose exact result or work is too big, before computing them. Issue #24: a Fraction
     exponent (2 ** Fraction(10**7)) is an int power in Python, and so is Fraction(3, 2) ** 10**6."""
     if mod is not None:
-        if all(type(v) in (int, bool) for v in (base, exp, mod)) \
+        if all(kind(v) in (int, bool) for v in (base, exp, mod)) \
                 and abs(exp).bit_length() * abs(mod).bit_length() ** 2 > MAX_MODPOW_WORK:
             raise Failed(f"pow() with a {abs(exp).bit_length()}-bit exponent modulo a {abs(mod).bit_length()}-bit "
                          "number is over the bound")
         return
-    n = exp.numerator if type(exp) is Fraction and exp.denominator == 1 else exp if type(exp) in (int, bool) else None
+    n = exp.numerator if kind(exp) is Fraction and exp.denominator == 1 else exp if kind(exp) in (int, bool) else None
     bits = _bits(base)
-    if n is None or bits is None or bits <= 1 or (n < 0 and type(base) is not Fraction):
+    if n is None or bits is None or bits <= 1 or (n < 0 and kind(base) is not Fraction):
         return  # trivial bases, and negative or fractional exponents of ints/floats: float results, fast
     if abs(n) * bits > MAX_INT_BITS:
         raise Failed(f"a {bits}-bit number to the power {n} is over the {MAX_INT_BITS}-bit bound")
 
 
+_SEQUENCES = (str, bytes, bytearray, list, tuple, deque)
+
+
 def _repeat_bound(a: Any, b: Any) -> None:
     for seq, n in ((a, b), (b, a)):
-        if isinstance(seq, (str, bytes, list, tuple)) and type(n) in (int, bool) and len(seq) * n > MAX_ITEMS:
+        if isinstance(seq, _SEQUENCES) and kind(n) in (int, bool) and len(seq) * n > MAX_ITEMS:
             raise Failed(f"repetition to {len(seq) * n} items is over the {MAX_ITEMS} bound")
 
 
@@ -159,7 +172,7 @@ def _mod_bound(a: Any, b: Any) -> None:
 
 
 def _shift_bound(a: Any, b: Any) -> None:
-    if type(b) in (int, bool) and b > MAX_INT_BITS:
+    if kind(b) in (int, bool) and b > MAX_INT_BITS:
         raise Failed(f"shift by {b} is over the {MAX_INT_BITS}-bit bound")
 
 
@@ -172,14 +185,14 @@ UNARY = {"USub": operator.neg, "UAdd": operator.pos, "Invert": operator.invert, 
 
 
 def _heavy(x: Any) -> bool:
-    return type(x) is Fraction or (type(x) is int and x.bit_length() > 4096)
+    return kind(x) is Fraction or (kind(x) is int and x.bit_length() > 4096)
 
 
 def binary(op: str, left: Any, right: Any) -> Any:
     func, bound = BINARY[op]
     if bound is not None:
         bound(left, right)
-    if isinstance(left, (str, bytes, list, tuple)) and isinstance(right, (str, bytes, list, tuple)) \
+    if isinstance(left, _SEQUENCES) and isinstance(right, _SEQUENCES) \
             and len(left) + len(right) > MAX_ITEMS:
         raise Failed(f"concatenation is over the {MAX_ITEMS} bound")
     if _heavy(left) or _heavy(right):  # milliseconds each at the size bounds: checked one by one
@@ -194,9 +207,20 @@ def unary(op: str, operand: Any) -> Any:
 # ---------------------------------------------------------------- the allow-list of callables and names
 def _bounded_range(*args: Any) -> range:
     r = range(*args)
-    if len(r) > MAX_ITEMS:
-        raise Failed(f"range of {len(r)} items is over the {MAX_ITEMS} bound")
+    check_range(r)
     return r
+
+
+def check_range(r: range) -> None:
+    """A range is a few ints however long it is; list(r) or sum(r) is one C call. Issue 43: the items' size counts
+    too (range(0, 2 ** 65000, 2 ** 64980) has only 2 ** 20 items, of 8 KB each)."""
+    try:
+        size = len(r)
+    except OverflowError:  # more items than sys.maxsize
+        size = MAX_ITEMS + 1
+    bits = max(abs(r.start).bit_length(), abs(r.stop).bit_length(), 64)
+    if size * (bits // 64) > MAX_ITEMS:
+        raise Failed(f"range of {size} items of up to {bits} bits is over the {MAX_ITEMS}-item bound")
 
 
 def _bounded_pow(base: Any, exp: Any, mod: Any = None) -> Any:
@@ -225,13 +249,13 @@ def _fraction_bound(*args: Any, **kwargs: Any) -> None:
 
 def _arg_bound(limit: int, what: str) -> Callable[..., None]:
     def bound(*args: Any, **kwargs: Any) -> None:
-        if args and type(args[0]) in (int, bool) and abs(args[0]) > limit:
+        if args and kind(args[0]) in (int, bool) and abs(args[0]) > limit:
             raise Failed(f"{what} argument {args[0]} is over the bound {limit}")
     return bound
 
 
 def _round_bound(x: Any, ndigits: Any = None) -> None:
-    if type(ndigits) is int and abs(ndigits) > MAX_ROUND_DIGITS:
+    if kind(ndigits) is int and abs(ndigits) > MAX_ROUND_DIGITS:
         raise Failed(f"round to {ndigits} digits is over the bound {MAX_ROUND_DIGITS}")
 
 
@@ -243,30 +267,40 @@ def _total_bits_bound(*args: Any, **kwargs: Any) -> None:
 
 
 def _bytes_bound(*args: Any, **kwargs: Any) -> None:
-    if args and type(args[0]) is int and args[0] > MAX_ITEMS:
+    if args and kind(args[0]) is int and args[0] > MAX_ITEMS:
         raise Failed(f"bytes({args[0]}) is over the {MAX_ITEMS} bound")
 
 
+def _defaultdict_bound(*args: Any, **kwargs: Any) -> None:
+    if len(args) > 1 and not isinstance(args[1], dict):
+        hash_bound(pair[0] for pair in args[1] if isinstance(pair, (list, tuple)) and len(pair) == 2)
+
+
 BUILTINS = {f.__name__: f for f in (
-    abs, all, any, ascii, bin, bool, bytes, chr, dict, divmod, enumerate, filter, float, frozenset, hex, int,
+    abs, all, any, ascii, bin, bool, bytearray, bytes, chr, dict, divmod, enumerate, filter, float, frozenset, hex, int,
     isinstance, iter, len, list, map, max, min, next, oct, ord, pow, range, repr, reversed, round, set, sorted, str,
     sum, tuple, type, zip)}
 _MATH_NAMES = ("pi e tau inf nan sqrt isqrt cbrt isclose fabs floor ceil trunc gcd lcm log log2 log10 log1p exp "
                "expm1 sin cos tan asin acos atan atan2 sinh cosh tanh asinh acosh atanh hypot dist degrees radians "
                "factorial comb perm prod fsum isfinite isinf isnan copysign fmod remainder modf frexp").split()
 MODULES = {"math": {n: getattr(math, n) for n in _MATH_NAMES if hasattr(math, n)},
-           "collections": {"Counter": Counter, "OrderedDict": OrderedDict}, "fractions": {"Fraction": Fraction}}
+           "collections": {"Counter": Counter, "OrderedDict": OrderedDict, "deque": deque, "defaultdict": defaultdict},
+           "fractions": {"Fraction": Fraction}, "decimal": {"Decimal": Decimal}}
 # Fraction is the parent's too (issue #24): as a candidate name on the expected side, `f(3) == Fraction(1, 3)`
 # compared with the candidate's own Fraction class.
-NAMES: dict[str, Any] = {**BUILTINS, "Counter": Counter, "OrderedDict": OrderedDict, "Fraction": Fraction}
+# Issue 43: deque, defaultdict and Decimal too, which results now carry (`f(x) == deque([1, 2])`).
+NAMES: dict[str, Any] = {**BUILTINS, "Counter": Counter, "OrderedDict": OrderedDict, "Fraction": Fraction,
+                         "deque": deque, "defaultdict": defaultdict, "Decimal": Decimal}
 # Called through a substitute (same result, bounded) or after a bound check.
 _SUBSTITUTES = {range: _bounded_range, pow: _bounded_pow, sum: _bounded_sum, math.prod: _bounded_prod}
-_BOUNDS = {round: _round_bound, bytes: _bytes_bound, Fraction: _fraction_bound,
+_BOUNDS = {round: _round_bound, bytes: _bytes_bound, bytearray: _bytes_bound, Fraction: _fraction_bound,
+           defaultdict: _defaultdict_bound,
            math.factorial: _arg_bound(MAX_FACTORIAL_ARG, "factorial"),
            math.comb: _arg_bound(MAX_COMB_ARG, "comb"), math.perm: _arg_bound(MAX_COMB_ARG, "perm"),
            math.lcm: _total_bits_bound, math.prod: _total_bits_bound}
 _HASHED = (set, frozenset, dict, Counter, OrderedDict)  # built from candidate data: hash_bound first
 _ALLOWED_IDS = {id(f) for f in (*NAMES.values(), *(v for m in MODULES.values() for v in m.values())) if callable(f)}
+_BOUNDED_IDS = {id(f) for f in (*_SUBSTITUTES, *_BOUNDS, *_HASHED)}
 # Names a reference may use that are Python builtins we do not evaluate: refused up front, never sent to the
 # sandbox (where the candidate could have replaced them).
 UNSUPPORTED_BUILTINS = frozenset(n for n in dir(builtins) if not n.startswith("_")) - set(NAMES)
@@ -274,10 +308,11 @@ UNSUPPORTED_BUILTINS = frozenset(n for n in dir(builtins) if not n.startswith("_
 # would then decide the pass with the expected value in hand. Refused up front with the form named.
 # Common `from ... import` names (deque, Decimal) too: as the candidate's, they would be whatever it defines.
 LIBRARIES = frozenset("np numpy pd pandas scipy sympy torch re itertools functools operator random sys os json "
-                      "string heapq bisect statistics decimal cmath datetime time copy typing unittest "
-                      "pytest builtins inspect ast types deque defaultdict namedtuple Decimal".split())
+                      "string heapq bisect statistics cmath datetime time copy typing unittest "
+                      "pytest builtins inspect ast types namedtuple".split())
 
 _DICT_METHODS = {"keys", "values", "items", "get", "copy"}
+_BYTES_METHODS = {"decode", "hex", "count", "startswith", "endswith", "split", "strip"}
 _SET_METHODS = {"union", "intersection", "difference", "symmetric_difference", "issubset", "issuperset",
                 "isdisjoint", "copy"}
 METHODS: dict[type, frozenset[str]] = {k: frozenset(v) for k, v in {
@@ -285,12 +320,14 @@ METHODS: dict[type, frozenset[str]] = {k: frozenset(v) for k, v in {
           "startswith", "endswith", "count", "find", "rfind", "index", "rindex", "isdigit", "isalpha", "isalnum",
           "isspace", "islower", "isupper", "isnumeric", "isdecimal", "istitle", "title", "capitalize",
           "swapcase", "casefold", "encode", "partition", "rpartition"},
-    bytes: {"decode", "hex", "count", "startswith", "endswith", "split", "strip"},
-    list: {"count", "index", "copy"}, tuple: {"count", "index"},
-    dict: _DICT_METHODS, OrderedDict: _DICT_METHODS, Counter: _DICT_METHODS | {"most_common", "total"},
+    bytes: _BYTES_METHODS, bytearray: _BYTES_METHODS,
+    list: {"count", "index", "copy"}, tuple: {"count", "index"}, deque: {"count", "index", "copy"},
+    range: {"count", "index"}, dict: _DICT_METHODS, OrderedDict: _DICT_METHODS, defaultdict: _DICT_METHODS,
+    Counter: _DICT_METHODS | {"most_common", "total"},
     set: _SET_METHODS, frozenset: _SET_METHODS,
     int: {"bit_length", "bit_count"}, bool: {"bit_length", "bit_count"}, float: {"is_integer"},
-    Fraction: {"limit_denominator", "as_integer_ratio"}}.items()}
+    Fraction: {"limit_denominator", "as_integer_ratio"},
+    Decimal: {"is_nan", "is_finite", "is_infinite", "is_signed", "normalize", "as_integer_ratio"}}.items()}
 METHOD_NAMES = frozenset().union(*METHODS.values())
 
 
@@ -298,7 +335,7 @@ class BoundMethod:
     """`receiver.name`, where the receiver is plain data and the method is allow-listed for its exact type."""
 
     def __init__(self, receiver: Any, name: str):
-        if name not in METHODS.get(type(receiver), ()):
+        if name not in METHODS.get(kind(receiver), ()):
             raise Failed(f"method .{name}() is not evaluated on a {type(receiver).__name__}")
         self.receiver, self.name = receiver, name
 
@@ -327,6 +364,14 @@ def call_allowed(func: Any, args: list[Any], kwargs: dict[str, Any], wrap: Calla
         args = [wrap(args[0]), *args[1:]]
     if "key" in kwargs and callable(kwargs["key"]):
         kwargs = {**kwargs, "key": wrap(kwargs["key"])}
+    return produced(check_size(call_bounded(func, args, kwargs)))
+
+
+def call_bounded(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """func(*args, **kwargs), through the bound or substitute of the callables that have one (pow, sum, range,
+    factorial, set, ...); any other callable is called as it is (a check program's own functions, issue 43)."""
+    if id(func) not in _BOUNDED_IDS:
+        return func(*args, **kwargs)
     if func is math.prod and args:
         args = [list(args[0]), *args[1:]]  # materialised once, for the bound and the call
     if func in _HASHED and args and not isinstance(args[0], dict):

@@ -1,15 +1,16 @@
 """Code verifier: run model-written Python against unit tests in the local sandbox.
 
-Reference (a JSON string): {"asserts": ["assert add(1, 2) == 3", ...]} and/or
-{"io": [{"input": "1 2\\n", "output": "3\\n"}, ...]}, optional "entry" (the function under test, also
-bound as `candidate`, HumanEval style), "time_limit_s" (per sandbox run, capped at 60 s) and "rel_tol"
-(two floats then match within math.isclose(rel_tol=...); without it, `==` is exactly Python's).
+Reference (a JSON string): {"asserts": ["assert add(1, 2) == 3", ...]}, {"check": "def check(candidate): ..."}
+(a HumanEval test program, issue 43; needs "entry") and/or {"io": [{"input": "1 2\\n", "output": "3\\n"}, ...]},
+optional "entry" (the function under test, also bound as `candidate`, HumanEval style), "time_limit_s" (per
+sandbox run, capped at 60 s) and "rel_tol" (two floats then match within math.isclose(rel_tol=...); without it,
+`==` is exactly Python's). docs/code_verifier.md lists what is read and what is refused.
 
   * Code: the last ```python / ```py / bare ``` block of the completion, else the whole completion.
-  * Asserts: judged in this process on plain data; the sandbox only runs the candidate's own calls, on
-    arguments computed here, one sandboxed run per round of nested calls (verifiers/code/reference.py says why). Calls
-    that only a branch Python may not take needs (speculative) run last in a round, with a quarter of the
-    time limit of their own; one that does not answer is dropped, never failed.
+  * Asserts and a check program: judged in this process on plain data; the sandbox only runs the candidate's
+    own calls, on arguments computed here, in one live sandboxed run per completion that answers each call when
+    Python's evaluation reaches it (code/session.py, issue 43), so calls run in the order the asserts make them
+    and a branch Python does not take makes no call (verifiers/code/reference.py says why).
     The parent spends at most code/budget.PARENT_CPU_S of CPU judging one completion (issue #24).
   * stdin/stdout: one sandboxed run per case; a case passes when stdout equals the expected output
     (trailing whitespace per line and trailing blank lines ignored), the program exited 0, within time.
@@ -27,27 +28,13 @@ from typing import Literal
 
 from rlvr.types import Outcome, Verdict
 from rlvr.verifiers.base import error_verdict
-from rlvr.verifiers.code.reference import (
-    SPECULATIVE_MARK,
-    AssertRounds,
-    BadReference,
-    CodeTests,
-    harness_files,
-    parse_reference,
-    short,
-)
-from rlvr.verifiers.code.sandbox import (
-    CHANNEL_FD,
-    PYTHON,
-    SandboxConfig,
-    SandboxUnavailable,
-    probe,
-    run_sandboxed,
-    warn_unsandboxed,
-)
+from rlvr.verifiers.code.budget import Budget
+from rlvr.verifiers.code.check_program import run_check
+from rlvr.verifiers.code.reference import BadReference, CodeTests, judge_asserts, parse_reference, short
+from rlvr.verifiers.code.sandbox import SandboxConfig, SandboxUnavailable, probe, run_sandboxed, warn_unsandboxed
+from rlvr.verifiers.code.session import Session
 
 MAX_CODE_BYTES = 256 << 10  # longer extracted code is not run
-SPECULATIVE_SHARE = 0.25  # of the time limit, for a round's speculative calls once the needed ones answered
 _PYTHON_FENCES = ("python", "py", "python3", "")
 
 
@@ -118,7 +105,7 @@ class CodeVerifier:
         config = self.sandbox if tests.time_limit_s is None else replace(self.sandbox, time_limit_s=tests.time_limit_s)
         results: list[tuple[bool, str]] = []  # (passed, what went wrong) per test
         problems: list[str] = []  # per run: "timeout", "sandbox failed: ...", "code failed to load: ..."
-        if tests.asserts:
+        if tests.asserts or tests.check is not None:
             results += self._run_asserts(code, tests, config, problems)
         for i, (stdin, expected) in enumerate(tests.io):
             if self.mode == "all" and not all(ok for ok, _ in results):  # the score is 0 already
@@ -130,27 +117,16 @@ class CodeVerifier:
     @staticmethod
     def _run_asserts(code: str, tests: CodeTests, config: SandboxConfig,
                      problems: list[str]) -> list[tuple[bool, str]]:
-        """One sandboxed run per round of candidate calls (code/reference.AssertRounds): one run unless calls
-        are nested in other calls' arguments."""
-        rounds = AssertRounds(tests)
-        while calls := rounds.calls():
-            run = run_sandboxed([PYTHON, "-I", "-B", "harness.py", CHANNEL_FD], b"", config,
-                                files=harness_files(code, calls, tests.entry, rounds.needed), channel=True,
-                                cut_after=(SPECULATIVE_MARK, config.time_limit_s * SPECULATIVE_SHARE))
-            results, ready, load_error = rounds.read(run.channel, calls)
-            rounds.record(calls, results)
-            needed_missing = any(i not in results for i in range(rounds.needed))
-            if not ready and not run.timed_out and not run.cut:  # the harness never started: the sandbox failed
-                problems.append(f"sandbox failed (exit {run.exit_code}, signal {run.signal}): "
-                                f"{run.stderr.decode(errors='replace').strip()[-300:]}")
-            elif load_error:
-                problems.append(load_error)
-            elif run.timed_out or (run.cut and needed_missing):  # a cut that left needed calls: a forged mark
-                problems.append("timeout after some tests" if results else "timeout")
-            if problems:  # the code does not load, the sandbox fails or time ran out: stop here
-                rounds.stopped = problems[-1]
-                break
-        return rounds.outcomes()
+        """The asserts in order, then the check program, against one live sandboxed run (code/session.py), within
+        one CPU budget for the parent (code/budget.py). A load error, a sandbox failure or the time limit is
+        added to `problems`; every test whose calls it left unanswered has failed."""
+        with Session(code, tests.entry, config) as session, Budget():
+            results = judge_asserts(tests, session.call)
+            if tests.check is not None:
+                results.append(run_check(tests.check, tests.entry, session.call))
+        if session.problem:
+            problems.append(session.problem)
+        return results
 
     @staticmethod
     def _run_io(code: str, index: int, stdin: str, expected: str, config: SandboxConfig,

@@ -6,6 +6,9 @@ and list. Everything else is a one-key object whose key says the type: {"i": hex
 {"k": pairs} Counter, {"c": [re, im]} complex, {"q": [numerator, denominator]} Fraction, {"it": items} a
 drained iterator (Materialized). OrderedDict and Counter keep their own tags because Python compares them
 differently from a dict: OrderedDicts by order, Counters with missing keys as zero (issue #24).
+Issue 43 (code/stdtypes.py): {"r": [start, stop, step]} range, {"ba": hex} bytearray, {"dq": [items, maxlen]}
+deque, {"dec": text} Decimal, {"dd": [factory, pairs]} defaultdict, {"vk"|"vv"|"vi": items} dict views and
+{"ovk"|"ovv"|"ovi": items} OrderedDict views, and {"sub": value} an instance of a subclass of the value's type.
 
 Results are decoded by json's C parser with a hook per tagged object, so a 1 MiB line of plain lists costs
 milliseconds, and each decoded NaN is a new object: Python's container equality takes identity first
@@ -14,12 +17,14 @@ milliseconds, and each decoded NaN is a new object: Python's container equality 
 from __future__ import annotations
 
 import json
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, defaultdict, deque
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
+from rlvr.verifiers.code import stdtypes
 from rlvr.verifiers.code.budget import CHECK_EVERY, Failed, check, produced
-from rlvr.verifiers.code.values import MAX_INT_BITS, hash_bound
+from rlvr.verifiers.code.values import MAX_INT_BITS, MAX_ITEMS, check_range, hash_bound
 
 
 class Materialized(list):
@@ -34,8 +39,9 @@ def fresh(x: Any) -> Any:
 
 # ---------------------------------------------------------------- parent -> sandbox (arguments)
 def encode(x: Any, depth: int = 0) -> Any:
-    """Plain value -> wire value, for the arguments the parent sends to the candidate's functions."""
-    t = type(x)
+    """Plain value -> wire value, for the arguments the parent sends to the candidate's functions. An instance of
+    the parent's subclass of a type (a result of another call) is sent as its base type's content."""
+    t = stdtypes.kind(x)
     if x is None or t in (bool, str, float):
         return x
     if t is int:
@@ -56,10 +62,34 @@ def encode(x: Any, depth: int = 0) -> Any:
         return {"c": [x.real, x.imag]}
     if t is Fraction:
         return {"q": [encode(x.numerator), encode(x.denominator)]}
-    if t is range or t is Materialized or hasattr(x, "__next__"):  # ranges and iterators travel as their items
-        items = list(x)
-        return {"it": [encode(v, depth + 1) for v in items]} if t is not range else [encode(v) for v in items]
+    new = _encode_new(x, t, depth)
+    if new is not None:
+        return new
+    if t is Materialized or hasattr(x, "__next__"):  # iterators travel as their items
+        return {"it": [encode(v, depth + 1) for v in list(x)]}
     raise Failed(f"cannot pass a {t.__name__} to the candidate")
+
+
+def _encode_new(x: Any, t: type, depth: int) -> Any:
+    """The types issue 43 added, or None."""
+    if t is range:
+        return {"r": [encode(x.start), encode(x.stop), encode(x.step)]}
+    if t is bytearray:
+        return {"ba": x.hex()}
+    if t is deque:
+        return {"dq": [[encode(v, depth + 1) for v in x], x.maxlen]}
+    if t is Decimal:
+        return {"dec": str(x)}
+    if t is defaultdict:
+        spec = stdtypes.factory_spec(x.default_factory)
+        spec = ["=", encode(spec[1])] if type(spec) is list else spec
+        return {"dd": [spec, [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in x.items()]]}
+    tag = stdtypes.VIEW_TAGS.get(t)
+    if tag is not None:
+        if tag.endswith("i"):
+            return {tag: [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in x]}
+        return {tag: [encode(v, depth + 1) for v in x]}
+    return None
 
 
 _DICT_TAGS = {dict: "d", OrderedDict: "o", Counter: "k"}
@@ -107,10 +137,45 @@ def _items(kind: type) -> Any:
     return build
 
 
-_DECODERS = {"i": _int, "b": _bytes,
-             "d": _pairs(dict), "o": _pairs(OrderedDict), "k": _pairs(Counter),
-             "c": lambda v: _number(v, "c"), "q": lambda v: _number(v, "q"),
-             "t": _items(tuple), "s": _items(set), "f": _items(frozenset), "it": _items(Materialized)}
+def _range(v: Any) -> range:
+    if type(v) is not list or len(v) != 3 or not all(type(p) is int for p in v) or v[2] == 0:
+        raise ValueError("bad tagged value 'r'")
+    r = range(*v)
+    check_range(r)  # iterating it (list(), sum()) is one C call the budget cannot interrupt
+    return r
+
+
+def _deque(v: Any) -> deque:
+    if type(v) is not list or len(v) != 2 or type(v[0]) is not list \
+            or not (v[1] is None or (type(v[1]) is int and 0 <= v[1] <= MAX_ITEMS)):
+        raise ValueError("bad tagged value 'dq'")
+    return deque(v[0], v[1])
+
+
+def _defaultdict(v: Any) -> defaultdict:
+    if type(v) is not list or len(v) != 2:
+        raise ValueError("bad tagged value 'dd'")
+    return defaultdict(stdtypes.factory(v[0]), _pairs(dict)(v[1]))
+
+
+def _view(tag: str) -> Any:
+    def build(v: Any) -> Any:
+        if type(v) is not list:
+            raise ValueError(f"bad tagged value {tag!r}")
+        if tag.endswith("k"):
+            hash_bound(v)
+        elif tag.endswith("i"):
+            hash_bound(p[0] for p in v if type(p) is list and p)
+        return stdtypes.view(tag, v)
+    return build
+
+
+_DECODERS = {"i": _int, "b": _bytes, "ba": lambda v: bytearray(_bytes(v)),
+             "d": _pairs(dict), "o": _pairs(OrderedDict), "k": _pairs(Counter), "dd": _defaultdict,
+             "c": lambda v: _number(v, "c"), "q": lambda v: _number(v, "q"), "dec": stdtypes.decimal,
+             "t": _items(tuple), "s": _items(set), "f": _items(frozenset), "it": _items(Materialized),
+             "r": _range, "dq": _deque, "sub": stdtypes.as_subclass,
+             **{tag: _view(tag) for tag in ("vk", "vv", "vi", "ovk", "ovv", "ovi")}}
 _CONSTANTS = {"NaN": lambda: float("nan"), "Infinity": lambda: float("inf"), "-Infinity": lambda: float("-inf")}
 
 

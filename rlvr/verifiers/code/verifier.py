@@ -4,7 +4,7 @@ Reference (a JSON string): {"asserts": ["assert add(1, 2) == 3", ...]}, {"check"
 (a HumanEval test program, issue 43; needs "entry") and/or {"io": [{"input": "1 2\\n", "output": "3\\n"}, ...]},
 optional "entry" (the function under test, also bound as `candidate`, HumanEval style), "time_limit_s" (per
 sandbox run, capped at 60 s) and "rel_tol" (two floats then match within math.isclose(rel_tol=...); without it,
-`==` is exactly Python's). docs/code_verifier.md lists what is read and what is refused.
+`==` is exactly Python's). docs/verifiers.md (its Code section) lists what is read and what is refused.
 
   * Code: the last ```python / ```py / bare ``` block of the completion, else the whole completion.
   * Asserts and a check program: judged in this process on plain data; the sandbox only runs the candidate's

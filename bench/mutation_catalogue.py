@@ -5,6 +5,7 @@ broken replacement, and the tests that must fail. Add one whenever README gains 
 """
 from __future__ import annotations
 
+from mutation_catalogue_code import CODE_VERIFIER_43
 from mutation_catalogue_systems import RECIPE, SPEED
 from mutation_kind import Mutation, _m
 
@@ -347,4 +348,4 @@ AGENTS = [
 ]
 
 CATALOGUE: list[Mutation] = (MATH + RESUME + DETERMINISM + RAY + DISTRIBUTED + NOTES + MATH_VERIFIER + CODE_VERIFIER
-                             + AGENTS + SPEED + RECIPE)
+                             + CODE_VERIFIER_43 + AGENTS + SPEED + RECIPE)

@@ -191,6 +191,20 @@ ADVERSARIAL_CODE = {  # name -> (completion, reference); none of them is a right
                            _check("try:\n        x = 3 ** candidate(1)\n    except BaseException:\n        pass")),
     "check_loop_over_result": ("def f(n):\n    return list(range(60000))",
                                _check("assert sum(x * y for x in candidate(1) for y in range(20)) == 0")),
+    # the red team's (issue 43): a range result is 30 bytes on the wire however many items it stands for
+    "range_result_set": ("def f(n):\n    return range(2 ** 63, 2 ** 63 + 10 ** 6)",
+                         _asserts("assert set(f(1)) == {1}")),
+    "range_result_sent_back": ("def f(n):\n    return range(2 ** 126, 2 ** 126 + 10 ** 6) if n == 0 else 0",
+                               _asserts("assert f(list(f(0))) == 1")),
+    "largest_range_counted": ("def f(n):\n    return range(349000)",
+                                     _asserts("assert Counter(f(1)) == Counter([1])")),
+    "largest_range_sent_back": ("def f(n):\n    return range(349000) if n == 0 else 0",
+                                       _check("r = candidate(0)\n    assert candidate(list(r)) == 1")),
+    "parent_range_sent_back": ("def f(n):\n    return 10 ** 6 if n == 0 else 0",
+                               _asserts("assert f(list(range(f(0)))) == 1")),
+    "channel_drip_for_ten_seconds": ("import os, sys, time\ndef f(n):\n    while True:\n"
+                                     "        os.write(int(sys.argv[1]), b'1')\n        time.sleep(0.0005)",
+                                     _asserts("assert f(1) == 1", time_limit_s=10)),
 }
 
 

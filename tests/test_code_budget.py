@@ -134,3 +134,55 @@ def test_collector_is_paused_while_judging_and_resumed_after():
             assert not gc.isenabled()
         assert not gc.isenabled()  # still judging the first one
     assert gc.isenabled()
+
+
+# ---------------------------------------------------------------- red team (issue 43): single C calls, the collector
+@pytest.mark.parametrize("assertion", [
+    "assert len(set(range(f(1)))) == 2",  # a set of 1,000,000 ints: 0.2-0.4 s in C (hash_bound, then set())
+    "assert Counter(range(f(1))) == Counter()",
+    "assert f(list(range(f(1)))) == 1",  # encoding 1,000,000 ints to send back: 0.1 s, dumping them 0.07 s more
+])
+def test_single_c_calls_over_a_million_items_are_charged_before_they_run(assertion):
+    # finding 1: values.hash_bound charges HASH_S_PER_ITEM per item before its C calls run (0.2 s for 1,000,000:
+    # more than the budget, so it fails at once), wire.encode checks the budget as it goes, the JSON dump of what it
+    # encoded so far included. Here: 25 ms, 25 ms and 80 ms of this thread's CPU; without the charges 0.18-0.23 s
+    # for the first two, and the third was never stopped ("got 1000000": not the budget's message)
+    tests = parse_reference(refs(assertion))
+    start = time.thread_time()
+    with Budget(0.1):
+        outcomes = judge_asserts(tests, lambda call: CallResult(True, 10 ** 6, 1))
+    assert outcomes[0][0] is False and "CPU budget" in outcomes[0][1], outcomes
+    assert time.thread_time() - start < 0.15
+
+
+def test_a_defaultdict_built_from_colliding_pairs_is_refused():
+    # M38: defaultdict(int, pairs) hash-bounds the pairs' keys as dict() does (20,000 colliding keys: 1.55 s)
+    modulus = (1 << 61) - 1
+    pairs = [[k * modulus, 0] for k in range(1, 20_001)]
+    outcomes, _ = judge_values(refs("assert defaultdict(int, f(1)) == {}"), pairs, budget_s=10.0)
+    assert outcomes[0][0] is False and "share one hash" in outcomes[0][1], outcomes
+
+
+def test_the_collector_runs_while_waiting_and_a_full_collection_is_not_charged():
+    # finding 5: Budget paused the collector for the whole session, so a candidate that slept kept it off; now
+    # waiting() resumes it, and gives back the CPU of a wait during which a full collection ran
+    was = gc.isenabled()
+    gc.enable()
+    try:
+        with Budget(0.05) as budget:
+            assert not gc.isenabled()  # judging: paused
+            with budget.waiting():
+                assert gc.isenabled()  # waiting for the sandbox: the trainer's collector runs
+                end = time.thread_time() + 0.1
+                while time.thread_time() < end:
+                    gc.collect()  # full collections: 0.1 s of this thread's CPU, more than the budget
+            assert not gc.isenabled()
+            budget.check()  # not charged: no OverBudget
+            with budget.waiting():
+                end = time.thread_time() + 0.1
+                while time.thread_time() < end:
+                    pass  # the wait's own CPU (a drip) is charged
+            with pytest.raises(OverBudget):
+                budget.check()
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -104,6 +104,7 @@ def test_the_candidates_exception_is_catchable_as_python_would():
     ("2 ** candidate(1)", 10 ** 7), ("'ab' * candidate(1)", 10 ** 9), ("list(range(candidate(1)))", 10 ** 12),
     ("f'{1:{candidate(1)}}'", 10 ** 9), ("'%*d' % (candidate(1), 1)", 10 ** 9), ("'x'.ljust(candidate(1))", 10 ** 9),
     ("math.factorial(candidate(1))", 10 ** 6), ("sum(x for x in range(candidate(1)))", 10 ** 6),
+    ("'x'.ljust(candidate(1))", 2 * 10 ** 6),  # over MAX_ITEMS, under 10 times it (catches a bound 10 times looser)
 ])
 @pytest.mark.parametrize("catch", ["Exception", "BaseException"])
 def test_costly_operations_on_candidate_values_stop_even_when_caught(expression, value, catch):
@@ -116,7 +117,19 @@ def test_costly_operations_on_candidate_values_stop_even_when_caught(expression,
     assert time.process_time() - start < 1.0  # liveness with slack; unbounded, each took seconds or all memory
 
 
+@pytest.mark.parametrize("expression", ["'{:>{w}}'.format('x', w=candidate(1))", "'{:>{}}'.format('x', candidate(1))",
+                                        "'{x:>{w}}'.format_map({'x': 1, 'w': candidate(1)})",
+                                        "str.ljust('x', candidate(1))", "(1).to_bytes(candidate(1), 'big')"])
+def test_a_width_from_a_candidate_value_is_refused_before_it_is_built(expression):
+    # red team finding 4: a width in a keyword argument or format_map, or a str method called unbound, built a
+    # 200 MB string; its bound now names it first. With a budget of 10 s the string would fit in the budget, so
+    # only the bound can stop it (catches check_guard._method_bound without the _Specs walk)
+    outcome, _ = run(program(f"x = {expression}\nassert candidate(0) == 0"), lambda x: 2 * 10 ** 8 if x else 0)
+    assert outcome[0] is False and "stopped" in outcome[1] and "bound" in outcome[1], outcome
+
+
 @pytest.mark.parametrize("body", ["while True:\n    pass",
+                                  "r = candidate(0)\nfor a in r:\n    for b in r:\n        pass",  # no call in it: M30
                                   "def g(n):\n    return 1 if n == 0 else g(n - 1) + g(n - 1)\ng(40)",
                                   "for x in candidate(0) * 100:\n    y = x * 2"])
 def test_the_programs_own_loops_are_budgeted(body):
@@ -125,6 +138,34 @@ def test_the_programs_own_loops_are_budgeted(body):
                      lambda x: list(range(10_000)) if x == 0 else x, budget_s=0.1)
     assert outcome[0] is False, outcome
     assert time.process_time() - start < 1.0
+
+
+@pytest.mark.parametrize("raised", ["StopIteration", "StopAsyncIteration", "KeyboardInterrupt", "SystemExit"])
+def test_an_exception_that_would_end_the_parents_loop_or_process_is_a_failure(raised):
+    # red team finding 9b: a candidate's StopIteration, re-raised inside map(), ended all()'s loop: True for no
+    # call answered right. M17: KeyboardInterrupt re-raised escaped verify() and would have ended the trainer.
+    def resolve(call):
+        return CallResult(False, f"raised {raised}: ", 0, raised)
+    source = program("assert all(map(lambda x: candidate(x) == x * 2, range(5)))")
+    with Budget(10.0):
+        outcome = run_check(parse_check(source, "f"), "f", resolve)
+    assert outcome[0] is False and "stopped" in outcome[1] and raised in outcome[1]
+
+
+def test_the_programs_random_is_its_own():
+    # red team finding 6: HumanEval/53's check draws from an unseeded `random`; it moved the trainer's generator
+    import random
+
+    body = "import random\nfrom random import randint\nxs = [random.randint(0, 9) for _ in range(5)]\n" \
+           "assert candidate(xs + [randint(0, 9)]) == xs"
+    random.seed(123)
+    expected = random.random()
+    random.seed(123)
+    outcome, log = run(program(body), lambda xs: xs[:-1])
+    assert outcome == (True, "") and random.random() == expected  # the trainer's draws are untouched
+    mine = random.Random(0)
+    assert log[0][0] == [mine.randint(0, 9) for _ in range(6)]  # the program's own Random(0), every run the same
+    assert run(program(body), lambda xs: xs[:-1])[1] == log
 
 
 def test_a_session_failure_is_not_catchable():

@@ -17,7 +17,7 @@ from rlvr.types import Outcome
 from rlvr.verifiers.code.budget import Failed
 from rlvr.verifiers.code.sandbox import SandboxConfig
 from rlvr.verifiers.code.stdtypes import SUBCLASSES, Constant, UnknownFactory, kind
-from rlvr.verifiers.code.values import binary, check_size
+from rlvr.verifiers.code.values import binary, check_range, check_size
 from rlvr.verifiers.code.wire import decode, encode
 
 NEW_VALUES = [range(3), range(10, 0, -3), deque([1, 2]), deque([1, 2], 5), Decimal("0.1"), Decimal("-1.5E+3"),
@@ -171,5 +171,83 @@ SUBCLASS = "class L(list):\n    pass\ndef f(n):\n    return L([n])\n"
      asserts("assert f(0)['x'] == [0]"), False),  # a mutable default the parent cannot remake: fails, never guessed
 ])
 def test_classes_are_seen_as_python_sees_them(code, reference, passed):
+    verdict = _verify(code, reference)
+    assert (verdict.outcome is Outcome.CORRECT) == passed, verdict.detail
+
+
+# ---------------------------------------------------------------- red team (issue 43): bounds and copies
+def test_a_range_result_stands_for_no_more_than_a_list_the_wire_carries():
+    # finding 1: 349,525 items of 3 bytes ("1, ") fill the 1 MiB result line; 1,000,000 small items would be a
+    # 7 MB list, and 2 ** 63 + k items 29 bytes each ('{"i": "0x8000000000000000"}, ': 13 + 16 hex digits)
+    assert decode({"r": [0, 349_000, 1]}) == range(349_000)
+    for forged in ({"r": [0, 10 ** 6, 1]}, {"r": [{"i": hex(2 ** 63)}, {"i": hex(2 ** 63 + 40_000)}, 1]}):
+        with pytest.raises(Failed, match="stands for a list"):  # catches wire._range without result=True
+            decode(forged)
+    # the word bound rounds up: 500,001 items of 127 bits are 1,000,002 words (the floor made them 500,001)
+    with pytest.raises(Failed, match="word bound"):
+        check_range(range(2 ** 126, 2 ** 126 + 500_001))
+    check_range(range(2 ** 126, 2 ** 126 + 500_000))  # 1,000,000 words: at the bound, a range the parent may make
+
+
+def test_an_iterator_nested_in_a_result_is_an_iterator():
+    # finding 3: it was a list subclass, so `[iter([1, 2])] == [[1, 2]]` passed; in Python it is False
+    value = decode([{"it": [1, 2]}, {"t": [{"it": [3]}]}])
+    assert value != [[1, 2], ([3],)] and not isinstance(value[0], list) and list(value[0]) == [1, 2]
+    assert next(value[1][0]) == 3 and list(decode({"it": [4]})) == [4]  # at the top as well
+
+
+def test_the_new_types_keep_what_makes_them_themselves():
+    # M04: a defaultdict subclass keeps its factory ("b" reads 0, as the candidate's D(int) does)
+    assert decode({"sub": {"dd": ["int", [["a", 1]]]}})["b"] == 0
+    # M20: a deque's maxlen crosses the wire (deques compare equal whatever their maxlen, so check it)
+    assert encode(deque([1, 2], 2)) == {"dq": [[1, 2], 2]} and decode(encode(deque([1, 2], 2))).maxlen == 2
+    # M24: an int subclass gets the power bound of an int (the bound's _bits looked at type(), not kind())
+    with pytest.raises(Failed, match="to the power"):
+        binary("Pow", decode({"sub": {"i": hex(2 ** 65000 - 1)}}), 300)
+    # M32: a forged keys view of 30,000 values sharing hash 0 is refused, as a dict's keys are (it took 3.9 s)
+    modulus = (1 << 61) - 1
+    with pytest.raises(Failed, match="share one hash"):
+        decode({"vk": [{"i": hex(k * modulus)} for k in range(1, 30_000)]})
+
+
+SUBCLASS_BASES = [  # (code, assert, passes): a subclass is read through its base type's own methods
+    ("class I(int):\n    def __add__(self, o):\n        return 42\ndef f():\n    return I(5)", "f() == 42", False),
+    ("class I(int):\n    def __add__(self, o):\n        return 42\ndef f():\n    return I(5)", "f() == 5", True),
+    ("from decimal import Decimal\nclass D(Decimal):\n    def __str__(self):\n        return '42'\n"
+     "def f():\n    return D('5')", "f() == 42", False),
+    ("class S(str):\n    def __str__(self):\n        return 'forged'\ndef f():\n    return S('real')",
+     "f() == 'forged'", False),
+    ("class S(str):\n    def __str__(self):\n        return 'forged'\ndef f():\n    return S('real')",
+     "f() == 'real'", True),
+    # the arguments the parent sends are rebuilt in the sandbox with what made them: a deque's maxlen (M11), a
+    # factory that returns one immutable value (M33), and a factory the parent cannot rebuild stays unknown (M28)
+    ("from collections import deque\ndef f(d):\n    return d.maxlen", "f(deque([1, 2], 2)) == 2", True),
+]
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("code,assertion,passed", SUBCLASS_BASES)
+def test_a_subclass_is_read_through_its_base(code, assertion, passed):
+    # catches harness_main._BASES reading through the subclass (x + 0, str(x), Decimal(str(x)): the override)
+    # and the decoder's deque without its maxlen
+    verdict = _verify(code, asserts(f"assert {assertion}"))
+    assert (verdict.outcome is Outcome.CORRECT) == passed, verdict.detail
+
+
+DEFAULTS = "from collections import defaultdict\n"
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("code,body,passed", [
+    (DEFAULTS + "def f(d):\n    return defaultdict(lambda: 0, {'a': 1}) if d is None else d['missing']",
+     "d = candidate(None)\nassert candidate(d) == 0", True),  # M33: the parent sends `lambda: 0` back as a factory
+    (DEFAULTS + "def f():\n    return defaultdict(lambda: [], {'a': [1]})",
+     "d = candidate()\ntry:\n    d['zz']\nexcept KeyError:\n    pass\nassert d['a'] == [1]", False),  # M28
+])
+def test_a_default_factory_crosses_the_wire_as_it_can(code, body, passed):
+    # M28: a factory returning a mutable value is "?" (reading a missing key fails the test); as None, the read
+    # raised KeyError, which the program caught, and it passed
+    reference = json.dumps({"check": "def check(candidate):\n" + "".join(f"    {line}\n" for line in body.split("\n")),
+                            "entry": "f"})
     verdict = _verify(code, reference)
     assert (verdict.outcome is Outcome.CORRECT) == passed, verdict.detail

@@ -11,16 +11,21 @@ depends on this machine's speed, as the sandbox's time limit does; honest assert
 The budget is reached through a context variable because the checks sit deep in helpers (hash_bound, the wire
 decoder, the guarded iterators) that should not all carry it as a parameter.
 
-While a budget is active (decoding and judging, never while waiting for the sandbox) Python's cyclic garbage
-collector is paused. The parent's values there are acyclic and freed by reference counting, but allocating
+While a budget is active Python's cyclic garbage collector is paused, except while the parent waits for the
+sandbox (Budget.waiting). The parent's values there are acyclic and freed by reference counting, but allocating
 100,000 of them triggered a full collection of the whole trainer heap: 0.135 s of the 0.204 s one completion
-cost with torch loaded (bench's list_sum_quadratic under pytest). Paused, that collection never happens.
+cost with torch loaded (bench's list_sum_quadratic under pytest). Paused, that collection never happens while
+judging; during a wait the collector runs as usual (red team, issue 43: a candidate that slept kept the trainer's
+collector off for up to the 60 s time limit), and a full collection then is not charged to the candidate: the
+wait's CPU time is given back to the budget (gc.callbacks crashed the interpreter in a test run; gc.get_stats
+counts the collections instead).
 """
 from __future__ import annotations
 
 import gc
 import threading
 import time
+from contextlib import contextmanager
 from contextvars import ContextVar
 from fractions import Fraction
 from typing import Any, Iterable, Iterator
@@ -75,6 +80,19 @@ class Budget:
         _pause_gc(-1)
         _ACTIVE.reset(self._tokens.pop())
 
+    @contextmanager
+    def waiting(self) -> Iterator[None]:
+        """Waiting for the sandbox: the collector runs (unless another thread is judging). A full collection then
+        is the trainer's, not the candidate's: the wait's CPU is given back to the budget when one ran."""
+        _pause_gc(-1)
+        full, cpu = gc.get_stats()[2]["collections"], time.thread_time()
+        try:
+            yield
+        finally:
+            _pause_gc(+1)
+            if gc.get_stats()[2]["collections"] != full:
+                self.deadline += time.thread_time() - cpu
+
 
 _gc_lock = threading.Lock()
 _gc_state = {"pauses": 0, "was_enabled": False}  # across threads: the collector resumes when the last one leaves
@@ -91,6 +109,17 @@ def _pause_gc(step: int) -> None:
 
 
 _ACTIVE: ContextVar[Budget | None] = ContextVar("rlvr_code_budget", default=None)
+
+
+@contextmanager
+def waiting() -> Iterator[None]:
+    """Budget.waiting() of the active budget (none active: nothing to do)."""
+    budget = _ACTIVE.get()
+    if budget is None:
+        yield
+    else:
+        with budget.waiting():
+            yield
 
 
 def check(cost_s: float = 0.0) -> None:

@@ -151,8 +151,11 @@ class Guards:
     def call(self, func: Any, /, *args: Any, **kwargs: Any) -> Any:
         self.tick()
         try:
-            if isinstance(getattr(func, "__self__", None), (str, bytes, bytearray)):
-                _method_bound(func, args)
+            receiver = getattr(func, "__self__", None)
+            if isinstance(receiver, (str, bytes, bytearray, int)):
+                _method_bound(getattr(func, "__name__", ""), receiver, args, kwargs)
+            elif getattr(func, "__objclass__", None) in (str, bytes, bytearray, int) and args:  # str.ljust(s, n)
+                _method_bound(func.__name__, args[0], args[1:], kwargs)
             elif func is format and len(args) > 1:
                 _width_bound(args[1])
             return call_bounded(func, list(args), kwargs)
@@ -191,17 +194,27 @@ def _format_bound(fmt: str | bytes | bytearray, args: tuple) -> None:
         raise Failed(f"a %-format width over the {MAX_ITEMS} bound")
 
 
-def _method_bound(func: Any, args: tuple) -> None:
-    """str/bytes methods whose result grows with an argument: widths (ljust, zfill, ...), replace, format."""
-    name, receiver = getattr(func, "__name__", ""), func.__self__
-    if name in _WIDTH_METHODS and any(type(a) is int and a > MAX_ITEMS for a in args):
+def _method_bound(name: str, receiver: Any, args: tuple, kwargs: dict) -> None:
+    """str/bytes (and int) methods whose result grows with an argument: widths (ljust, zfill, ...), replace,
+    format and format_map, int.to_bytes. Red team, issue 43: keyword arguments and format_map were not looked at."""
+    sizes = [a for a in (*args, *kwargs.values()) if type(a) is int]
+    if name in _WIDTH_METHODS and any(a > MAX_ITEMS for a in sizes):
         raise Failed(f"{name}() to a width over the {MAX_ITEMS} bound")
+    if name == "to_bytes" and any(a > MAX_ITEMS for a in sizes):
+        raise Failed(f"to_bytes() of more than {MAX_ITEMS} bytes is over the bound")
     if name == "replace" and len(args) >= 2 and isinstance(args[1], type(receiver)):
         times = len(receiver) + 1 if not args[0] else receiver.count(args[0])
         if times * len(args[1]) > MAX_ITEMS:
             raise Failed(f"replace() result is over the {MAX_ITEMS} bound")
-    if name == "format" and isinstance(receiver, str):
-        for _, field, spec, _ in string.Formatter().parse(receiver):
-            _width_bound(spec)
-            if spec and "{" in spec and any(type(a) is int and abs(a) > MAX_ITEMS for a in args):
-                raise Failed(f"a nested format width over the {MAX_ITEMS} bound")
+    if name in ("format", "format_map") and isinstance(receiver, str):
+        mapping = args[0] if name == "format_map" and args else kwargs
+        _Specs().vformat(receiver, args if name == "format" else (), mapping)
+
+
+class _Specs(string.Formatter):
+    """Formats as str.format does, checking each field's spec once its nested fields are filled in (`"{:>{w}}"
+    .format("x", w=w)` built a 200 MB string); the program's own call then runs on specs known to be small."""
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        _width_bound(format_spec)
+        return format(value, format_spec)

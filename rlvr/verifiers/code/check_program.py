@@ -21,18 +21,22 @@ from __future__ import annotations
 
 import ast
 import builtins
+import random
 import traceback
+import types
 from dataclasses import dataclass
 from types import CodeType
 from typing import Any
 
 from rlvr.verifiers.code.budget import Failed, spent, trips
+from rlvr.verifiers.code.chains import write_back
 from rlvr.verifiers.code.check_guard import PREFIX, Guards, Rewrite, Stop
 from rlvr.verifiers.code.evaluate import BadReference, CallResult, CandidateCall, Resolve
 from rlvr.verifiers.code.harness import printable
-from rlvr.verifiers.code.wire import encode, fresh
+from rlvr.verifiers.code.wire import encode
 
 MAX_CHECK_BYTES = 256 << 10
+_ENDS_LOOPS = (StopIteration, StopAsyncIteration)  # never re-raised: a failure (_rebuilt)
 _FILENAME = "<check program>"
 
 
@@ -79,9 +83,14 @@ class Candidate:
         except Failed as err:
             raise self._guards.stop(err) from None
         result = self._resolve(CandidateCall(self._entry, ops))
+        try:
+            for _, key, value in result.after:  # what the call changed in its arguments, as Python would see it
+                write_back(args[key] if type(key) is int else kwargs[key], value)
+        except Failed as err:
+            raise self._guards.stop(err) from None
         self.calls += result.ok or bool(result.raised)  # answered: a value, or an exception the candidate raised
         if result.ok:
-            return fresh(result.value)
+            return result.value
         raise _rebuilt(result) or self._guards.stop(Failed(f"{self._entry}: {result.value}"))
 
     def __repr__(self) -> str:
@@ -89,9 +98,12 @@ class Candidate:
 
 
 def _rebuilt(result: CallResult) -> Exception | None:
-    """The candidate's exception as a built-in one the program can catch, or None when it is not one."""
+    """The candidate's exception as a built-in one the program can catch, or None when it is not one: not a
+    BaseException outside Exception (KeyboardInterrupt would end the trainer), and not StopIteration, which would
+    silently end the program's own loop (red team, issue 43: `all(map(lambda x: candidate(x) == ..., xs))` passed
+    when the candidate raised it)."""
     cls = getattr(builtins, result.raised, None) if result.raised else None
-    if not (isinstance(cls, type) and issubclass(cls, Exception)):
+    if not (isinstance(cls, type) and issubclass(cls, Exception)) or issubclass(cls, _ENDS_LOOPS):
         return None
     message = result.value.split(": ", 1)[1] if ": " in result.value else result.value
     for base in cls.__mro__:  # UnicodeDecodeError takes five arguments: the nearest class that takes one
@@ -106,7 +118,7 @@ def run_check(program: CheckProgram, entry: str, resolve: Resolve) -> tuple[bool
     """(passed, why not) of one check program against the candidate behind `resolve`."""
     guards, tripped_before = Guards(), trips()
     candidate = Candidate(entry, resolve, guards)
-    namespace: dict[str, Any] = {"__builtins__": builtins, "__name__": "rlvr_check", **guards.namespace()}
+    namespace: dict[str, Any] = {"__builtins__": _own_builtins(), "__name__": "rlvr_check", **guards.namespace()}
     try:
         exec(program.code, namespace)  # trusted: defines check() and its helpers
         namespace[entry] = candidate  # the entry's name is the candidate's, whatever the program defined
@@ -118,6 +130,24 @@ def run_check(program: CheckProgram, entry: str, resolve: Resolve) -> tuple[bool
     if candidate.calls == 0:
         return False, "check(candidate) returned without calling the candidate"
     return True, ""
+
+
+def _own_builtins() -> dict[str, Any]:
+    """Python's builtins, whose `import random` gives the program a `random` module of its own: its functions bound
+    to a new random.Random(0) (red team, issue 43: HumanEval/53's unseeded draws moved the trainer's global
+    generator, so the next random.random() depended on the candidate). A program's draws are then the same on
+    every run, and nobody else's."""
+    own = types.ModuleType("random", random.__doc__)
+    generator = random.Random(0)
+    for name, value in vars(random).items():
+        if not name.startswith("__"):
+            setattr(own, name, getattr(generator, name) if getattr(value, "__self__", None) is random._inst else value)
+    own._inst = generator
+    real = builtins.__import__
+
+    def import_(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
+        return own if name == "random" and level == 0 else real(name, globals, locals, fromlist, level)
+    return {**vars(builtins), "__import__": import_}
 
 
 def _why(err: BaseException, program: CheckProgram, guards: Guards, candidate: Candidate) -> str:

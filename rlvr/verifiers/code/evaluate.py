@@ -14,75 +14,36 @@ read (code/forms.check_supported, naming the form): the sample is unscorable, ne
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from rlvr.verifiers.code.budget import check
-from rlvr.verifiers.code.values import (
-    LIBRARIES,
-    MODULES,
-    NAMES,
-    UNSUPPORTED_BUILTINS,
-    Failed,
-    attribute,
-    binary,
-    call_allowed,
-    check_size,
-    compare,
-    hash_bound,
-    unary,
+from rlvr.verifiers.code.chains import (
+    MISSING,
+    CallResult,
+    CandidateCall,
+    ChainEvaluation,
+    Resolve,
+    candidate_chain,
+    is_candidate_name,
 )
-from rlvr.verifiers.code.wire import encode, fresh
+from rlvr.verifiers.code.methods import attribute, call_allowed
+from rlvr.verifiers.code.values import MODULES, NAMES, Failed, binary, check_size, compare, hash_bound, unary
+
+__all__ = ["MISSING", "BadReference", "CallResult", "CandidateCall", "Evaluator", "Resolve", "candidate_chain",
+           "is_candidate_name"]
 
 MAX_STEPS = 500_000  # expression nodes evaluated per assert (comprehensions over big ranges)
-MISSING = "no result (the program exited, hung or was killed before this call)"
 
 
 class BadReference(ValueError):
     """The reference tests cannot be read or evaluated safely: the sample is unscorable."""
 
 
-@dataclass(frozen=True)
-class CandidateCall:
-    """One request to the sandbox: start at the candidate's name `root`, apply `ops` while the value is not plain
-    data. ops: ["attr", name] | ["call", [wire args], [[name, wire value], ...]]."""
-
-    root: str
-    ops: list
-
-
-@dataclass(frozen=True)
-class CallResult:
-    ok: bool
-    value: Any  # the decoded plain value, or why the call failed
-    done: int = 0  # ops the sandbox applied; the parent applies the rest (methods on plain data)
-    raised: str = ""  # the candidate raised: the first built-in class of its exception (a check program re-raises it)
-
-
-Resolve = Callable[[CandidateCall], CallResult]  # one call answered by the sandbox, in order (code/session.py)
-
-
-def is_candidate_name(name: str, entry: str | None) -> bool:
-    if name in ("candidate", entry):
-        return True
-    return name not in NAMES and name not in MODULES and name not in UNSUPPORTED_BUILTINS and name not in LIBRARIES
-
-
-def candidate_chain(node: ast.expr, bound: frozenset[str] | set[str], entry: str | None) -> tuple[str, list] | None:
-    """(root name, [("attr", name) | ("call", ast.Call)]) when `node` is a call/attribute chain on a candidate name."""
-    ops: list = []
-    while isinstance(node, (ast.Call, ast.Attribute)):
-        ops.append(("call", node) if isinstance(node, ast.Call) else ("attr", node.attr))
-        node = node.func if isinstance(node, ast.Call) else node.value
-    if isinstance(node, ast.Name) and node.id not in bound and is_candidate_name(node.id, entry):
-        return node.id, ops[::-1]
-    return None
-
-
 # ---------------------------------------------------------------- evaluation
-class Evaluator:
+class Evaluator(ChainEvaluation):
     """Evaluates one assert's expression on plain data with Python's semantics; each candidate call is resolved
-    by `resolve` when the evaluation reaches it (each evaluation of a call site is its own call: no dedup)."""
+    by `resolve` when the evaluation reaches it (each evaluation of a call site is its own call: no dedup), its
+    chain in Python's order (code/chains.py)."""
 
     def __init__(self, resolve: Resolve, entry: str | None, rel_tol: float | None = None):
         self.resolve, self.entry, self.rel_tol = resolve, entry, rel_tol
@@ -96,69 +57,11 @@ class Evaluator:
             check()
         chain = candidate_chain(node, scope.keys(), self.entry)
         if chain is not None:
-            return self._candidate(*chain, scope, node)
+            return self._candidate(*chain, scope)
         return getattr(self, "_" + type(node).__name__)(node, scope)
 
     def _all(self, nodes: list[ast.expr], scope: dict[str, Any]) -> list[Any]:
         return [self.eval(n, scope) for n in nodes]
-
-    def _candidate(self, root: str, ops: list, scope: dict[str, Any], node: ast.expr | None = None) -> Any:
-        evaluated, wire = self._chain(root, ops, scope)
-        result = self.resolve(CandidateCall(root, wire))
-        if not result.ok:
-            raise Failed(f"{root}: {result.value}")
-        value = fresh(result.value)
-        if self.first_value is None:
-            self.first_value = (value,)
-        for kind, item in evaluated[result.done:]:  # the rest of the chain acts on plain data, here
-            value = attribute(value, item) if kind == "attr" else self._apply(value, *self._resolve(item, scope))
-        return value
-
-    def _chain(self, root: str, ops: list, scope: dict[str, Any]) -> tuple[list, list]:
-        """(per op: ("attr", name) | ("call", (args, kwargs)); the wire form). An argument that is itself a
-        candidate chain (`f(g(3))`, `to_list(reverse(xs))`) travels whole, so the sandbox passes the inner
-        value on as it is (objects and state included); here it stays a _Deferred node."""
-        evaluated, wire = [], []
-        for kind, item in ops:
-            if kind == "attr":
-                evaluated.append((kind, item))
-                wire.append(["attr", item])
-                continue
-            nodes = [*item.args, *(k.value for k in item.keywords)]
-            spread = [isinstance(n, ast.Starred) for n in item.args] + [k.arg is None for k in item.keywords]
-            direct = [None if s else candidate_chain(n, scope.keys(), self.entry) for n, s in zip(nodes, spread)]
-            values = self._all([n for n, d in zip(nodes, direct) if d is None], scope)
-            values_iter, py, sent = iter(values), [], []
-            for n, d in zip(nodes, direct):
-                if d is None:
-                    value = next(values_iter)
-                    py.append(value)
-                    sent.append([encode(v) for v in value] if isinstance(n, ast.Starred) else encode(value))
-                else:
-                    py.append(_Deferred(n))
-                    sent.append({"call": {"root": d[0], "ops": self._chain(*d, scope)[1]}})
-            positional, keywords = len(item.args), item.keywords
-            args, kwargs, wire_args = [], {}, []
-            for n, value, w in zip(item.args, py, sent):
-                args.extend(value) if isinstance(n, ast.Starred) else args.append(value)
-                wire_args.extend(w) if isinstance(n, ast.Starred) else wire_args.append(w)
-            wire_kwargs = []
-            for kw, value, w in zip(keywords, py[positional:], sent[positional:]):
-                if kw.arg is None:
-                    kwargs.update(value)
-                    wire_kwargs.extend([k, encode(v)] for k, v in value.items())
-                else:
-                    kwargs[kw.arg] = value
-                    wire_kwargs.append([kw.arg, w])
-            evaluated.append((kind, (args, kwargs)))
-            wire.append(["call", wire_args, wire_kwargs])
-        return evaluated, wire
-
-    def _resolve(self, item: tuple[list, dict], scope: dict[str, Any]) -> tuple[list, dict]:
-        """A call's arguments for the parent: deferred candidate chains evaluated now (another request)."""
-        args, kwargs = item
-        value = lambda v: self.eval(v.node, scope) if isinstance(v, _Deferred) else v  # noqa: E731
-        return [value(a) for a in args], {k: value(v) for k, v in kwargs.items()}
 
     def _arguments(self, call: ast.Call, scope: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
         values = self._all([*call.args, *(k.value for k in call.keywords)], scope)
@@ -249,10 +152,14 @@ class Evaluator:
         return set(hash_bound(self._elements(node.elts, scope)))
 
     def _Dict(self, node: ast.Dict, scope: dict) -> dict:
-        keys = self._all([k for k in node.keys if k is not None], scope)
-        values, out, key_iter = self._all(node.values, scope), {}, iter(keys)
-        for key, value in zip(node.keys, values):
-            out.update(value) if key is None else out.__setitem__(next(key_iter), value)
+        """Key, then its value, pair by pair, as Python evaluates a display (issue 43: all keys went first)."""
+        out: dict = {}
+        for key, value in zip(node.keys, node.values):
+            if key is None:
+                out.update(self.eval(value, scope))
+            else:
+                k = self.eval(key, scope)
+                out[k] = self.eval(value, scope)
         return check_size(out)
 
     def _elements(self, elts: list[ast.expr], scope: dict) -> list:
@@ -289,14 +196,6 @@ class Evaluator:
             _bind(comp.target, item, inner)
             if all(self.eval(cond, inner) for cond in comp.ifs):
                 yield from self._generate(element, generators[1:], inner)
-
-
-class _Deferred:
-    """An argument that is a candidate chain sent whole inside another call; evaluated here only if the parent
-    itself needs it (a method applied to a plain result: `f(x).count(g(y))`)."""
-
-    def __init__(self, node: ast.expr):
-        self.node = node
 
 
 def _bind(target: ast.expr, value: Any, scope: dict[str, Any]) -> None:

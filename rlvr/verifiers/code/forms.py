@@ -12,7 +12,8 @@ from __future__ import annotations
 import ast
 
 from rlvr.verifiers.code.evaluate import BadReference, candidate_chain
-from rlvr.verifiers.code.values import BINARY, LIBRARIES, METHOD_NAMES, MODULES, NAMES, UNARY, UNSUPPORTED_BUILTINS
+from rlvr.verifiers.code.methods import METHOD_NAMES
+from rlvr.verifiers.code.values import BINARY, LIBRARIES, MODULES, NAMES, UNARY, UNSUPPORTED_BUILTINS
 
 _COMPARE_OPS = {"Eq", "NotEq", "Lt", "LtE", "Gt", "GtE", "Is", "IsNot", "In", "NotIn"}
 

@@ -5,7 +5,11 @@ line's value may be).
 Protocol (issue 43: one live run per completion, calls answered one at a time in the parent's order):
 harness -> parent `{"ready": true}` (the harness is up), then `{"loaded": true}` or `{"load": why}` (the code ran);
 then for the n-th request line `{"root": name, "ops": [...]}` one line `{"n": n, "ok": true, "value": V,
-"done": k}` or `{"n": n, "ok": false, "error": why, "exc": built-in class}`. A line that is not the one expected
+"done": k}` or `{"n": n, "ok": false, "error": why, "exc": built-in class}`. Issue 43 (code/chains.py): a request
+may start from the value an earlier one kept (`"ref": m`) and ask to keep its own (`"keep": "prefix"` keeps a value
+that is not plain data, `"handle"` keeps any, answered `{"n": n, "ok": true, "kept": true, "done": k}`); an
+argument `{"ref": m}` is that kept value; and a reply lists the container arguments the call changed, `"after":
+[[op, position or keyword, V], ...]`, for the parent to write back. A line that is not the one expected
 next ends the session: every later call fails (a forged line can only claim a value the function could have
 returned, so there is nothing to resynchronise for).
 """
@@ -15,7 +19,7 @@ import json
 from pathlib import Path
 
 from rlvr.verifiers.code.budget import DECODE_S_PER_BYTE, Failed, OverBudget, check
-from rlvr.verifiers.code.evaluate import CallResult, CandidateCall
+from rlvr.verifiers.code.chains import HANDLE, CallResult, CandidateCall
 from rlvr.verifiers.code.wire import Reader
 
 HARNESS = Path(__file__).with_name("harness_main.py").read_bytes()
@@ -31,7 +35,12 @@ def harness_files(code: str, entry: str | None) -> dict[str, bytes]:
 
 
 def request(call: CandidateCall) -> bytes:
-    return (json.dumps({"root": call.root, "ops": call.ops}) + "\n").encode()
+    line = {"root": call.root, "ops": call.ops}
+    if call.ref is not None:
+        line["ref"] = call.ref
+    if call.keep:
+        line["keep"] = call.keep
+    return (json.dumps(line) + "\n").encode()
 
 
 def read_start(raw: bytes, expected: str) -> str:
@@ -65,13 +74,30 @@ def read_reply(raw: bytes, n: int, call: CandidateCall) -> CallResult:
         raise Desync("unreadable result line") from None
     if not isinstance(line, dict) or line.get("n") != n or type(line.get("n")) is not int:
         raise Desync("a result line out of order")
-    done = line.get("done", 0)
-    if line.get("ok") is True and "value" in line and type(done) is int and 0 <= done <= len(call.ops):
-        return CallResult(True, line["value"], done)
+    done, after = line.get("done", 0), _after(line.get("after", []), call)
+    if line.get("ok") is True and type(done) is int and 0 <= done <= len(call.ops):
+        if "value" in line and call.keep != HANDLE:
+            return CallResult(True, line["value"], done, after=after)
+        if line.get("kept") is True and call.keep:
+            return CallResult(True, None, done, after=after, kept=n)
     if line.get("ok") is False:
         raised = line.get("exc") if type(line.get("exc")) is str else ""
-        return CallResult(False, printable(str(line.get("error")))[:200], 0, raised[:40])
+        return CallResult(False, printable(str(line.get("error")))[:200], 0, raised[:40], after)
     raise Desync("a malformed result line")
+
+
+def _after(after: object, call: CandidateCall) -> tuple:
+    """The reply's arguments the call changed: ((op, position or keyword, value), ...), each naming one of the
+    call's own arguments; anything else is a malformed line."""
+    if type(after) is not list:
+        raise Desync("a malformed result line")
+    for entry in after:
+        if not (type(entry) is list and len(entry) == 3 and type(entry[0]) is int
+                and 0 <= entry[0] < len(call.ops) and call.ops[entry[0]][0] == "call"
+                and (type(entry[1]) is int and 0 <= entry[1] < len(call.ops[entry[0]][1])
+                     or type(entry[1]) is str and any(k == entry[1] for k, _ in call.ops[entry[0]][2]))):
+            raise Desync("a malformed result line")
+    return tuple(tuple(entry) for entry in after)
 
 
 def printable(text: str) -> str:

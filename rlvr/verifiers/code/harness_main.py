@@ -1,15 +1,19 @@
 """The program the sandbox runs for asserts and check programs (code/harness.py sends it as harness.py).
 
-It runs under Debian's python3, never imported by rlvr. It loads the candidate's code, then answers the parent's
-calls one at a time, in the order the parent makes them (issue 43: a function that keeps state between calls sees
-the calls in the order the asserts make them): a request line on stdin, a result line on the channel (argv[1]).
+It runs under Debian's python3 (rlvr imports it only in tests, to stand in for the sandbox). It loads the
+candidate's code, then answers the parent's calls one at a time, in the order the parent makes them (issue 43: a
+function that keeps state between calls sees the calls in the order the asserts make them): a request line on
+stdin, a result line on the channel (argv[1]).
 Everything it needs is bound (default arguments, closures) before the candidate runs; the candidate can still
 tamper with all of it, but can only ever report values its functions could have returned (code/reference.py's
 threat model).
 
 Results are encoded by exact type (code/wire.py lists the tags). An instance of a subclass of one of those types
 is sent as {"sub": its base type's content}, read with the base type's own C methods, so the parent sees that the
-class is not the base (`type(x) is list` is False for a list subclass) and never runs the subclass's methods.
+class is not the base (`type(x) is list` is False for a list subclass) and never runs the subclass's methods: in
+a call chain too, an attribute the base type has is left to the parent, on its copy (red team, issue 43: `f(1)
+.copy()` ran a list subclass's own copy). The parent never asks for `candidate`: it asks for the entry by its
+name, so a completion's own function `candidate` is not the entry.
 """
 import json
 import os
@@ -26,6 +30,7 @@ _VIEWS = ((type({}.keys()), "vk"), (type({}.values()), "vv"), (type({}.items()),
 _FACTORIES = (int, float, complex, str, bytes, bytearray, list, tuple, dict, set, frozenset, bool, Counter,
               OrderedDict, deque, Fraction, Decimal)
 _IMMUTABLE = (_NONE, bool, int, float, complex, str, bytes, Fraction, Decimal)
+_MUTABLE = (list, dict, set, bytearray, deque, OrderedDict, Counter, defaultdict)  # arguments written back if changed
 class Undefined(NameError):
     """The code defines no such name: not an exception the candidate raised (a check program cannot catch it)."""
 
@@ -71,6 +76,8 @@ def _decoder(chains, type=type, list=list, dict=dict, int=int, bytes=bytes, byte
         (tag, v), = x.items()
         if tag == "call":  # a candidate chain nested in another call's arguments: its value, whatever it is
             return chains["run"](v["root"], v["ops"], False)[0]
+        if tag == "ref":  # the value an earlier request kept here (a chain the parent had run before this call)
+            return chains["kept"].pop(v)
         if tag == "i":
             return int(v, 16)
         if tag in ("b", "ba"):
@@ -94,20 +101,41 @@ def _decoder(chains, type=type, list=list, dict=dict, int=int, bytes=bytes, byte
     return decode
 
 
-def _runner(ns, decode, type=type, getattr=getattr, Undefined=Undefined, PLAIN=_PLAIN):
-    def run(root, ops, stop_at_plain):
-        """Walk a chain from the candidate's name; the outermost chain stops at plain data (the parent applies
-        the rest), a nested one hands its value on as it is."""
-        if root not in ns:
+def _runner(ns, decode, kept, type=type, getattr=getattr, hasattr=hasattr, issubclass=issubclass,
+            Undefined=Undefined, PLAIN=_PLAIN, CARRIED=tuple(base for base, _ in _BASES)):
+    def parent_applies(value, op):
+        """The parent applies `op` itself: to plain data, and, on an instance of a subclass of a carried type, an
+        attribute its base type has (the parent's copy runs the base's method; the override never runs there)."""
+        t = type(value)
+        if t in PLAIN:
+            return True
+        if op[0] == "attr":
+            for base in CARRIED:
+                if issubclass(t, base):
+                    return hasattr(base, op[1])
+        return False
+
+    def run(root, ops, stop_at_plain, ref=None, record=None):
+        """Walk a chain from the candidate's name (or from the value request `ref` kept); the outermost chain stops
+        where the parent applies the rest, a nested one hands its value on as it is. `record` collects each
+        call's decoded arguments: the parent writes back what the call mutated."""
+        if ref is not None:
+            value = kept.pop(ref)
+        elif root not in ns:
             raise Undefined("name %r is not defined by the code" % root)
-        value, done = ns[root], 0
+        else:
+            value = ns[root]
+        done = 0
         for op in ops:
-            if stop_at_plain and type(value) in PLAIN:
+            if stop_at_plain and parent_applies(value, op):
                 break
             if op[0] == "attr":
                 value = getattr(value, op[1])
             else:
-                value = value(*[decode(a) for a in op[1]], **{k: decode(w) for k, w in op[2]})
+                args, kwargs = [decode(a) for a in op[1]], {k: decode(w) for k, w in op[2]}
+                if record is not None:
+                    record.append((done, args, kwargs))
+                value = value(*args, **kwargs)
             done += 1
         return value, done
     return run
@@ -196,8 +224,52 @@ def _builtin_class(err, str=str, type=type, getattr=getattr, BaseException=BaseE
     return "Exception"
 
 
-def _serve(requests, send, run, encode, read=os.read, loads=json.loads, bytes=bytes, bytearray=bytearray,
-           BaseException=BaseException, describe=_describe, builtin_class=_builtin_class, exit=os._exit):
+def _answerer(run, encode, kept, loads=json.loads, type=type, BaseException=BaseException, describe=_describe,
+              builtin_class=_builtin_class, PLAIN=_PLAIN, MUTABLE=_MUTABLE):
+    """answer(request line, n) -> the reply. "keep": "prefix" keeps a value that is not plain data here (the parent
+    goes on from it), "handle" keeps whatever the chain made (a value passed on to another call by reference)."""
+    def mutated(record, ops):
+        """[op, argument, wire value] for each plain container argument a call changed: the parent's copy becomes
+        it, as a caller's object would in Python."""
+        after = []
+        for index, args, kwargs in record:
+            sent = [*enumerate(op for op in ops[index][1]), *ops[index][2]]
+            for (key, wire), value in zip(sent, [*args, *kwargs.values()]):
+                if type(value) in MUTABLE and not (type(wire) is dict and ("call" in wire or "ref" in wire)):
+                    now = encode(value, 0)
+                    if now != wire:
+                        after.append([index, key, now])
+        return after
+
+    def answer(line, n):
+        record, ops = [], []
+        try:
+            call = loads(line)
+            ops, mode = call["ops"], call.get("keep", "")
+            value, done = run(call["root"], ops, mode != "handle", call.get("ref"), record)
+        except BaseException as err:
+            reply = {"n": n, "ok": False, "error": "raised " + describe(err), "exc": builtin_class(err)}
+        else:
+            if mode == "handle" or (mode == "prefix" and type(value) not in PLAIN):
+                kept[n] = value
+                reply = {"n": n, "ok": True, "kept": True, "done": done}
+            else:
+                try:
+                    reply = {"n": n, "ok": True, "value": encode(value, 0), "done": done}
+                except BaseException as err:
+                    reply = {"n": n, "ok": False, "error": "unserialisable result (only built-in and standard-"
+                                                           "library value types count): " + describe(err)}
+        try:
+            after = mutated(record, ops)
+        except BaseException as err:
+            return {"n": n, "ok": False, "error": "an argument the call changed is unserialisable: " + describe(err)}
+        if after:
+            reply["after"] = after
+        return reply
+    return answer
+
+
+def _serve(requests, send, answer, read=os.read, bytes=bytes, bytearray=bytearray, exit=os._exit):
     """Answer request lines until the parent closes them: one result line per request, numbered in order."""
     pending, n = bytearray(), 0
     while True:
@@ -209,18 +281,7 @@ def _serve(requests, send, run, encode, read=os.read, loads=json.loads, bytes=by
         end = pending.index(b"\n")
         line = bytes(pending[:end])
         del pending[:end + 1]
-        try:
-            call = loads(line)
-            value, done = run(call["root"], call["ops"], True)
-        except BaseException as err:
-            send({"n": n, "ok": False, "error": "raised " + describe(err), "exc": builtin_class(err)})
-        else:
-            try:
-                reply = {"n": n, "ok": True, "value": encode(value, 0), "done": done}
-            except BaseException as err:
-                reply = {"n": n, "ok": False, "error": "unserialisable result (only built-in and standard-library "
-                                                       "value types count): " + describe(err)}
-            send(reply)
+        send(answer(line, n))
         n += 1
 
 
@@ -242,19 +303,17 @@ def main(dumps=json.dumps, write=os.write, BaseException=BaseException, type=typ
     os.close(null)
     module = type(sys)("solution")  # a real module, so pickle (multiprocessing) can find its functions
     sys.modules["solution"] = module
-    ns, chains = module.__dict__, {}
+    ns, chains = module.__dict__, {"kept": {}}
     decode = _decoder(chains)
-    chains["run"] = run = _runner(ns, decode)
-    encode = _encoder()  # everything bound before the candidate's code runs
+    chains["run"] = run = _runner(ns, decode, chains["kept"])
+    answer = _answerer(run, _encoder(), chains["kept"])  # everything bound before the candidate's code runs
     try:
         exec(compile(payload["code"], "solution.py", "exec"), ns)
     except BaseException as err:
         send({"load": _describe(err)})
         os._exit(0)
-    if payload.get("entry") in ns:
-        ns["candidate"] = ns[payload["entry"]]
-    send({"loaded": True})
-    _serve(requests, send, run, encode)
+    send({"loaded": True})  # `candidate` is the parent's name for the entry: it asks for the entry by its name
+    _serve(requests, send, answer)
 
 
 if __name__ == "__main__":

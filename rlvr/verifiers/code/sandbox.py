@@ -233,18 +233,20 @@ def _spawn(argv: list[str], stdin: bytes | None, config: SandboxConfig, host: _H
            files: dict[str, bytes], channel: bool) -> Spawned:
     """Start the program; `stdin` None gives it a pipe whose (non-blocking) write end the parent keeps."""
     owned: list[int] = []  # every fd we opened; all closed by release()
-    child_fds: list[int] = []  # write ends and memfds the child needs; closed in the parent after spawn
-    scratch, cgroups, readers, stdin_w = None, [], {}, None
+    child_fds: list[int] = []  # write ends and memfds the child needs by number; closed in the parent after spawn
+    scratch, cgroups, readers, stdin_w, std = None, [], {}, None, []
 
-    def pipe(name: str) -> int:
+    def pipe(name: str, by_number: bool = True) -> int:
         r, w = os.pipe()
         owned.extend((r, w))
-        child_fds.append(w)
+        (child_fds if by_number else std).append(w)
         readers[name] = r
         return w
 
     try:
-        out_w, err_w = pipe("stdout"), pipe("stderr")
+        # stdout and stderr reach the child as its fds 1 and 2 only: a second copy by number let the harness's
+        # candidate write to the parent's pipes after the harness had pointed 1 and 2 at /dev/null (issue 43)
+        out_w, err_w = pipe("stdout", False), pipe("stderr", False)
         ch_w = pipe("channel") if channel else None
         if stdin is None:
             stdin_fd, stdin_w = os.pipe()
@@ -270,7 +272,7 @@ def _spawn(argv: list[str], stdin: bytes | None, config: SandboxConfig, host: _H
     except BaseException:
         Spawned(None, readers, owned, cgroups, scratch, 0.0, sandboxed).release()
         raise
-    for fd in child_fds + [stdin_fd]:
+    for fd in child_fds + std + [stdin_fd]:
         os.close(fd)
         owned.remove(fd)
     return Spawned(proc, readers, owned, cgroups, scratch, start, sandboxed, stdin_w)

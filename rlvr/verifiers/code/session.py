@@ -10,9 +10,11 @@ Python would make, in Python's order, in one process; a `check(candidate)` progr
 The sandbox's guarantees are run_sandboxed's (code/sandbox.py: the same launcher, bwrap, rlimits, cgroups); the
 wall-clock limit covers the whole session. The parent's side stays bounded: every wait checks the completion's
 CPU budget (code/budget.py), a result line is capped at SandboxConfig.max_output_bytes and decoded only if the
-budget can pay for it, a program that drips bytes without finishing a line is read at most every 5 ms (bench's
-channel_drip_in_a_call: 25 ms of parent CPU over a 2 s limit with it, 37 ms without), and a
-line the protocol does not expect ends the session (code/harness.py). After the session ends, every call fails
+budget can pay for it, a program that drips bytes without finishing a line is read after 64 wakeups at most
+every 5 ms, then twice as long every 16 wakeups up to 0.25 s (bench's channel_drip_for_ten_seconds: 18 ms of
+parent CPU; 41 ms with 5 ms throttling, and 30 s of it spent the whole budget), the trainer's garbage collector
+runs during the waits (code/budget.Budget.waiting), and a line the protocol does not expect ends the session
+(code/harness.py). After the session ends, every call fails
 with the reason, so nothing the candidate does after a timeout, exit or forged line can pass a test.
 """
 from __future__ import annotations
@@ -24,7 +26,7 @@ import threading
 import time
 
 from rlvr.verifiers.code import sandbox
-from rlvr.verifiers.code.budget import OverBudget, check
+from rlvr.verifiers.code.budget import OverBudget, check, waiting
 from rlvr.verifiers.code.evaluate import MISSING, CallResult, CandidateCall
 from rlvr.verifiers.code.harness import Desync, harness_files, read_reply, read_start, request
 from rlvr.verifiers.code.sandbox import CHANNEL_FD, PYTHON, SandboxConfig
@@ -32,7 +34,8 @@ from rlvr.verifiers.code.sandbox_io import Streams, _kill_tree, _open_program
 
 MAX_CALLS = 20_000  # per completion; the CPU budget normally ends a longer session first (about 30 us a call here)
 _BUSY_WAKEUPS = 64  # wakeups without a whole line (an honest reply needs one or two) ...
-_THROTTLE_S = 0.005  # ... then at most one per 5 ms, so a byte-at-a-time drip cannot keep the parent busy
+_THROTTLE_S = 0.005  # ... then at most one per 5 ms, so a byte-at-a-time drip cannot keep the parent busy,
+_MAX_THROTTLE_S = 0.25  # and slower and slower: with 5 ms always, a 30 s drip cost the whole 0.1 s budget (issue 43)
 
 
 class Session:
@@ -173,8 +176,9 @@ class Session:
             if self.live.readers["channel"] not in self.streams.names:  # EOF: the program exited
                 self._end(MISSING)
                 return None
-            if busy > _BUSY_WAKEUPS:
-                time.sleep(_THROTTLE_S)
+            if busy > _BUSY_WAKEUPS:  # a drip: every 16 further wakeups wait twice as long, up to 0.25 s
+                with waiting():
+                    time.sleep(min(_THROTTLE_S * 2 ** ((busy - _BUSY_WAKEUPS) // 16), _MAX_THROTTLE_S))
             if not self._wait():
                 return None
             busy += 1
@@ -186,7 +190,9 @@ class Session:
         if left <= 0:
             self._timeout()
             return False
-        for fd, _ in self.streams.poller.poll(max(1, math.ceil(left * 1000))):
+        with waiting():  # the trainer's garbage collector runs meanwhile (code/budget.py)
+            events = self.streams.poller.poll(max(1, math.ceil(left * 1000)))
+        for fd, _ in events:
             if fd in self.streams.names:
                 self.streams.read(fd)
         if self.inner is None and b"\n" in self.streams.data.get("status", b""):

@@ -19,6 +19,7 @@ import operator
 from collections import Counter, OrderedDict, defaultdict, deque
 from decimal import Decimal
 from fractions import Fraction
+from itertools import islice
 from typing import Any, Callable, Iterable
 
 from rlvr.verifiers.code.budget import CHECK_EVERY, Failed, check, guarded, produced
@@ -33,16 +34,41 @@ MAX_FACTORIAL_ARG = 5_000  # 5000! has ~54,000 bits (1.2 ms); 20000! took 15 ms 
 MAX_COMB_ARG = 20_000  # comb(20000, 10000): 12 ms here; comb(100000, 50000) took 208 ms
 MAX_ROUND_DIGITS = 10_000
 MAX_MODPOW_WORK = 1 << 32  # pow(b, e, m): bits(e) * bits(m)**2; pow with a 20,000-bit e and 65,536-bit m took 211 s
+# A range result may stand for no more than the list the wire would carry in its place: a result line is capped
+# at 1 MiB (SandboxConfig.max_output_bytes' default), and a list item takes at least 3 bytes there ("1, "), an int
+# of 53 bits or more 13 + its hex digits ('{"i": "0x..."}, '). Red team, issue 43: range(2 ** 126, 2 ** 126 + 10 ** 6)
+# is 30 bytes on the wire, and set() of it cost the parent 0.2-0.9 s.
+RESULT_RANGE_BYTES = 1 << 20
+HASH_S_PER_ITEM = 2e-7  # hash_bound plus the set/dict built after it: 0.15-0.4 us an item here, under load
+_CHUNK = 4096
 
 NUMBERS = (bool, int, float, complex, Fraction)
+
+
+def materialized(items: Iterable[Any]) -> list[Any]:
+    """list(items), built _CHUNK items at a time with a budget check between chunks: one C call over a
+    1,000,000-item range took up to 0.1 s here (red team, issue 43). A list is returned as it is."""
+    if type(items) is list:
+        return items
+    out: list[Any] = []
+    iterator = iter(items)
+    while True:
+        check()
+        before = len(out)
+        out.extend(islice(iterator, _CHUNK))
+        if len(out) - before < _CHUNK:
+            return out
 
 
 def hash_bound(items: Iterable[Any]) -> list[Any]:
     """The items as a list, refused when many *different* values share one hash: ints k * (2**61 - 1) all hash
     to 0 and make building a set or dict of them quadratic (a 43,000-item set took 21 s in review). Equal
     values sharing a hash are fine: Python finds them at the first probe. Hashes are counted in C; only a hash
-    shared by more than MAX_HASH_COLLISIONS items is looked at item by item."""
-    items = list(items)
+    shared by more than MAX_HASH_COLLISIONS items is looked at item by item. Hashing, counting and the set or
+    dict the caller then builds are single C calls: their cost is charged to the budget before they start
+    (HASH_S_PER_ITEM), so a set of a 1,000,000-item range fails at once instead of costing 0.2-0.4 s."""
+    items = materialized(items)
+    check(len(items) * HASH_S_PER_ITEM)
     hashes = list(map(hash, items))  # raises TypeError on an unhashable item, as set() would
     if len(items) <= MAX_HASH_COLLISIONS or Counter(hashes).most_common(1)[0][1] <= MAX_HASH_COLLISIONS:
         return items
@@ -211,16 +237,22 @@ def _bounded_range(*args: Any) -> range:
     return r
 
 
-def check_range(r: range) -> None:
+def check_range(r: range, result: bool = False) -> None:
     """A range is a few ints however long it is; list(r) or sum(r) is one C call. Issue 43: the items' size counts
-    too (range(0, 2 ** 65000, 2 ** 64980) has only 2 ** 20 items, of 8 KB each)."""
+    too (range(0, 2 ** 65000, 2 ** 64980) has only 2 ** 20 items, of 8 KB each), in 64-bit words rounded up (a
+    127-bit item is two). A range the candidate returned (`result`) also stands for no more items than the list
+    the wire would carry in its place (RESULT_RANGE_BYTES)."""
     try:
         size = len(r)
     except OverflowError:  # more items than sys.maxsize
         size = MAX_ITEMS + 1
-    bits = max(abs(r.start).bit_length(), abs(r.stop).bit_length(), 64)
-    if size * (bits // 64) > MAX_ITEMS:
-        raise Failed(f"range of {size} items of up to {bits} bits is over the {MAX_ITEMS}-item bound")
+    bits = max(abs(r.start).bit_length(), abs(r.stop).bit_length(), 1)
+    if size * -(-bits // 64) > MAX_ITEMS:
+        raise Failed(f"range of {size} items of up to {bits} bits is over the {MAX_ITEMS}-word bound")
+    item_bytes = 3 if bits < 53 else 13 + -(-bits // 4)
+    if result and size * item_bytes > RESULT_RANGE_BYTES:
+        raise Failed(f"a range result of {size} items of up to {bits} bits stands for a list of {size * item_bytes} "
+                     f"bytes or more, over the {RESULT_RANGE_BYTES} a result line carries")
 
 
 def _bounded_pow(base: Any, exp: Any, mod: Any = None) -> Any:
@@ -299,7 +331,7 @@ _BOUNDS = {round: _round_bound, bytes: _bytes_bound, bytearray: _bytes_bound, Fr
            math.comb: _arg_bound(MAX_COMB_ARG, "comb"), math.perm: _arg_bound(MAX_COMB_ARG, "perm"),
            math.lcm: _total_bits_bound, math.prod: _total_bits_bound}
 _HASHED = (set, frozenset, dict, Counter, OrderedDict)  # built from candidate data: hash_bound first
-_ALLOWED_IDS = {id(f) for f in (*NAMES.values(), *(v for m in MODULES.values() for v in m.values())) if callable(f)}
+ALLOWED_IDS = {id(f) for f in (*NAMES.values(), *(v for m in MODULES.values() for v in m.values())) if callable(f)}
 _BOUNDED_IDS = {id(f) for f in (*_SUBSTITUTES, *_BOUNDS, *_HASHED)}
 # Names a reference may use that are Python builtins we do not evaluate: refused up front, never sent to the
 # sandbox (where the candidate could have replaced them).
@@ -310,62 +342,6 @@ UNSUPPORTED_BUILTINS = frozenset(n for n in dir(builtins) if not n.startswith("_
 LIBRARIES = frozenset("np numpy pd pandas scipy sympy torch re itertools functools operator random sys os json "
                       "string heapq bisect statistics cmath datetime time copy typing unittest "
                       "pytest builtins inspect ast types namedtuple".split())
-
-_DICT_METHODS = {"keys", "values", "items", "get", "copy"}
-_BYTES_METHODS = {"decode", "hex", "count", "startswith", "endswith", "split", "strip"}
-_SET_METHODS = {"union", "intersection", "difference", "symmetric_difference", "issubset", "issuperset",
-                "isdisjoint", "copy"}
-METHODS: dict[type, frozenset[str]] = {k: frozenset(v) for k, v in {
-    str: {"lower", "upper", "strip", "lstrip", "rstrip", "split", "rsplit", "splitlines", "join", "replace",
-          "startswith", "endswith", "count", "find", "rfind", "index", "rindex", "isdigit", "isalpha", "isalnum",
-          "isspace", "islower", "isupper", "isnumeric", "isdecimal", "istitle", "title", "capitalize",
-          "swapcase", "casefold", "encode", "partition", "rpartition"},
-    bytes: _BYTES_METHODS, bytearray: _BYTES_METHODS,
-    list: {"count", "index", "copy"}, tuple: {"count", "index"}, deque: {"count", "index", "copy"},
-    range: {"count", "index"}, dict: _DICT_METHODS, OrderedDict: _DICT_METHODS, defaultdict: _DICT_METHODS,
-    Counter: _DICT_METHODS | {"most_common", "total"},
-    set: _SET_METHODS, frozenset: _SET_METHODS,
-    int: {"bit_length", "bit_count"}, bool: {"bit_length", "bit_count"}, float: {"is_integer"},
-    Fraction: {"limit_denominator", "as_integer_ratio"},
-    Decimal: {"is_nan", "is_finite", "is_infinite", "is_signed", "normalize", "as_integer_ratio"}}.items()}
-METHOD_NAMES = frozenset().union(*METHODS.values())
-
-
-class BoundMethod:
-    """`receiver.name`, where the receiver is plain data and the method is allow-listed for its exact type."""
-
-    def __init__(self, receiver: Any, name: str):
-        if name not in METHODS.get(kind(receiver), ()):
-            raise Failed(f"method .{name}() is not evaluated on a {type(receiver).__name__}")
-        self.receiver, self.name = receiver, name
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self.name == "replace" and len(args) >= 2 and isinstance(args[1], str):
-            times = len(self.receiver) + 1 if not args[0] else self.receiver.count(args[0])
-            if times * len(args[1]) > MAX_ITEMS:
-                raise Failed(f"replace() result is over the {MAX_ITEMS} bound")
-        return check_size(getattr(self.receiver, self.name)(*args, **kwargs))
-
-
-def attribute(value: Any, name: str) -> Any:
-    """`value.name` in the parent: a module attribute from the allow-list, or a method of plain data."""
-    return BoundMethod(value, name)
-
-
-def call_allowed(func: Any, args: list[Any], kwargs: dict[str, Any], wrap: Callable[[Any], Any]) -> Any:
-    """Call an allow-listed function. `wrap` turns a callable argument (map's function, sorted's key) into
-    one that goes through this check too, so `map(pow, ...)` cannot dodge the bound on pow."""
-    check()
-    if isinstance(func, BoundMethod):
-        return func(*args, **kwargs)
-    if id(func) not in _ALLOWED_IDS:
-        raise Failed(f"{getattr(func, '__name__', type(func).__name__)} is not callable here")
-    if func in (map, filter) and args and callable(args[0]):
-        args = [wrap(args[0]), *args[1:]]
-    if "key" in kwargs and callable(kwargs["key"]):
-        kwargs = {**kwargs, "key": wrap(kwargs["key"])}
-    return produced(check_size(call_bounded(func, args, kwargs)))
-
 
 def call_bounded(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """func(*args, **kwargs), through the bound or substitute of the callables that have one (pow, sum, range,

@@ -118,7 +118,7 @@ def test_arguments_a_call_changes_are_written_back():
 
 
 def test_writing_back_has_known_limits():
-    # pinned, as docs/code_verifier.md says: a call nested in another's arguments runs inside the sandbox's decoding
+    # pinned, as docs/verifiers.md (Code) says: a call nested in another's arguments runs inside the sandbox's decoding
     # (nothing is recorded there), and a tuple is never written back; Python would show [1, 2, 3] and ([1, 3],)
     code = ("def sort_in_place(a):\n    a.sort()\ndef ident(x):\n    return x\n"
             "def sort_first(t):\n    t[0].sort()\n")

@@ -56,11 +56,14 @@ import re
 from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
+from rlvr.verifiers.math.boxes import MAX_ANSWER_CHARS, box_spans, last_boxed  # noqa: F401  (re-exported)
+from rlvr.verifiers.math.boxes import RECENT as _RECENT
+from rlvr.verifiers.math.boxes import cut as _cut
 from rlvr.verifiers.math.forms import counted_value
 from rlvr.verifiers.math.hedges import answer_text, hedge_problem, top_level_items  # noqa: F401  (re-exported)
 from rlvr.verifiers.math.latex import clean as _clean
 from rlvr.verifiers.math.latex import connective as _connective
-from rlvr.verifiers.math.latex import latex_level, list_gap, refine, solves_nothing, stated_value
+from rlvr.verifiers.math.latex import latex_level, list_gap, solves_nothing, stated_value
 from rlvr.verifiers.math.numbers import as_number, canonical, last_number, number_readings  # noqa: F401  (re-exported: rlvr.verifiers.math.verifier and the tests use them)
 from rlvr.verifiers.math.scan import ascii_lower, last_marks, nth_last, tail
 from rlvr.verifiers.math.units import unit_around
@@ -68,16 +71,11 @@ from rlvr.verifiers.math.units import unit_around
 Mode = Literal["strict", "last_number", "latex"]
 MODES: tuple[str, ...] = get_args(Mode)
 
-MAX_ANSWER_CHARS = 2000  # longer extracted answers are not sent to sympy (parse time grows with length)
-_RECENT = 64  # candidates materialized per kind: enough to see spam, bounded work on 1 MB inputs
 NO_ANSWER = "no final answer found (expected \\boxed{}, 'Answer:' or '####')"
 NO_ANSWER_OR_NUMBER = "no final answer found (no \\boxed{}, 'Answer:', '####' or number)"
 NO_ANSWER_LATEX = "no final answer found (no \\boxed{}, 'Answer:', '####', LaTeX or readable last number)"
 ONLY_IN_THINK = "final answer only inside <think>...</think>; reasoning does not count"
 
-_BOX_START = re.compile(r"\\(?:boxed|fbox)[ \t]*\{")
-_BRACES = re.compile(r"(?<!\\)[{}]")  # \{ and \} are set delimiters, not groups
-_BOXED_BARE = re.compile(r"\\(?:boxed|fbox) +([^\s{}$]+)")  # MATH also writes "\boxed 5"
 _ANSWER_MARK = re.compile(r"\banswer(?:[ \t]*:|[ \t]+is\b[ \t]*:?)", re.IGNORECASE)
 _HASH_MARK = re.compile(r"####")
 # mode latex: '####' only before an answer (GSM8K '#### 72'), not as a markdown heading ('#### Step 1: ...')
@@ -157,61 +155,8 @@ def outside_thinking(text: str) -> str:
 
 
 # ---------------------------------------------------------------- candidates of each kind
-def _cut(text: str, start: int, end: int, refined: bool = False) -> str:
-    """The cleaned answer in text[start:end] (refined as in mode latex when asked); a longer span than
-    MAX_ANSWER_CHARS comes back uncleaned and cut at MAX_ANSWER_CHARS + 1, so it is reported as too long
-    instead of read as a truncated number."""
-    if end - start > MAX_ANSWER_CHARS:
-        return text[start:start + MAX_ANSWER_CHARS + 1]
-    return refine(text[start:end]) if refined else _clean(text[start:end])
-
-
-def _box_spans(text: str) -> list[tuple[int, int, int, int, str]]:
-    """(start, content start, content end, end, kind) of the last _RECENT boxes, last box last; kind is
-    "braced", "bare" (`\\boxed 5`) or "open" (cut at MAX_ANSWER_CHARS).
-
-    Walks the box starts backwards (the last MAX_MARKS, rlvr.verifiers.math.scan). A box cannot close after a
-    later box start unless that later box closes first (it would take the closing brace), so each scan stops
-    at the next start: linear in all. It also stops MAX_ANSWER_CHARS into the content; such a box is returned
-    cut there (an over-long answer, never checked), so a 1 MB run of braces costs one bounded scan.
-    """
-    spans: list[tuple[int, int, int, int, str]] = []
-    limit = len(text)
-    marks = last_marks(text, (_BOX_START, _BOXED_BARE), ("\\boxed", "\\fbox"))
-    bare = [(m.start(), m.start(1), m.end(1), m.end(), "bare") for m in marks if m.re is _BOXED_BARE]
-    for match in reversed([m for m in marks if m.re is _BOX_START]):
-        start, content = match.span()
-        while bare and bare[-1][0] > start:
-            spans.append(bare.pop())
-        window = min(limit, content + MAX_ANSWER_CHARS + 1)
-        depth, end = 1, None
-        for brace in _BRACES.finditer(text, content, window):
-            depth += 1 if brace.group() == "{" else -1
-            if depth == 0:
-                end = brace.start()
-                break
-        if end is not None:
-            spans.append((start, content, end, end + 1, "braced"))
-        elif window < limit:  # still open MAX_ANSWER_CHARS in: over-long, reported as such
-            spans.append((start, content, window, window, "open"))
-        limit = start
-        if len(spans) >= _RECENT:
-            break
-    spans += bare[::-1]
-    spans.sort()
-    return spans[-_RECENT:]
-
-
-def last_boxed(text: str) -> str | None:
-    """Content of the last complete \\boxed{...} or \\fbox{...} (or brace-less \\boxed 5); None if none."""
-    for _, start, end, _, kind in reversed(_box_spans(text)):
-        if kind != "open":
-            return text[start:end] if kind == "braced" else text[start:end].rstrip(".")
-    return None
-
-
 def _boxed(text: str) -> list[Candidate]:
-    found = [Candidate(_cut(text, a, b), s, e) for s, a, b, e, _ in _box_spans(text)]
+    found = [Candidate(_cut(text, a, b), s, e) for s, a, b, e, _ in box_spans(text)]
     return [c for c in found if c.text]
 
 

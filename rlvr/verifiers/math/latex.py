@@ -39,7 +39,6 @@ RECENT = 64  # candidates kept from the end of the text (enough to see a run of 
 _DELIMITERS = re.compile(r"\\\\|\\\$|\$\$|\$|\\\[|\\\]|\\\(|\\\)")
 _CLOSE = {"$$": "$$", "$": "$", "\\[": "\\]", "\\(": "\\)"}
 _ONE_LINE = ("$", "\\(")  # math-verify's inline environments do not span lines
-_DOLLAR_AFTER = re.compile(r"^[^$]*\d\s*\$$")  # one '$', after the number: a dollar sign, not a delimiter
 _PERCENT_AFTER = re.compile(r"\s*(?:\\%|%|percent\b)")
 _BARE = re.compile(  # a fraction or root written outside $..$: '\\frac{1}{3}', '2\\sqrt3' (one brace level)
     r"(?<![\\\w])-?(?:\d+\s*)?\\(?:[dtc]?frac(?:\{[^{}$\n]{1,200}\}|\d){2}|sqrt(?:\{[^{}$\n]{1,200}\}|\d+))")
@@ -47,7 +46,7 @@ _BARE = re.compile(  # a fraction or root written outside $..$: '\\frac{1}{3}', 
 _GAP_NOISE = re.compile(r"\\(?:quad|qquad|text|mathrm|mbox|[,;! ])|(?<![\w\\])[A-Za-z](?:_\{?\w+\}?)?\s*="
                         r"|[\s$,;.:!?()\[\]{}*&/\\-]")  # 'y_2 =' names a variable too (issue 43)
 _CONNECTIVES = frozenset({"or", "and", "either", "maybe", "perhaps", "possibly", "also", "alternatively"})
-_EQUALS = re.compile(r"(?<![<>!\\])=(?![^{}]*\})")  # a top-level '=' (not '<=', '\\neq', or inside braces)
+_EQUALS_OR_BRACE = re.compile(r"[{}=]")
 _APPLICATION = re.compile(r"[A-Za-z](?:_\{?\w+\}?)?\s*\(.*\)")  # f(2), g_1(f(3))
 _COMMAND = re.compile(r"\\[A-Za-z]+")
 _FREE = re.compile(r"[A-Za-z](?!\s*\()")
@@ -75,20 +74,54 @@ class Span(NamedTuple):
 
 
 def clean(answer: str) -> str:
-    """Strip the wrapping models put around a final answer: spaces, **bold**, $..$, \\(..\\), final '.'."""
-    previous = None
-    answer = answer.strip()
-    while answer != previous:
-        previous = answer
-        for wrapper in ("**", "$", "\\(", "\\)", "\\[", "\\]"):
-            sign = answer.endswith("\\$") or _DOLLAR_AFTER.search(answer)  # '18\\$', '2,74 $': dollar signs
-            answer = answer.removeprefix(wrapper)  # after the number, not delimiters (issues 24, 43)
-            if not sign:
-                answer = answer.removesuffix(wrapper)
-            answer = answer.strip()
-        if not answer.endswith("\\right.") and not DOTS.search(answer):  # '\\right.' is no full stop, nor
-            answer = answer.removesuffix(".").strip()  # are the dots of '0.333...' (issue 43: they make it 1/3)
-    return answer
+    """Strip the wrapping models put around a final answer: spaces, **bold**, $..$, \\(..\\), final '.'. Runs of
+    wrappers other than '$' go at once, and after MAX_PASSES passes what is left stays as it is (issue 43: one
+    wrapper per pass, searching the whole answer again each time, was quadratic: 64 answers of 2000 characters of
+    '**' took 7 s)."""
+    start, end = 0, len(answer)
+    dollars = [i for i, ch in enumerate(answer) if ch == "$"] if "$" in answer else []
+    dots = DOTS.search(answer) is not None  # '0.333...': its dots are no full stop (they make it 1/3)
+    for _ in range(MAX_PASSES):
+        before = start, end
+        start, end = _runs(answer, start, end)
+        for wrapper in _WRAPPERS:
+            sign = _dollar_sign(answer, start, end, dollars)  # '18\\$', '2,74 $': after the number, no delimiter
+            start += len(wrapper) if answer.startswith(wrapper, start, end) else 0
+            end -= len(wrapper) if not sign and answer.endswith(wrapper, start, end) else 0
+            start, end = _runs(answer, start, end, wrappers=False)
+        if not answer.endswith("\\right.", start, end) and not dots and answer.endswith(".", start, end):
+            end -= 1  # '\\right.' is no full stop either
+        if (start, end) == before:
+            break
+    return answer[start:end].strip()
+
+
+MAX_PASSES = 16  # layers of '$' unwrapped at most (no honest answer has 3)
+_WRAPPERS = ("**", "$", "\\(", "\\)", "\\[", "\\]")
+_PAIRS = ("**", "\\(", "\\)", "\\[", "\\]")  # the wrappers of two characters without a '$'
+
+
+def _runs(text: str, start: int, end: int, wrappers: bool = True) -> tuple[int, int]:
+    """text[start:end] without leading and trailing spaces, and (`wrappers`) runs of the wrappers that hold no '$'
+    (their removal changes no '$' count, so no dollar sign: _dollar_sign)."""
+    while start < end and (text[start].isspace() or (wrappers and text.startswith(_PAIRS, start, end))):
+        start += 1 if text[start].isspace() else 2
+    while end > start and (text[end - 1].isspace() or (wrappers and text.endswith(_PAIRS, start, end))):
+        end -= 1 if text[end - 1].isspace() else 2
+    return start, end
+
+
+def _dollar_sign(text: str, start: int, end: int, dollars: list[int]) -> bool:
+    """Whether text[start:end] ends with a dollar sign written after its number: '18\\$', or its only '$' right after
+    a digit and spaces ('2,74 $', issues 24 and 43). `dollars`: the positions of every '$' in `text`."""
+    if text.endswith("\\$", start, end):
+        return True
+    if end <= start or text[end - 1] != "$":
+        return False
+    if bisect.bisect_left(dollars, end) - bisect.bisect_left(dollars, start) != 1:  # one '$' in text[start:end]
+        return False
+    before = text[max(start, end - 200):end - 1].rstrip()  # '5 $': spaces between; 200 bound the work per pass
+    return before[-1:].isdigit()
 
 
 def connective(gap: str) -> bool:
@@ -109,13 +142,30 @@ def last_side(answer: str, before: str = "") -> str:
     roots is $-\\frac{b}{a} = -5$' states -5 (the formula names the quantity), unless that text calls it
     an equation. Nothing else is: 'So $2x + 3 = 7$' stays an equation (not 7), '5 = 7' a false identity,
     '2 \\cdot 81 = 162' a true one that the worker checks; boxes and 'Answer:' lines are never cut."""
-    sides = _EQUALS.split(answer)
+    sides = split_equals(answer)
     if len(sides) == 2 and _free_variable(sides[0]) and as_number(sides[1]) is not None \
             and _NAMED.search(before) and not _EQUATION_WORD.search(before):
         return sides[1].strip()
     if len(sides) < 2 or not _APPLICATION.fullmatch(sides[0].strip()) or _free_variable(sides[0]):
         return answer
     return answer if _free_variable(sides[-1]) else sides[-1].strip()
+
+
+def split_equals(answer: str) -> list[str]:
+    """`answer` split at its top-level '=' (not '<=', '\\neq', nor one whose next brace closes a group). One pass
+    from the end (issue 43: a lookahead per '=' was quadratic, 16,000 '=' took 0.7 s)."""
+    cuts, closing = [], False  # closing: the next brace to the right is a '}'
+    for token in reversed(list(_EQUALS_OR_BRACE.finditer(answer))):
+        at = token.start()
+        if token.group() != "=":
+            closing = token.group() == "}"
+        elif not closing and (at == 0 or answer[at - 1] not in "<>!\\"):
+            cuts.append(at)
+    sides, start = [], 0
+    for at in reversed(cuts):
+        sides.append(answer[start:at])
+        start = at + 1
+    return sides + [answer[start:]]
 
 
 def solves_nothing(text: str) -> bool:
@@ -126,7 +176,7 @@ def solves_nothing(text: str) -> bool:
     if not envs or not envs[-1].start <= last_digit(text) < envs[-1].end:
         return False
     env = envs[-1]
-    sides = _EQUALS.split(env.text)
+    sides = split_equals(env.text)
     return (len(sides) >= 2 and last_side(env.text, text[max(0, env.start - 80):env.start]) == env.text
             and not _SUBJECT.fullmatch(sides[0].strip()) and any(_free_variable(side) for side in sides[:-1]))
 

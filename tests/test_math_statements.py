@@ -46,7 +46,7 @@ LAST_STATEMENT = [
     (GSM8K, "72", C, ""), (GSM8K, "24", W, "extracted 72"),  # a boxed intermediate value is not the answer
     ("<answer>12</answer> 4 boxes of 4 is 16, not 12, so \\boxed{16}.", "16", C, ""),  # tags rank no higher
     ("<answer>12</answer> 4 boxes of 4 is 16, not 12, so \\boxed{16}.", "12", W, ""),
-    # A line that states no value does not overrule the box before it (_states_value).
+    # A line that states no value does not overrule the box before it (rlvr.verifiers.math.lines.states_value).
     ("So \\boxed{9}.\n\nI hope this answer is helpful!", "9", C, ""),
     ("So \\boxed{9}.\n\nThis answer is consistent with both equations.", "9", C, ""),
     ("So \\boxed{8}.\n\nI hope this answer is helpful!", "9", W, ""),
@@ -245,7 +245,10 @@ def test_connectives_correct_and_wrong(verifier, completion, reference, outcome)
 def test_top_level_items_split_connectives():
     assert top_level_items("x=3 \\\\ x=4") == ["x=3", "x=4"] and top_level_items("12 3") == ["12", "3"]
     assert top_level_items("3 \\mid 4") == ["3", "4"] and top_level_items("a \\mid b") == ["a \\mid b"]
-    assert top_level_items("\\begin{cases} 1 \\\\ 2 \\end{cases}") == ["\\begin{cases} 1 \\\\ 2 \\end{cases}"]
+    # issue 43's red team: the rows of a cases or aligned environment are several values ('\\boxed{\\begin{cases} 3
+    # \\\\ 4 \\end{cases}}' hedged 3 and 4); a matrix's rows stay one value
+    assert top_level_items("\\begin{cases} 1 \\\\ 2 \\end{cases}") == ["1", "2"]
+    assert top_level_items("\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}") == ["\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}"]
     assert top_level_items("5 1/2") == ["5 1/2"] and top_level_items("2 and 3/4") == ["2 and 3/4"]
 
 

@@ -56,6 +56,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
+from rlvr.verifiers.math.around import box_problem, fallback_problem, trailer_problem
 from rlvr.verifiers.math.boxes import MAX_ANSWER_CHARS, box_spans, last_boxed  # noqa: F401  (re-exported)
 from rlvr.verifiers.math.boxes import RECENT as _RECENT
 from rlvr.verifiers.math.boxes import cut as _cut
@@ -64,8 +65,17 @@ from rlvr.verifiers.math.hedges import answer_text, hedge_problem, top_level_ite
 from rlvr.verifiers.math.latex import clean as _clean
 from rlvr.verifiers.math.latex import connective as _connective
 from rlvr.verifiers.math.latex import latex_level, list_gap, solves_nothing, stated_value
-from rlvr.verifiers.math.numbers import as_number, canonical, last_number, number_readings  # noqa: F401  (re-exported: rlvr.verifiers.math.verifier and the tests use them)
-from rlvr.verifiers.math.scan import ascii_lower, last_marks, nth_last, tail
+from rlvr.verifiers.math.lines import (
+    ANSWER_MARK,
+    HASH_ANSWER,
+    HASH_MARK,
+    LINE_KINDS,
+    Candidate,
+    marked_lines,
+    states_value,
+)
+from rlvr.verifiers.math.numbers import as_number, canonical, last_number, number_before, number_readings  # noqa: F401  (re-exported: rlvr.verifiers.math.verifier and the tests use them)
+from rlvr.verifiers.math.scan import nth_last, tail
 from rlvr.verifiers.math.units import unit_around
 
 Mode = Literal["strict", "last_number", "latex"]
@@ -76,38 +86,17 @@ NO_ANSWER_OR_NUMBER = "no final answer found (no \\boxed{}, 'Answer:', '####' or
 NO_ANSWER_LATEX = "no final answer found (no \\boxed{}, 'Answer:', '####', LaTeX or readable last number)"
 ONLY_IN_THINK = "final answer only inside <think>...</think>; reasoning does not count"
 
-_ANSWER_MARK = re.compile(r"\banswer(?:[ \t]*:|[ \t]+is\b[ \t]*:?)", re.IGNORECASE)
-_HASH_MARK = re.compile(r"####")
-# mode latex: '####' only before an answer (GSM8K '#### 72'), not as a markdown heading ('#### Step 1: ...')
-_HASH_ANSWER = re.compile(r"####(?=[ \t]*[-+$\\\d.(\[{])")
 _MARKER = re.compile(r"####|\\boxed|\\fbox|<answer>")
 _BOX_OR_TAG = re.compile(r"\\boxed|\\fbox|<answer>")
-_MEANINGFUL = re.compile(r"[^\s*$.]")  # a segment without one of these cleans to ""
-_NEXT_LINE = re.compile(r"\s*([^\n]*)")  # first non-blank line from a position, without copying the text
-# An 'Answer:' line ends at its first sentence end when the rest states no value: '12,000,023. I hope it is correct.'
-# (issue 43); in 'the largest $n$ is 34. Wait, $n$ is 35' the rest may overrule it (rlvr.verifiers.math.latex).
-_SENTENCE_END = re.compile(r"(?<=[^\s.])\.\s+(?=[A-Z<])")
-_ANY_VALUE = re.compile(r"[\d$\\]")
-_LINE_KINDS = ("answer_line", "hashes")
 _LIST_WORD = re.compile(r",|\band\b")
-_WORD_ANSWER = re.compile(r"(?:[A-Z][\w'-]*|yes|no|none|true|false|undefined|impossible)[.!]?")  # one-word answers
 _HEDGE_WORD = re.compile(r"\b(?:or|either|maybe|perhaps)\b", re.IGNORECASE)
 _DELIMITED = ("answer_tag", "boxed", "latex")  # kinds whose extent is marked, unlike a line's
-# What an 'Answer:' / '####' line that states a value starts with (issue 43): a number, LaTeX, a bracket, a currency
-# sign, a variable set to a value, or a number word ('five apples'); anything else is prose (_states_value).
-_VALUE_START = re.compile(r"[-+\u2212\u2013~]?\s*[\d.$\\({\[<\u20ac\u00a3\u00a5]|[A-Za-z](?:_\{?\w+\}?)?\s*(?:=|$)"
-                          r"|(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|[a-z]+teen|twenty"
-                          r"|thirty|forty|fifty|sixty|seventy|eighty|ninety|a\s+half|half)\b", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class Candidate:
-    text: str  # the answer as written, cleaned of wrappers; capped at MAX_ANSWER_CHARS + 1 characters
-    start: int  # span of the whole marked answer in the searched text (marker included)
-    end: int
-    raw: str = ""  # an 'Answer:' line as written when `text` was read from it (stated value, refined, counted)
-    kind: str = ""  # set when the statements of all kinds are merged (_statements)
-    declared: bool = True  # an answer declaration, or a box inside one; other boxes are steps (hedges.py)
+# Between two statements, a word that offers the second as an alternative ('\\boxed{3} (if n is even), \\boxed{4}',
+# '\\boxed{3} -> \\boxed{4}'), unless a word corrects the first ('Wait, if we count the ends, \\boxed{4}'): issue 43.
+_ALTERNATIVE = re.compile(r"\b(?:or|either|maybe|perhaps|possibly|alternatively|otherwise|if|unless|whereas|vs|versus"
+                          r"|else)\b|->|=>|[→⇒]|\\(?:to|Rightarrow|implies)(?![A-Za-z])", re.IGNORECASE)
+_CORRECTION = re.compile(r"\b(?:wait|actually|mistake|wrong|error|oops|hmm|re-?check\w*|redo|correct\w*|instead|rather"
+                         r"|no|fix\w*|recalculat\w*|recomput\w*|let\s+me|sorry)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -119,6 +108,7 @@ class FinalAnswer:
     listed: bool = False  # a run of several joined only by commas and 'and' (a list, not alternatives)
     written: str = ""  # the final statement as written (its unit, issue 43: rlvr.verifiers.math.units)
     line: tuple[str, ...] = ()  # the boxes of its line that a comma or 'and' joins (_on_line), final one last
+    problem: str = ""  # why it is no answer though found: retracted, hedged after it, part of an expression (around.py)
 
 
 # ---------------------------------------------------------------- thinking
@@ -160,40 +150,9 @@ def _boxed(text: str) -> list[Candidate]:
     return [c for c in found if c.text]
 
 
-def _marked_lines(text: str, mark: re.Pattern, refined: bool = False) -> list[Candidate]:
-    """Answers after a marker: the rest of the line up to the next marker (or, when that is empty, the next
-    non-empty line), refined as in mode latex when asked. Walks backwards and stops after _RECENT answers or
-    MAX_MARKS markers, so 1 MB of markers stays cheap (no honest solution writes thousands of empty
-    'Answer:' markers)."""
-    if mark is _ANSWER_MARK:  # case-insensitive: its literal is searched in a lowered copy
-        marks = [m.span() for m in last_marks(text, (mark,), ("answer",), ascii_lower(text))]
-    else:
-        marks = [m.span() for m in last_marks(text, (mark,), ("####",))]
-    found: list[Candidate] = []
-    for i in range(len(marks) - 1, -1, -1):
-        start, value = marks[i]
-        limit = marks[i + 1][0] if i + 1 < len(marks) else len(text)
-        newline = text.find("\n", value, limit)  # bounded by the next marker: linear in all
-        end = newline if newline >= 0 else limit
-        answer = _cut(text, value, end) if _MEANINGFUL.search(text, value, end) else ""
-        if not answer and end < limit:
-            nxt = _NEXT_LINE.match(text, end, limit)
-            value, end = nxt.start(1), nxt.end(1)
-            answer = _cut(text, value, end)
-        sentence = _SENTENCE_END.search(text, value, end)
-        if answer and sentence and not _ANY_VALUE.search(text, sentence.end(), end):
-            end = sentence.start()
-            answer = _cut(text, value, end)
-        if answer:
-            stated = (refined and _cut(text, value, end, True)) or stated_value(answer) or counted_value(answer) \
-                or answer
-            found.append(Candidate(stated, start, end, answer))
-            if len(found) == _RECENT:
-                break
-    return found[::-1]
-
-
 def _answer_tags(text: str, mode: Mode) -> list[Candidate]:
+    """Complete <answer> blocks, each read as its last statement (a run of alternatives inside it stays one: '<answer>
+    \\boxed{3} or \\boxed{4}</answer>' is a hedge, issue 43), else its whole text."""
     found, pos = [], nth_last(text, "<answer>")  # tags are paired from the last MAX_MARKS openers
     while (start := text.find("<answer>", pos)) >= 0:
         close = text.find("</answer>", start + len("<answer>"))
@@ -206,18 +165,27 @@ def _answer_tags(text: str, mode: Mode) -> list[Candidate]:
         inner = text[start + len("<answer>"):close]
         final = _final(inner, mode, tags=False, fallback=False)
         answer = final.text if final is not None else _cut(inner, 0, len(inner), mode == "latex")
+        if final is not None and len(final.run) > 1:
+            answer = (", " if final.listed else " or ").join(final.run)
         written = final.written if final is not None else _cut(inner, 0, len(inner))
         answer = (final is None and mode != "latex" and (stated_value(answer) or counted_value(answer))) or answer
         if answer:
-            candidates.append(Candidate(answer, start, close + len("</answer>"), written))
+            candidates.append(Candidate(answer, start, close + len("</answer>"), written,
+                                        problem=final.problem if final is not None else ""))
     return candidates
 
 
 # ---------------------------------------------------------------- the final answer
 def _adjacent(text: str, first: Candidate, second: Candidate, delimited: bool) -> bool:
-    """Whether `second` directly follows `first` as an alternative. An 'Answer:' value runs to the end of its
-    line, so it must itself be one chunk plus connectives ('3', '3 or'), not '5. Hmm, 3 + 4 is 7'."""
-    if first.end > second.start or not _connective(text[first.end:second.start]):
+    """Whether `second` directly follows `first` as an alternative: only connectives between them, or a word that offers
+    an alternative and none that corrects (_ALTERNATIVE). An 'Answer:' value that is followed by more than connectives
+    ('5. Hmm, 3 + 4 is 7') is no alternative joined by them."""
+    gap = text[first.end:second.start]
+    if first.end > second.start:
+        return False
+    if len(gap) <= 200 and _ALTERNATIVE.search(gap) and not _CORRECTION.search(gap):
+        return True
+    if not _connective(gap):
         return False
     return delimited or _connective(" ".join((first.raw or first.text).split()[1:]))
 
@@ -225,22 +193,8 @@ def _adjacent(text: str, first: Candidate, second: Candidate, delimited: bool) -
 def _kinds(mode: Mode, tags: bool) -> list:
     refined = mode == "latex"
     kinds = [("answer_tag", lambda t: _answer_tags(t, mode))] if tags else []
-    return kinds + [("boxed", _boxed), ("answer_line", lambda t: _marked_lines(t, _ANSWER_MARK, refined)),
-                    ("hashes", lambda t: _marked_lines(t, _HASH_ANSWER if refined else _HASH_MARK, refined))]
-
-
-def _states_value(candidate: Candidate) -> bool:
-    """Whether a statement states a value (issue 43): boxes and <answer> blocks always; an 'Answer:' line when it
-    starts like a value (_VALUE_START), is one name or word answer ('Evelyn', 'C', 'yes') or names what was asked
-    before the value ('the largest $n$ is 34'); a '####' line when it starts like a value. 'This answer is correct
-    because ...' and 'I hope this answer is helpful!' do not."""
-    if candidate.kind not in _LINE_KINDS:
-        return True
-    written = candidate.raw or candidate.text
-    if _VALUE_START.match(written):
-        return True
-    return candidate.kind == "answer_line" and (_WORD_ANSWER.fullmatch(written) is not None
-                                                or stated_value(written) is not None)
+    return kinds + [("boxed", _boxed), ("answer_line", lambda t: marked_lines(t, ANSWER_MARK, refined)),
+                    ("hashes", lambda t: marked_lines(t, HASH_ANSWER if refined else HASH_MARK, refined))]
 
 
 def _statements(text: str, mode: Mode, tags: bool) -> list[Candidate]:
@@ -252,14 +206,14 @@ def _statements(text: str, mode: Mode, tags: bool) -> list[Candidate]:
     kept: list[Candidate] = []
     declaring = -1  # end of the last 'Answer:' or '####' line: statements before it lie inside it
     for candidate in found:
-        if kept and candidate.start < kept[-1].end and kept[-1].kind not in _LINE_KINDS:
+        if kept and candidate.start < kept[-1].end and kept[-1].kind not in LINE_KINDS:
             continue  # inside a box or an <answer> block, which reads its own inside
         if kept and candidate.start < kept[-1].end:
             kept.pop()  # a line holding a box: the box is the line's value
         kept.append(replace(candidate, declared=candidate.declared or candidate.start < declaring))
-        if candidate.kind in _LINE_KINDS:
+        if candidate.kind in LINE_KINDS:
             declaring = max(declaring, candidate.end)
-    valued = [c for c in kept if _states_value(c)]
+    valued = [c for c in kept if states_value(c)]
     return (valued or kept)[-_RECENT:]
 
 
@@ -295,7 +249,7 @@ def _on_line(text: str, statements: list[Candidate]) -> tuple[str, ...]:
 def _final(text: str, mode: Mode, tags: bool = True, fallback: bool = True) -> FinalAnswer | None:
     statements = _statements(text, mode, tags)
     if statements:
-        return _with_run(text, statements)
+        return _checked(text, _with_run(text, statements), statements[-1])
     if not fallback:
         return None
     if mode == "latex" and not _BOX_OR_TAG.search(text):  # a box or tag that never closed is no answer
@@ -305,15 +259,32 @@ def _final(text: str, mode: Mode, tags: bool = True, fallback: bool = True) -> F
         # Environments are mostly reasoning ('$x = 3$'): only the final run counts as answers (spam check).
         if not candidates:
             return None
-        final = _with_run(text, candidates)
-        sign, unit = unit_around(text, candidates[-1].start, candidates[-1].end)  # '$5$ m long': a unit (issue 43)
-        return replace(final, recent=final.run, written=sign + final.written + unit)
+        final, last = _with_run(text, candidates), candidates[-1]
+        sign, unit = unit_around(text, last.start, last.end)  # '$5$ m long': a unit (issue 43)
+        return replace(final, recent=final.run, written=sign + final.written + unit,
+                       problem=fallback_problem(text, last.start, last.end) or "")
     window = tail(text)
     number = last_number(window) if mode == "last_number" and not solves_nothing(window) else None
     if number is None:
         return None
-    sign, unit = unit_around(window, window.rfind(number), window.rfind(number) + len(number))
-    return FinalAnswer(number, "last_number", (number,), (number,), written=sign + number + unit)
+    at = window.rfind(number)
+    sign, unit = unit_around(window, at, at + len(number))
+    before = number_before(window, at)  # 'It is 3 or 4', '12 3', 'between 3 and 4': a run (issue 43)
+    run = (before[0], number) if before and _connective(window[before[1]:at]) else (number,)
+    return FinalAnswer(number, "last_number", run, run, written=sign + number + unit,
+                       problem=fallback_problem(window, at, at + len(number)) or "")
+
+
+def _checked(text: str, final: FinalAnswer, last: Candidate) -> FinalAnswer:
+    """`final` with what stands around its statement (rlvr.verifiers.math.around): a box's neighbours, its percent
+    sign and unit, and a retraction or hedge after it."""
+    answer, written, problem = final.text, final.written, last.problem
+    if last.kind == "boxed":
+        why, percent = box_problem(text, last.start, last.end)
+        sign, unit = unit_around(text, last.start, last.end)
+        answer, written, problem = answer + percent, sign + written + percent + unit, problem or why or ""
+    problem = problem or trailer_problem(text, last.end, last.line_end, final.text) or ""
+    return replace(final, text=answer, written=written, problem=problem)
 
 
 def final_answer(completion: str, mode: Mode = "strict") -> FinalAnswer | None:

@@ -33,6 +33,7 @@ from collections import deque
 from typing import NamedTuple
 
 from rlvr.verifiers.math.numbers import NUMBER_IN_TEXT, as_number, brace_depths, in_expression, last_digit
+from rlvr.verifiers.math.prose import keeps_value, lead_end
 from rlvr.verifiers.math.words import DOTS, value_word
 
 RECENT = 64  # candidates kept from the end of the text (enough to see a run of alternatives)
@@ -45,8 +46,11 @@ _BARE = re.compile(  # a fraction or root written outside $..$: '\\frac{1}{3}', 
 # between two answers: spacing, punctuation, and a variable named again ('$x = \\boxed{3}$ or $x = \\boxed{4}$')
 _GAP_NOISE = re.compile(r"\\(?:quad|qquad|text|mathrm|mbox|[,;! ])|(?<![\w\\])[A-Za-z](?:_\{?\w+\}?)?\s*="
                         r"|[\s$,;.:!?()\[\]{}*&/\\-]")  # 'y_2 =' names a variable too (issue 43)
-_CONNECTIVES = frozenset({"or", "and", "either", "maybe", "perhaps", "possibly", "also", "alternatively"})
+_CONNECTIVES = frozenset({"or", "and", "either", "maybe", "perhaps", "possibly", "also", "alternatively",
+                          "to", "but", "vs", "versus", "otherwise", "though", "although", "else",  # issue 43's red team
+                          "between"})
 _EQUALS_OR_BRACE = re.compile(r"[{}=]")
+_DIGIT = re.compile(r"\d")
 _APPLICATION = re.compile(r"[A-Za-z](?:_\{?\w+\}?)?\s*\(.*\)")  # f(2), g_1(f(3))
 _COMMAND = re.compile(r"\\[A-Za-z]+")
 _FREE = re.compile(r"[A-Za-z](?!\s*\()")
@@ -224,43 +228,48 @@ def latex_envs(text: str) -> list[Span]:
     return [Span(start, end, clean(content)) for start, end, content in found]
 
 
-def _chain(text: str, envs: list[Span]) -> str:
+def _chain(text: str, envs: list[Span]) -> tuple[str, int]:
     """The first environment and those chained to it by connectives, as one answer: '$3$ or $4$' -> '3 or 4';
-    a list joined only by commas and 'and' reads as a list ('1, 2')."""
-    parts = [envs[0].text]
+    a list joined only by commas and 'and' reads as a list ('1, 2'). With where the chain ends."""
+    parts, end = [envs[0].text], envs[0].end
     for previous, env in zip(envs, envs[1:]):
         gap = text[previous.end:env.start]
         if not connective(gap):
             break
         words = [w for w in _GAP_NOISE.sub(" ", gap).split() if w.lower() != "and"]
         parts.append(f"{', ' if not words else ' ' + ' '.join(words) + ' '}{env.text}")
-    return "".join(parts)
+        end = env.end
+    return "".join(parts), end
 
 
 def trim_prose(answer: str) -> str:
-    """`answer` without leading and trailing prose words ('The total is 1,234 dollars.' -> '1,234'); unchanged
-    when what would remain has no digit, or a word in _KEEP is in the way."""
-    words = answer.split()
-    start, end = 0, len(words)
-    while start < end and _PROSE.fullmatch(words[start]) and not _kept(words[start]):
-        start += 1
-    while end > start and _PROSE.fullmatch(words[end - 1]) and not _kept(words[end - 1]):
+    """`answer` without the prose words before and after its number ('The total is 1,234 dollars.' -> '1,234'): before
+    it only fillers and a subject ended by a copula, after it no word that changes or hedges it (issue 43's red
+    team: rlvr.verifiers.math.prose); unchanged when what would remain has no digit."""
+    words = answer[lead_end(answer):].split()
+    end = len(words)
+    while end > 0 and _PROSE.fullmatch(words[end - 1]) and not _kept(words[end - 1]):
         end -= 1
-    kept = clean(" ".join(words[start:end]).rstrip(",:;!?"))
+    kept = clean(" ".join(words[:end]).rstrip(",:;!?"))
     return kept if re.search(r"\d", kept) else answer
 
 
 def _kept(word: str) -> bool:
-    """A word trim_prose leaves: it changes or hedges the value (_KEEP, plurals too), or names a number, a
-    denominator or a magnitude ('five', 'fifths', 'dozens': issue 43, rlvr.verifiers.math.words)."""
+    """A word trim_prose leaves: it changes or hedges the value (_KEEP, plurals too; rlvr.verifiers.math.prose), or
+    names a number, a denominator or a magnitude ('five', 'fifths', 'dozens': issue 43, rlvr.verifiers.math.words)."""
     word = word.lower().strip(".,:;!?")
-    return word in _KEEP or word.removesuffix("s") in _KEEP or value_word(word)
+    return word in _KEEP or word.removesuffix("s") in _KEEP or value_word(word) or not keeps_value(word)
 
 
 def refine(region: str) -> str:
-    """The answer in an 'Answer:' line or an <answer> block (see the module docstring)."""
+    """The answer in an 'Answer:' line or an <answer> block (see the module docstring). When a digit follows the first
+    environments ('$3$ is what I first got, but really it's 4'), the whole region is the answer (issue 43)."""
     envs = latex_envs(region)
-    return stated_value(region, envs) or (_chain(region, envs) if envs else trim_prose(clean(region)))
+    stated = stated_value(region, envs)
+    if stated or not envs:
+        return stated or trim_prose(clean(region))
+    chained, end = _chain(region, envs)
+    return clean(region) if _DIGIT.search(region, end) else chained
 
 
 def stated_value(region: str, envs: list[Span] | None = None) -> str | None:
@@ -268,10 +277,8 @@ def stated_value(region: str, envs: list[Span] | None = None) -> str | None:
     'the largest $n$ is 34.' -> '34', 'so $x$ = $5$' -> '5' (issue 24: the answer stated in words after the
     last LaTeX expression; math-verify reads the first environment, $n$). None for any other line."""
     envs = latex_envs(region) if envs is None else envs
-    subjects = 0
-    while subjects < len(envs) and _NAMED_SUBJECT.fullmatch(envs[subjects].text):
-        subjects += 1
-    if not subjects:
+    subjects = 1 if envs and _NAMED_SUBJECT.fullmatch(envs[0].text) else 0  # one: 'the largest $n$ is 34 when $k$ =
+    if not subjects:  # 5' is not 5 (issue 43's red team)
         return None
     last = envs[subjects - 1]
     stated = _STATED.match(region, last.end)
@@ -279,7 +286,7 @@ def stated_value(region: str, envs: list[Span] | None = None) -> str | None:
         return None
     start = stated.end() if stated else last.end
     if subjects < len(envs) and not region[start:envs[subjects].start].strip():  # 'is $34$'
-        return _chain(region, envs[subjects:])
+        return _chain(region, envs[subjects:])[0]
     if subjects < len(envs):  # '$n$ is 34. Wait, $n$ is 35': what comes later may overrule it
         return None
     value = trim_prose(clean(region[start:]))

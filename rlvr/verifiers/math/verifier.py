@@ -57,7 +57,7 @@ from rlvr.verifiers.math.extract import (  # noqa: F401  (re-exported: tests and
 from rlvr.verifiers.math.forms import counted_value, value_problem
 from rlvr.verifiers.math.numbers import numbers_match, rounded_fractions
 from rlvr.verifiers.math.units import unit_problem
-from rlvr.verifiers.math.words import approximation_problem
+from rlvr.verifiers.math.words import approximation_problem, exact_part
 
 _NO_ANSWER = {"strict": NO_ANSWER, "last_number": NO_ANSWER_OR_NUMBER, "latex": NO_ANSWER_LATEX}
 
@@ -267,6 +267,9 @@ class MathVerifier:
         problem = brace_problem(pred)
         if problem:
             return Verdict(Outcome.UNPARSEABLE, 0.0, problem)
+        if final.problem:  # retracted, hedged after it, or part of a larger expression (rlvr.verifiers.math.around)
+            outcome = Outcome.UNPARSEABLE if final.problem.startswith("unparseable") else Outcome.WRONG
+            return Verdict(outcome, 0.0, final.problem)
         problem = hedge_problem(final, gold) or unit_problem(final.written, gold)  # units: issue 43
         if problem:
             return Verdict(Outcome.WRONG, 0.0, problem if problem.startswith("hedged") else
@@ -275,6 +278,7 @@ class MathVerifier:
 
     def _compare(self, pred: str, gold: str) -> Verdict:
         """Exact numbers, else math-verify behind the shape checks and the value guards."""
+        pred = exact_part(pred)  # 'x = 1/3 \\approx 0.33' states 1/3 (issue 43)
         same = numbers_match(counted_value(pred) or pred, gold)  # '\\boxed{18 dollars}' is 18 (issue 43)
         if same is not None:
             return self._judge(same, pred, gold)

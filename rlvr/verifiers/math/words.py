@@ -127,10 +127,22 @@ def repeating_dots(text: str) -> Fraction | None | bool:
     return False
 
 
+_INSIDE = re.compile(r"\\approx(?![A-Za-z])|≈|\\(?:neg|lnot)(?![A-Za-z])|¬")  # 'x \\approx 4', '\\neg 4' (red team)
+_APPROXIMATELY = re.compile(r"\\approx(?![A-Za-z])|≈")
+
+
+def exact_part(answer: str) -> str:
+    """An exact value stated before its approximation: 'x = 1/3 \\approx 0.33' -> 'x = 1/3' (issue 43); `answer` itself
+    otherwise ('x \\approx 4' states no exact value: approximation_problem)."""
+    approx = _APPROXIMATELY.search(answer)
+    return answer[:approx.start()].rstrip() if approx and "=" in answer[:approx.start()] else answer
+
+
 def approximation_problem(answer: str) -> str | None:
-    """Why `answer` states no exact value: an estimate ('~5') or a cut-off decimal ('3.14159...'); None otherwise."""
-    if ESTIMATE.match(answer):
-        return "an estimate ('~') is not an exact value"
+    """Why `answer` states no exact value: an estimate ('~5', 'x \\approx 4'), a negation ('\\neg 4') or a cut-off
+    decimal ('3.14159...'); None otherwise."""
+    if ESTIMATE.match(answer) or _INSIDE.search(answer):
+        return "an estimate ('~', '\\approx') or a negation is not an exact value"
     if repeating_dots(answer) is False:
         return "a decimal cut off with '...' and no repeating digits is not an exact value"
     return None

@@ -207,7 +207,9 @@ def test_units(verifier, completion, reference, outcome, detail):
     ("5 cm", "cm"), ("5 Centimeters", "cm"), ("5\\text{ cm}", "cm"), ("15\\mbox{ cm}^2", "cm^2"), ("5 cm²", "cm^2"),
     ("5 sq. cm", "cm^2"), ("\\$5", "USD"), ("$5", "USD"), ("18\\$", "USD"), ("€5", "EUR"), ("45^\\circ", "deg"),
     ("45 degrees", "deg"), ("60 km/h", "km/h"), ("60 kilometers per hour", "km/h"), ("5°C", "degC"),
-    ("5 M", None), ("5 apples", None), ("$10,455$", None), ("2\\pi r", None), ("3 hours ago", None), ("5", None),
+    ("5 M", None), ("5 apples", None), ("$10,455$", None), ("2\\pi r", None), ("5", None),
+    # issue 43's red team: the unit the words after the number start with; 'KM' is km, 'M' stays no unit
+    ("3 hours ago", "h"), ("5 cm long", "cm"), ("5 KM", "km"), ("5 ms", "ms"), ("125$ miles", "mi"),
 ])
 def test_unit_of(written, unit):
     assert unit_of(written) == unit

@@ -31,6 +31,12 @@ _SCALES = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10
 _DENOMINATORS = {"half": 2, "halves": 2, "third": 3, "quarter": 4, "fourth": 4, "fifth": 5, "sixth": 6,
                  "seventh": 7, "eighth": 8, "ninth": 9, "tenth": 10, "eleventh": 11, "twelfth": 12, "hundredth": 100,
                  "thousandth": 1000, "millionth": 10**6}
+_HYPHEN = re.compile(r"(?<=[a-z])-(?=[a-z])")  # 'three-fifths', 'one-half' (issue 43)
+# '½', '2¾': vulgar fractions as the fractions they are (issue 43)
+_VULGAR = str.maketrans({"½": " 1/2", "⅓": " 1/3", "⅔": " 2/3", "¼": " 1/4", "¾": " 3/4", "⅕": " 1/5", "⅖": " 2/5",
+                         "⅗": " 3/5", "⅘": " 4/5", "⅙": " 1/6", "⅚": " 5/6", "⅛": " 1/8", "⅜": " 3/8", "⅝": " 5/8",
+                         "⅞": " 7/8"})
+_FRACTION = re.compile(r"\d+/\d+")
 _MIXED = re.compile(r"([-+\u2212]?)\s*(\d+)\s+(?:and\s+)?(\d+)\s*/\s*(\d+)")
 _WHOLE_AND = re.compile(r"([-+\u2212]?)\s*(.+?)\s+and\s+(.+)")
 _COUNT_OF = re.compile(r"(.+?)\s+([a-z]+)")
@@ -70,7 +76,7 @@ def cardinal(text: str) -> int | None:
             group, last = group + _ONES[word], "ones"
         elif word in _TENS and last in ("", "hundred", "scale"):
             group, last = group + _TENS[word], "tens"
-        elif word == "hundred" and last in ("ones", "a") and 0 < group < 10:
+        elif word == "hundred" and last in ("ones", "tens", "a") and 0 < group < 100:  # 'twelve hundred' (issue 43)
             group, last = group * 100, "hundred"
         elif word in _SCALES and last not in ("", "scale") and group and _SCALES[word] < cap:
             total, group, last, cap = total + group * _SCALES[word], 0, "scale", _SCALES[word]
@@ -96,7 +102,9 @@ def _fraction_words(text: str) -> Fraction | None:
 
 def words_value(text: str) -> Fraction | None:
     """The value of a mixed number, a fraction in words or a whole number in words (see the module docstring)."""
-    text = " ".join(text.lower().split()).removesuffix(".")
+    text = _HYPHEN.sub(" ", " ".join(text.lower().translate(_VULGAR).split()).removesuffix("."))
+    if _FRACTION.fullmatch(text):  # '½'
+        return Fraction(*map(int, text.split("/"))) if not text.endswith("/0") else None
     mixed = _MIXED.fullmatch(text)
     if mixed:
         whole, numerator, denominator = (int(g) for g in mixed.group(2, 3, 4))

@@ -53,7 +53,8 @@ _APPROX = re.compile(r"\b(?:approximately|approx|about|roughly|around|nearly|equ
                      re.IGNORECASE)
 _BOUNDARY = re.compile(r"[.!?](?:\s|$)|\n")
 _NEGATED = re.compile(r"(?:\bis\s*n['’]?t|\bis\s+not|\bnot|≠|\\neq?)\s*\$?\s*\Z", re.IGNORECASE)
-_OPERATOR = re.compile(r"[-+*/×÷·=^_]|\\(?:times|cdot|div)")  # '3 × 4 = 12', '13_5' (a base-5 numeral)
+_OPERATOR_BEFORE = re.compile(r"(?:[-+*/×÷·=^_]|\\(?:times|cdot|div))\s*\$?\s*\Z")  # '3 × 4 = 12', '13_5' (base 5)
+_OPERATOR_AFTER = re.compile(r"\s*\$?\s*(?:[-+*/×÷·=^_]|\\(?:times|cdot|div)(?![A-Za-z]))")
 _ARITHMETIC = re.compile(r"\s*(\d+(?:\.\d+)?|[-+*/×÷·=]|\\times|\\cdot|\\div)")
 
 
@@ -137,8 +138,8 @@ def _other_number(text: str, value: str) -> bool:
     ('3 × 4 = 12' explains, it offers no value)."""
     mine = _number(value)
     for match in islice(NUMBER_IN_TEXT.finditer(text), 16):
-        if _APPROX.search(text, max(0, match.start() - 24), match.start()) or _OPERATOR.search(
-                text[max(0, match.start() - 3):match.start()] + " " + text[match.end():match.end() + 3]):
+        if _APPROX.search(text, max(0, match.start() - 24), match.start()) or _OPERATOR_BEFORE.search(
+                text, max(0, match.start() - 12), match.start()) or _OPERATOR_AFTER.match(text, match.end()):
             continue
         number = as_number(match.group())
         if (mine is not None and number != mine) or (mine is None and match.group().strip() not in value):

@@ -46,6 +46,7 @@ AROUND = [
     ("Answer: 18. Then 20 dollars remain.", "20", W, HEDGED, ALL),
     ("The final answer is 18. I hope it is correct.", "18", C, "", ALL),
     ("Answer: 12. Each box holds 3 \\times 4 = 12.", "12", C, "", ALL),  # arithmetic explains, it offers no value
+    ("The answer is 5, not 6.", "5", C, "", ALL), ("The answer is 5, not 6.", "6", W, "", ALL),  # 6 is rejected
     ("The final answer is 12. <|im_start|>user", "12", C, "", ALL),  # a sentence end before a tag
     # C: an explanation after the first value is no second candidate
     ("Answer: 34. This is because the sum of 12 and 22 is 34.", "34", C, "", ALL),
@@ -64,6 +65,7 @@ AROUND = [
     ("So the sum is \\boxed{3}.\n\nFinal answer: the total is 4.", "4", C, "", ALL),
     ("Final answer: there are 4 apples.", "4", C, "", ALL), ("**Final Answer**: 5", "5", C, "", ALL),
     ("So \\boxed{9}.\n\nThis answer is correct because 4 + 5 = 9.", "9", C, "", ALL),  # a judgement states nothing
+    ("\\boxed{3}\n\nThe answer is in 5 days.", "3", W, "", ALL),  # a later statement with a digit overrules it
     # A3: the value after a named subject, only when nothing after it may be another value
     ("Answer: the largest $n$ is 34 when $k$ = 5", "5", W, "", ALL),
     ("Answer: the largest $n$ is 34 when $k$ = 5", "34", W, "", ALL),
@@ -78,6 +80,9 @@ AROUND = [
     ("The population is \\boxed{5} million.", "5", W, "larger value", ALL),
     ("The answer is \\boxed{2}\\pi.", "2", W, "larger value", ALL),
     ("The answer is twice \\boxed{5}.", "5", W, "before the box", ALL),
+    ("The population is \\boxed{5}\\,\\text{million}.", "5", W, "larger value", ALL),  # spacing before the word
+    ("The population is \\boxed{5}~million.", "5", W, "larger value", ALL),
+    ("The population is <answer>5</answer> million.", "5", W, "larger value", ALL),
     ("Final Answer: \\boxed{-3}", "-3", C, "", ALL), ("- \\boxed{7}", "7", C, "", ALL),  # a bullet is no sign
     ("The answer is \\boxed{50}\\%.", "50\\%", C, "", ALL), ("So it is $\\boxed{28}$ pct.", "28\\%", C, "", ALL),
     ("$129^{34} \\equiv \\boxed{9} \\pmod{11}$.", "9", C, "", ALL),  # a residue
@@ -153,8 +158,9 @@ WORDS = [
         ("$n$ is likely 34", "34", ALL), ("5 times itself", "5", ALL), ("5 to the second", "5", ALL),
         ("5 cm long", "5 m", ALL), ("5 KM", "5 m", ALL), ("5 ms", "5 s", ALL), ("5 ms", "5 m", ALL),
         ("5 decades", "5 years", ALL), ("5 rupees", "\\$5", ALL), ("5 seconds", "5 min", ALL),
-        ("5 cm³", "5 \\text{ cm}^2", ALL), ("5 furlongs", "5 m", ALL), ("5 2/2", "6", ALL),
-        ("one thousand two thousand", "3000", ALL)]],
+        ("5 cm³", "5 \\text{ cm}^2", ALL), ("5 cm³", "5 cm", ALL), ("5 furlongs", "5 m", ALL), ("5 2/2", "6", ALL),
+        ("one thousand two thousand", "3000", ALL),
+        ("the square of the side is 25", "25", ALL), ("the reciprocal of x is 5", "5", ALL)]],  # a subject that changes
     ("\\boxed{5 \\text{ cm long}}", "5 m", W, "unit cm", ALL), ("$\\boxed{x \\approx 4}$", "4", W, "estimate", ALL),
     ("$\\boxed{\\neg 4}$", "4", W, "negation", ALL), ("\\boxed{100,99}", "100.99", W, HEDGED, ALL),
     ("The length is ≈5.", "5", U, "", N), ("It costs 5bn.", "5", U, "", N),
@@ -162,7 +168,8 @@ WORDS = [
     *[(f"Answer: {text}", ref, C, "", ALL) for text, ref in [
         ("the total is 5", "5"), ("exactly 12 eggs", "12"), ("5 meters long", "5 m"),
         ("5 milliseconds", "5 ms"), ("5 bucks", "\\$5"), ("twelve hundred", "1200"), ("two thousand and five", "2005"),
-        ("three-fifths", "\\frac{3}{5}"), ("one-half", "\\frac12"), ("½", "\\frac12"), ("2¾", "\\frac{11}{4}")]],
+        ("three-fifths", "\\frac{3}{5}"), ("one-half", "\\frac12"), ("½", "\\frac12"), ("2¾", "\\frac{11}{4}"),
+        ("5 seconds", "5 s"), ("5 cm³", "5 \\text{ cm}^3")]],
     ("Answer: 5 KM", "5 km", C, "", S + N),  # mode latex keeps the capitals: math-verify cannot read them
     ("Answer: ½", "\\frac13", W, "", ALL), ("Answer: twelve hundred", "120", W, "", ALL),
     ("\\boxed{0}\n\nAnswer: undefined", "0", W, "", ALL),  # a one-word answer overrules the box
@@ -174,6 +181,22 @@ WORDS = [
 
 @pytest.mark.parametrize("mode, completion, reference, outcome, detail", _cases(WORDS))
 def test_words_and_units_around_a_number(verifiers, mode, completion, reference, outcome, detail):
+    check(verifiers, mode, completion, reference, outcome, detail)
+
+
+# ---------------------------------------------------------------- A9: double readings, decided and kept
+DECIDED = [
+    # X% against a plain reference reads as X/100 or X (issue 24): references of 'what percent' questions drop the sign
+    ("Answer: 0.5%", "0.5", C, "", ALL), ("Answer: 0.5%", "0.005", C, "", ALL), ("Answer: 0.5%", "0.05", W, "", ALL),
+    # a reference '1,5' is 1.5 and the list {1, 5}; a completion's '1,5' is a list only
+    ("\\boxed{5, 1}", "1,5", C, "", ALL), ("\\boxed{1.5}", "1,5", C, "", ALL), ("\\boxed{1,5}", "1.5", W, HEDGED, ALL),
+    ("\\boxed{3}\n\nTotal: 4", "3", C, "", S + L),  # no marker: 'Total: 4' is no statement
+    ("Answer: x = 2 or x = 3", "2, 3", W, HEDGED, ALL), ("\\boxed{5, -5}", "\\pm 5", W, HEDGED, ALL),  # refused forms
+]
+
+
+@pytest.mark.parametrize("mode, completion, reference, outcome, detail", _cases(DECIDED))
+def test_double_readings_and_refusals_as_decided(verifiers, mode, completion, reference, outcome, detail):
     check(verifiers, mode, completion, reference, outcome, detail)
 
 

@@ -39,7 +39,7 @@ _MEANINGFUL = re.compile(r"[^\s*$.,;:]")
 _EXPLANATION = re.compile(
     r"(?:\s*[,;]\s*|\s+)(?:because|since|given\s+that|due\s+to|(?:this|that|it)\s+is\s+because|which\s+(?:is|was|comes"
     r"|follows|gives|equals|we)|as\s+(?:computed|calculated|shown|found|obtained|derived|stated|explained|required"
-    r"|expected|above|before|in\s+step))\b|\s*[,;]\s*as\b", re.IGNORECASE)
+    r"|expected|above|before|in\s+step))\b|\s*[,;]\s*(?:as|not)\b", re.IGNORECASE)  # '5, not 6' rejects 6
 _EXPLAINS = re.compile(r"(?:[\s,;:.$*)\]}]|\\[)\]])*(?:(?:this|that|it)\s+is\s+because|because|since|as\b"
                        r"|given\s+that|due\s+to|which|this\s+(?:follows|comes)\s+from|(?:explanation|reason(?:ing)?|check|verification|proof)\s*:)",
                        re.IGNORECASE)
@@ -53,6 +53,7 @@ _APPROX = re.compile(r"\b(?:approximately|approx|about|roughly|around|nearly|equ
                      re.IGNORECASE)
 _BOUNDARY = re.compile(r"[.!?](?:\s|$)|\n")
 _NEGATED = re.compile(r"(?:\bis\s*n['’]?t|\bis\s+not|\bnot|≠|\\neq?)\s*\$?\s*\Z", re.IGNORECASE)
+_NOT = re.compile(r"\bnot\s*\$?\s*\Z", re.IGNORECASE)  # 'The answer is 5, not 6' rejects 6
 _OPERATOR_BEFORE = re.compile(r"(?:[-+*/×÷·=^_]|\\(?:times|cdot|div))\s*\$?\s*\Z")  # '3 × 4 = 12', '13_5' (base 5)
 _OPERATOR_AFTER = re.compile(r"\s*\$?\s*(?:[-+*/×÷·=^_]|\\(?:times|cdot|div)(?![A-Za-z]))")
 _ARITHMETIC = re.compile(r"\s*(\d+(?:\.\d+)?|[-+*/×÷·=]|\\times|\\cdot|\\div)")
@@ -138,7 +139,8 @@ def _other_number(text: str, value: str) -> bool:
     ('3 × 4 = 12' explains, it offers no value)."""
     mine = _number(value)
     for match in islice(NUMBER_IN_TEXT.finditer(text), 16):
-        if _APPROX.search(text, max(0, match.start() - 24), match.start()) or _OPERATOR_BEFORE.search(
+        if _APPROX.search(text, max(0, match.start() - 24), match.start()) or _NOT.search(
+                text, max(0, match.start() - 8), match.start()) or _OPERATOR_BEFORE.search(
                 text, max(0, match.start() - 12), match.start()) or _OPERATOR_AFTER.match(text, match.end()):
             continue
         number = as_number(match.group())
@@ -159,7 +161,7 @@ _BEFORE_BOX = re.compile(r"(?:(?:[+*/^_×÷·\d]|\\(?:cdot|times|div|pm|mp|neg|l
                          r"|[-\u2212\u2013](?:\$|\\\(|\\\[|\*\*)?)\Z")  # a sign right before it, an operator anywhere
 _BULLET = re.compile(r"\s*[-*+]\s+(?:\$|\\\(|\\\[|\*\*)?\s*\Z")
 _WORDS_BEFORE = re.compile(r"([A-Za-z'’]+)\s+(?:([A-Za-z'’]+)\s+)?(?:\$|\\\(|\\\[|\*\*)?\s*\Z")
-_AFTER_BOX = re.compile(r"(?:[ \t]*(?:\$|\\\)|\\\]|\*\*))*[ \t]*(?:(\\?%|percent\b|pct\b)"
+_AFTER_BOX = re.compile(r"(?:[ \t~]|\\[,;:! ]|\$|\\\)|\\\]|\*\*)*(?:(\\?%|percent\b|pct\b)"
                         r"|\\(?:text|mathrm|mbox)\s*\{([^{}]*)\}|([A-Za-z]+)"
                         r"|([\^_*/×÷·\d]|\\(?!(?:right|end|q?quad|pmod)(?![A-Za-z]))[A-Za-z]))")  # '\\pmod{11}' ok
 _OF_WORDS = frozenset(("reciprocal", "inverse", "opposite", "square", "cube", "root", "half", "double", "twice",

@@ -16,17 +16,21 @@ tests/test_verifiers.py pin them):
   '... \\boxed{24} in May ... #### 72' it is 72. A box inside an 'Answer:' or '####' line is that line's value;
   what lies inside a box or an <answer> block belongs to it. An 'Answer:' / '####' line that states no value
   ('this answer is correct because ...', 'Final Answer: The final answer is' cut by the next marker) does not
-  overrule an earlier statement (_states_value). Without any statement: (mode last_number) the last number, or
-  (mode latex) the last LaTeX environment, bare fraction or plain number (rlvr.verifiers.math.latex). In mode
-  latex, 'Answer:' lines and <answer> blocks are read as math-verify reads them (their first LaTeX environment,
-  else their text without prose words). An 'Answer:' line ends at its first sentence end ('... is 12,000,023. I
-  hope it is correct.' reads 12,000,023). A box whose braces never close is not an answer:
+  overrule an earlier statement; one holding a digit does ('The answer is therefore 4': rlvr.verifiers.math.lines).
+  Without any statement: (mode last_number) the last number, with the number before it when only connectives
+  join them (a hedge: 'It is 3 or 4'), or (mode latex) the last LaTeX environment, bare fraction or plain number
+  (rlvr.verifiers.math.latex). In mode latex, 'Answer:' lines and <answer> blocks are read as math-verify reads
+  them (their first LaTeX environment, else their text without prose words). An 'Answer:' line's value is its
+  first clause ('... is 12,000,023. I hope it is correct.' reads 12,000,023; rlvr.verifiers.math.around), and what
+  stands around the final statement may retract or hedge it (issue 43's red team: _checked, around.py). A box
+  whose braces never close is not an answer:
   `\\boxed{\\frac{1}{2}` never reads as 1/2 (nor does the latex fallback read its inside, or after an unclosed
   <answer>); one still open MAX_ANSWER_CHARS into its content is an over-long answer (unparseable), which keeps
   the brace scan bounded on 1 MB of braces.
 - A correction is not a hedge: an earlier, different statement separated from the last one by anything but
   connectives is overruled. A hedge is two candidates in one statement, or statements with only connectives
-  between them (`\\boxed{3} \\boxed{4}`, 'Answer: 3' on one line and 'Answer: 4' on the next); answer spam is
+  between them (`\\boxed{3} \\boxed{4}`, 'Answer: 3' on one line and 'Answer: 4' on the next), or with a word that
+  offers an alternative and none that corrects ('\\boxed{3} (if n is even), \\boxed{4}': _ALTERNATIVE); answer spam is
   more than MAX_DISTINCT_ANSWERS different declared answers. Both are checked in rlvr.verifiers.math.hedges,
   which says what counts; LaTeX environments and numbers (mode latex) are mostly reasoning, so only their final
   run counts for spam.
@@ -279,7 +283,7 @@ def _checked(text: str, final: FinalAnswer, last: Candidate) -> FinalAnswer:
     """`final` with what stands around its statement (rlvr.verifiers.math.around): a box's neighbours, its percent
     sign and unit, and a retraction or hedge after it."""
     answer, written, problem = final.text, final.written, last.problem
-    if last.kind == "boxed":
+    if last.kind in ("boxed", "answer_tag"):  # '\\boxed{5} million', '<answer>5</answer> million'
         why, percent = box_problem(text, last.start, last.end)
         sign, unit = unit_around(text, last.start, last.end)
         answer, written, problem = answer + percent, sign + written + percent + unit, problem or why or ""

@@ -10,7 +10,10 @@ rlvr.verifiers.math.extract):
   `\\qquad` `\\land` `\\wedge` `\\&` `\\mid` `\\sim` `\\setminus` between plain values or assignments
   (`3 \\quad 4`, `x=3 \\wedge x=4`; `5 \\quad \\text{cm}` is 5 with a unit, and between sets
   `\\mathbb{R} \\setminus \\{0\\}` stays one set). A mixed number ('5 1/2', '2 and
-  3/4') is one value (rlvr.verifiers.math.words).
+  3/4') is one value (rlvr.verifiers.math.words). Issue 43's red team: also `\\cr`, `\\newline` always, and
+  `\\hspace{..}`, `\\enspace`, `\\>`, `~`, `|`, `\\vert`, `\\parallel`, `\\cup`, `\\cap`, `\\dots` between plain
+  values; the rows of a `cases` or `aligned` environment are values (a matrix's rows stay one value). Several
+  statements joined by 'or' are a hedge whatever the reference ('\\boxed{1, 2} or \\boxed{1, 3}').
 - A bare list answers a tuple reference of its length, in its order: `\\boxed{2, 1}` is the pair `(2, 1)`, and
   wrong for `(1, 2)` (issue 43).
 - Answer spam: more than MAX_DISTINCT_ANSWERS different values among the completion's answer declarations

@@ -12,7 +12,9 @@ Decisions (tests/test_math_latex_mode.py; precedence in rlvr.verifiers.math.extr
 - An 'Answer:' / 'answer is' / '####' line is read as math-verify reads it: its first LaTeX environment and
   the environments chained to it by ',', 'and', 'or' (kept in the text, so 'or' still reads as a hedge);
   without one, its text minus leading and trailing prose words ('42 apples.' -> '42'), except words that
-  change the value or hedge ('minus', 'thousand', 'or', 'at least', ...: _KEEP). A line whose environments
+  change the value or hedge ('minus', 'thousand', 'or', 'at least', ...: _KEEP); before the number only fillers
+  and a subject with a copula go (rlvr.verifiers.math.prose, issue 43's red team). A digit after the first
+  environments makes the whole line the answer, never its first value. A line whose environments
   only name the asked variable reads the value stated after them: 'the largest $n$ is 34.' -> '34'
   (stated_value, issue 24), unless a later environment may overrule it.
 - `$` pairs only on one line; a `$` right before a digit whose partner follows a space or precedes a digit is

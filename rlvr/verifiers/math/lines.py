@@ -37,7 +37,7 @@ _NEXT_LINE = re.compile(r"\s*([^\n]*)")  # first non-blank line from a position,
 _ANY_VALUE = re.compile(r"[\d$\\]")
 _WORD_ANSWER = re.compile(r"(?:[A-Z][\w'-]*|yes|no|none|true|false|undefined|impossible)[.!]?")  # one-word answers
 _JUDGEMENT = re.compile(r"(?:correct|right|consistent|reasonable|plausible|valid|verified|confirmed|helpful|clear"
-                        r"|sensible|accurate|checked|wrong|incorrect|in|on)\b", re.IGNORECASE)  # 'answer is correct'
+                        r"|sensible|accurate|checked|wrong|incorrect)\b", re.IGNORECASE)  # 'answer is correct'
 
 # What an 'Answer:' / '####' line that states a value starts with (issue 43): a number, LaTeX, a bracket, a currency
 # sign, a variable set to a value, or a number word ('five apples'); anything else is prose (states_value).

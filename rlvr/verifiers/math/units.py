@@ -11,7 +11,9 @@ Decisions (tests/test_math_statements.py; corpus rows of form 'units'):
   a currency) are not units of a quantity here: 'apples' against 'oranges' is not checked, the numbers are.
   'pounds' is left out (mass or money).
 - The unit is read from the end of the statement as written (rlvr.verifiers.math.extract.FinalAnswer.written):
-  the words after its last digit, or a currency sign before its last number.
+  the words after its last digit, or a currency sign before its last number. Issue 43's red team: the unit those
+  words start with ('5 cm long' is cm, not no unit), a two-letter unit in capitals ('5 KM' is km; 'M' stays no
+  unit), and a word that names no unit we know where the reference has one is WRONG ('5 furlongs' for '5 m').
 """
 from __future__ import annotations
 

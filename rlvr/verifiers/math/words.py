@@ -4,7 +4,8 @@
 Decisions (tests/test_math_statements.py; corpus rows of forms 'number_words', 'mixed_number', 'fraction_words',
 'repeating_dots'); before issue 43 each of these was read as a bare number or as two answers:
 - A whole number in words is its value: 'five' == 5, 'twenty-one' == 21, 'one hundred and five' == 105, 'two
-  thousand three hundred' == 2300. Words out of order ('five three') are no number.
+  thousand three hundred' == 2300, 'twelve hundred' == 1200. Words out of order ('five three', 'one thousand two
+  thousand') are no number. Hyphens join words ('three-fifths'), and '½', '2¾' are fractions (issue 43).
 - A mixed number is one value: '5 1/2' == 11/2, '2 and 3/4' == 11/4, '5 and a half' == 11/2, 'five and three
   quarters' == 23/4, '-5 1/2' == -11/2. Only with a proper fraction: '3 4/3' stays two numbers (a hedge), and
   '5 1/2' never reads as 5 or as 1/2. 'A and B/C' reads as the mixed number against a list reference too.

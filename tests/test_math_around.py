@@ -83,6 +83,8 @@ AROUND = [
     ("The population is \\boxed{5}\\,\\text{million}.", "5", W, "larger value", ALL),  # spacing before the word
     ("The population is \\boxed{5}~million.", "5", W, "larger value", ALL),
     ("The population is <answer>5</answer> million.", "5", W, "larger value", ALL),
+    ("So $x < \\boxed{5}$.", "5", W, "expression", ALL), ("So $x \\leq \\boxed{5}$.", "5", W, "expression", ALL),
+    ("So \\boxed{5} < x.", "5", W, "larger value", ALL), ("So $x = \\boxed{5}$.", "5", C, "", ALL),  # a bound, a value
     ("Final Answer: \\boxed{-3}", "-3", C, "", ALL), ("- \\boxed{7}", "7", C, "", ALL),  # a bullet is no sign
     ("The answer is \\boxed{50}\\%.", "50\\%", C, "", ALL), ("So it is $\\boxed{28}$ pct.", "28\\%", C, "", ALL),
     ("$129^{34} \\equiv \\boxed{9} \\pmod{11}$.", "9", C, "", ALL),  # a residue
@@ -160,13 +162,15 @@ WORDS = [
         ("5 decades", "5 years", ALL), ("5 rupees", "\\$5", ALL), ("5 seconds", "5 min", ALL),
         ("5 cm³", "5 \\text{ cm}^2", ALL), ("5 cm³", "5 cm", ALL), ("5 furlongs", "5 m", ALL), ("5 2/2", "6", ALL),
         ("one thousand two thousand", "3000", ALL),
-        ("the square of the side is 25", "25", ALL), ("the reciprocal of x is 5", "5", ALL)]],  # a subject that changes
+        ("the square of the side is 25", "25", ALL), ("the reciprocal of x is 5", "5", ALL),  # a subject that changes
+        ("the total divided by two is 4", "4", ALL), ("the next integer is 5", "5", ALL)]],
     ("\\boxed{5 \\text{ cm long}}", "5 m", W, "unit cm", ALL), ("$\\boxed{x \\approx 4}$", "4", W, "estimate", ALL),
     ("$\\boxed{\\neg 4}$", "4", W, "negation", ALL), ("\\boxed{100,99}", "100.99", W, HEDGED, ALL),
     ("The length is ≈5.", "5", U, "", N), ("It costs 5bn.", "5", U, "", N),
     ("\\boxed{x = \\frac{1}{3} \\approx 0.33}", "\\frac{1}{3}", C, "", ALL),  # the exact value, then its estimate
     *[(f"Answer: {text}", ref, C, "", ALL) for text, ref in [
-        ("the total is 5", "5"), ("exactly 12 eggs", "12"), ("5 meters long", "5 m"),
+        ("the total is 5", "5"), ("the sum of the roots is -5", "-5"), ("exactly 12 eggs", "12"),
+        ("5 meters long", "5 m"),
         ("5 milliseconds", "5 ms"), ("5 bucks", "\\$5"), ("twelve hundred", "1200"), ("two thousand and five", "2005"),
         ("three-fifths", "\\frac{3}{5}"), ("one-half", "\\frac12"), ("½", "\\frac12"), ("2¾", "\\frac{11}{4}"),
         ("5 seconds", "5 s"), ("5 cm³", "5 \\text{ cm}^3")]],

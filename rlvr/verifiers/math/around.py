@@ -156,22 +156,27 @@ def _number(value: str) -> Fraction | None:
 
 
 # ---------------------------------------------------------------- next to a box
-_BEFORE_BOX = re.compile(r"(?:(?:[+*/^_×÷·\d]|\\(?:cdot|times|div|pm|mp|neg|lnot|approx|sim|sqrt)|(?:\\[dt]?frac"
+_BEFORE_BOX = re.compile(r"(?:(?:[+*/^_×÷·\d<≤≥≠≈∼~]|(?<![-=])>|\\(?:cdot|times|div|pm|mp|neg|lnot|approx|sim|sqrt"
+                         r"|[lg]eq?|[lg]t|neq?|leqslant|geqslant)(?![A-Za-z])|(?:\\[dt]?frac"
                          r"|\\sqrt|[\^_]|\})\s*\{)\s*(?:\$|\\\(|\\\[|\*\*)?\s*"
                          r"|[-\u2212\u2013](?:\$|\\\(|\\\[|\*\*)?)\Z")  # a sign right before it, an operator anywhere
+_TAG_END = re.compile(r"<[^<>\n]{1,40}>\s*\Z")
 _BULLET = re.compile(r"\s*[-*+]\s+(?:\$|\\\(|\\\[|\*\*)?\s*\Z")
 _WORDS_BEFORE = re.compile(r"([A-Za-z'’]+)\s+(?:([A-Za-z'’]+)\s+)?(?:\$|\\\(|\\\[|\*\*)?\s*\Z")
 _AFTER_BOX = re.compile(r"(?:[ \t~]|\\[,;:! ]|\$|\\\)|\\\]|\*\*)*(?:(\\?%|percent\b|pct\b)"
                         r"|\\(?:text|mathrm|mbox)\s*\{([^{}]*)\}|([A-Za-z]+)"
-                        r"|([\^_*/×÷·\d]|\\(?!(?:right|end|q?quad|pmod)(?![A-Za-z]))[A-Za-z]))")  # '\\pmod{11}' ok
+                        r"|([\^_*/×÷·\d<>≤≥≠]|\\(?!(?:right|end|q?quad|pmod)(?![A-Za-z]))[A-Za-z]))")  # '\\pmod{11}' ok
 _OF_WORDS = frozenset(("reciprocal", "inverse", "opposite", "square", "cube", "root", "half", "double", "twice",
                        "negative", "log", "logarithm", "negation", "multiple", "fraction", "percent"))
 
 
-def box_problem(text: str, start: int, end: int) -> tuple[str | None, str]:
-    """(why the box at text[start:end] is not its content alone, or None; '\\%' when a percent sign follows it)."""
+def box_problem(text: str, start: int, end: int, tag: bool = False) -> tuple[str | None, str]:
+    """(why the box at text[start:end] is not its content alone, or None; '\\%' when a percent sign follows it). For
+    an <answer> block (`tag`), only what follows it: what precedes it may be another block."""
+    if tag:
+        return _after_box(text, end)
     line_start = text.rfind("\n", max(0, start - 80), start) + 1
-    before = text[max(line_start, start - 40):start]
+    before = _TAG_END.sub("", text[max(line_start, start - 40):start])  # '</answer>' is no relation
     if _BEFORE_BOX.search(before) and not (line_start >= start - 40 and _BULLET.fullmatch(before)):
         return "the box is part of an expression (a sign, an operator or a number next to it)", ""
     words = _WORDS_BEFORE.search(before)
@@ -179,6 +184,10 @@ def box_problem(text: str, start: int, end: int) -> tuple[str | None, str]:
     if last in DENY or (last == "of" and words.group(2) and words.group(1).lower() in _OF_WORDS):
         hedge = _HEDGE.fullmatch(last) or last in ("either", "nor", "maybe", "perhaps", "possibly", "probably")
         return f"{HEDGED if hedge else 'a word'} ({words.group(0).strip()!r} before the box)", ""
+    return _after_box(text, end)
+
+
+def _after_box(text: str, end: int) -> tuple[str | None, str]:
     after = _AFTER_BOX.match(text, end, min(len(text), end + 80))
     if after is None:
         return None, ""

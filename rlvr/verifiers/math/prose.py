@@ -30,12 +30,14 @@ COPULAS = frozenset((
     "received", "get", "gets", "got", "obtain", "find", "found", "yields"))
 DENY = frozenset((
     "reciprocal", "inverse", "opposite", "negative", "negation", "minus", "plus", "square", "squared", "cube", "cubed",
-    "root", "roots", "sqrt", "log", "logarithm", "twice", "thrice", "double", "triple", "half", "quarter", "third",
+    "sqrt", "log", "logarithm", "twice", "thrice", "double", "triple", "half", "quarter", "third",
     "percent", "percentage", "not", "no", "never", "nor", "or", "either", "maybe", "perhaps", "possibly", "probably",
     "likely", "approximately", "approx", "about", "around", "roughly", "nearly", "almost", "estimated", "least",
     "most", "more", "less", "fewer", "than", "over", "under", "above", "below", "upwards", "upward", "up", "shy",
     "short", "beyond", "within", "between", "from", "except", "excluding", "times", "power", "factorial", "if", "when",
-    "unless", "otherwise", "wrong", "incorrect", "isn't", "aren't", "wasn't", "ago", "mod", "modulo"))
+    "unless", "otherwise", "wrong", "incorrect", "isn't", "aren't", "wasn't", "ago", "mod", "modulo", "by",
+    "divided", "multiplied", "increased", "decreased", "reduced", "added", "subtracted", "next", "previous",
+    "preceding", "following", "successor", "predecessor", "absolute", "complement", "exponent"))
 _CONDITIONS = frozenset(("when", "if", "for", "unless", "where", "whenever", "with", "given", "assuming", "provided"))
 _TOKENS = re.compile(r"[A-Za-z][A-Za-z'’]*|[=:]")
 _ASSIGNED = re.compile(r"\s*[A-Za-z]\s*=\s*")

@@ -114,7 +114,8 @@ MATH_RED_TEAM = [
        'for part in []:',
        'tests/test_math_around.py::test_what_stands_around_the_answer'),
     _m('math43rt: a hedge word with another value after the answer', 'rlvr/verifiers/math/around.py',
-       'for hedge in islice(_HEDGE.finditer(window), 64):',
+       ('for hedge in islice(_HEDGE.finditer(window), 64):  # the value it offers: after '
+        "it ('or 4'), or before it too"),
        'for hedge in []:',
        'tests/test_math_around.py::test_hedges_the_red_team_found'),
     _m('math43rt: a sign or operator before a box', 'rlvr/verifiers/math/around.py',

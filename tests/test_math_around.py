@@ -116,6 +116,8 @@ HEDGES = [
     ("Answer: 3\nor 4", "3", W, HEDGED, ALL), ("Answer: 3\n(or possibly 4)", "3", W, HEDGED, ALL),
     ("#### 3\nor 4", "3", W, HEDGED, ALL), ("\\boxed{3}\nor maybe 4, I am not sure.", "3", W, HEDGED, ALL),
     ("\\boxed{3}, though 4 is also possible.", "3", W, HEDGED, ALL),
+    ("\\boxed{3}. 4 could work too.", "3", W, HEDGED, ALL),
+    ("Answer: 12\n\nExplanation: 3 boxes of 4 eggs make 12 eggs, or 1 dozen.", "12", C, "", ALL),  # restated
     ("The answer is 3<think>\n</think> or 4", "3", W, HEDGED, ALL),
     ("\\boxed{\\frac{\\sqrt{3}}{2}}, or approximately 0.866.", "\\frac{\\sqrt{3}}{2}", C, "", ALL),
     ("\\boxed{3} otherwise \\boxed{4}", "4", W, HEDGED, ALL),

@@ -48,11 +48,13 @@ _RETRACTION = re.compile(
     r"\s+(?:right|correct|final)?\s*answer))\b|\banswer\s+(?:is|was)\s*(?:n['’]?t|\s+not)\b"
     r"|\b(?:is|was)\s*n['’]t\s+\$?\\?(?:boxed\{)?[-\d.]|\b(?:is|was)\s+not\s+\$?\\?(?:boxed\{)?[-\d.]", re.IGNORECASE)
 _HEDGE = re.compile(r"\b(?:or|either|maybe|perhaps|possibly|might|could|alternatively|otherwise|though|although|also"
-                    r"|instead)\b", re.IGNORECASE)
+                    r"|instead|too)\b", re.IGNORECASE)
+_EITHER_SIDE = frozenset(("maybe", "perhaps", "possibly", "might", "could", "also", "instead", "too"))
 _APPROX = re.compile(r"\b(?:approximately|approx|about|roughly|around|nearly|equivalently|i\.e|that\s+is)\b|≈|\\approx",
                      re.IGNORECASE)
 _BOUNDARY = re.compile(r"[.!?](?:\s|$)|\n")
 _NEGATED = re.compile(r"(?:\bis\s*n['’]?t|\bis\s+not|\bnot|≠|\\neq?)\s*\$?\s*\Z", re.IGNORECASE)
+_WORD_AFTER = re.compile(r"\s*([A-Za-z]+)")
 _NOT = re.compile(r"\bnot\s*\$?\s*\Z", re.IGNORECASE)  # 'The answer is 5, not 6' rejects 6
 _OPERATOR_BEFORE = re.compile(r"(?:[-+*/×÷·=^_]|\\(?:times|cdot|div))\s*\$?\s*\Z")  # '3 × 4 = 12', '13_5' (base 5)
 _OPERATOR_AFTER = re.compile(r"\s*\$?\s*(?:[-+*/×÷·=^_]|\\(?:times|cdot|div)(?![A-Za-z]))")
@@ -115,9 +117,11 @@ def trailer_problem(text: str, end: int, line_end: int, value: str) -> str | Non
     window = text[end:end + TRAILER_CHARS]
     if _RETRACTION.search(window):
         return RETRACTED
-    for hedge in islice(_HEDGE.finditer(window), 64):
-        if _other_number(_sentence_around(window, hedge.start(), hedge.end(), 40), value):
-            return f"{HEDGED} ({value} and another value after {hedge.group()!r})"
+    for hedge in islice(_HEDGE.finditer(window), 64):  # the value it offers: after it ('or 4'), or before it too
+        low, high = _sentence_around(window, hedge.start(), hedge.end(), 40)  # ('4 might work too')
+        low = low if hedge.group().lower() in _EITHER_SIDE else hedge.end()
+        if _other_number(window[low:hedge.start()] + " " + window[hedge.end():high], value):
+            return f"{HEDGED} ({value} and another value with {hedge.group()!r})"
     same_line = window[:max(0, line_end - end)]
     for part in _BOUNDARY.split(same_line, 2)[:2]:  # the rest of its sentence, and the next one
         if not _EXPLAINS.match(part) and _other_number(part, value):
@@ -125,13 +129,12 @@ def trailer_problem(text: str, end: int, line_end: int, value: str) -> str | Non
     return None
 
 
-def _sentence_around(text: str, start: int, end: int, reach: int) -> str:
-    """The sentence of text[start:end], at most `reach` characters either side."""
+def _sentence_around(text: str, start: int, end: int, reach: int) -> tuple[int, int]:
+    """Where the sentence of text[start:end] starts and ends, at most `reach` characters either side."""
     low = max(0, start - reach)
     boundaries = [m.end() for m in _BOUNDARY.finditer(text, low, start)]
-    low = boundaries[-1] if boundaries else low
     high = _BOUNDARY.search(text, end, min(len(text), end + reach))
-    return text[low:high.start() if high else min(len(text), end + reach)]
+    return boundaries[-1] if boundaries else low, high.start() if high else min(len(text), end + reach)
 
 
 def _other_number(text: str, value: str) -> bool:
@@ -144,6 +147,9 @@ def _other_number(text: str, value: str) -> bool:
                 text, max(0, match.start() - 12), match.start()) or _OPERATOR_AFTER.match(text, match.end()):
             continue
         number = as_number(match.group())
+        word = _WORD_AFTER.match(text, match.end())
+        if word and number != mine and as_number(f"{match.group()} {word.group(1)}") == mine is not None:
+            continue  # 'or 1 dozen' restates 12
         if (mine is not None and number != mine) or (mine is None and match.group().strip() not in value):
             return True
     return False

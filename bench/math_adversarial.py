@@ -58,6 +58,12 @@ _UNITS = {  # name -> (repeated unit, tail)
     "assignments": ("x = ", "1"), "prices": ("\\$5 ", ""), "currency_pairs": ("$5 and ", ""),
     "thousands": ("1,000,", ""), "latex_thousands": ("11,\\!111,\\!", "111"), "unicode_minus": ("\u22121 ", ""),
     "text_groups": ("1 \\text{ million} ", ""), "arrows": ("3 \\to ", "4"),
+    # issue 43's red team: wrappers cleaned one per pass (quadratic), a lookahead per '=' (quadratic)
+    "answer_lines_of_stars": ("Answer: " + "**" * 990 + "1\n", ""),
+    "boxes_of_stars": ("\\boxed{" + "**" * 990 + "1}\n", ""),
+    "answer_lines_of_dollars": ("Answer: " + "$" * 995 + "1" + "$" * 995 + "\n", ""),
+    "env_of_parens": ("Some reasoning here.\n\n", "$$" + "\\(" * 7000 + "1$$"),
+    "env_of_equals": ("Some reasoning here.\n\n", "$" + "=" * 16000 + "1$"),
 }
 
 

@@ -6,6 +6,7 @@ broken replacement, and the tests that must fail. Add one whenever README gains 
 from __future__ import annotations
 
 from mutation_catalogue_code import CODE_VERIFIER_43
+from mutation_catalogue_math import MATH_RED_TEAM
 from mutation_catalogue_systems import RECIPE, SPEED
 from mutation_kind import Mutation, _m
 
@@ -170,7 +171,8 @@ MATH_VERIFIER = [
     _m("math43: dots repeat a decimal", "rlvr/verifiers/math/numbers.py",
        "dots = repeating_dots(text)", "dots = None", "tests/test_math_statements.py::test_forms"),
     _m("math43: an estimate is no value", "rlvr/verifiers/math/words.py",
-       "if ESTIMATE.match(answer):", "if False:", "tests/test_math_statements.py::test_forms"),
+       "if ESTIMATE.match(answer) or _INSIDE.search(answer):", "if _INSIDE.search(answer):",
+       "tests/test_math_statements.py::test_forms"),
 ]
 
 # --- the code verifier decides in the parent, as Python would (README "Verifiers", issue 24 part 2) -----------
@@ -348,4 +350,4 @@ AGENTS = [
 ]
 
 CATALOGUE: list[Mutation] = (MATH + RESUME + DETERMINISM + RAY + DISTRIBUTED + NOTES + MATH_VERIFIER + CODE_VERIFIER
-                             + CODE_VERIFIER_43 + AGENTS + SPEED + RECIPE)
+                             + CODE_VERIFIER_43 + AGENTS + SPEED + RECIPE + MATH_RED_TEAM)

@@ -104,7 +104,7 @@ ATTACKS = [
     ("\\boxed{x > 3}", "[3, \\infty)", Outcome.WRONG, ""),  # the interval it describes is open
     ("\\boxed{1,22}", "1.22", Outcome.WRONG, HEDGED),  # a completion's decimal comma stays a list (a hedge)
     ("\\boxed{3}", "3,0", Outcome.WRONG, ""),  # half of the list {3, 0}; a reference's '3,0' is not 3.0
-    ("Answer: the largest $n$ is 34. Wait, $n$ is 35", "34", Outcome.WRONG, "expected 34"),  # the later one
+    ("Answer: the largest $n$ is 34. Wait, $n$ is 35", "34", Outcome.WRONG, "hedged"),  # a second value on its line
 ]
 
 

@@ -11,7 +11,6 @@ import pytest
 
 from rlvr.types import Outcome
 from rlvr.verifiers.math.extract import (
-    _ANSWER_MARK,
     extract_answer,
     final_answer,
     hedge_problem,
@@ -20,6 +19,7 @@ from rlvr.verifiers.math.extract import (
     top_level_items,
 )
 from rlvr.verifiers.math.forms import counted_value, is_unit, machine_rounding, value_problem
+from rlvr.verifiers.math.lines import ANSWER_MARK
 from rlvr.verifiers.math.numbers import numbers_match, rounded_fractions
 from rlvr.verifiers.math.scan import FALLBACK_CHARS, MAX_MARKS, ascii_lower, last_marks, nth_last, tail
 from rlvr.verifiers.math.verifier import MODES, MathVerifier, brace_problem, shape_problem
@@ -237,7 +237,7 @@ def test_worker_reads_chains_and_inequalities():
 
 # ---------------------------------------------------------------- issue 24, part 2: bounded scans
 def test_markers_are_found_from_the_end():
-    marks = last_marks("A: answer: 1 ANSWER: 2 Answer is 3", (_ANSWER_MARK,), ("answer",),
+    marks = last_marks("A: answer: 1 ANSWER: 2 Answer is 3", (ANSWER_MARK,), ("answer",),
                        ascii_lower("A: answer: 1 ANSWER: 2 Answer is 3"))
     assert [m.group() for m in marks] == ["answer:", "ANSWER:", "Answer is "]
     assert extract_answer("##### 72") == "72"  # in a run of '#', the last four are the marker
@@ -267,7 +267,7 @@ STORY_NOUNS = ("apples", "pens", "birds", "stickers", "flowers", "dollars", "coo
                                   "Answer: **17** {}", "Answer: 17 {}, in total", "Answer: 17\xa0{}"])
 def test_strict_mode_reads_the_number_before_a_plain_noun(noun, form):
     """The agent tasks' honest answers: before issue 42 strict mode scored 'Answer: 17 birds' WRONG on 7 of these
-    8 nouns (math-verify took only 'apples' for a unit). Catches counted_value dropped from _marked_lines or from
+    8 nouns (math-verify took only 'apples' for a unit). Catches counted_value dropped from marked_lines or from
     _answer_tags, and a _COUNTED that does not take the noun."""
     assert MathVerifier("strict").verify(form.format(noun), "17").outcome is Outcome.CORRECT
     assert MathVerifier("strict").verify(form.format(noun), "18").outcome is Outcome.WRONG  # the number is read

@@ -214,7 +214,9 @@ def test_a_bad_answer_mode_is_one_clear_error():
 
 def test_final_answer_kinds_in_latex_mode():
     assert final_answer("so $4$", "latex").kind == "latex" and final_answer("\\boxed{4} $5$", "latex").kind == "boxed"
-    assert final_answer("Answer: $4$ then $5$", "latex").text == "4"  # the line's first environment
+    assert final_answer("Answer: $4$ or $5$", "latex").text == "4 or 5"  # the line's first environments, chained
+    # issue 43's red team: a digit after them is a second value, so the line is read whole, never its first value
+    assert final_answer("Answer: $4$ then $5$", "latex").text == "4$ then $5"
     assert final_answer("so $4$", "strict") is None
 
 

@@ -46,7 +46,7 @@ LAST_STATEMENT = [
     (GSM8K, "72", C, ""), (GSM8K, "24", W, "extracted 72"),  # a boxed intermediate value is not the answer
     ("<answer>12</answer> 4 boxes of 4 is 16, not 12, so \\boxed{16}.", "16", C, ""),  # tags rank no higher
     ("<answer>12</answer> 4 boxes of 4 is 16, not 12, so \\boxed{16}.", "12", W, ""),
-    # A line that states no value does not overrule the box before it (_states_value).
+    # A line that states no value does not overrule the box before it (rlvr.verifiers.math.lines.states_value).
     ("So \\boxed{9}.\n\nI hope this answer is helpful!", "9", C, ""),
     ("So \\boxed{9}.\n\nThis answer is consistent with both equations.", "9", C, ""),
     ("So \\boxed{8}.\n\nI hope this answer is helpful!", "9", W, ""),
@@ -207,7 +207,9 @@ def test_units(verifier, completion, reference, outcome, detail):
     ("5 cm", "cm"), ("5 Centimeters", "cm"), ("5\\text{ cm}", "cm"), ("15\\mbox{ cm}^2", "cm^2"), ("5 cm²", "cm^2"),
     ("5 sq. cm", "cm^2"), ("\\$5", "USD"), ("$5", "USD"), ("18\\$", "USD"), ("€5", "EUR"), ("45^\\circ", "deg"),
     ("45 degrees", "deg"), ("60 km/h", "km/h"), ("60 kilometers per hour", "km/h"), ("5°C", "degC"),
-    ("5 M", None), ("5 apples", None), ("$10,455$", None), ("2\\pi r", None), ("3 hours ago", None), ("5", None),
+    ("5 M", None), ("5 apples", None), ("$10,455$", None), ("2\\pi r", None), ("5", None),
+    # issue 43's red team: the unit the words after the number start with; 'KM' is km, 'M' stays no unit
+    ("3 hours ago", "h"), ("5 cm long", "cm"), ("5 KM", "km"), ("5 ms", "ms"), ("125$ miles", "mi"),
 ])
 def test_unit_of(written, unit):
     assert unit_of(written) == unit
@@ -245,7 +247,10 @@ def test_connectives_correct_and_wrong(verifier, completion, reference, outcome)
 def test_top_level_items_split_connectives():
     assert top_level_items("x=3 \\\\ x=4") == ["x=3", "x=4"] and top_level_items("12 3") == ["12", "3"]
     assert top_level_items("3 \\mid 4") == ["3", "4"] and top_level_items("a \\mid b") == ["a \\mid b"]
-    assert top_level_items("\\begin{cases} 1 \\\\ 2 \\end{cases}") == ["\\begin{cases} 1 \\\\ 2 \\end{cases}"]
+    # issue 43's red team: the rows of a cases or aligned environment are several values ('\\boxed{\\begin{cases} 3
+    # \\\\ 4 \\end{cases}}' hedged 3 and 4); a matrix's rows stay one value
+    assert top_level_items("\\begin{cases} 1 \\\\ 2 \\end{cases}") == ["1", "2"]
+    assert top_level_items("\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}") == ["\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}"]
     assert top_level_items("5 1/2") == ["5 1/2"] and top_level_items("2 and 3/4") == ["2 and 3/4"]
 
 

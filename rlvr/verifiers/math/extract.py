@@ -16,17 +16,21 @@ tests/test_verifiers.py pin them):
   '... \\boxed{24} in May ... #### 72' it is 72. A box inside an 'Answer:' or '####' line is that line's value;
   what lies inside a box or an <answer> block belongs to it. An 'Answer:' / '####' line that states no value
   ('this answer is correct because ...', 'Final Answer: The final answer is' cut by the next marker) does not
-  overrule an earlier statement (_states_value). Without any statement: (mode last_number) the last number, or
-  (mode latex) the last LaTeX environment, bare fraction or plain number (rlvr.verifiers.math.latex). In mode
-  latex, 'Answer:' lines and <answer> blocks are read as math-verify reads them (their first LaTeX environment,
-  else their text without prose words). An 'Answer:' line ends at its first sentence end ('... is 12,000,023. I
-  hope it is correct.' reads 12,000,023). A box whose braces never close is not an answer:
+  overrule an earlier statement; one holding a digit does ('The answer is therefore 4': rlvr.verifiers.math.lines).
+  Without any statement: (mode last_number) the last number, with the number before it when only connectives
+  join them (a hedge: 'It is 3 or 4'), or (mode latex) the last LaTeX environment, bare fraction or plain number
+  (rlvr.verifiers.math.latex). In mode latex, 'Answer:' lines and <answer> blocks are read as math-verify reads
+  them (their first LaTeX environment, else their text without prose words). An 'Answer:' line's value is its
+  first clause ('... is 12,000,023. I hope it is correct.' reads 12,000,023; rlvr.verifiers.math.around), and what
+  stands around the final statement may retract or hedge it (issue 43's red team: _checked, around.py). A box
+  whose braces never close is not an answer:
   `\\boxed{\\frac{1}{2}` never reads as 1/2 (nor does the latex fallback read its inside, or after an unclosed
   <answer>); one still open MAX_ANSWER_CHARS into its content is an over-long answer (unparseable), which keeps
   the brace scan bounded on 1 MB of braces.
 - A correction is not a hedge: an earlier, different statement separated from the last one by anything but
   connectives is overruled. A hedge is two candidates in one statement, or statements with only connectives
-  between them (`\\boxed{3} \\boxed{4}`, 'Answer: 3' on one line and 'Answer: 4' on the next); answer spam is
+  between them (`\\boxed{3} \\boxed{4}`, 'Answer: 3' on one line and 'Answer: 4' on the next), or with a word that
+  offers an alternative and none that corrects ('\\boxed{3} (if n is even), \\boxed{4}': _ALTERNATIVE); answer spam is
   more than MAX_DISTINCT_ANSWERS different declared answers. Both are checked in rlvr.verifiers.math.hedges,
   which says what counts; LaTeX environments and numbers (mode latex) are mostly reasoning, so only their final
   run counts for spam.
@@ -56,60 +60,47 @@ import re
 from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
+from rlvr.verifiers.math.around import box_problem, fallback_problem, trailer_problem
+from rlvr.verifiers.math.boxes import MAX_ANSWER_CHARS, box_spans, last_boxed  # noqa: F401  (re-exported)
+from rlvr.verifiers.math.boxes import RECENT as _RECENT
+from rlvr.verifiers.math.boxes import cut as _cut
 from rlvr.verifiers.math.forms import counted_value
 from rlvr.verifiers.math.hedges import answer_text, hedge_problem, top_level_items  # noqa: F401  (re-exported)
 from rlvr.verifiers.math.latex import clean as _clean
 from rlvr.verifiers.math.latex import connective as _connective
-from rlvr.verifiers.math.latex import latex_level, list_gap, refine, solves_nothing, stated_value
-from rlvr.verifiers.math.numbers import as_number, canonical, last_number, number_readings  # noqa: F401  (re-exported: rlvr.verifiers.math.verifier and the tests use them)
-from rlvr.verifiers.math.scan import ascii_lower, last_marks, nth_last, tail
+from rlvr.verifiers.math.latex import latex_level, list_gap, solves_nothing, stated_value
+from rlvr.verifiers.math.lines import (
+    ANSWER_MARK,
+    HASH_ANSWER,
+    HASH_MARK,
+    LINE_KINDS,
+    Candidate,
+    marked_lines,
+    states_value,
+)
+from rlvr.verifiers.math.numbers import as_number, canonical, last_number, number_before, number_readings  # noqa: F401  (re-exported: rlvr.verifiers.math.verifier and the tests use them)
+from rlvr.verifiers.math.scan import nth_last, tail
 from rlvr.verifiers.math.units import unit_around
 
 Mode = Literal["strict", "last_number", "latex"]
 MODES: tuple[str, ...] = get_args(Mode)
 
-MAX_ANSWER_CHARS = 2000  # longer extracted answers are not sent to sympy (parse time grows with length)
-_RECENT = 64  # candidates materialized per kind: enough to see spam, bounded work on 1 MB inputs
 NO_ANSWER = "no final answer found (expected \\boxed{}, 'Answer:' or '####')"
 NO_ANSWER_OR_NUMBER = "no final answer found (no \\boxed{}, 'Answer:', '####' or number)"
 NO_ANSWER_LATEX = "no final answer found (no \\boxed{}, 'Answer:', '####', LaTeX or readable last number)"
 ONLY_IN_THINK = "final answer only inside <think>...</think>; reasoning does not count"
 
-_BOX_START = re.compile(r"\\(?:boxed|fbox)[ \t]*\{")
-_BRACES = re.compile(r"(?<!\\)[{}]")  # \{ and \} are set delimiters, not groups
-_BOXED_BARE = re.compile(r"\\(?:boxed|fbox) +([^\s{}$]+)")  # MATH also writes "\boxed 5"
-_ANSWER_MARK = re.compile(r"\banswer(?:[ \t]*:|[ \t]+is\b[ \t]*:?)", re.IGNORECASE)
-_HASH_MARK = re.compile(r"####")
-# mode latex: '####' only before an answer (GSM8K '#### 72'), not as a markdown heading ('#### Step 1: ...')
-_HASH_ANSWER = re.compile(r"####(?=[ \t]*[-+$\\\d.(\[{])")
 _MARKER = re.compile(r"####|\\boxed|\\fbox|<answer>")
 _BOX_OR_TAG = re.compile(r"\\boxed|\\fbox|<answer>")
-_MEANINGFUL = re.compile(r"[^\s*$.]")  # a segment without one of these cleans to ""
-_NEXT_LINE = re.compile(r"\s*([^\n]*)")  # first non-blank line from a position, without copying the text
-# An 'Answer:' line ends at its first sentence end when the rest states no value: '12,000,023. I hope it is correct.'
-# (issue 43); in 'the largest $n$ is 34. Wait, $n$ is 35' the rest may overrule it (rlvr.verifiers.math.latex).
-_SENTENCE_END = re.compile(r"(?<=[^\s.])\.\s+(?=[A-Z<])")
-_ANY_VALUE = re.compile(r"[\d$\\]")
-_LINE_KINDS = ("answer_line", "hashes")
 _LIST_WORD = re.compile(r",|\band\b")
-_WORD_ANSWER = re.compile(r"(?:[A-Z][\w'-]*|yes|no|none|true|false|undefined|impossible)[.!]?")  # one-word answers
 _HEDGE_WORD = re.compile(r"\b(?:or|either|maybe|perhaps)\b", re.IGNORECASE)
 _DELIMITED = ("answer_tag", "boxed", "latex")  # kinds whose extent is marked, unlike a line's
-# What an 'Answer:' / '####' line that states a value starts with (issue 43): a number, LaTeX, a bracket, a currency
-# sign, a variable set to a value, or a number word ('five apples'); anything else is prose (_states_value).
-_VALUE_START = re.compile(r"[-+\u2212\u2013~]?\s*[\d.$\\({\[<\u20ac\u00a3\u00a5]|[A-Za-z](?:_\{?\w+\}?)?\s*(?:=|$)"
-                          r"|(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|[a-z]+teen|twenty"
-                          r"|thirty|forty|fifty|sixty|seventy|eighty|ninety|a\s+half|half)\b", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class Candidate:
-    text: str  # the answer as written, cleaned of wrappers; capped at MAX_ANSWER_CHARS + 1 characters
-    start: int  # span of the whole marked answer in the searched text (marker included)
-    end: int
-    raw: str = ""  # an 'Answer:' line as written when `text` was read from it (stated value, refined, counted)
-    kind: str = ""  # set when the statements of all kinds are merged (_statements)
-    declared: bool = True  # an answer declaration, or a box inside one; other boxes are steps (hedges.py)
+# Between two statements, a word that offers the second as an alternative ('\\boxed{3} (if n is even), \\boxed{4}',
+# '\\boxed{3} -> \\boxed{4}'), unless a word corrects the first ('Wait, if we count the ends, \\boxed{4}'): issue 43.
+_ALTERNATIVE = re.compile(r"\b(?:or|either|maybe|perhaps|possibly|alternatively|otherwise|if|unless|whereas|vs|versus"
+                          r"|else)\b|->|=>|[→⇒]|\\(?:to|Rightarrow|implies)(?![A-Za-z])", re.IGNORECASE)
+_CORRECTION = re.compile(r"\b(?:wait|actually|mistake|wrong|error|oops|hmm|re-?check\w*|redo|correct\w*|instead|rather"
+                         r"|no|fix\w*|recalculat\w*|recomput\w*|let\s+me|sorry)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -121,6 +112,7 @@ class FinalAnswer:
     listed: bool = False  # a run of several joined only by commas and 'and' (a list, not alternatives)
     written: str = ""  # the final statement as written (its unit, issue 43: rlvr.verifiers.math.units)
     line: tuple[str, ...] = ()  # the boxes of its line that a comma or 'and' joins (_on_line), final one last
+    problem: str = ""  # why it is no answer though found: retracted, hedged after it, part of an expression (around.py)
 
 
 # ---------------------------------------------------------------- thinking
@@ -157,98 +149,14 @@ def outside_thinking(text: str) -> str:
 
 
 # ---------------------------------------------------------------- candidates of each kind
-def _cut(text: str, start: int, end: int, refined: bool = False) -> str:
-    """The cleaned answer in text[start:end] (refined as in mode latex when asked); a longer span than
-    MAX_ANSWER_CHARS comes back uncleaned and cut at MAX_ANSWER_CHARS + 1, so it is reported as too long
-    instead of read as a truncated number."""
-    if end - start > MAX_ANSWER_CHARS:
-        return text[start:start + MAX_ANSWER_CHARS + 1]
-    return refine(text[start:end]) if refined else _clean(text[start:end])
-
-
-def _box_spans(text: str) -> list[tuple[int, int, int, int, str]]:
-    """(start, content start, content end, end, kind) of the last _RECENT boxes, last box last; kind is
-    "braced", "bare" (`\\boxed 5`) or "open" (cut at MAX_ANSWER_CHARS).
-
-    Walks the box starts backwards (the last MAX_MARKS, rlvr.verifiers.math.scan). A box cannot close after a
-    later box start unless that later box closes first (it would take the closing brace), so each scan stops
-    at the next start: linear in all. It also stops MAX_ANSWER_CHARS into the content; such a box is returned
-    cut there (an over-long answer, never checked), so a 1 MB run of braces costs one bounded scan.
-    """
-    spans: list[tuple[int, int, int, int, str]] = []
-    limit = len(text)
-    marks = last_marks(text, (_BOX_START, _BOXED_BARE), ("\\boxed", "\\fbox"))
-    bare = [(m.start(), m.start(1), m.end(1), m.end(), "bare") for m in marks if m.re is _BOXED_BARE]
-    for match in reversed([m for m in marks if m.re is _BOX_START]):
-        start, content = match.span()
-        while bare and bare[-1][0] > start:
-            spans.append(bare.pop())
-        window = min(limit, content + MAX_ANSWER_CHARS + 1)
-        depth, end = 1, None
-        for brace in _BRACES.finditer(text, content, window):
-            depth += 1 if brace.group() == "{" else -1
-            if depth == 0:
-                end = brace.start()
-                break
-        if end is not None:
-            spans.append((start, content, end, end + 1, "braced"))
-        elif window < limit:  # still open MAX_ANSWER_CHARS in: over-long, reported as such
-            spans.append((start, content, window, window, "open"))
-        limit = start
-        if len(spans) >= _RECENT:
-            break
-    spans += bare[::-1]
-    spans.sort()
-    return spans[-_RECENT:]
-
-
-def last_boxed(text: str) -> str | None:
-    """Content of the last complete \\boxed{...} or \\fbox{...} (or brace-less \\boxed 5); None if none."""
-    for _, start, end, _, kind in reversed(_box_spans(text)):
-        if kind != "open":
-            return text[start:end] if kind == "braced" else text[start:end].rstrip(".")
-    return None
-
-
 def _boxed(text: str) -> list[Candidate]:
-    found = [Candidate(_cut(text, a, b), s, e) for s, a, b, e, _ in _box_spans(text)]
+    found = [Candidate(_cut(text, a, b), s, e) for s, a, b, e, _ in box_spans(text)]
     return [c for c in found if c.text]
 
 
-def _marked_lines(text: str, mark: re.Pattern, refined: bool = False) -> list[Candidate]:
-    """Answers after a marker: the rest of the line up to the next marker (or, when that is empty, the next
-    non-empty line), refined as in mode latex when asked. Walks backwards and stops after _RECENT answers or
-    MAX_MARKS markers, so 1 MB of markers stays cheap (no honest solution writes thousands of empty
-    'Answer:' markers)."""
-    if mark is _ANSWER_MARK:  # case-insensitive: its literal is searched in a lowered copy
-        marks = [m.span() for m in last_marks(text, (mark,), ("answer",), ascii_lower(text))]
-    else:
-        marks = [m.span() for m in last_marks(text, (mark,), ("####",))]
-    found: list[Candidate] = []
-    for i in range(len(marks) - 1, -1, -1):
-        start, value = marks[i]
-        limit = marks[i + 1][0] if i + 1 < len(marks) else len(text)
-        newline = text.find("\n", value, limit)  # bounded by the next marker: linear in all
-        end = newline if newline >= 0 else limit
-        answer = _cut(text, value, end) if _MEANINGFUL.search(text, value, end) else ""
-        if not answer and end < limit:
-            nxt = _NEXT_LINE.match(text, end, limit)
-            value, end = nxt.start(1), nxt.end(1)
-            answer = _cut(text, value, end)
-        sentence = _SENTENCE_END.search(text, value, end)
-        if answer and sentence and not _ANY_VALUE.search(text, sentence.end(), end):
-            end = sentence.start()
-            answer = _cut(text, value, end)
-        if answer:
-            stated = (refined and _cut(text, value, end, True)) or stated_value(answer) or counted_value(answer) \
-                or answer
-            found.append(Candidate(stated, start, end, answer))
-            if len(found) == _RECENT:
-                break
-    return found[::-1]
-
-
 def _answer_tags(text: str, mode: Mode) -> list[Candidate]:
+    """Complete <answer> blocks, each read as its last statement (a run of alternatives inside it stays one: '<answer>
+    \\boxed{3} or \\boxed{4}</answer>' is a hedge, issue 43), else its whole text."""
     found, pos = [], nth_last(text, "<answer>")  # tags are paired from the last MAX_MARKS openers
     while (start := text.find("<answer>", pos)) >= 0:
         close = text.find("</answer>", start + len("<answer>"))
@@ -261,18 +169,27 @@ def _answer_tags(text: str, mode: Mode) -> list[Candidate]:
         inner = text[start + len("<answer>"):close]
         final = _final(inner, mode, tags=False, fallback=False)
         answer = final.text if final is not None else _cut(inner, 0, len(inner), mode == "latex")
+        if final is not None and len(final.run) > 1:
+            answer = (", " if final.listed else " or ").join(final.run)
         written = final.written if final is not None else _cut(inner, 0, len(inner))
         answer = (final is None and mode != "latex" and (stated_value(answer) or counted_value(answer))) or answer
         if answer:
-            candidates.append(Candidate(answer, start, close + len("</answer>"), written))
+            candidates.append(Candidate(answer, start, close + len("</answer>"), written,
+                                        problem=final.problem if final is not None else ""))
     return candidates
 
 
 # ---------------------------------------------------------------- the final answer
 def _adjacent(text: str, first: Candidate, second: Candidate, delimited: bool) -> bool:
-    """Whether `second` directly follows `first` as an alternative. An 'Answer:' value runs to the end of its
-    line, so it must itself be one chunk plus connectives ('3', '3 or'), not '5. Hmm, 3 + 4 is 7'."""
-    if first.end > second.start or not _connective(text[first.end:second.start]):
+    """Whether `second` directly follows `first` as an alternative: only connectives between them, or a word that offers
+    an alternative and none that corrects (_ALTERNATIVE). An 'Answer:' value that is followed by more than connectives
+    ('5. Hmm, 3 + 4 is 7') is no alternative joined by them."""
+    gap = text[first.end:second.start]
+    if first.end > second.start:
+        return False
+    if len(gap) <= 200 and _ALTERNATIVE.search(gap) and not _CORRECTION.search(gap):
+        return True
+    if not _connective(gap):
         return False
     return delimited or _connective(" ".join((first.raw or first.text).split()[1:]))
 
@@ -280,22 +197,8 @@ def _adjacent(text: str, first: Candidate, second: Candidate, delimited: bool) -
 def _kinds(mode: Mode, tags: bool) -> list:
     refined = mode == "latex"
     kinds = [("answer_tag", lambda t: _answer_tags(t, mode))] if tags else []
-    return kinds + [("boxed", _boxed), ("answer_line", lambda t: _marked_lines(t, _ANSWER_MARK, refined)),
-                    ("hashes", lambda t: _marked_lines(t, _HASH_ANSWER if refined else _HASH_MARK, refined))]
-
-
-def _states_value(candidate: Candidate) -> bool:
-    """Whether a statement states a value (issue 43): boxes and <answer> blocks always; an 'Answer:' line when it
-    starts like a value (_VALUE_START), is one name or word answer ('Evelyn', 'C', 'yes') or names what was asked
-    before the value ('the largest $n$ is 34'); a '####' line when it starts like a value. 'This answer is correct
-    because ...' and 'I hope this answer is helpful!' do not."""
-    if candidate.kind not in _LINE_KINDS:
-        return True
-    written = candidate.raw or candidate.text
-    if _VALUE_START.match(written):
-        return True
-    return candidate.kind == "answer_line" and (_WORD_ANSWER.fullmatch(written) is not None
-                                                or stated_value(written) is not None)
+    return kinds + [("boxed", _boxed), ("answer_line", lambda t: marked_lines(t, ANSWER_MARK, refined)),
+                    ("hashes", lambda t: marked_lines(t, HASH_ANSWER if refined else HASH_MARK, refined))]
 
 
 def _statements(text: str, mode: Mode, tags: bool) -> list[Candidate]:
@@ -307,14 +210,14 @@ def _statements(text: str, mode: Mode, tags: bool) -> list[Candidate]:
     kept: list[Candidate] = []
     declaring = -1  # end of the last 'Answer:' or '####' line: statements before it lie inside it
     for candidate in found:
-        if kept and candidate.start < kept[-1].end and kept[-1].kind not in _LINE_KINDS:
+        if kept and candidate.start < kept[-1].end and kept[-1].kind not in LINE_KINDS:
             continue  # inside a box or an <answer> block, which reads its own inside
         if kept and candidate.start < kept[-1].end:
             kept.pop()  # a line holding a box: the box is the line's value
         kept.append(replace(candidate, declared=candidate.declared or candidate.start < declaring))
-        if candidate.kind in _LINE_KINDS:
+        if candidate.kind in LINE_KINDS:
             declaring = max(declaring, candidate.end)
-    valued = [c for c in kept if _states_value(c)]
+    valued = [c for c in kept if states_value(c)]
     return (valued or kept)[-_RECENT:]
 
 
@@ -350,7 +253,7 @@ def _on_line(text: str, statements: list[Candidate]) -> tuple[str, ...]:
 def _final(text: str, mode: Mode, tags: bool = True, fallback: bool = True) -> FinalAnswer | None:
     statements = _statements(text, mode, tags)
     if statements:
-        return _with_run(text, statements)
+        return _checked(text, _with_run(text, statements), statements[-1])
     if not fallback:
         return None
     if mode == "latex" and not _BOX_OR_TAG.search(text):  # a box or tag that never closed is no answer
@@ -360,15 +263,32 @@ def _final(text: str, mode: Mode, tags: bool = True, fallback: bool = True) -> F
         # Environments are mostly reasoning ('$x = 3$'): only the final run counts as answers (spam check).
         if not candidates:
             return None
-        final = _with_run(text, candidates)
-        sign, unit = unit_around(text, candidates[-1].start, candidates[-1].end)  # '$5$ m long': a unit (issue 43)
-        return replace(final, recent=final.run, written=sign + final.written + unit)
+        final, last = _with_run(text, candidates), candidates[-1]
+        sign, unit = unit_around(text, last.start, last.end)  # '$5$ m long': a unit (issue 43)
+        return replace(final, recent=final.run, written=sign + final.written + unit,
+                       problem=fallback_problem(text, last.start, last.end) or "")
     window = tail(text)
     number = last_number(window) if mode == "last_number" and not solves_nothing(window) else None
     if number is None:
         return None
-    sign, unit = unit_around(window, window.rfind(number), window.rfind(number) + len(number))
-    return FinalAnswer(number, "last_number", (number,), (number,), written=sign + number + unit)
+    at = window.rfind(number)
+    sign, unit = unit_around(window, at, at + len(number))
+    before = number_before(window, at)  # 'It is 3 or 4', '12 3', 'between 3 and 4': a run (issue 43)
+    run = (before[0], number) if before and _connective(window[before[1]:at]) else (number,)
+    return FinalAnswer(number, "last_number", run, run, written=sign + number + unit,
+                       problem=fallback_problem(window, at, at + len(number)) or "")
+
+
+def _checked(text: str, final: FinalAnswer, last: Candidate) -> FinalAnswer:
+    """`final` with what stands around its statement (rlvr.verifiers.math.around): a box's neighbours, its percent
+    sign and unit, and a retraction or hedge after it."""
+    answer, written, problem = final.text, final.written, last.problem
+    if last.kind in ("boxed", "answer_tag"):  # '\\boxed{5} million', '<answer>5</answer> million'
+        why, percent = box_problem(text, last.start, last.end, tag=last.kind == "answer_tag")
+        sign, unit = unit_around(text, last.start, last.end)
+        answer, written, problem = answer + percent, sign + written + percent + unit, problem or why or ""
+    problem = problem or trailer_problem(text, last.end, last.line_end, final.text) or ""
+    return replace(final, text=answer, written=written, problem=problem)
 
 
 def final_answer(completion: str, mode: Mode = "strict") -> FinalAnswer | None:

@@ -87,10 +87,13 @@ _NOT_A_COUNT = VALUE_WORDS - {"to"} | frozenset({
     "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty",
     "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety", "hundred", "thousand", "million", "billion",
     "trillion",
-    "pi", "sqrt", "log", "ln", "sin", "cos", "tan", "exp", "choose"})  # issue 43: boxes read counts ('2 pi')
+    "pi", "sqrt", "log", "ln", "sin", "cos", "tan", "exp", "choose",  # issue 43: boxes read counts ('2 pi')
+    "itself", "themselves", "tens", "lakhs", "crores"})  # issue 43's red team: '5 times itself', '5 tens'
+_TO_THE = re.compile(r"\bto(?:\s+the\b|\s*$)", re.IGNORECASE)  # '5 to the second' is a power (issue 43's red team)
 
 
-def _changes_a_count(word: str) -> bool:
+def changes_count(word: str) -> bool:
+    """Whether a word after a number changes, hedges or bounds it (_NOT_A_COUNT, plurals read as their singular)."""
     word = word.lower()
     return any(form in _NOT_A_COUNT for form in (word, word.removesuffix("s"), word.removesuffix("es")))
 
@@ -100,7 +103,9 @@ def counted_value(answer: str) -> str | None:
     none of the words changes, hedges or bounds the value (_NOT_A_COUNT, VALUE_WORDS); None for anything else (see
     the module docstring)."""
     match = _COUNTED.fullmatch(answer.replace("**", ""))
-    if not match or any(_changes_a_count(word) for word in _WORD.findall(match.group(2))):
+    if not match or _TO_THE.search(match.group(2)):
+        return None
+    if any(changes_count(word) for word in _WORD.findall(match.group(2))):
         return None
     return match.group(1)
 

@@ -10,7 +10,10 @@ rlvr.verifiers.math.extract):
   `\\qquad` `\\land` `\\wedge` `\\&` `\\mid` `\\sim` `\\setminus` between plain values or assignments
   (`3 \\quad 4`, `x=3 \\wedge x=4`; `5 \\quad \\text{cm}` is 5 with a unit, and between sets
   `\\mathbb{R} \\setminus \\{0\\}` stays one set). A mixed number ('5 1/2', '2 and
-  3/4') is one value (rlvr.verifiers.math.words).
+  3/4') is one value (rlvr.verifiers.math.words). Issue 43's red team: also `\\cr`, `\\newline` always, and
+  `\\hspace{..}`, `\\enspace`, `\\>`, `~`, `|`, `\\vert`, `\\parallel`, `\\cup`, `\\cap`, `\\dots` between plain
+  values; the rows of a `cases` or `aligned` environment are values (a matrix's rows stay one value). Several
+  statements joined by 'or' are a hedge whatever the reference ('\\boxed{1, 2} or \\boxed{1, 3}').
 - A bare list answers a tuple reference of its length, in its order: `\\boxed{2, 1}` is the pair `(2, 1)`, and
   wrong for `(1, 2)` (issue 43).
 - Answer spam: more than MAX_DISTINCT_ANSWERS different values among the completion's answer declarations
@@ -30,8 +33,13 @@ _AND = re.compile(r"\\text\{\s*and\s*\}|\band\b", re.IGNORECASE)
 _OR = re.compile(r"\\text\{\s*or\s*\}|(?<![A-Za-z])or(?![A-Za-z])")
 _SET = re.compile(r"\\left\\\{(.*)\\right\\\}|\\\{(.*)\\\}|\{(.*)\}", re.DOTALL)
 # Top-level separators of an answer (issue 43). Group 1: always a separator; group 2: only between plain values.
-_JOINS = re.compile(r"(\\\\|\\(?:lor|vee)(?![A-Za-z]))"
-                    r"|(\\(?:land|wedge|mid|sim|setminus|q?quad)(?![A-Za-z])|\\&)")
+_JOINS = re.compile(r"(\\\\|\\(?:lor|vee|cr|newline)(?![A-Za-z]))"
+                    r"|(\\(?:land|wedge|mid|sim|setminus|q?quad|enspace|enskip|emsp|thinspace|hfill|cup|cap|vert"
+                    r"|parallel|[lcv]?dots[bc]?)(?![A-Za-z])|\\[&>]|\\hspace\*?\{[^{}]*\}|\\phantom\{[^{}]*\}"
+                    r"|\\(?:text|mbox|hbox)\{\s*\}|\|)")  # issue 43's red team: spacing, bars, unions, dots
+# an environment whose rows are several values: '\\begin{cases} 3 \\\\ 4 \\end{cases}' (issue 43's red team)
+_ROWS = re.compile(r"\s*\\begin\{(cases|aligned|align\*?|gathered|gather\*?|split|eqnarray\*?|multline\*?)\}"
+                   r"(.*)\\end\{\1\}\s*", re.DOTALL)
 _ENVIRONMENT = re.compile(r"\\(begin|end)\s*\{")
 _SPACES = re.compile(r"(?:\s|~|\\[,;: ])+")
 _TUPLE = re.compile(r"(?:\\left\s*)?\((.*?)(?:\\right\s*)?\)", re.DOTALL)
@@ -54,6 +62,9 @@ def _split_at(answer: str, cuts: list[tuple[int, int]]) -> list[str]:
 
 def _joined_values(item: str) -> list[str]:
     """`item` split at its top-level connectives (see the module docstring); [item] when it has none."""
+    rows = _ROWS.fullmatch(item)
+    if rows:
+        item = rows.group(2).replace("&", "")
     strong, weak, depth, env = [], [], 0, 0
     marks = [(m.start(), m.end(), m) for m in _JOINS.finditer(item)] + \
             [(m.start(), m.end(), m) for m in _ENVIRONMENT.finditer(item)]
@@ -170,10 +181,11 @@ def hedge_problem(final, gold: str) -> str | None:
     """Why `final` (an rlvr.verifiers.math.extract.FinalAnswer) offers several answers where the reference has
     one; None when it commits to one."""
     several = f"hedged: several answers ({_short(final.text)})"
-    if final.kind == "last_number":
-        return None
     if _HEDGE_WORDS.search(final.text) and not _HEDGE_WORDS.search(gold):
         return several
+    alternatives = len({_value_key(answer) for answer in final.run}) > 1 and not final.listed  # '\\boxed{1, 2} or
+    if alternatives and (len(gold_items(gold)) > 1 or final.kind == "last_number"):  # \\boxed{1, 3}' (issue 43)
+        return f"hedged: several answers ({', '.join(_short(a, 20) for a in final.run[-3:])})"
     if len(gold_items(gold)) == 1 and not _bare_tuple(final.text, gold):
         items = top_level_items(final.text)
         if len({_value_key(item) for item in items}) > 1 and not _named_values(items):

@@ -12,7 +12,9 @@ Decisions (tests/test_math_latex_mode.py; precedence in rlvr.verifiers.math.extr
 - An 'Answer:' / 'answer is' / '####' line is read as math-verify reads it: its first LaTeX environment and
   the environments chained to it by ',', 'and', 'or' (kept in the text, so 'or' still reads as a hedge);
   without one, its text minus leading and trailing prose words ('42 apples.' -> '42'), except words that
-  change the value or hedge ('minus', 'thousand', 'or', 'at least', ...: _KEEP). A line whose environments
+  change the value or hedge ('minus', 'thousand', 'or', 'at least', ...: _KEEP); before the number only fillers
+  and a subject with a copula go (rlvr.verifiers.math.prose, issue 43's red team). A digit after the first
+  environments makes the whole line the answer, never its first value. A line whose environments
   only name the asked variable reads the value stated after them: 'the largest $n$ is 34.' -> '34'
   (stated_value, issue 24), unless a later environment may overrule it.
 - `$` pairs only on one line; a `$` right before a digit whose partner follows a space or precedes a digit is
@@ -33,21 +35,24 @@ from collections import deque
 from typing import NamedTuple
 
 from rlvr.verifiers.math.numbers import NUMBER_IN_TEXT, as_number, brace_depths, in_expression, last_digit
+from rlvr.verifiers.math.prose import keeps_value, lead_end
 from rlvr.verifiers.math.words import DOTS, value_word
 
 RECENT = 64  # candidates kept from the end of the text (enough to see a run of alternatives)
 _DELIMITERS = re.compile(r"\\\\|\\\$|\$\$|\$|\\\[|\\\]|\\\(|\\\)")
 _CLOSE = {"$$": "$$", "$": "$", "\\[": "\\]", "\\(": "\\)"}
 _ONE_LINE = ("$", "\\(")  # math-verify's inline environments do not span lines
-_DOLLAR_AFTER = re.compile(r"^[^$]*\d\s*\$$")  # one '$', after the number: a dollar sign, not a delimiter
 _PERCENT_AFTER = re.compile(r"\s*(?:\\%|%|percent\b)")
 _BARE = re.compile(  # a fraction or root written outside $..$: '\\frac{1}{3}', '2\\sqrt3' (one brace level)
     r"(?<![\\\w])-?(?:\d+\s*)?\\(?:[dtc]?frac(?:\{[^{}$\n]{1,200}\}|\d){2}|sqrt(?:\{[^{}$\n]{1,200}\}|\d+))")
 # between two answers: spacing, punctuation, and a variable named again ('$x = \\boxed{3}$ or $x = \\boxed{4}$')
 _GAP_NOISE = re.compile(r"\\(?:quad|qquad|text|mathrm|mbox|[,;! ])|(?<![\w\\])[A-Za-z](?:_\{?\w+\}?)?\s*="
                         r"|[\s$,;.:!?()\[\]{}*&/\\-]")  # 'y_2 =' names a variable too (issue 43)
-_CONNECTIVES = frozenset({"or", "and", "either", "maybe", "perhaps", "possibly", "also", "alternatively"})
-_EQUALS = re.compile(r"(?<![<>!\\])=(?![^{}]*\})")  # a top-level '=' (not '<=', '\\neq', or inside braces)
+_CONNECTIVES = frozenset({"or", "and", "either", "maybe", "perhaps", "possibly", "also", "alternatively",
+                          "to", "but", "vs", "versus", "otherwise", "though", "although", "else",  # issue 43's red team
+                          "between"})
+_EQUALS_OR_BRACE = re.compile(r"[{}=]")
+_DIGIT = re.compile(r"\d")
 _APPLICATION = re.compile(r"[A-Za-z](?:_\{?\w+\}?)?\s*\(.*\)")  # f(2), g_1(f(3))
 _COMMAND = re.compile(r"\\[A-Za-z]+")
 _FREE = re.compile(r"[A-Za-z](?!\s*\()")
@@ -75,20 +80,54 @@ class Span(NamedTuple):
 
 
 def clean(answer: str) -> str:
-    """Strip the wrapping models put around a final answer: spaces, **bold**, $..$, \\(..\\), final '.'."""
-    previous = None
-    answer = answer.strip()
-    while answer != previous:
-        previous = answer
-        for wrapper in ("**", "$", "\\(", "\\)", "\\[", "\\]"):
-            sign = answer.endswith("\\$") or _DOLLAR_AFTER.search(answer)  # '18\\$', '2,74 $': dollar signs
-            answer = answer.removeprefix(wrapper)  # after the number, not delimiters (issues 24, 43)
-            if not sign:
-                answer = answer.removesuffix(wrapper)
-            answer = answer.strip()
-        if not answer.endswith("\\right.") and not DOTS.search(answer):  # '\\right.' is no full stop, nor
-            answer = answer.removesuffix(".").strip()  # are the dots of '0.333...' (issue 43: they make it 1/3)
-    return answer
+    """Strip the wrapping models put around a final answer: spaces, **bold**, $..$, \\(..\\), final '.'. Runs of
+    wrappers other than '$' go at once, and after MAX_PASSES passes what is left stays as it is (issue 43: one
+    wrapper per pass, searching the whole answer again each time, was quadratic: 64 answers of 2000 characters of
+    '**' took 7 s)."""
+    start, end = 0, len(answer)
+    dollars = [i for i, ch in enumerate(answer) if ch == "$"] if "$" in answer else []
+    dots = DOTS.search(answer) is not None  # '0.333...': its dots are no full stop (they make it 1/3)
+    for _ in range(MAX_PASSES):
+        before = start, end
+        start, end = _runs(answer, start, end)
+        for wrapper in _WRAPPERS:
+            sign = _dollar_sign(answer, start, end, dollars)  # '18\\$', '2,74 $': after the number, no delimiter
+            start += len(wrapper) if answer.startswith(wrapper, start, end) else 0
+            end -= len(wrapper) if not sign and answer.endswith(wrapper, start, end) else 0
+            start, end = _runs(answer, start, end, wrappers=False)
+        if not answer.endswith("\\right.", start, end) and not dots and answer.endswith(".", start, end):
+            end -= 1  # '\\right.' is no full stop either
+        if (start, end) == before:
+            break
+    return answer[start:end].strip()
+
+
+MAX_PASSES = 16  # layers of '$' unwrapped at most (no honest answer has 3)
+_WRAPPERS = ("**", "$", "\\(", "\\)", "\\[", "\\]")
+_PAIRS = ("**", "\\(", "\\)", "\\[", "\\]")  # the wrappers of two characters without a '$'
+
+
+def _runs(text: str, start: int, end: int, wrappers: bool = True) -> tuple[int, int]:
+    """text[start:end] without leading and trailing spaces, and (`wrappers`) runs of the wrappers that hold no '$'
+    (their removal changes no '$' count, so no dollar sign: _dollar_sign)."""
+    while start < end and (text[start].isspace() or (wrappers and text.startswith(_PAIRS, start, end))):
+        start += 1 if text[start].isspace() else 2
+    while end > start and (text[end - 1].isspace() or (wrappers and text.endswith(_PAIRS, start, end))):
+        end -= 1 if text[end - 1].isspace() else 2
+    return start, end
+
+
+def _dollar_sign(text: str, start: int, end: int, dollars: list[int]) -> bool:
+    """Whether text[start:end] ends with a dollar sign written after its number: '18\\$', or its only '$' right after
+    a digit and spaces ('2,74 $', issues 24 and 43). `dollars`: the positions of every '$' in `text`."""
+    if text.endswith("\\$", start, end):
+        return True
+    if end <= start or text[end - 1] != "$":
+        return False
+    if bisect.bisect_left(dollars, end) - bisect.bisect_left(dollars, start) != 1:  # one '$' in text[start:end]
+        return False
+    before = text[max(start, end - 200):end - 1].rstrip()  # '5 $': spaces between; 200 bound the work per pass
+    return before[-1:].isdigit()
 
 
 def connective(gap: str) -> bool:
@@ -109,13 +148,30 @@ def last_side(answer: str, before: str = "") -> str:
     roots is $-\\frac{b}{a} = -5$' states -5 (the formula names the quantity), unless that text calls it
     an equation. Nothing else is: 'So $2x + 3 = 7$' stays an equation (not 7), '5 = 7' a false identity,
     '2 \\cdot 81 = 162' a true one that the worker checks; boxes and 'Answer:' lines are never cut."""
-    sides = _EQUALS.split(answer)
+    sides = split_equals(answer)
     if len(sides) == 2 and _free_variable(sides[0]) and as_number(sides[1]) is not None \
             and _NAMED.search(before) and not _EQUATION_WORD.search(before):
         return sides[1].strip()
     if len(sides) < 2 or not _APPLICATION.fullmatch(sides[0].strip()) or _free_variable(sides[0]):
         return answer
     return answer if _free_variable(sides[-1]) else sides[-1].strip()
+
+
+def split_equals(answer: str) -> list[str]:
+    """`answer` split at its top-level '=' (not '<=', '\\neq', nor one whose next brace closes a group). One pass
+    from the end (issue 43: a lookahead per '=' was quadratic, 16,000 '=' took 0.7 s)."""
+    cuts, closing = [], False  # closing: the next brace to the right is a '}'
+    for token in reversed(list(_EQUALS_OR_BRACE.finditer(answer))):
+        at = token.start()
+        if token.group() != "=":
+            closing = token.group() == "}"
+        elif not closing and (at == 0 or answer[at - 1] not in "<>!\\"):
+            cuts.append(at)
+    sides, start = [], 0
+    for at in reversed(cuts):
+        sides.append(answer[start:at])
+        start = at + 1
+    return sides + [answer[start:]]
 
 
 def solves_nothing(text: str) -> bool:
@@ -126,7 +182,7 @@ def solves_nothing(text: str) -> bool:
     if not envs or not envs[-1].start <= last_digit(text) < envs[-1].end:
         return False
     env = envs[-1]
-    sides = _EQUALS.split(env.text)
+    sides = split_equals(env.text)
     return (len(sides) >= 2 and last_side(env.text, text[max(0, env.start - 80):env.start]) == env.text
             and not _SUBJECT.fullmatch(sides[0].strip()) and any(_free_variable(side) for side in sides[:-1]))
 
@@ -174,43 +230,48 @@ def latex_envs(text: str) -> list[Span]:
     return [Span(start, end, clean(content)) for start, end, content in found]
 
 
-def _chain(text: str, envs: list[Span]) -> str:
+def _chain(text: str, envs: list[Span]) -> tuple[str, int]:
     """The first environment and those chained to it by connectives, as one answer: '$3$ or $4$' -> '3 or 4';
-    a list joined only by commas and 'and' reads as a list ('1, 2')."""
-    parts = [envs[0].text]
+    a list joined only by commas and 'and' reads as a list ('1, 2'). With where the chain ends."""
+    parts, end = [envs[0].text], envs[0].end
     for previous, env in zip(envs, envs[1:]):
         gap = text[previous.end:env.start]
         if not connective(gap):
             break
         words = [w for w in _GAP_NOISE.sub(" ", gap).split() if w.lower() != "and"]
         parts.append(f"{', ' if not words else ' ' + ' '.join(words) + ' '}{env.text}")
-    return "".join(parts)
+        end = env.end
+    return "".join(parts), end
 
 
 def trim_prose(answer: str) -> str:
-    """`answer` without leading and trailing prose words ('The total is 1,234 dollars.' -> '1,234'); unchanged
-    when what would remain has no digit, or a word in _KEEP is in the way."""
-    words = answer.split()
-    start, end = 0, len(words)
-    while start < end and _PROSE.fullmatch(words[start]) and not _kept(words[start]):
-        start += 1
-    while end > start and _PROSE.fullmatch(words[end - 1]) and not _kept(words[end - 1]):
+    """`answer` without the prose words before and after its number ('The total is 1,234 dollars.' -> '1,234'): before
+    it only fillers and a subject ended by a copula, after it no word that changes or hedges it (issue 43's red
+    team: rlvr.verifiers.math.prose); unchanged when what would remain has no digit."""
+    words = answer[lead_end(answer):].split()
+    end = len(words)
+    while end > 0 and _PROSE.fullmatch(words[end - 1]) and not _kept(words[end - 1]):
         end -= 1
-    kept = clean(" ".join(words[start:end]).rstrip(",:;!?"))
+    kept = clean(" ".join(words[:end]).rstrip(",:;!?"))
     return kept if re.search(r"\d", kept) else answer
 
 
 def _kept(word: str) -> bool:
-    """A word trim_prose leaves: it changes or hedges the value (_KEEP, plurals too), or names a number, a
-    denominator or a magnitude ('five', 'fifths', 'dozens': issue 43, rlvr.verifiers.math.words)."""
+    """A word trim_prose leaves: it changes or hedges the value (_KEEP, plurals too; rlvr.verifiers.math.prose), or
+    names a number, a denominator or a magnitude ('five', 'fifths', 'dozens': issue 43, rlvr.verifiers.math.words)."""
     word = word.lower().strip(".,:;!?")
-    return word in _KEEP or word.removesuffix("s") in _KEEP or value_word(word)
+    return word in _KEEP or word.removesuffix("s") in _KEEP or value_word(word) or not keeps_value(word)
 
 
 def refine(region: str) -> str:
-    """The answer in an 'Answer:' line or an <answer> block (see the module docstring)."""
+    """The answer in an 'Answer:' line or an <answer> block (see the module docstring). When a digit follows the first
+    environments ('$3$ is what I first got, but really it's 4'), the whole region is the answer (issue 43)."""
     envs = latex_envs(region)
-    return stated_value(region, envs) or (_chain(region, envs) if envs else trim_prose(clean(region)))
+    stated = stated_value(region, envs)
+    if stated or not envs:
+        return stated or trim_prose(clean(region))
+    chained, end = _chain(region, envs)
+    return clean(region) if _DIGIT.search(region, end) else chained
 
 
 def stated_value(region: str, envs: list[Span] | None = None) -> str | None:
@@ -218,10 +279,8 @@ def stated_value(region: str, envs: list[Span] | None = None) -> str | None:
     'the largest $n$ is 34.' -> '34', 'so $x$ = $5$' -> '5' (issue 24: the answer stated in words after the
     last LaTeX expression; math-verify reads the first environment, $n$). None for any other line."""
     envs = latex_envs(region) if envs is None else envs
-    subjects = 0
-    while subjects < len(envs) and _NAMED_SUBJECT.fullmatch(envs[subjects].text):
-        subjects += 1
-    if not subjects:
+    subjects = 1 if envs and _NAMED_SUBJECT.fullmatch(envs[0].text) else 0  # one: 'the largest $n$ is 34 when $k$ =
+    if not subjects:  # 5' is not 5 (issue 43's red team)
         return None
     last = envs[subjects - 1]
     stated = _STATED.match(region, last.end)
@@ -229,7 +288,7 @@ def stated_value(region: str, envs: list[Span] | None = None) -> str | None:
         return None
     start = stated.end() if stated else last.end
     if subjects < len(envs) and not region[start:envs[subjects].start].strip():  # 'is $34$'
-        return _chain(region, envs[subjects:])
+        return _chain(region, envs[subjects:])[0]
     if subjects < len(envs):  # '$n$ is 34. Wait, $n$ is 35': what comes later may overrule it
         return None
     value = trim_prose(clean(region[start:]))

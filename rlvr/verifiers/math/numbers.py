@@ -330,6 +330,20 @@ def last_number(text: str) -> str | None:
     return last.group(0).strip()
 
 
+_SENTENCE_BREAK = re.compile(r"[.!?;](?:\s|$)|\n")
+
+
+def number_before(text: str, at: int) -> tuple[str, int] | None:
+    """The number before position `at` in its sentence, at most 200 characters back, and where it ends; None when
+    there is none (issue 43: 'It is 3 or 4' reads two numbers, a hedge)."""
+    low = max(0, at - 200)
+    breaks = [m.end() for m in _SENTENCE_BREAK.finditer(text, low, at)]
+    found = None
+    for found in NUMBER_IN_TEXT.finditer(text, breaks[-1] if breaks else low, at):
+        pass
+    return None if found is None else (found.group().strip(), found.end())
+
+
 def last_digit(text: str) -> int:
     """Index of the last digit in `text`, -1 if none (linear: each try stops at the next digit)."""
     match = _LAST_DIGIT.search(text)

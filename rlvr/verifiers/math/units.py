@@ -11,7 +11,9 @@ Decisions (tests/test_math_statements.py; corpus rows of form 'units'):
   a currency) are not units of a quantity here: 'apples' against 'oranges' is not checked, the numbers are.
   'pounds' is left out (mass or money).
 - The unit is read from the end of the statement as written (rlvr.verifiers.math.extract.FinalAnswer.written):
-  the words after its last digit, or a currency sign before its last number.
+  the words after its last digit, or a currency sign before its last number. Issue 43's red team: the unit those
+  words start with ('5 cm long' is cm, not no unit), a two-letter unit in capitals ('5 KM' is km; 'M' stays no
+  unit), and a word that names no unit we know where the reference has one is WRONG ('5 furlongs' for '5 m').
 """
 from __future__ import annotations
 
@@ -30,8 +32,11 @@ for _key, *_forms in (
         ("km", "kilometer", "kilometre"), ("in", "inch", "inches"), ("ft", "foot", "feet"), ("yd", "yard"),
         ("mi", "mile"), ("mg", "milligram"), ("g", "gram", "gramme"), ("kg", "kilogram", "kilo"), ("oz", "ounce"),
         ("s", "sec", "second"), ("min", "minute"), ("h", "hr", "hour"), ("day",), ("week", "wk"), ("month",),
-        ("year", "yr"), ("ml", "mL", "milliliter", "millilitre"), ("l", "L", "liter", "litre"), ("gal", "gallon"),
-        ("USD", "dollar", "usd"), ("cent", "¢", "cents"), ("EUR", "€", "euro", "eur", "\\euro"),
+        ("year", "yr"), ("ms", "millisecond"), ("μs", "microsecond"), ("ns", "nanosecond"), ("decade",),
+        ("century", "centuries"), ("millennium", "millennia"), ("INR", "₹", "rupee", "Rs", "rs", "inr"),
+        ("CNY", "yuan", "rmb", "cny"), ("peso",), ("CHF", "franc", "chf"), ("RUB", "ruble", "rouble"),
+        ("ml", "mL", "milliliter", "millilitre"), ("l", "L", "liter", "litre"), ("gal", "gallon"),
+        ("USD", "dollar", "usd", "buck"), ("cent", "¢", "cents"), ("EUR", "€", "euro", "eur", "\\euro"),
         ("GBP", "£", "gbp"), ("JPY", "¥", "yen"), ("deg", "°", "degree"), ("rad", "radian"),
         ("degC", "°C", "celsius"), ("degF", "°F", "fahrenheit"), ("km/h", "kph", "kmh"), ("mi/h", "mph"),
         ("m/s", "mps")):
@@ -44,6 +49,7 @@ _SPACING = re.compile(r"\\[,;:! ]|~|\\q?quad(?![A-Za-z])|[{}$]")
 _CURRENCY_BEFORE = re.compile(r"(USD|€|£|¥|\\euro(?:\{\})?)\s*[-+]?\s*\d[\d,. ]*$")
 _LAST_DIGIT = re.compile(r"\d(?=\D*\Z)")
 _WORDS = re.compile(r"[^\W\d_]+\.?|[°¢€£¥/²³]")
+_DOLLAR_WORDS = re.compile(r"\$\s*[A-Za-z]")
 _PER = re.compile(r"\s+per\s+|\s*/\s*")
 
 
@@ -51,8 +57,9 @@ def _one(word: str) -> str | None:
     """The unit one word names, plurals and case read ('Centimeters' -> cm; 'M' is not 'm'), else None."""
     word = word.rstrip(".")
     lower = word.lower()
-    forms = [word] if len(word) <= 2 else [word, lower, word.removesuffix("s"), lower.removesuffix("s"),
-                                            lower.removesuffix("es")]
+    short = [word, lower] if len(word) == 2 and word.isupper() else [word]  # 'KM' is km; 'M' is not 'm' (issue 43)
+    forms = short if len(word) <= 2 else [word, lower, word.removesuffix("s"), lower.removesuffix("s"),
+                                          lower.removesuffix("es")]
     return next((_UNITS[form] for form in forms if form in _UNITS), None)
 
 
@@ -68,8 +75,8 @@ def _named(words: str) -> str | None:
     if tokens and tokens[0].lower().rstrip(".") in ("square", "sq", "cubic", "cu"):
         power = "^2" if tokens[0].lower().startswith("s") else "^3"
         tokens = tokens[1:]
-    if tokens and tokens[-1] in ("²", "³"):
-        power, tokens = "^2" if tokens[-1] == "²" else "^3", tokens[:-1]
+    if tokens and tokens[-1] in ("²", "³", "squared", "cubed"):
+        power, tokens = "^2" if tokens[-1] in ("²", "squared") else "^3", tokens[:-1]
     if len(tokens) == 2 and tokens[0] == "°" and tokens[1] in ("C", "F"):
         tokens = ["°" + tokens[1]]
     if len(tokens) == 2 and _one(tokens[0]) == "deg" and tokens[1].lower() in ("celsius", "fahrenheit"):
@@ -80,23 +87,33 @@ def _named(words: str) -> str | None:
 
 def unit_of(written: str) -> str | None:
     """The unit a statement ends with (see the module docstring), as a canonical key; None without a known one."""
+    return _unit_and_words(written)[0]
+
+
+def _unit_and_words(written: str) -> tuple[str | None, bool]:
+    """(the unit that the words after the last number start with, as a canonical key ('5 cm long' -> cm: issue 43's
+    red team), or None; whether words follow that number at all)."""
     text = _TEXT_GROUP.sub(r" \1 ", written).replace("\\$", " USD ")
-    if text.count("$") == 1:  # one '$' is a dollar sign; a pair delimits LaTeX
-        text = text.replace("$", " USD ")
+    if text.count("$") == 1:  # one '$' is a dollar sign ('5 $'), unless words follow it ('125$ miles'); a pair
+        text = text.replace("$", " " if _DOLLAR_WORDS.search(text) else " USD ")  # delimits LaTeX
     text = _POWER.sub(lambda m: " ² " if m.group(1) == "2" else " ³ ", _DEGREES.sub(" ° ", text))
     for sign in "²³°/":
         text = text.replace(sign, f" {sign} ")
     text = " ".join(_SPACING.sub(" ", text).split()).rstrip(".")
     currency = _CURRENCY_BEFORE.search(text)
     if currency:
-        return _one(currency.group(1).removesuffix("{}"))
+        return _one(currency.group(1).removesuffix("{}")), True
     last = _LAST_DIGIT.search(text)
     if last is None:
-        return None
-    rest = text[last.end():].strip()
-    if not rest or not all(_WORDS.fullmatch(w) for w in rest.split()):
-        return None
-    return _named(rest.replace("° C", "°C").replace("° F", "°F"))
+        return None, False
+    words = text[last.end():].split()
+    if not words or not _WORDS.fullmatch(words[0]):
+        return None, False
+    for size in range(min(len(words), 4), 0, -1):
+        named = _named(" ".join(words[:size]).replace("° C", "°C").replace("° F", "°F"))
+        if named and all(_WORDS.fullmatch(w) for w in words[:size]):
+            return named, True
+    return None, True
 
 
 _SIGN_BEFORE = re.compile(r"(\\\$|€|£|¥)\s*$")
@@ -124,7 +141,9 @@ def _unit_after(text: str, end: int) -> str:
 
 def unit_problem(written: str, gold: str) -> str | None:
     """Why the answer's unit differs from the reference's (both known and not the same); None otherwise."""
-    mine, theirs = unit_of(written), unit_of(gold)
+    (mine, worded), theirs = _unit_and_words(written), unit_of(gold)
     if mine and theirs and mine != theirs:
         return f"unit {mine} where the reference has {theirs} (units are compared, never converted)"
+    if theirs and not mine and worded:  # '5 furlongs' for '5 m': a word that is no unit we know (issue 43)
+        return f"a word where the reference has the unit {theirs} (not a unit this verifier knows)"
     return None

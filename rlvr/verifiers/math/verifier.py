@@ -57,13 +57,14 @@ from rlvr.verifiers.math.extract import (  # noqa: F401  (re-exported: tests and
 from rlvr.verifiers.math.forms import counted_value, value_problem
 from rlvr.verifiers.math.numbers import numbers_match, rounded_fractions
 from rlvr.verifiers.math.units import unit_problem
-from rlvr.verifiers.math.words import approximation_problem
+from rlvr.verifiers.math.words import approximation_problem, exact_part
 
 _NO_ANSWER = {"strict": NO_ANSWER, "last_number": NO_ANSWER_OR_NUMBER, "latex": NO_ANSWER_LATEX}
 
 _HAVE_MATH_VERIFY = importlib.util.find_spec("math_verify") is not None
 MAX_NESTING = 10  # bracket depth; antlr parse time grows steeply with it (12 nested braces: ~2 s)
 MAX_EXPONENT = 10_000  # 10^{10^{10}} makes sympy build a 10-billion-digit integer
+STARVED_WALL_FACTOR = 3.0  # a worker starved of CPU gets up to this many budgets of wall-clock time (issue 43)
 _CACHE_SIZE = 4096  # math-verify replies remembered per MathVerifier (cleared when full)
 # The worker program is verifiers/math/worker.py itself, run as `python -c <its text>`: it needs neither rlvr on the
 # child's sys.path nor an import of this package in the child.
@@ -162,7 +163,7 @@ class MathVerifyWorker:
             except OSError as err:  # the worker died since the last request
                 self._restart()
                 return {"status": "error", "detail": f"math-verify worker unavailable ({err}); restarted"}
-            line = self._read_line(time.monotonic() + timeout_s)
+            line = self._read_line_in_budget(timeout_s)
             if line is None:
                 self._restart()
                 return {"status": "timeout"}
@@ -170,6 +171,29 @@ class MathVerifyWorker:
                 self._restart()
                 return {"status": "error", "detail": "math-verify worker exited; restarted"}
             return json.loads(line)
+
+    def _read_line_in_budget(self, timeout_s: float) -> bytes | None:
+        """The reply within `timeout_s` of wall-clock time, extended while the worker is runnable yet starved of CPU (a
+        loaded machine: it used under half the budget in CPU time), up to STARVED_WALL_FACTOR budgets. A worker that
+        sleeps or has used its CPU budget gets no more. Issue 43: at load 5, comparisons under a budget of 1 s timed
+        out and scored 0 though the worker had barely run."""
+        started, (cpu, _) = time.monotonic(), self._cpu()
+        line = self._read_line(started + timeout_s)
+        while line is None and cpu is not None and time.monotonic() < started + STARVED_WALL_FACTOR * timeout_s:
+            used, runnable = self._cpu()
+            if used is None or not runnable or used - cpu >= timeout_s / 2:
+                break
+            line = self._read_line(min(started + STARVED_WALL_FACTOR * timeout_s, time.monotonic() + timeout_s / 4))
+        return line
+
+    def _cpu(self) -> tuple[float | None, bool]:
+        """The worker's CPU time so far and whether it is runnable (Linux /proc); (None, False) where unreadable."""
+        try:
+            with open(f"/proc/{self._proc.pid}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), fields[0] == b"R"
+        except (OSError, ValueError, IndexError, AttributeError):
+            return None, False
 
     def close(self) -> None:
         if self._proc is not None and self._pid == os.getpid():
@@ -267,6 +291,9 @@ class MathVerifier:
         problem = brace_problem(pred)
         if problem:
             return Verdict(Outcome.UNPARSEABLE, 0.0, problem)
+        if final.problem:  # retracted, hedged after it, or part of a larger expression (rlvr.verifiers.math.around)
+            outcome = Outcome.UNPARSEABLE if final.problem.startswith("unparseable") else Outcome.WRONG
+            return Verdict(outcome, 0.0, final.problem)
         problem = hedge_problem(final, gold) or unit_problem(final.written, gold)  # units: issue 43
         if problem:
             return Verdict(Outcome.WRONG, 0.0, problem if problem.startswith("hedged") else
@@ -275,6 +302,7 @@ class MathVerifier:
 
     def _compare(self, pred: str, gold: str) -> Verdict:
         """Exact numbers, else math-verify behind the shape checks and the value guards."""
+        pred = exact_part(pred)  # 'x = 1/3 \\approx 0.33' states 1/3 (issue 43)
         same = numbers_match(counted_value(pred) or pred, gold)  # '\\boxed{18 dollars}' is 18 (issue 43)
         if same is not None:
             return self._judge(same, pred, gold)

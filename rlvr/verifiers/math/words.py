@@ -4,7 +4,8 @@
 Decisions (tests/test_math_statements.py; corpus rows of forms 'number_words', 'mixed_number', 'fraction_words',
 'repeating_dots'); before issue 43 each of these was read as a bare number or as two answers:
 - A whole number in words is its value: 'five' == 5, 'twenty-one' == 21, 'one hundred and five' == 105, 'two
-  thousand three hundred' == 2300. Words out of order ('five three') are no number.
+  thousand three hundred' == 2300, 'twelve hundred' == 1200. Words out of order ('five three', 'one thousand two
+  thousand') are no number. Hyphens join words ('three-fifths'), and '½', '2¾' are fractions (issue 43).
 - A mixed number is one value: '5 1/2' == 11/2, '2 and 3/4' == 11/4, '5 and a half' == 11/2, 'five and three
   quarters' == 23/4, '-5 1/2' == -11/2. Only with a proper fraction: '3 4/3' stays two numbers (a hedge), and
   '5 1/2' never reads as 5 or as 1/2. 'A and B/C' reads as the mixed number against a list reference too.
@@ -31,6 +32,12 @@ _SCALES = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10
 _DENOMINATORS = {"half": 2, "halves": 2, "third": 3, "quarter": 4, "fourth": 4, "fifth": 5, "sixth": 6,
                  "seventh": 7, "eighth": 8, "ninth": 9, "tenth": 10, "eleventh": 11, "twelfth": 12, "hundredth": 100,
                  "thousandth": 1000, "millionth": 10**6}
+_HYPHEN = re.compile(r"(?<=[a-z])-(?=[a-z])")  # 'three-fifths', 'one-half' (issue 43)
+# '½', '2¾': vulgar fractions as the fractions they are (issue 43)
+_VULGAR = str.maketrans({"½": " 1/2", "⅓": " 1/3", "⅔": " 2/3", "¼": " 1/4", "¾": " 3/4", "⅕": " 1/5", "⅖": " 2/5",
+                         "⅗": " 3/5", "⅘": " 4/5", "⅙": " 1/6", "⅚": " 5/6", "⅛": " 1/8", "⅜": " 3/8", "⅝": " 5/8",
+                         "⅞": " 7/8"})
+_FRACTION = re.compile(r"\d+/\d+")
 _MIXED = re.compile(r"([-+\u2212]?)\s*(\d+)\s+(?:and\s+)?(\d+)\s*/\s*(\d+)")
 _WHOLE_AND = re.compile(r"([-+\u2212]?)\s*(.+?)\s+and\s+(.+)")
 _COUNT_OF = re.compile(r"(.+?)\s+([a-z]+)")
@@ -70,7 +77,7 @@ def cardinal(text: str) -> int | None:
             group, last = group + _ONES[word], "ones"
         elif word in _TENS and last in ("", "hundred", "scale"):
             group, last = group + _TENS[word], "tens"
-        elif word == "hundred" and last in ("ones", "a") and 0 < group < 10:
+        elif word == "hundred" and last in ("ones", "tens", "a") and 0 < group < 100:  # 'twelve hundred' (issue 43)
             group, last = group * 100, "hundred"
         elif word in _SCALES and last not in ("", "scale") and group and _SCALES[word] < cap:
             total, group, last, cap = total + group * _SCALES[word], 0, "scale", _SCALES[word]
@@ -96,7 +103,9 @@ def _fraction_words(text: str) -> Fraction | None:
 
 def words_value(text: str) -> Fraction | None:
     """The value of a mixed number, a fraction in words or a whole number in words (see the module docstring)."""
-    text = " ".join(text.lower().split()).removesuffix(".")
+    text = _HYPHEN.sub(" ", " ".join(text.lower().translate(_VULGAR).split()).removesuffix("."))
+    if _FRACTION.fullmatch(text):  # '½'
+        return Fraction(*map(int, text.split("/"))) if not text.endswith("/0") else None
     mixed = _MIXED.fullmatch(text)
     if mixed:
         whole, numerator, denominator = (int(g) for g in mixed.group(2, 3, 4))
@@ -127,10 +136,22 @@ def repeating_dots(text: str) -> Fraction | None | bool:
     return False
 
 
+_INSIDE = re.compile(r"\\approx(?![A-Za-z])|≈|\\(?:neg|lnot)(?![A-Za-z])|¬")  # 'x \\approx 4', '\\neg 4' (red team)
+_APPROXIMATELY = re.compile(r"\\approx(?![A-Za-z])|≈")
+
+
+def exact_part(answer: str) -> str:
+    """An exact value stated before its approximation: 'x = 1/3 \\approx 0.33' -> 'x = 1/3' (issue 43); `answer` itself
+    otherwise ('x \\approx 4' states no exact value: approximation_problem)."""
+    approx = _APPROXIMATELY.search(answer)
+    return answer[:approx.start()].rstrip() if approx and "=" in answer[:approx.start()] else answer
+
+
 def approximation_problem(answer: str) -> str | None:
-    """Why `answer` states no exact value: an estimate ('~5') or a cut-off decimal ('3.14159...'); None otherwise."""
-    if ESTIMATE.match(answer):
-        return "an estimate ('~') is not an exact value"
+    """Why `answer` states no exact value: an estimate ('~5', 'x \\approx 4'), a negation ('\\neg 4') or a cut-off
+    decimal ('3.14159...'); None otherwise."""
+    if ESTIMATE.match(answer) or _INSIDE.search(answer):
+        return "an estimate ('~', '\\approx') or a negation is not an exact value"
     if repeating_dots(answer) is False:
         return "a decimal cut off with '...' and no repeating digits is not an exact value"
     return None

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import sys
 import time
@@ -206,4 +207,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except BrokenPipeError:  # the parent exited before reading a reply ('ready' at its exit): nothing to tell it
+        os._exit(0)

@@ -1,0 +1,213 @@
+"""What stands around the final answer (issue 43, the red team's findings): where a statement's value ends, and what
+before or after it changes, retracts or hedges it. Strings only, linear, bounded windows.
+
+Decisions (tests/test_math_around.py; corpus rows of forms 'explanation', 'retraction', 'trailing_hedge',
+'box_context'):
+- An 'Answer:' line states its value in its first clause (value_end): it ends at its first sentence end and at an
+  explanation ('because', 'since', ', as computed ...', ', which is ...'), and a trailing parenthesis that restates the
+  value ('34 (12 + 22)', '5 (five)') is dropped. The value is read from that clause only, never the last number of
+  the line: 'The final answer is 18. She has 20 dollars left.' does not read 20.
+- After the final statement (trailer_problem): a retraction ('the answer isn't 5', 'that is wrong') makes it
+  UNPARSEABLE; a hedge word with another number in its sentence ('\\boxed{3}, though 4 is also possible', 'Answer:
+  3\\nor 4') is a hedge (WRONG); so is a later sentence on the answer's own line with another number ('The final answer
+  is 18. She has 20 dollars left.'), unless it explains ('This is because ...'). A number equal to the answer, or
+  marked as an approximation of it ('or about 0.87'), is no other value. Only TRAILER_CHARS after the statement are
+  read: nothing further is paid for anyway, since only the final statement is compared.
+- A box is its content only when nothing next to it changes it (box_problem): a sign, an operator, a digit or a
+  value word before it ('-\\boxed{3}', 'twice \\boxed{5}', '3 or \\boxed{4}'), a power, a command, a digit or a value
+  word after it ('\\boxed{3}^2', '\\boxed{2}\\pi', '\\boxed{5} million') make it WRONG. A percent sign after it is
+  its percent; a unit after it is its unit ('\\boxed{5} cm', compared by rlvr.verifiers.math.units).
+- Without a statement (modes last_number, latex): a negation right before the final number ('The answer isn't 5')
+  or a retraction after it makes it UNPARSEABLE (fallback_problem).
+"""
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from itertools import islice
+
+from rlvr.verifiers.math.forms import changes_count, counted_value, is_unit
+from rlvr.verifiers.math.numbers import NUMBER_IN_TEXT, as_number
+from rlvr.verifiers.math.prose import DENY
+from rlvr.verifiers.math.words import words_value
+
+TRAILER_CHARS = 1000  # what is read after the final statement
+RETRACTED = "unparseable: the final answer is retracted after it"
+HEDGED = "hedged: several answers"
+SENTENCE_END = re.compile(r"(?<=[^\s.])\.\s+(?=[A-Z<])")
+_MEANINGFUL = re.compile(r"[^\s*$.,;:]")
+_EXPLANATION = re.compile(
+    r"(?:\s*[,;]\s*|\s+)(?:because|since|given\s+that|due\s+to|(?:this|that|it)\s+is\s+because|which\s+(?:is|was|comes"
+    r"|follows|gives|equals|we)|as\s+(?:computed|calculated|shown|found|obtained|derived|stated|explained|required"
+    r"|expected|above|before|in\s+step))\b|\s*[,;]\s*(?:as|not)\b", re.IGNORECASE)  # '5, not 6' rejects 6
+_EXPLAINS = re.compile(r"(?:[\s,;:.$*)\]}]|\\[)\]])*(?:(?:this|that|it)\s+is\s+because|because|since|as\b"
+                       r"|given\s+that|due\s+to|which|this\s+(?:follows|comes)\s+from|(?:explanation|reason(?:ing)?|check|verification|proof)\s*:)",
+                       re.IGNORECASE)
+_RETRACTION = re.compile(
+    r"\b(?:wrong|incorrect|mistaken|erroneous|scratch\s+that|disregard|never\s*mind|not\s+(?:correct|right|valid|the"
+    r"\s+(?:right|correct|final)?\s*answer))\b|\banswer\s+(?:is|was)\s*(?:n['’]?t|\s+not)\b"
+    r"|\b(?:is|was)\s*n['’]t\s+\$?\\?(?:boxed\{)?[-\d.]|\b(?:is|was)\s+not\s+\$?\\?(?:boxed\{)?[-\d.]", re.IGNORECASE)
+_HEDGE = re.compile(r"\b(?:or|either|maybe|perhaps|possibly|might|could|alternatively|otherwise|though|although|also"
+                    r"|instead|too)\b", re.IGNORECASE)
+_EITHER_SIDE = frozenset(("maybe", "perhaps", "possibly", "might", "could", "also", "instead", "too"))
+_APPROX = re.compile(r"\b(?:approximately|approx|about|roughly|around|nearly|equivalently|i\.e|that\s+is)\b|≈|\\approx",
+                     re.IGNORECASE)
+_BOUNDARY = re.compile(r"[.!?](?:\s|$)|\n")
+_NEGATED = re.compile(r"(?:\bis\s*n['’]?t|\bis\s+not|\bnot|≠|\\neq?)\s*\$?\s*\Z", re.IGNORECASE)
+_WORD_AFTER = re.compile(r"\s*([A-Za-z]+)")
+_NOT = re.compile(r"\bnot\s*\$?\s*\Z", re.IGNORECASE)  # 'The answer is 5, not 6' rejects 6
+_OPERATOR_BEFORE = re.compile(r"(?:[-+*/×÷·=^_]|\\(?:times|cdot|div))\s*\$?\s*\Z")  # '3 × 4 = 12', '13_5' (base 5)
+_OPERATOR_AFTER = re.compile(r"\s*\$?\s*(?:[-+*/×÷·=^_]|\\(?:times|cdot|div)(?![A-Za-z]))")
+_ARITHMETIC = re.compile(r"\s*(\d+(?:\.\d+)?|[-+*/×÷·=]|\\times|\\cdot|\\div)")
+
+
+# ---------------------------------------------------------------- the extent of an 'Answer:' line's value
+def value_end(text: str, start: int, end: int, value_of=None) -> int:
+    """Where the value of an 'Answer:' line at text[start:end] ends (see the module docstring)."""
+    sentence = SENTENCE_END.search(text, start, end)
+    end = sentence.start() if sentence else end
+    why = _EXPLANATION.search(text, start, end)
+    if why and _MEANINGFUL.search(text, start, why.start()):
+        end = why.start()
+    clause = text[start:end].rstrip(" .!")
+    if clause.endswith(")") and (opened := clause.rfind("(")) > 0 and _MEANINGFUL.search(clause, 0, opened):
+        if _restates(clause[opened + 1:-1], clause[:opened]):
+            end = start + opened
+    return end
+
+
+def _restates(inside: str, value: str) -> bool:
+    """Whether a parenthesis restates the value before it: the same number in words or figures, or arithmetic that
+    gives it ('34 (12 + 22)', '5 (five)')."""
+    number = _number(value)
+    if number is None or len(inside) > 80:
+        return False
+    sides = [_arithmetic(side) for side in inside.split("=")]
+    return all(side == number for side in sides) or words_value(inside) == number
+
+
+def _arithmetic(expression: str) -> Fraction | None:
+    """The value of plain arithmetic ('12 + 22', '3 × 4 - 1'); None for anything else."""
+    tokens, at = [], 0
+    while at < len(expression.rstrip()):
+        token = _ARITHMETIC.match(expression, at)
+        if token is None:
+            return None
+        tokens.append(token.group(1))
+        at = token.end()
+    try:
+        terms, sign, product, operator = Fraction(0), 1, None, "*"
+        for i, token in enumerate(tokens):
+            if i % 2 == 0:
+                number = Fraction(token)
+                product = number if product is None else product * number if operator == "*" else product / number
+            elif token in "+-":
+                terms, sign, product = terms + sign * product, 1 if token == "+" else -1, None
+            else:
+                operator = "/" if token in ("/", "÷", "\\div") else "*"
+        return terms + sign * product if tokens and len(tokens) % 2 else None
+    except (ValueError, ZeroDivisionError, TypeError):
+        return None
+
+
+# ---------------------------------------------------------------- after the final statement
+def trailer_problem(text: str, end: int, line_end: int, value: str) -> str | None:
+    """Why what follows the final statement (ending at `end`; for an 'Answer:' line, its line ending at `line_end`,
+    else -1) retracts or hedges its value; None when it does not (see the module docstring)."""
+    window = text[end:end + TRAILER_CHARS]
+    if _RETRACTION.search(window):
+        return RETRACTED
+    for hedge in islice(_HEDGE.finditer(window), 64):  # the value it offers: after it ('or 4'), or before it too
+        low, high = _sentence_around(window, hedge.start(), hedge.end(), 40)  # ('4 might work too')
+        low = low if hedge.group().lower() in _EITHER_SIDE else hedge.end()
+        if _other_number(window[low:hedge.start()] + " " + window[hedge.end():high], value):
+            return f"{HEDGED} ({value} and another value with {hedge.group()!r})"
+    same_line = window[:max(0, line_end - end)]
+    for part in _BOUNDARY.split(same_line, 2)[:2]:  # the rest of its sentence, and the next one
+        if not _EXPLAINS.match(part) and _other_number(part, value):
+            return f"{HEDGED} ({value}, then another value on its line)"
+    return None
+
+
+def _sentence_around(text: str, start: int, end: int, reach: int) -> tuple[int, int]:
+    """Where the sentence of text[start:end] starts and ends, at most `reach` characters either side."""
+    low = max(0, start - reach)
+    boundaries = [m.end() for m in _BOUNDARY.finditer(text, low, start)]
+    high = _BOUNDARY.search(text, end, min(len(text), end + reach))
+    return boundaries[-1] if boundaries else low, high.start() if high else min(len(text), end + reach)
+
+
+def _other_number(text: str, value: str) -> bool:
+    """Whether `text` holds a number other than `value`: not one marked as its approximation, nor one inside arithmetic
+    ('3 × 4 = 12' explains, it offers no value)."""
+    mine = _number(value)
+    for match in islice(NUMBER_IN_TEXT.finditer(text), 16):
+        if _APPROX.search(text, max(0, match.start() - 24), match.start()) or _NOT.search(
+                text, max(0, match.start() - 8), match.start()) or _OPERATOR_BEFORE.search(
+                text, max(0, match.start() - 12), match.start()) or _OPERATOR_AFTER.match(text, match.end()):
+            continue
+        number = as_number(match.group())
+        word = _WORD_AFTER.match(text, match.end())
+        if word and number != mine and as_number(f"{match.group()} {word.group(1)}") == mine is not None:
+            continue  # 'or 1 dozen' restates 12
+        if (mine is not None and number != mine) or (mine is None and match.group().strip() not in value):
+            return True
+    return False
+
+
+def _number(value: str) -> Fraction | None:
+    number = as_number(value)
+    counted = counted_value(value) if number is None else None
+    return as_number(counted) if counted else number
+
+
+# ---------------------------------------------------------------- next to a box
+_BEFORE_BOX = re.compile(r"(?:(?:[+*/^_×÷·\d<≤≥≠≈∼~]|(?<![-=])>|\\(?:cdot|times|div|pm|mp|neg|lnot|approx|sim|sqrt"
+                         r"|[lg]eq?|[lg]t|neq?|leqslant|geqslant)(?![A-Za-z])|(?:\\[dt]?frac"
+                         r"|\\sqrt|[\^_]|\})\s*\{)\s*(?:\$|\\\(|\\\[|\*\*)?\s*"
+                         r"|[-\u2212\u2013](?:\$|\\\(|\\\[|\*\*)?)\Z")  # a sign right before it, an operator anywhere
+_TAG_END = re.compile(r"<[^<>\n]{1,40}>\s*\Z")
+_BULLET = re.compile(r"\s*[-*+]\s+(?:\$|\\\(|\\\[|\*\*)?\s*\Z")
+_WORDS_BEFORE = re.compile(r"([A-Za-z'’]+)\s+(?:([A-Za-z'’]+)\s+)?(?:\$|\\\(|\\\[|\*\*)?\s*\Z")
+_AFTER_BOX = re.compile(r"(?:[ \t~]|\\[,;:! ]|\$|\\\)|\\\]|\*\*)*(?:(\\?%|percent\b|pct\b)"
+                        r"|\\(?:text|mathrm|mbox)\s*\{([^{}]*)\}|([A-Za-z]+)"
+                        r"|([\^_*/×÷·\d<>≤≥≠]|\\(?!(?:right|end|q?quad|pmod)(?![A-Za-z]))[A-Za-z]))")  # '\\pmod{11}' ok
+_OF_WORDS = frozenset(("reciprocal", "inverse", "opposite", "square", "cube", "root", "half", "double", "twice",
+                       "negative", "log", "logarithm", "negation", "multiple", "fraction", "percent"))
+
+
+def box_problem(text: str, start: int, end: int, tag: bool = False) -> tuple[str | None, str]:
+    """(why the box at text[start:end] is not its content alone, or None; '\\%' when a percent sign follows it). For
+    an <answer> block (`tag`), only what follows it: what precedes it may be another block."""
+    if tag:
+        return _after_box(text, end)
+    line_start = text.rfind("\n", max(0, start - 80), start) + 1
+    before = _TAG_END.sub("", text[max(line_start, start - 40):start])  # '</answer>' is no relation
+    if _BEFORE_BOX.search(before) and not (line_start >= start - 40 and _BULLET.fullmatch(before)):
+        return "the box is part of an expression (a sign, an operator or a number next to it)", ""
+    words = _WORDS_BEFORE.search(before)
+    last = (words.group(2) or words.group(1)).lower() if words else ""
+    if last in DENY or (last == "of" and words.group(2) and words.group(1).lower() in _OF_WORDS):
+        hedge = _HEDGE.fullmatch(last) or last in ("either", "nor", "maybe", "perhaps", "possibly", "probably")
+        return f"{HEDGED if hedge else 'a word'} ({words.group(0).strip()!r} before the box)", ""
+    return _after_box(text, end)
+
+
+def _after_box(text: str, end: int) -> tuple[str | None, str]:
+    after = _AFTER_BOX.match(text, end, min(len(text), end + 80))
+    if after is None:
+        return None, ""
+    if after.group(1):
+        return None, "\\%"
+    if after.group(4) or (after.group(2) is not None and not is_unit(after.group(2))) or (
+            after.group(3) and (changes_count(after.group(3)) or after.group(3).lower() == "to")):
+        return f"the box is part of a larger value ({text[end:after.end()].strip()!r} after it)", ""
+    return None, ""
+
+
+# ---------------------------------------------------------------- without a statement
+def fallback_problem(text: str, start: int, end: int) -> str | None:
+    """Why the final number or environment at text[start:end], read without a statement, is negated or retracted."""
+    if _NEGATED.search(text, max(0, start - 16), start):
+        return "unparseable: the final number is negated ('is not', 'isn't')"
+    return RETRACTED if _RETRACTION.search(text, end, end + TRAILER_CHARS) else None

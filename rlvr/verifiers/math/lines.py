@@ -1,0 +1,116 @@
+"""'Answer:' and '####' lines: where their value is, and whether they state one (split from
+rlvr.verifiers.math.extract, issue 43). Strings only, linear: markers are walked from the end (math.scan).
+
+Decisions (tests/test_math_statements.py, tests/test_math_around.py):
+- A line's value is the rest of its line after the marker (up to the next marker), or the next non-empty line when
+  that is empty; it ends with its first clause (rlvr.verifiers.math.around.value_end: 'The final answer is 18. She
+  has 20 dollars left.' states 18, '34 because 12 + 22 = 34' states 34).
+- What it states: the value after a named subject ('the largest $n$ is 34', rlvr.verifiers.math.latex.stated_value),
+  a count ('17 birds': rlvr.verifiers.math.forms.counted_value), a number after fillers or a subject and a copula
+  ('the total is 4', 'there are 4 apples', "It's 4": rlvr.verifiers.math.prose), else the clause itself; mode latex
+  refines it as math-verify reads it (rlvr.verifiers.math.latex.refine).
+- A line states a value (states_value) when it starts like one, is a one-word answer ('Evelyn', 'yes'), or holds a
+  digit or LaTeX ('The answer is therefore 4' overrules an earlier box: issue 43's red team); not when it judges an
+  answer ('this answer is correct because ...') or states nothing ('I hope this answer is helpful!'). 'the answer
+  is not 5' is no statement (a retraction: rlvr.verifiers.math.around).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rlvr.verifiers.math.around import value_end
+from rlvr.verifiers.math.boxes import MAX_ANSWER_CHARS, RECENT, cut
+from rlvr.verifiers.math.forms import counted_value
+from rlvr.verifiers.math.latex import stated_value
+from rlvr.verifiers.math.numbers import as_number
+from rlvr.verifiers.math.prose import lead_end
+from rlvr.verifiers.math.scan import ascii_lower, last_marks
+
+ANSWER_MARK = re.compile(r"\banswer(?:(?:\*\*|__)?[ \t]*:|[ \t]+is\b(?![ \t]+not\b)[ \t]*:?)", re.IGNORECASE)
+HASH_MARK = re.compile(r"####")
+# mode latex: '####' only before an answer (GSM8K '#### 72'), not as a markdown heading ('#### Step 1: ...')
+HASH_ANSWER = re.compile(r"####(?=[ \t]*[-+$\\\d.(\[{])")
+LINE_KINDS = ("answer_line", "hashes")
+_MEANINGFUL = re.compile(r"[^\s*$.]")  # a segment without one of these cleans to ""
+_NEXT_LINE = re.compile(r"\s*([^\n]*)")  # first non-blank line from a position, without copying the text
+_ANY_VALUE = re.compile(r"[\d$\\]")
+_WORD_ANSWER = re.compile(r"(?:[A-Z][\w'-]*|yes|no|none|true|false|undefined|impossible)[.!]?")  # one-word answers
+_JUDGEMENT = re.compile(r"(?:correct|right|consistent|reasonable|plausible|valid|verified|confirmed|helpful|clear"
+                        r"|sensible|accurate|checked|wrong|incorrect)\b", re.IGNORECASE)  # 'answer is correct'
+
+# What an 'Answer:' / '####' line that states a value starts with (issue 43): a number, LaTeX, a bracket, a currency
+# sign, a variable set to a value, or a number word ('five apples'); anything else is prose (states_value).
+_VALUE_START = re.compile(r"[-+\u2212\u2013~]?\s*[\d.$\\({\[<\u20ac\u00a3\u00a5]|[A-Za-z](?:_\{?\w+\}?)?\s*(?:=|$)"
+                          r"|(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|[a-z]+teen|twenty"
+                          r"|thirty|forty|fifty|sixty|seventy|eighty|ninety|a\s+half|half)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    text: str  # the answer as written, cleaned of wrappers; capped at MAX_ANSWER_CHARS + 1 characters
+    start: int  # span of the whole marked answer in the searched text (marker included); a line's ends with its value
+    end: int
+    raw: str = ""  # an 'Answer:' line as written when `text` was read from it (stated value, refined, counted)
+    kind: str = ""  # set when the statements of all kinds are merged (rlvr.verifiers.math.extract)
+    declared: bool = True  # an answer declaration, or a box inside one; other boxes are steps (hedges.py)
+    line_end: int = -1  # where a line's line ends (its value may end before: around.value_end)
+    problem: str = ""  # why this statement, if final, is no answer (an <answer> block's own: around.py)
+
+
+def marked_lines(text: str, mark: re.Pattern, refined: bool = False) -> list[Candidate]:
+    """Answers after a marker (see the module docstring), refined as in mode latex when asked. Walks backwards and
+    stops after RECENT answers or MAX_MARKS markers, so 1 MB of markers stays cheap (no honest solution writes
+    thousands of empty 'Answer:' markers)."""
+    if mark is ANSWER_MARK:  # case-insensitive: its literal is searched in a lowered copy
+        marks = [m.span() for m in last_marks(text, (mark,), ("answer",), ascii_lower(text))]
+    else:
+        marks = [m.span() for m in last_marks(text, (mark,), ("####",))]
+    found: list[Candidate] = []
+    for i in range(len(marks) - 1, -1, -1):
+        start, value = marks[i]
+        limit = marks[i + 1][0] if i + 1 < len(marks) else len(text)
+        newline = text.find("\n", value, limit)  # bounded by the next marker: linear in all
+        end = newline if newline >= 0 else limit
+        answer = cut(text, value, end) if _MEANINGFUL.search(text, value, end) else ""
+        if not answer and end < limit:
+            nxt = _NEXT_LINE.match(text, end, limit)
+            value, end = nxt.start(1), nxt.end(1)
+        line_end, end = end, value_end(text, value, end)
+        answer = cut(text, value, end)
+        if answer:
+            found.append(Candidate(_stated(text, value, end, answer, refined), start, end, answer, line_end=line_end))
+            if len(found) == RECENT:
+                break
+    return found[::-1]
+
+
+def _stated(text: str, value: int, end: int, answer: str, refined: bool) -> str:
+    """What the line's value clause text[value:end] (cleaned: `answer`) states (see the module docstring)."""
+    if refined:
+        return cut(text, value, end, True) or answer
+    raw = text[value:end] if end - value <= MAX_ANSWER_CHARS and text.count("$", value, end) <= 16 else ""  # a
+    # subject and its value: a few environments, not 2000 '$' to pair on each of 64 lines (issue 43's red team)
+    return (raw and stated_value(raw)) or counted_value(answer) or lead_value(answer) or answer
+
+
+def lead_value(answer: str) -> str | None:
+    """The number after fillers or a subject and a copula ('the total is 4', 'there are 4 apples'), else None."""
+    at = lead_end(answer)
+    rest = answer[at:].strip()
+    if not at:
+        return None
+    return rest if as_number(rest) is not None else counted_value(rest)
+
+
+def states_value(candidate: Candidate) -> bool:
+    """Whether a statement states a value (see the module docstring): boxes and <answer> blocks always."""
+    if candidate.kind not in LINE_KINDS:
+        return True
+    written = candidate.raw or candidate.text
+    if _VALUE_START.match(written):
+        return True
+    if candidate.kind != "answer_line" or _JUDGEMENT.match(written):
+        return False
+    return _WORD_ANSWER.fullmatch(written) is not None or _ANY_VALUE.search(written) is not None \
+        or stated_value(written) is not None

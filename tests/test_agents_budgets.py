@@ -115,6 +115,10 @@ def test_a_call_gets_what_is_left_of_the_turn_and_calls_past_it_are_not_run():
     try:
         observation = run_calls(ModelTurn(0, turn.text, turn.calls, turn.errors, Deadline(started + 0.2, "why")),
                                 {"echo": tools.echo}, OWN_LIMIT_S)
+        # the stopped call is abandoned, still running, in a daemon thread: a tool that never returns cannot keep the
+        # trainer's process from exiting (mutations caught: daemon=False, daemon dropped, the thread's name dropped)
+        stuck = [t for t in threading.enumerate() if t.name == "rlvr-tool" and t.is_alive()]
+        assert stuck and all(t.daemon for t in stuck)
     finally:
         tools.release.set()
     assert time.monotonic() - started < OWN_LIMIT_S  # not to its own limit (0.2 + slack flakes under load)

@@ -127,6 +127,35 @@ def test_a_call_gets_what_is_left_of_the_turn_and_calls_past_it_are_not_run():
     assert tools.calls == 2  # the third call never reached the tool
 
 
+class FrozenDeadline(Deadline):
+    """A deadline whose time left is a fixed number: the boundaries are exact, not a race with the clock."""
+
+    def __init__(self, left_s: float, why: str):
+        super().__init__(0.0, why)
+        self.left_s = left_s
+
+    def left(self) -> float:
+        return self.left_s
+
+
+def test_the_boundaries_of_the_time_left_are_exact():
+    """No time left (exactly 0) runs nothing; a call whose own limit equals the time left is stopped by its own
+    limit and told so (the budget did not cut it short). Mutations caught: `left <= 0` as `left < 0` (a call run
+    with no time), `left < limit_s` as `<=` (an own-limit stop told as the budget's)."""
+    tools = Tools()
+    turn = parse_turn(0, call("fast"), (ECHO,))
+    none_left = run_calls(ModelTurn(0, turn.text, turn.calls, turn.errors, FrozenDeadline(0.0, "why")),
+                          {"echo": tools.echo}, OWN_LIMIT_S)
+    assert none_left.text == "error: not run: why" and tools.calls == 0
+    turn = parse_turn(0, call("loop"), (ECHO,))
+    try:
+        at_limit = run_calls(ModelTurn(0, turn.text, turn.calls, turn.errors, FrozenDeadline(0.2, "why")),
+                             {"echo": tools.echo}, 0.2)
+    finally:
+        tools.release.set()
+    assert at_limit.text == "error: the tool ran past its time limit of 0.2 s", at_limit.text
+
+
 def test_32_rows_whose_calls_loop_finish_the_turn_in_one_turn_budget(tokenizer):
     """The issue's measure: 32 rows, two looping calls each; turn budget 0.3 s, 32 workers. All 32 first calls run at
     once and the turn returns well before the rows' budgets one after another (32 x 0.3 = 9.6 s; with the per-call

@@ -337,6 +337,11 @@ def test_the_stop_message_gives_the_time_this_process_ran_and_the_command_that_r
                        f"rlvr train --resume {tmp_path}")
 
 
+_ROOT = str(Path(__file__).resolve().parent.parent)  # this tree's rlvr in the child, also in a mutated copy
+_BUFFERED = {**{k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"},
+             "PYTHONPATH": os.pathsep.join([_ROOT, os.environ.get("PYTHONPATH", "")])}
+
+
 def test_what_resume_says_reaches_a_piped_log_at_once():
     """Under a scheduler or `nohup ... > log` stdout is a pipe, block-buffered: resume's messages (which checkpoint
     was skipped, why the run starts again) must be in the log while the run goes on, not only when it ends. The
@@ -347,7 +352,7 @@ def test_what_resume_says_reaches_a_piped_log_at_once():
         from rlvr.checkpoint.resume import _say
         _say("skipped step-000002")
         time.sleep(90)
-    """)], stdout=subprocess.PIPE, text=True, env={k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"})
+    """)], stdout=subprocess.PIPE, text=True, env=_BUFFERED)
     try:
         ready, _, _ = select.select([child.stdout], [], [], 45.0)  # a buffered line would come only at exit (90 s)
         assert ready and child.poll() is None

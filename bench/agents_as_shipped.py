@@ -1,18 +1,20 @@
 """The agent commands README gives, run exactly as written, with the held-out evaluation before and after (issue 42).
 
-    .venv/bin/python bench/agents_as_shipped.py                       # every command, ~20 min each on 2 cores
+    .venv/bin/python bench/agents_as_shipped.py                       # every command, ~30 min each on 2 cores
     .venv/bin/python bench/agents_as_shipped.py --only calculator     # those whose preset name has a word
     .venv/bin/python bench/agents_as_shipped.py --list                # the commands it found, nothing run
 
 It reads README's "Agents that act" section for lines `rlvr train configs/agents/NAME.yaml` (the shipped presets:
 what makes a small model work lives in what the command loads, never in a paragraph), and for each:
 1. evaluates the embedded base model on the preset's task and held-out split (`rlvr eval embedded PRESET`),
-2. runs the command verbatim from the repository root (the preset bounds its own time with max_minutes),
-3. evaluates the run (`rlvr eval RUN`, the run's own config),
+2. runs the command verbatim from the repository root (the preset bounds its own time with max_minutes, then
+   evaluates the final model on the held-out split: that evaluation, in the run's eval.jsonl, is the "after"),
+3. only when the run has no such evaluation, evaluates it (`rlvr eval RUN`, the run's own config),
 then prints one table: pass@1 and greedy before and after, the paired change of pass@1 over the same problems with
-2 standard errors, the valid-call share before and after, and the training minutes. The JSON of every evaluation and
-a summary go to --output (default bench/data/agents_as_shipped/<date>/). Every agent figure in the docs comes from
-this script, with its date and commit.
+2 standard errors, the valid-call share before and after, and the command's minutes (training and its evaluation).
+The JSON of every evaluation and a summary go to --output (default bench/data/agents_as_shipped/<date>/). Every
+agent figure in the docs comes from this script, with its date and commit. A stopped bench, run again with the same
+--output, goes on where it stopped.
 """
 from __future__ import annotations
 
@@ -67,21 +69,47 @@ def _new_run(before: set[Path]) -> Path:
     return made[0]
 
 
+def _commit() -> str:
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def _own_evaluation(run: Path, after: Path) -> bool:
+    """Copy the run's end-of-run evaluation (its eval.jsonl, written by the command itself with the preset's eval
+    section: the same prompts, samples and temperature as `rlvr eval RUN`) to `after`; False without one."""
+    rows = (run / "eval.jsonl").read_text().splitlines() if (run / "eval.jsonl").is_file() else []
+    last = json.loads(rows[-1]) if rows else {}
+    if "per_problem_pass@1" not in last:
+        return False
+    after.write_text(json.dumps(last, indent=1))
+    return True
+
+
 def measure(command: str, preset: str, out: Path) -> dict:
+    """One preset's row. Each stage leaves a file in `out` and is skipped when it is there (a stopped bench goes on
+    where it stopped): NAME-base.json, NAME-run.json (the run and its minutes), NAME-after.json."""
     name = Path(preset).stem
-    base = out / f"{name}-base.json"
-    _run([str(RLVR), "eval", "embedded", preset, "--output", str(base)], out / f"{name}-base.log")
-    runs_before = set((ROOT / "runs").glob("*")) if (ROOT / "runs").is_dir() else set()
-    started = time.monotonic()
-    _run([str(RLVR), *command.split()[1:]], out / f"{name}-train.log")  # verbatim, but for the venv's rlvr
-    minutes = (time.monotonic() - started) / 60
-    run = _new_run(runs_before)
-    after = out / f"{name}-after.json"
-    _run([str(RLVR), "eval", str(run), "--output", str(after)], out / f"{name}-after.log")
+    base, done, after = out / f"{name}-base.json", out / f"{name}-run.json", out / f"{name}-after.json"
+    if not base.is_file():
+        _run([str(RLVR), "eval", "embedded", preset, "--output", str(base)], out / f"{name}-base.log")
+    if not done.is_file():
+        runs_before = set((ROOT / "runs").glob("*")) if (ROOT / "runs").is_dir() else set()
+        started = time.monotonic()
+        _run([str(RLVR), *command.split()[1:]], out / f"{name}-train.log")  # verbatim, but for the venv's rlvr
+        made = _new_run(runs_before)
+        done.write_text(json.dumps({"run": str(made.relative_to(ROOT)), "minutes": (time.monotonic() - started) / 60,
+                                    "commit": _commit(), "date": datetime.date.today().isoformat()}))
+    record = json.loads(done.read_text())
+    run, minutes = ROOT / record["run"], record["minutes"]
+    if not after.is_file() and not _own_evaluation(run, after):  # the preset's eval.at_end=false: evaluate here
+        _run([str(RLVR), "eval", str(run), "--output", str(after)], out / f"{name}-after.log")
     b, a = json.loads(base.read_text()), json.loads(after.read_text())
     change, se = paired(a["per_problem_pass@1"], b["per_problem_pass@1"])
-    steps = sum(1 for line in (run / "metrics.jsonl").read_text().splitlines() if '"loss"' in line)
-    return {"command": command, "run": str(run.relative_to(ROOT)), "minutes": minutes, "steps": steps,
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if '"loss"' in line]
+    return {"command": command, "run": str(run.relative_to(ROOT)), "commit": record.get("commit"),
+            "date": record.get("date"),
+            "minutes": minutes, "steps": len(rows),
+            "training_minutes": rows[-1]["elapsed_s"] / 60 if rows else 0.0,
             "problems": a["problems"], "samples": a["samples_per_problem"],
             "pass@1": [b["pass@1"], a["pass@1"]], "greedy": [b.get("greedy"), a.get("greedy")],
             "change": change, "se": se, "beyond_2se": change - 2 * se > 0,
@@ -90,13 +118,15 @@ def measure(command: str, preset: str, out: Path) -> dict:
 
 def table(rows: list[dict]) -> str:
     cell = lambda pair: " -> ".join("-" if v is None else f"{v:.3f}" for v in pair)  # noqa: E731
-    lines = ["| command | pass@1 | paired change ± 2 SE | greedy | valid-call share | training |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| command | pass@1 | paired change ± 2 SE | greedy | valid-call share | training (command) "
+             "| commit, date |",
+             "|---|---|---|---|---|---|---|"]
     for r in rows:
         mark = "" if r["beyond_2se"] else " (not beyond 2 SE)"
         lines.append(f"| `{r['command']}` | {cell(r['pass@1'])} | {r['change']:+.3f} ± {2 * r['se']:.3f}{mark} | "
-                     f"{cell(r['greedy'])} | {cell(r['valid_call_share'])} | {r['steps']} steps, "
-                     f"{r['minutes']:.1f} min |")
+                     f"{cell(r['greedy'])} | {cell(r['valid_call_share'])} | {r['steps']} steps in "
+                     f"{r.get('training_minutes', 0.0):.1f} min ({r['minutes']:.1f} min) | "
+                     f"{r.get('commit') or '-'}, {r.get('date') or '-'} |")
     return "\n".join(lines)
 
 
@@ -112,8 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.list or not commands:
         print("\n".join(c for c, _ in commands) or "no command matched")
         return 0 if commands else 2
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()
+    commit = _commit()
     day = datetime.date.today().isoformat()
     out = args.output or ROOT / "bench" / "data" / "agents_as_shipped" / day
     out.mkdir(parents=True, exist_ok=True)
@@ -122,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(measure(command, preset, out))
         print(table(rows[-1:]), flush=True)
     (out / "summary.json").write_text(json.dumps({"date": day, "commit": commit, "rows": rows}, indent=1))
-    print(f"\n{day}, commit {commit}, held-out split of each preset (its eval section):\n" + table(rows))
+    print(f"\n{day} (bench at commit {commit}), held-out split of each preset (its eval section):\n" + table(rows))
     return 0 if all(r["beyond_2se"] for r in rows) else 1
 
 

@@ -55,3 +55,20 @@ def test_each_preset_trains_a_step_on_the_tiny_model(preset, tiny_model_dir, tmp
                                "eval.at_end=false", "samples_per_step=0"]))
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1]
+
+
+def test_the_bench_reads_the_commands_own_final_evaluation_and_refuses_one_without_per_problem_rates(tmp_path):
+    """The bench's "after" is the run's own end-of-run evaluation (the last eval.jsonl row, which the shipped
+    command writes): the last row, not the first (a resumed run appends), copied whole; a row without per-problem
+    pass rates (nothing to pair with the base) or no eval.jsonl at all means the bench evaluates the run itself.
+    Catches rows[0] for rows[-1] and a missing per-problem check."""
+    bench, run, after = _bench(), tmp_path / "run", tmp_path / "after.json"
+    run.mkdir()
+    assert not bench._own_evaluation(run, after) and not after.exists()
+    (run / "eval.jsonl").write_text(json.dumps({"step": 3, "pass@1": 0.1, "per_problem_pass@1": [0.0, 0.25]}) + "\n"
+                                    + json.dumps({"step": 9, "pass@1": 0.5, "per_problem_pass@1": [0.5, 0.5]}) + "\n")
+    assert bench._own_evaluation(run, after)
+    assert json.loads(after.read_text()) == {"step": 9, "pass@1": 0.5, "per_problem_pass@1": [0.5, 0.5]}
+    after.unlink()
+    (run / "eval.jsonl").write_text(json.dumps({"step": 9, "pass@1": 0.5}) + "\n")
+    assert not bench._own_evaluation(run, after) and not after.exists()

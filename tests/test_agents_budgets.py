@@ -115,19 +115,54 @@ def test_a_call_gets_what_is_left_of_the_turn_and_calls_past_it_are_not_run():
     try:
         observation = run_calls(ModelTurn(0, turn.text, turn.calls, turn.errors, Deadline(started + 0.2, "why")),
                                 {"echo": tools.echo}, OWN_LIMIT_S)
+        # the stopped call is abandoned, still running, in a daemon thread: a tool that never returns cannot keep the
+        # trainer's process from exiting (mutations caught: daemon=False, daemon dropped, the thread's name dropped)
+        stuck = [t for t in threading.enumerate() if t.name == "rlvr-tool" and t.is_alive()]
+        assert stuck and all(t.daemon for t in stuck)
     finally:
         tools.release.set()
-    assert time.monotonic() - started < 0.2 + 1.0
+    assert time.monotonic() - started < OWN_LIMIT_S  # not to its own limit (0.2 + slack flakes under load)
     assert observation.text.split("\n") == ["fast", "error: stopped: why", "error: not run: why"]
     assert (observation.valid_calls, observation.invalid_calls) == (1, 2)
     assert tools.calls == 2  # the third call never reached the tool
 
 
+class FrozenDeadline(Deadline):
+    """A deadline whose time left is a fixed number: the boundaries are exact, not a race with the clock."""
+
+    def __init__(self, left_s: float, why: str):
+        super().__init__(0.0, why)
+        self.left_s = left_s
+
+    def left(self) -> float:
+        return self.left_s
+
+
+def test_the_boundaries_of_the_time_left_are_exact():
+    """No time left (exactly 0) runs nothing; a call whose own limit equals the time left is stopped by its own
+    limit and told so (the budget did not cut it short). Mutations caught: `left <= 0` as `left < 0` (a call run
+    with no time), `left < limit_s` as `<=` (an own-limit stop told as the budget's)."""
+    tools = Tools()
+    turn = parse_turn(0, call("fast"), (ECHO,))
+    none_left = run_calls(ModelTurn(0, turn.text, turn.calls, turn.errors, FrozenDeadline(0.0, "why")),
+                          {"echo": tools.echo}, OWN_LIMIT_S)
+    assert none_left.text == "error: not run: why" and tools.calls == 0
+    turn = parse_turn(0, call("loop"), (ECHO,))
+    try:
+        at_limit = run_calls(ModelTurn(0, turn.text, turn.calls, turn.errors, FrozenDeadline(0.2, "why")),
+                             {"echo": tools.echo}, 0.2)
+    finally:
+        tools.release.set()
+    assert at_limit.text == "error: the tool ran past its time limit of 0.2 s", at_limit.text
+
+
 def test_32_rows_whose_calls_loop_finish_the_turn_in_one_turn_budget(tokenizer):
-    """The issue's measure: 32 rows, two looping calls each; turn budget 0.3 s, 32 workers. The turn returns within
-    0.3 + 1 s (one after another it was 32 x 0.3 = 9.6 s, with the per-call limit 32 x 2 x 2 = 128 s); each row's
-    first call is stopped by its turn's budget and the second not run, both counted invalid. Catches: the rows'
-    responds run one after another (tool_workers ignored), a turn budget not passed to the calls."""
+    """The issue's measure: 32 rows, two looping calls each; turn budget 0.3 s, 32 workers. All 32 first calls run at
+    once and the turn returns well before the rows' budgets one after another (32 x 0.3 = 9.6 s; with the per-call
+    limit 32 x 2 x 2 = 128 s); each row's first call is stopped by its turn's budget and the second not run, both
+    counted invalid. The wall-clock figure (one budget + a few ms on a quiet machine) is bench/agent_budgets.py's: a
+    timed bound here fails on a loaded machine (5.6 s seen with 5 jobs on 2 cores). Catches: the rows' responds run
+    one after another (tool_workers ignored), a turn budget not passed to the calls."""
     tools = Tools()
     environment = EchoEnvironment(tools)
     budgets = Budgets(2, 200, 400, OWN_LIMIT_S, turn_time_limit_s=0.3, episode_time_limit_s=10.0, tool_workers=32)
@@ -135,7 +170,7 @@ def test_32_rows_whose_calls_loop_finish_the_turn_in_one_turn_budget(tokenizer):
         batch, took = play(tokenizer, environment, [call("loop") * 2, "ok"], budgets, rows=32)
     finally:
         tools.release.set()
-    assert took < 0.3 + 1.0, took
+    assert took < 32 * 0.3, took
     assert tools.most_running == 32  # every row's first call was running at once
     why = "this turn's 0.3 s of tool time is used up"
     for record in batch.turns.records:
@@ -173,7 +208,7 @@ def test_an_episode_out_of_tool_time_ends_truncated(tokenizer):
                                                       "error: stopped: this episode's 0.5 s of tool time is used up"]
     assert (record.stop_reason, bool(batch.truncated[0])) == ("time", True)
     assert sum(m["role"] == "assistant" for m in record.messages) == 2
-    assert took < 0.5 + 1.0
+    assert took < OWN_LIMIT_S  # no call ran to its own limit
 
 
 @pytest.mark.parametrize("scores_state, step_credit, runs", [(False, False, False), (False, True, True),

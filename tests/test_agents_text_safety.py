@@ -15,7 +15,7 @@ from rlvr.agents.chat import EnvironmentTurn
 from rlvr.agents.envs.fs_tree import BadTree, FileTree, canonical_json, parse_tree
 from rlvr.agents.protocol import ModelTurn, ToolCall, ToolSpec
 from rlvr.agents.text_safety import name_problem, shown, shown_name
-from rlvr.agents.tool_calls import MAX_ERROR_CHARS, parse_turn, run_calls
+from rlvr.agents.tool_calls import parse_turn, run_calls
 from rlvr.config.run import ModelConfig
 
 ECHO = ToolSpec("echo", "repeat a text", {"type": "object", "properties": {"text": {}}, "required": ["text"],
@@ -115,14 +115,15 @@ def test_invalid_escapes_and_oversized_or_deep_json_are_one_error_each():
 
 def test_error_messages_quoting_what_the_model_wrote_are_cut():
     """jsonschema quotes the instance (a 50,000-character key here), an unknown tool is quoted by name: each message
-    is cut to MAX_ERROR_CHARS, not a 50 kB observation. Mutation caught: clip() removed from _one_call."""
+    is cut to 300 characters (README's figure, written out: comparing with MAX_ERROR_CHARS itself let 299 and 301
+    through), not a 50 kB observation. Mutations caught: clip() removed from _one_call, MAX_ERROR_CHARS changed."""
     key_schema = ToolSpec("echo", "", {"type": "object", "properties": {"text": {"type": "string"}},
                                        "additionalProperties": False})
     long_key = parse_turn(0, '<tool_call>{"name": "echo", "arguments": {"' + "k" * 50_000 + '": 1}}</tool_call>',
                           (key_schema,))
     long_name = parse_turn(0, '<tool_call>{"name": "' + "n" * 50_000 + '", "arguments": {}}</tool_call>', (ECHO,))
     for turn in (long_key, long_name):
-        assert len(turn.errors) == 1 and len(turn.errors[0]) == MAX_ERROR_CHARS and turn.errors[0].endswith("...")
+        assert len(turn.errors) == 1 and len(turn.errors[0]) == 300 and turn.errors[0].endswith("...")
 
 
 # ---------------------------------------------------------------- the filesystem's names and texts

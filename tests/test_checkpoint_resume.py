@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
 import textwrap
@@ -334,3 +335,28 @@ def test_the_stop_message_gives_the_time_this_process_ran_and_the_command_that_r
     message = stop_message(tmp_path, 7, "SIGTERM", time.monotonic() - 42.2)
     assert message == (f"rlvr: stopped on SIGTERM after step 7 (42 s in this process); checkpoint saved. Resume with: "
                        f"rlvr train --resume {tmp_path}")
+
+
+_ROOT = str(Path(__file__).resolve().parent.parent)  # this tree's rlvr in the child, also in a mutated copy
+_BUFFERED = {**{k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"},
+             "PYTHONPATH": os.pathsep.join([_ROOT, os.environ.get("PYTHONPATH", "")])}
+
+
+def test_what_resume_says_reaches_a_piped_log_at_once():
+    """Under a scheduler or `nohup ... > log` stdout is a pipe, block-buffered: resume's messages (which checkpoint
+    was skipped, why the run starts again) must be in the log while the run goes on, not only when it ends. The
+    child says one line and then waits for the line to be read back. Mutations caught: flush=True dropped or
+    False in _say."""
+    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import sys, time
+        from rlvr.checkpoint.resume import _say
+        _say("skipped step-000002")
+        time.sleep(90)
+    """)], stdout=subprocess.PIPE, text=True, env=_BUFFERED)
+    try:
+        ready, _, _ = select.select([child.stdout], [], [], 45.0)  # a buffered line would come only at exit (90 s)
+        assert ready and child.poll() is None
+        assert child.stdout.readline() == "rlvr: skipped step-000002\n"
+    finally:
+        child.kill()
+        child.wait()

@@ -50,10 +50,13 @@ def test_two_runs_started_in_the_same_second_get_different_directories(tmp_path,
 
 
 def test_a_thousand_runs_in_one_second_is_one_error(tmp_path, monkeypatch):
+    """The thousandth run of one second still gets a directory (-999); the next one is an error. Mutation caught:
+    range(1000) as range(999)."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(time, "strftime", lambda fmt, *args: "20250101-120000")
-    for k in range(1000):
+    for k in range(999):
         Path("runs", "20250101-120000" + (f"-{k}" if k else "")).mkdir(parents=True)
+    assert claim_run_dir(None) == Path("runs/20250101-120000-999")
     with pytest.raises(ConfigError, match=r"could not create a new run directory next to runs/20250101-120000$"):
         claim_run_dir(None)
 
@@ -73,7 +76,12 @@ def test_an_existing_file_or_a_directory_with_files_is_refused_and_an_empty_one_
 
 
 def test_release_removes_only_a_directory_that_holds_nothing_but_its_claim(tmp_path):
-    """A run that fails in set-up gives its fresh directory back; one that wrote anything keeps it all."""
+    """A run that fails in set-up gives its fresh directory back; one that wrote anything keeps it all; an empty one
+    whose claim is already gone is removed without an error (mutation caught: unlink's missing_ok dropped)."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    release_if_unused(empty)
+    assert not empty.exists()
     unused = claim_run_dir(tmp_path / "unused")
     release_if_unused(unused)
     assert not unused.exists()

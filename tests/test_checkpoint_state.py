@@ -127,6 +127,23 @@ def test_a_trainer_state_written_without_the_later_fields_loads_with_their_defau
     assert state.extra == {}
 
 
+def test_a_state_saved_on_a_gpu_loads_on_a_machine_without_one(tmp_path, monkeypatch):
+    """Optimizer moments saved by a GPU run are tagged cuda:0 in state.pt; resuming (or inspecting) that checkpoint
+    on a CPU-only machine must load them onto the CPU, not fail. The file is written as a GPU run writes it (torch's
+    location tag says cuda:0), so this CPU check catches the device mix. Mutation caught: map_location dropped."""
+    import torch.serialization
+
+    from rlvr.checkpoint.state import STATE_FILE, load_state
+
+    monkeypatch.setattr(torch.serialization, "location_tag", lambda storage: "cuda:0")
+    torch.save({"step": 2, "prompts_drawn": 8, "rng": {}, "optimizer": {"state": {0: {"exp_avg": torch.ones(2)}}},
+                "scheduler": {}, "elapsed_s": 1.0}, tmp_path / STATE_FILE)
+    monkeypatch.undo()
+    state = load_state(tmp_path)
+    moment = state.optimizer["state"][0]["exp_avg"]
+    assert moment.device.type == "cpu" and moment.tolist() == [1.0, 1.0]
+
+
 class _FakeCuda:
     """torch.cuda as a GPU run sees it, recorded: what rng_state saves and restore_rng sets of the CUDA RNGs."""
 

@@ -2,6 +2,7 @@
 truncated or flipped on disk, a disk that fills up, retention that must never delete the only good one."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -332,6 +333,9 @@ BAD_ENTRY = "manifest.json is malformed: the entry of state.pt"
     ('{"format": 1, "files": {"state.pt": {"sha256": "x"}}}', BAD_ENTRY),
     ('{"format": 1, "files": {"state.pt": {"bytes": "3", "sha256": "x"}}}', BAD_ENTRY),
     ('{"format": 1, "files": {"state.pt": {"bytes": 3, "sha256": null}}}', BAD_ENTRY),
+    ('{"format": 2, "files": {"state.pt": {"bytes": 3, "sha256": "x"}}}', "manifest.json is format 2; this rlvr reads "
+                                                                           "format 1"),
+    ('{"files": {"state.pt": {"bytes": 3, "sha256": "x"}}}', "manifest.json is format None"),
 ])
 def test_a_malformed_manifest_is_skipped_by_name(tmp_path, manifest, says):
     """Whatever a damaged manifest holds, resume skips that checkpoint with a message naming it and takes the one
@@ -347,6 +351,14 @@ def test_a_malformed_manifest_is_skipped_by_name(tmp_path, manifest, says):
     messages = []
     assert latest_good(tmp_path, log=messages.append).step == 1
     assert len(messages) == 1 and says in messages[0]
+
+
+def test_a_checkpoint_is_written_as_format_1(tmp_path):
+    """The format number is part of what is on disk: checkpoints saved so far say 1, and a reader that expects
+    another number refuses them. Written out, so a changed FORMAT_VERSION fails here (it survived a machine-made
+    mutation while the number was written and never read; issue 41)."""
+    saved = write_checkpoint(tmp_path, 1, fill_with({"state.pt": b"one"}))
+    assert json.loads((saved.path / MANIFEST).read_text())["format"] == 1
 
 
 def test_a_file_added_after_the_save_fails_verification(tmp_path):

@@ -147,6 +147,9 @@ def _manifest_entries(path: Path) -> dict[str, tuple[int, str]]:
     files = data.get("files") if isinstance(data, dict) else None
     if not isinstance(files, dict) or not files:
         raise CheckpointError(f"{manifest} is malformed: it lists no files (\"files\" is {files!r})")
+    if data.get("format") != FORMAT_VERSION:  # a layout this code does not know is never loaded as if it were its own
+        raise CheckpointError(f"{manifest} is format {data.get('format')!r}; this rlvr reads format {FORMAT_VERSION} "
+                              "(written by another version of rlvr?)")
     entries = {}
     for name, entry in files.items():
         size, sha256 = (entry.get("bytes"), entry.get("sha256")) if isinstance(entry, dict) else (None, None)

@@ -22,6 +22,7 @@ import string
 from typing import Any, Iterable, Iterator
 
 from rlvr.verifiers.code.budget import CHECK_EVERY, Failed, check
+from rlvr.verifiers.code.decimals import order_bound
 from rlvr.verifiers.code.values import BINARY, MAX_ITEMS, binary, call_bounded, check_size, produced
 
 PREFIX = "__rlvr_"  # names of the helpers in the program's namespace; a program may not use names starting so
@@ -156,6 +157,8 @@ class Guards:
                 _method_bound(getattr(func, "__name__", ""), receiver, args, kwargs)
             elif getattr(func, "__objclass__", None) in (str, bytes, bytearray, int) and args:  # str.ljust(s, n)
                 _method_bound(func.__name__, args[0], args[1:], kwargs)
+            elif isinstance(receiver, list) and getattr(func, "__name__", "") == "sort":
+                order_bound(receiver, sort=True)
             elif func is format and len(args) > 1:
                 _width_bound(args[1])
             return call_bounded(func, list(args), kwargs)

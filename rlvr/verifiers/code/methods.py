@@ -14,6 +14,7 @@ from itertools import chain
 from typing import Any, Callable
 
 from rlvr.verifiers.code.budget import Failed, check, produced
+from rlvr.verifiers.code.decimals import order_bound
 from rlvr.verifiers.code.stdtypes import kind
 from rlvr.verifiers.code.values import ALLOWED_IDS, MAX_ITEMS, call_bounded, check_size, hash_bound, materialized
 
@@ -56,6 +57,8 @@ class BoundMethod:
             times = len(receiver) + 1 if not args[0] else receiver.count(args[0])
             if times * len(args[1]) > MAX_ITEMS:
                 raise Failed(f"replace() result is over the {MAX_ITEMS} bound")
+        if name == "sort" and kind(receiver) is list:
+            order_bound(receiver, sort=True)
         if name in _GROWING and args:
             args = (_grown(receiver, args[0]), *args[1:])
         result = check_size(getattr(receiver, name)(*args, **kwargs))

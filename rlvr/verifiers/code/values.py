@@ -23,6 +23,7 @@ from itertools import islice
 from typing import Any, Callable, Iterable
 
 from rlvr.verifiers.code.budget import CHECK_EVERY, Failed, check, guarded, produced
+from rlvr.verifiers.code.decimals import decimal_pow_bound, order_bound
 from rlvr.verifiers.code.stdtypes import check_decimal, kind
 
 MAX_ITEMS = 1_000_000  # longest str/list/range the parent builds from a reference expression
@@ -175,12 +176,31 @@ def _pow_bound(base: Any, exp: Any, mod: Any = None) -> None:
             raise Failed(f"pow() with a {abs(exp).bit_length()}-bit exponent modulo a {abs(mod).bit_length()}-bit "
                          "number is over the bound")
         return
+    if Decimal in (kind(base), kind(exp)):
+        decimal_pow_bound(base, exp)
     n = exp.numerator if kind(exp) is Fraction and exp.denominator == 1 else exp if kind(exp) in (int, bool) else None
     bits = _bits(base)
     if n is None or bits is None or bits <= 1 or (n < 0 and kind(base) is not Fraction):
         return  # trivial bases, and negative or fractional exponents of ints/floats: float results, fast
     if abs(n) * bits > MAX_INT_BITS:
         raise Failed(f"a {bits}-bit number to the power {n} is over the {MAX_INT_BITS}-bit bound")
+
+
+def _bounded_sorted(iterable: Iterable[Any], /, **kwargs: Any) -> list[Any]:
+    items = materialized(iterable)
+    order_bound(items, sort=True)
+    return sorted(items, **kwargs)
+
+
+def _bounded_extreme(func: Callable[..., Any]) -> Callable[..., Any]:
+    def extreme(*args: Any, **kwargs: Any) -> Any:
+        if len(args) != 1:
+            order_bound(list(args), sort=False)
+            return func(*args, **kwargs)
+        items = materialized(args[0])
+        order_bound(items, sort=False)
+        return func(items, **kwargs)
+    return extreme
 
 
 _SEQUENCES = (str, bytes, bytearray, list, tuple, deque)
@@ -324,7 +344,8 @@ MODULES = {"math": {n: getattr(math, n) for n in _MATH_NAMES if hasattr(math, n)
 NAMES: dict[str, Any] = {**BUILTINS, "Counter": Counter, "OrderedDict": OrderedDict, "Fraction": Fraction,
                          "deque": deque, "defaultdict": defaultdict, "Decimal": Decimal}
 # Called through a substitute (same result, bounded) or after a bound check.
-_SUBSTITUTES = {range: _bounded_range, pow: _bounded_pow, sum: _bounded_sum, math.prod: _bounded_prod}
+_SUBSTITUTES = {range: _bounded_range, pow: _bounded_pow, sum: _bounded_sum, math.prod: _bounded_prod,
+                sorted: _bounded_sorted, min: _bounded_extreme(min), max: _bounded_extreme(max)}
 _BOUNDS = {round: _round_bound, bytes: _bytes_bound, bytearray: _bytes_bound, Fraction: _fraction_bound,
            defaultdict: _defaultdict_bound,
            math.factorial: _arg_bound(MAX_FACTORIAL_ARG, "factorial"),

@@ -106,7 +106,7 @@ def _int(v: Any) -> int:
     x = int(v, 16)
     if x.bit_length() > MAX_INT_BITS:
         raise ValueError(f"integer of {x.bit_length()} bits is over the {MAX_INT_BITS}-bit bound")
-    return x
+    return produced(x)  # counted against the completion's Decimals (budget.Budget.number)
 
 
 def _pairs(kind: type) -> Any:
@@ -176,7 +176,8 @@ def _view(tag: str) -> Any:
 
 _DECODERS = {"i": _int, "b": _bytes, "ba": lambda v: bytearray(_bytes(v)),
              "d": _pairs(dict), "o": _pairs(OrderedDict), "k": _pairs(Counter), "dd": _defaultdict,
-             "c": lambda v: _number(v, "c"), "q": lambda v: _number(v, "q"), "dec": stdtypes.decimal,
+             "c": lambda v: _number(v, "c"), "q": lambda v: _number(v, "q"),
+             "dec": lambda v: produced(stdtypes.decimal(v)),
              "t": _items(tuple), "s": _items(set), "f": _items(frozenset), "it": _items(iter),
              "r": _range, "dq": _deque, "sub": stdtypes.as_subclass,
              **{tag: _view(tag) for tag in ("vk", "vv", "vi", "ovk", "ovv", "ovi")}}

@@ -147,6 +147,7 @@ def test_exception_classes_are_replaced_dotted_or_not(tmp_path):
     does (its own examples still hold)."""
     from cosmic_ray.mutating import mutate_code
     from cosmic_ray.operators.exception_replacer import ExceptionReplacer
+
     from mutate_change import mutants_of
     from mutation_operators import DottedExceptionReplacer, make
 

@@ -75,3 +75,15 @@ def test_a_read_only_file_in_a_checkpoint_is_synced_without_write_access(tmp_pat
         (directory / "tokenizer.json").chmod(0o444)
     saved = write_checkpoint(tmp_path, 5, fill)
     assert (saved.path / "tokenizer.json").read_text() == "{}" and latest_good(tmp_path, log=lambda _: None) == saved
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts this process's descriptors in /proc")
+def test_saves_leave_no_descriptor_open(tmp_path):
+    """Every fsync opens a descriptor; a trainer saves thousands of times, so each must be closed again (a leak
+    ends a long run at the descriptor limit, EMFILE)."""
+    _save = lambda step: write_checkpoint(tmp_path, step, lambda d: (d / "x").write_bytes(b"1"))  # noqa: E731
+    _save(1)
+    before = len(os.listdir("/proc/self/fd"))
+    for step in range(2, 7):
+        _save(step)
+    assert len(os.listdir("/proc/self/fd")) == before

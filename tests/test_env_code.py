@@ -36,7 +36,7 @@ from rlvr.types import Outcome
 from rlvr.verifiers.code import sandbox
 from rlvr.verifiers.code.reference import parse_reference
 from rlvr.verifiers.code.sandbox import Probe, SandboxConfig, SandboxResult
-from rlvr.verifiers.code.verifier import MAX_CODE_BYTES, CodeVerifier, extract_code
+from rlvr.verifiers.code.verifier import MAX_CODE_BYTES, CodeVerifier
 
 LIMIT_S = 1.0  # the episode's tool limit in these tests: the slow attacks cost about this each
 
@@ -170,31 +170,6 @@ def test_program_limit_is_the_tighter_of_task_and_episode():
     env = task(code_time_limit_s=0.5, code_memory_mb=128).environment(EpisodeConfig(tool_time_limit_s=2.0))
     assert env.sandbox.time_limit_s == 0.5 and env.sandbox.memory_mb == 128
     assert env.thread_limit_s == 0.5 + START_AND_CLEANUP_S  # the sandbox's kill comes before the thread's
-
-
-def test_prompt_has_two_worked_examples_whose_calls_parse():
-    """Two exchanges, each a sentence then a run_tests call, its result, the fenced answer: the second's first try
-    fails a visible test and its answer is the fixed code (what makes SmolLM2-135M call, code.py's comments)."""
-    t = task()
-    prompt = t.eval_prompts(1)[0]
-    roles = [m["role"] for m in prompt.messages]
-    assert roles == ["user", "assistant", "tool", "assistant"] * 2 + ["user"]
-    tools = t.environment(EpisodeConfig()).tools
-    shots = [parse_turn(0, prompt.messages[i]["content"], tools) for i in (1, 5)]
-    assert all(not s.errors and [c.name for c in s.calls] == ["run_tests"] for s in shots)
-    assert all(prompt.messages[i]["content"].startswith(code_env.EXAMPLE_LEAD + "\n<tool_call>") for i in (1, 5))
-    assert extract_code(prompt.messages[3]["content"]) == EXAMPLE_CODE == shots[0].calls[0].arguments["code"]
-    assert shots[1].calls[0].arguments["code"] == code_env.SECOND_FIRST_TRY
-    assert prompt.messages[6]["content"] == code_env.SECOND_TOOL_TEXT and "FAIL" in code_env.SECOND_TOOL_TEXT
-    assert extract_code(prompt.messages[7]["content"]) == code_env.SECOND_CODE
-    assert all("\n" not in c for c in (EXAMPLE_CODE, code_env.SECOND_FIRST_TRY, code_env.SECOND_CODE))  # one line
-    assert prompt.messages[4]["content"].startswith(second_example().question)
-    question = prompt.messages[-1]["content"]
-    assert all(test in question for test in prompt.columns["visible_tests"]) and "run_tests" in question
-    assert not any(test in question for test in json.loads(prompt.reference)["asserts"])
-    assert "Answer: <number>" not in question  # the math default instruction is replaced
-    alone = task(one_shot=False, system_prompt="Be brief.", instruction="Go.").eval_prompts(1)[0]
-    assert [m["role"] for m in alone.messages] == ["system", "user"] and alone.messages[1]["content"].endswith("Go.")
 
 
 def test_without_a_sandbox_the_tools_say_so(monkeypatch):

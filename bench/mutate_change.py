@@ -3,6 +3,7 @@
     .venv/bin/python bench/mutate_change.py BASE                       # lines of rlvr/ changed since BASE
     .venv/bin/python bench/mutate_change.py BASE --paths rlvr/agents   # only under these paths
     .venv/bin/python bench/mutate_change.py --whole rlvr/agents/wiring.py rlvr/tasks/levels.py
+    .venv/bin/python bench/mutate_change.py BASE --sample 20           # a change too large to run whole
 
 The mutants come from cosmic-ray's operators (bench/mutation_operators.py says which and why): it rewrites a
 parsed copy of the file, one change at a time. This script copies the repository (tracked and new files, never
@@ -293,6 +294,19 @@ def _run(pending: list[Mutant], trees: list[Path], coverage: CoverageMap, budget
             runner.close()
 
 
+def _sample(mutants: list[Mutant], per_file: int) -> list[Mutant]:
+    """At most `per_file` mutants of each file, the ones whose digest sorts first: a pseudo-random pick that is the
+    same on every run of the same code (so --resume works), for a change too large to run whole. The per-file
+    rates are then estimates from the sample."""
+    if not per_file:
+        return mutants
+    picked = []
+    for path in sorted({m.path for m in mutants}):
+        picked += sorted((m for m in mutants if m.path == path), key=lambda m: m.digest)[:per_file]
+    print(f"sampled {len(picked)} of {len(mutants)} mutants (at most {per_file} a file)", flush=True)
+    return sorted(picked, key=lambda m: (m.path, m.first, m.operator, m.occurrence))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("base", nargs="?", help="the commit the change is measured against")
@@ -305,13 +319,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="mutants run at once, each in its own copy")
     parser.add_argument("--report", type=Path, help="write every outcome here as JSON, as the run goes")
     parser.add_argument("--resume", action="store_true", help="skip the mutants --report says were killed")
+    parser.add_argument("--sample", type=int, default=0,
+                        help="at most this many mutants a file, the same pick every run (default: all)")
     parser.add_argument("--list", action="store_true", help="list the mutants and stop (no tests run)")
     parser.add_argument("--root", type=Path, default=ROOT, help="the repository (default: this one)")
     parser.add_argument("--equivalents", type=Path, default=None, help="default: bench/equivalent_mutants.md")
     args = parser.parse_args(argv)
     root = args.root.resolve()
     scope = _scope(args, root)
-    mutants = [m for path in sorted(scope) for m in mutants_of(root, path, scope[path])]
+    mutants = _sample([m for path in sorted(scope) for m in mutants_of(root, path, scope[path])], args.sample)
     if args.list or not mutants:
         for m in mutants:
             _print(m)

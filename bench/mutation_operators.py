@@ -13,6 +13,8 @@ from __future__ import annotations
 from typing import Iterator
 
 import parso.python.tree as tree
+from cosmic_ray.exceptions import CosmicRayTestingException
+from cosmic_ray.operators.exception_replacer import ExceptionReplacer
 from cosmic_ray.operators.operator import Example, Operator
 from cosmic_ray.plugins import get_operator
 
@@ -136,6 +138,38 @@ class DropKeywordArgument(Operator):
         return (Example("f(a, k=1)", "f(a)"), Example("f(k=1)", "f()"), Example("f(k=1, j=2)", "f(j=2)"))
 
 
+class DottedExceptionReplacer(ExceptionReplacer):
+    """cosmic-ray's ExceptionReplacer, also for dotted classes (`except json.JSONDecodeError`, or one inside a
+    tuple): cosmic-ray's own assumes every listed class is a bare name and stops the whole listing with an
+    AttributeError. A dotted class becomes the testing exception whole; bare names are numbered as before."""
+
+    def mutate(self, node, index):
+        target = self._name_nodes(node)[index]
+        if isinstance(target, tree.Name):
+            return super().mutate(node, index)
+        replacement = tree.Name(CosmicRayTestingException.__name__, target.start_pos,
+                                  prefix=target.get_first_leaf().prefix)
+        holder = target.parent
+        holder.children[holder.children.index(target)] = replacement
+        replacement.parent = holder
+        return node
+
+    @staticmethod
+    def _name_nodes(node):
+        listed = node.children[1]
+        if listed.type == "atom" and listed.children[0] == "(":
+            inner = listed.children[1]
+            return inner.children[::2] if inner.type == "testlist_comp" else (inner,)
+        return (listed,)
+
+    @classmethod
+    def examples(cls):
+        return (Example("try: pass\nexcept json.JSONDecodeError: pass",
+                        f"try: pass\nexcept {CosmicRayTestingException.__name__}: pass"),
+                Example("try: pass\nexcept (OSError, json.JSONDecodeError): pass",
+                        f"try: pass\nexcept (OSError, {CosmicRayTestingException.__name__}): pass", occurrence=1))
+
+
 OURS = {op.__name__: op for op in (ReplaceInWithNotIn, ReplaceNotInWithIn, DeleteStatement, ReturnNone,
                                    DropKeywordArgument)}
 
@@ -150,6 +184,8 @@ def operator_names() -> list[str]:
 def make(name: str) -> Operator:
     """An operator instance by its listed name (cosmic-ray's registry for core/, this module for rlvr/)."""
     family, _, short = name.partition("/")
+    if name == "core/ExceptionReplacer":
+        return DottedExceptionReplacer()
     return OURS[short]() if family == "rlvr" else get_operator(name)()
 
 

@@ -72,6 +72,22 @@ def test_each_call_is_one_error_at_most_and_each_unclosed_block_one():
     assert counts(call("a") + "</tool_call>" + call("b") + "</tool_call>") == (["a", "b"], [stray, stray])
 
 
+def test_an_unclosed_block_anywhere_is_read_once_and_reading_ends():
+    """An unclosed block after text (or after a closed call) is one error, and the reader moves past it: a slip
+    in the `not closed` test (-1, what str.find returns) would restart the search before the block and read it
+    forever. Bounded by a thread so such a slip fails here instead of hanging the suite."""
+    import threading
+
+    texts = ["Let me compute this first. <tool_call>{\"name\": \"echo\"", call("a") + " and <tool_call>{b",
+             "x" * 40 + "<tool_call>{a <tool_call>{b"]
+    results: list = []
+    reader = threading.Thread(target=lambda: results.extend(counts(t) for t in texts), daemon=True)
+    reader.start()
+    reader.join(30.0)
+    unclosed = "malformed tool call: <tool_call> without </tool_call>"
+    assert results == [([], [unclosed]), (["a"], [unclosed]), ([], [unclosed, unclosed])]
+
+
 def test_calls_past_the_limit_are_not_run_and_each_is_one_error():
     """MAX_CALLS_PER_TURN (8) calls run; each one past it is an error (20 calls: 8 run, 12 errors; before, the 12
     were 1 error)."""

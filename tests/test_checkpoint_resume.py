@@ -20,6 +20,10 @@ from rlvr.checkpoint.rundir import CLAIM
 from rlvr.checkpoint.store import write_checkpoint
 from rlvr.config.run import ConfigError, load_config
 
+_ROOT = str(Path(__file__).resolve().parent.parent)  # this tree's rlvr in the child, also in a mutated copy
+_BUFFERED = {**{k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"},
+             "PYTHONPATH": os.pathsep.join([_ROOT, os.environ.get("PYTHONPATH", "")])}
+
 
 def config_for(out: Path, *extra: str):
     return load_config(None, [f"output_dir={out}", "checkpoint.resume=auto", "max_steps=4", *extra])
@@ -182,9 +186,13 @@ def test_a_run_directory_without_its_claim_file_is_locked_all_the_same(tmp_path)
 _RESUME_IN_AN_ASCII_LOCALE = textwrap.dedent("""
     import os, sys
     from pathlib import Path
-    from rlvr.checkpoint.resume import run_in_directory
-    from rlvr.config.run import load_config
-    out = Path(sys.argv[1])
+    from rlvr.checkpoint.resume import open_run, run_in_directory
+    from rlvr.config.run import ConfigError, load_config
+    out, other = Path(sys.argv[1]), Path(sys.argv[2])
+    try:  # a run of another seed, stopped before its first checkpoint: its config.yaml must be read to refuse it
+        open_run(load_config(None, [f"output_dir={other}", "checkpoint.resume=auto", "max_steps=4", "seed=4"]), None)
+    except ConfigError as err:
+        print("refused:", str(err).splitlines()[0])
     config = load_config(None, [f"output_dir={out}", "checkpoint.resume=auto", "max_steps=4"])
     run_in_directory(config, None, lambda config, run_dir: os._exit(0), None)  # killed as set-up begins
 """)
@@ -199,15 +207,17 @@ def test_resume_reads_config_yaml_as_utf8_and_its_messages_reach_the_log_at_once
     checkpointed(out, 1)
     checkpointed(out, 2)
     (out / "checkpoints" / "step-000002" / "trainer_state.pt").write_bytes(b"x")
-    (out / "config.yaml").write_text("# edited by hand: modèle de départ\n" + (out / "config.yaml").read_text(),
-                                     encoding="utf-8")
-    root = str(Path(__file__).resolve().parent.parent)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]), "LC_ALL": "C",
-           "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
-    done = subprocess.run([sys.executable, "-c", _RESUME_IN_AN_ASCII_LOCALE, str(out)], capture_output=True,
-                          text=True, timeout=120, env=env)
+    other = started(tmp_path / "other", "seed=3")
+    for run in (out, other):
+        (run / "config.yaml").write_text("# edited by hand: modèle de départ\n" + (run / "config.yaml").read_text(),
+                                         encoding="utf-8")
+    # stdout block-buffered (no PYTHONUNBUFFERED): an unflushed line is lost at os._exit
+    env = {**_BUFFERED, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    done = subprocess.run([sys.executable, "-c", _RESUME_IN_AN_ASCII_LOCALE, str(out), str(other)],
+                          capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == f"run directory: {out} (resuming from step-000001)"
+    assert f"refused: {other} has no complete checkpoint to resume from" in done.stdout, done.stdout
     assert "rlvr: skipping checkpoint step-000002" in done.stdout
 
 
@@ -337,9 +347,6 @@ def test_the_stop_message_gives_the_time_this_process_ran_and_the_command_that_r
                        f"rlvr train --resume {tmp_path}")
 
 
-_ROOT = str(Path(__file__).resolve().parent.parent)  # this tree's rlvr in the child, also in a mutated copy
-_BUFFERED = {**{k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"},
-             "PYTHONPATH": os.pathsep.join([_ROOT, os.environ.get("PYTHONPATH", "")])}
 
 
 def test_what_resume_says_reaches_a_piped_log_at_once():

@@ -139,3 +139,44 @@ def test_annotations_are_not_mutated(tmp_path):
     assert ("return x & 1" in {after for _, after in found})  # the code's own `|` is mutated
     assert all(line == 6 or "int | None" in after for line, after in found if line in (4, 5)), found
     assert not any("&" in after and line in (4, 5) for line, after in found)
+
+
+def test_exception_classes_are_replaced_dotted_or_not(tmp_path):
+    """cosmic-ray's ExceptionReplacer stopped the whole listing on `except json.JSONDecodeError` (an
+    AttributeError on a dotted class); ours replaces a dotted class whole and numbers bare names as cosmic-ray
+    does (its own examples still hold)."""
+    from cosmic_ray.mutating import mutate_code
+    from cosmic_ray.operators.exception_replacer import ExceptionReplacer
+
+    from mutate_change import mutants_of
+    from mutation_operators import DottedExceptionReplacer, make
+
+    assert isinstance(make("core/ExceptionReplacer"), DottedExceptionReplacer)
+    for example in DottedExceptionReplacer.examples() + ExceptionReplacer.examples():
+        if example.pre_mutation_code == example.post_mutation_code:  # a bare `except:` has nothing to replace
+            continue
+        assert mutate_code(example.pre_mutation_code, DottedExceptionReplacer(), example.occurrence) == \
+            example.post_mutation_code
+    (tmp_path / "m.py").write_text("import json\n\n\ndef f(s):\n    try:\n        return json.loads(s)\n"
+                                   "    except (ValueError, json.JSONDecodeError):\n        return None\n")
+    replaced = {m.after for m in mutants_of(tmp_path, "m.py", set(range(1, 9)))
+                if m.operator == "core/ExceptionReplacer"}
+    assert replaced == {"except (CosmicRayTestingException, json.JSONDecodeError):",
+                        "except (ValueError, CosmicRayTestingException):"}
+
+
+def test_a_sample_keeps_a_few_mutants_of_every_file_the_same_on_every_run(capsys):
+    """--sample N: a change of thousands of mutants gets at most N a file, picked by digest (so a resumed run picks
+    the same ones), and no file is left out."""
+    from mutate_change import Mutant, _sample
+
+    def mutant(path, i):
+        return Mutant(path, "f", "core/AddNot", i, i, i, "x", "not x", f"{(i * 7919) % 1000:04d}{path}")
+    mutants = [mutant(p, i) for p in ("a.py", "b.py") for i in range(10)] + [mutant("c.py", 0)]
+    picked = _sample(mutants, 3)
+    assert [sum(m.path == p for m in picked) for p in ("a.py", "b.py", "c.py")] == [3, 3, 1]
+    assert {m.digest for m in picked if m.path == "a.py"} == set(sorted(m.digest for m in mutants
+                                                                        if m.path == "a.py")[:3])
+    assert [m.key for m in _sample(list(reversed(mutants)), 3)] == [m.key for m in picked]
+    assert "sampled 7 of 21 mutants" in capsys.readouterr().out
+    assert _sample(mutants, 0) == mutants

@@ -93,3 +93,21 @@ def test_the_packed_forward_builds_no_kv_cache_on_either_path(monkeypatch) -> No
         with torch.no_grad():
             lp.completion_logprobs(model, prompt_ids, prompt_mask, rows, completion_ids, completion_mask, TEMPERATURE)
         assert model.config.use_cache and seen == [None], (blocked, seen)  # the config would build one
+
+
+def test_the_training_forward_of_a_tied_model_skips_the_plain_embedding() -> None:
+    """With the head's weight tied to the input embedding (SmolLM2), the update's forward takes the lookup that
+    adds its rows straight into .grad (fused_head.tied_input_embeddings): the plain nn.Embedding's backward would
+    build a dense [V, H] zero gradient (113 MB for SmolLM2) and add it whole to the head's. Scoring without
+    gradients takes the plain lookup. Catches the condition inverted or dropped."""
+    model = tiny_llama(tied=True)
+    prompt_ids, prompt_mask, rows, completion_ids, completion_mask = shared_prefix_batch()
+    plain_lookups = []
+    model.get_input_embeddings().register_forward_hook(lambda module, args, out: plain_lookups.append(out.shape))
+    with torch.no_grad():
+        lp.completion_logprobs(model, prompt_ids, prompt_mask, rows, completion_ids, completion_mask, TEMPERATURE)
+    assert len(plain_lookups) == 1
+    logprobs, _ = lp.completion_logprobs(model, prompt_ids, prompt_mask, rows, completion_ids, completion_mask,
+                                         TEMPERATURE)
+    logprobs.sum().backward()
+    assert len(plain_lookups) == 1 and model.get_input_embeddings().weight.grad.abs().sum() > 0

@@ -178,3 +178,57 @@ def test_the_model_before_s_own_recheck_is_reused_as_its_evaluation_not_its_pred
     assert [r for r in evaluate.rechecks if r[0] == "rl"] == [("rl", 3, 4, [L2])]  # evaluated once, as rl's "after"
     rows = {(row[0], row[1]): row for row in _rows(manifest_summary(tmp_path / "run"), "falls beyond")}
     assert rows[("rl2", "L2")][4].startswith("-0.875 ± 0.250") and rows[("rl2", "L2")][-1] == "holds"
+
+
+def _evaluation(recheck_size: int, offset: int = 0):
+    config = load_config(None, [])
+    config.eval.sets, config.eval.size, config.eval.offset = [{"level": 1}, {"level": 2}], 3, offset
+    config.eval.recheck_size = recheck_size
+    return config
+
+
+def _looked(rates: dict[str, list[float]]) -> dict:
+    """An evaluation as the runner keeps it: per set, pass@1 and its per-problem rates."""
+    return {"breakdown": {"set": {label: {"pass@1": sum(r) / len(r), "per_problem_pass@1": r}
+                                  for label, r in rates.items()}}}
+
+
+# both sets fell from all right to all wrong: -1 +- 0, beyond 2 SE on each
+BEFORE = _looked({L1: [1.0, 1.0, 1.0], L2: [1.0, 1.0, 1.0]})
+AFTER = _looked({L1: [0.0, 0.0, 0.0], L2: [0.0, 0.0, 0.0]})
+
+
+def _stage(**fields):
+    from rlvr.pipeline.manifest import StageRecord
+    return StageRecord(name="rl", kind="grpo", directory="stages/01-rl", config={},
+                       **{"model": "rl/final", "eval": AFTER, **fields})
+
+
+def test_recheck_falls_needs_a_size_an_evaluation_and_a_model_and_goes_through_every_set():
+    """Nothing is looked at again without eval.recheck_size, or for a stage with no evaluation or no model (a
+    sample stage); otherwise every fallen set is re-checked and saved as it is done, also after one a resumed
+    recipe already has."""
+    from rlvr.pipeline.recheck import recheck_falls
+
+    calls, saves = [], []
+    evaluate = lambda config, model: calls.append((model, set_label(config.eval.sets[0]))) or AFTER  # noqa: E731
+    for evaluation, record in ((_evaluation(0), _stage()), (_evaluation(4), _stage(eval=None)),
+                               (_evaluation(4), _stage(model=None))):
+        recheck_falls(evaluation, record, ("cold/final", BEFORE, {}), evaluate, lambda: saves.append(1), print)
+        assert record.recheck == {} and calls == [] and saves == []
+
+    record = _stage(recheck={L1: {"first": {}, "before": {}, "after": {}}})  # L1 done before a resume
+    recheck_falls(_evaluation(4), record, ("cold/final", BEFORE, {}), evaluate, lambda: saves.append(1), print)
+    assert calls == [("cold/final", L2), ("rl/final", L2)] and len(saves) == 1 and set(record.recheck) == {L1, L2}
+
+
+def test_sets_with_no_further_problems_are_each_recorded_as_not_rechecked_and_saved():
+    from rlvr.pipeline.recheck import recheck_falls
+
+    said, saves, record = [], [], _stage()
+    recheck_falls(_evaluation(4, offset=10**6), record, ("cold/final", BEFORE, {}),
+                  lambda config, model: pytest.fail("nothing is left to evaluate"), lambda: saves.append(1),
+                  said.append)
+    assert record.recheck == {label: {"first": {"pass@1": "-1.000 ± 0.000 ▼"}, "before": {}, "after": {}}
+                              for label in (L1, L2)}
+    assert len(saves) == 2 and all("not re-checked: the set has no held-out problems" in line for line in said)

@@ -129,3 +129,22 @@ def test_io_output_that_is_not_utf8_is_refused_without_decoding_it(code_verifier
 def code_verifier():
     from rlvr.verifiers.code.verifier import CodeVerifier
     return CodeVerifier(sandbox=SandboxConfig())
+
+
+def test_an_io_case_reads_no_more_output_than_could_match(code_verifier, monkeypatch):
+    """Output more than twice the expected size plus 64 KiB cannot normalise to it, so it is not read: 100 cases
+    printing 1 MiB each cost the parent as much as 100 honest ones (0.15 s here; 0.34 s when all was read). A large
+    expected output raises the cap with it."""
+    import rlvr.verifiers.code.verifier as verifier_module
+
+    caps = []
+    real = verifier_module.run_sandboxed
+    monkeypatch.setattr(verifier_module, "run_sandboxed",
+                        lambda code, stdin, config: caps.append(config.max_output_bytes) or real(code, stdin, config))
+    flood = code_verifier.verify('```python\nprint("a" * (1 << 20))\n```', json.dumps({"io": [{"input": "",
+                                                                                          "output": "1\n"}]}))
+    assert flood.score == 0.0 and caps == [2 * 2 + (64 << 10)]
+    big = "x" * 300_000
+    honest = code_verifier.verify('```python\nprint("x" * 300_000)\n```',
+                                  json.dumps({"io": [{"input": "", "output": big + "\n"}]}))
+    assert honest.outcome is Outcome.CORRECT and caps[-1] == 2 * 300_001 + (64 << 10), honest

@@ -36,6 +36,7 @@ from rlvr.verifiers.code.sandbox import SandboxConfig, SandboxUnavailable, probe
 from rlvr.verifiers.code.session import Session
 
 MAX_CODE_BYTES = 256 << 10  # longer extracted code is not run
+IO_SLACK_BYTES = 64 << 10  # an io case reads at most twice its expected output plus this (trailing spaces)
 _PYTHON_FENCES = ("python", "py", "python3", "")
 
 
@@ -140,7 +141,10 @@ class CodeVerifier:
     @staticmethod
     def _run_io(code: str, index: int, stdin: str, expected: str, config: SandboxConfig,
                 problems: list[str]) -> tuple[bool, str]:
-        run = run_sandboxed(code, stdin.encode(), config)
+        # Output more than twice the expected size (plus slack for trailing spaces) can never normalise to it: it
+        # is not read, so 100 cases printing 1 MiB each cost the parent reads of 64 KiB (issue 43 review: 0.34 s).
+        cap = min(config.max_output_bytes, 2 * len(expected.encode("utf-8")) + IO_SLACK_BYTES)
+        run = run_sandboxed(code, stdin.encode(), replace(config, max_output_bytes=cap))
         if not run.started:
             problems.append(f"sandbox failed: {run.stderr.decode(errors='replace').strip()[-300:]}")
             return False, f"io case {index}: sandbox failed"

@@ -74,6 +74,11 @@ def math_adversarial_cases() -> list[AdversarialCase]:
     # an answer early, then 1 MB of padding (thinking, or prose) after it
     cases.append(AdversarialCase("think_then_box", "<think>" + "so 2 + 2 " * (MB // 9) + "</think>\\boxed{1}", "1"))
     cases.append(AdversarialCase("box_then_padding", "\\boxed{1}" + " " * MB, "1"))
+    # issue 43's red team: an 'Answer:' line whose value ends in a parenthesis (read as a restatement of it)
+    for name, unit in (("answer_degrees_paren", "^\\circ"), ("answer_units_paren", "\\text{ cm}^2"),
+                       ("answer_parens", " (1)"), ("answer_triple_parens", " (((1)))"),
+                       ("answer_nested_parens", " " + "(" * 20 + "1" + ")" * 20)):
+        cases.append(AdversarialCase(name, "Answer: 1" + _repeat(unit, " (1)"), "1"))
     return cases
 
 

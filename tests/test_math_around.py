@@ -215,6 +215,10 @@ COSTLY = {
     "64 answer lines of '$'": ("Answer: " + "$" * 995 + "5" + "$" * 995 + "\n") * 64,
     "1 MB, then an environment of '\\('": _PAD + "$$" + "\\(" * 7000 + "5$$",
     "1 MB, then an environment of '='": _PAD + "$" + "=" * 16_000 + "1$",
+    # a unit stripped per pass over the value, for a parenthesis that may restate it: 80 s, 2 s (issue 43)
+    "180 KB of '^\\circ', then a parenthesis": "Answer: 5" + "^\\circ" * 30_000 + " (5)",
+    "36 KB of '\\text{ cm}^2', then a parenthesis": "Answer: 5" + "\\text{ cm}^2" * 3000 + " (5)",
+    "1 MB of '(5) '": "Answer: " + "(5) " * (MB // 4),
 }
 
 

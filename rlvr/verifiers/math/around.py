@@ -27,11 +27,13 @@ from fractions import Fraction
 from itertools import islice
 
 from rlvr.verifiers.math.forms import changes_count, counted_value, is_unit
-from rlvr.verifiers.math.numbers import NUMBER_IN_TEXT, as_number
-from rlvr.verifiers.math.prose import DENY
+from rlvr.verifiers.math.numbers import NUMBER_IN_TEXT, as_number, last_digit
+from rlvr.verifiers.math.prose import COPULAS, DENY
+from rlvr.verifiers.math.units import unit_of
 from rlvr.verifiers.math.words import words_value
 
 TRAILER_CHARS = 1000  # what is read after the final statement
+_RESTATED_CHARS = 200  # the longest value a parenthesis after it may restate
 RETRACTED = "unparseable: the final answer is retracted after it"
 HEDGED = "hedged: several answers"
 SENTENCE_END = re.compile(r"(?<=[^\s.])\.\s+(?=[A-Z<])")
@@ -48,16 +50,23 @@ _RETRACTION = re.compile(
     r"\s+(?:right|correct|final)?\s*answer))\b|\banswer\s+(?:is|was)\s*(?:n['’]?t|\s+not)\b"
     r"|\b(?:is|was)\s*n['’]t\s+\$?\\?(?:boxed\{)?[-\d.]|\b(?:is|was)\s+not\s+\$?\\?(?:boxed\{)?[-\d.]", re.IGNORECASE)
 _HEDGE = re.compile(r"\b(?:or|either|maybe|perhaps|possibly|might|could|alternatively|otherwise|though|although|also"
-                    r"|instead|too)\b", re.IGNORECASE)
+                    r"|instead|too|if|unless|however|whereas|else)\b", re.IGNORECASE)  # 'if', 'unless', ...: red team
 _EITHER_SIDE = frozenset(("maybe", "perhaps", "possibly", "might", "could", "also", "instead", "too"))
 _APPROX = re.compile(r"\b(?:approximately|approx|about|roughly|around|nearly|equivalently|i\.e|that\s+is)\b|≈|\\approx",
                      re.IGNORECASE)
+_NUMBER_WORD = re.compile(r"\b(?:zero|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen"
+                          r"|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty"
+                          r"|forty|fifty|sixty|seventy|eighty|ninety)\b", re.IGNORECASE)  # '\\boxed{4}. Or three.'
 _BOUNDARY = re.compile(r"[.!?](?:\s|$)|\n")
 _NEGATED = re.compile(r"(?:\bis\s*n['’]?t|\bis\s+not|\bnot|≠|\\neq?)\s*\$?\s*\Z", re.IGNORECASE)
 _WORD_AFTER = re.compile(r"\s*([A-Za-z]+)")
 _NOT = re.compile(r"\bnot\s*\$?\s*\Z", re.IGNORECASE)  # 'The answer is 5, not 6' rejects 6
 _OPERATOR_BEFORE = re.compile(r"(?:[-+*/×÷·=^_]|\\(?:times|cdot|div))\s*\$?\s*\Z")  # '3 × 4 = 12', '13_5' (base 5)
 _OPERATOR_AFTER = re.compile(r"\s*\$?\s*(?:[-+*/×÷·=^_]|\\(?:times|cdot|div)(?![A-Za-z]))")
+# '(see step 2)': a pointer to the work, no value (issue 43's red team)
+_NOTE = re.compile(r"\s*(?:see|from|by|using|as\s+in|in|cf\.?|per)\s+(?:step|eq(?:uation)?|part|line|case|lemma"
+                   r"|theorem)s?\.?\s*\(?\d{1,3}[a-z]?\)?\.?\s*", re.IGNORECASE)
+_NOTE_AFTER = re.compile(rf"\s*\(({_NOTE.pattern})\)", re.IGNORECASE)
 _ARITHMETIC = re.compile(r"\s*(\d+(?:\.\d+)?|[-+*/×÷·=]|\\times|\\cdot|\\div)")
 
 
@@ -71,16 +80,18 @@ def value_end(text: str, start: int, end: int, value_of=None) -> int:
         end = why.start()
     clause = text[start:end].rstrip(" .!")
     if clause.endswith(")") and (opened := clause.rfind("(")) > 0 and _MEANINGFUL.search(clause, 0, opened):
-        if _restates(clause[opened + 1:-1], clause[:opened]):
+        if _NOTE.fullmatch(clause, opened + 1, len(clause) - 1) or _restates(clause[opened + 1:-1], clause[:opened]):
             end = start + opened
     return end
 
 
 def _restates(inside: str, value: str) -> bool:
     """Whether a parenthesis restates the value before it: the same number in words or figures, or arithmetic that
-    gives it ('34 (12 + 22)', '5 (five)')."""
+    gives it ('34 (12 + 22)', '5 (five)'). Only short values are read: 1 MB of '(3) ' cost 0.3 s (issue 43)."""
+    if len(inside) > 80 or len(value) > _RESTATED_CHARS:
+        return False
     number = _number(value)
-    if number is None or len(inside) > 80:
+    if number is None:
         return False
     sides = [_arithmetic(side) for side in inside.split("=")]
     return all(side == number for side in sides) or words_value(inside) == number
@@ -110,11 +121,41 @@ def _arithmetic(expression: str) -> Fraction | None:
         return None
 
 
+# ---------------------------------------------------------------- words that negate or qualify the value
+_NEGATION = re.compile(r"\b(?:not|never|cannot|impossible|wrong|incorrect|mistaken|mistakes?|erroneous|nobody"
+                       r"|red\s+herring|[a-z]+n['’]t)\b", re.IGNORECASE)
+_QUALIFIER = re.compile(r"\b(?:unlikely|guess(?:ed|es)?|estimated?|estimates|approximate(?:ly)?|approx|rounded|bounds?"
+                        r"|naive|at\s+(?:best|most|least)|(?:less|more|fewer|greater|larger|smaller|other)\s+than|up\s+to"
+                        r"|times\s+(?:as|larger|bigger|smaller|greater|more|less|fewer)|roughly|about|nearly|almost"
+                        r"|exceeds?|anything\s+but|all\s+but)\b", re.IGNORECASE)
+_HEDGING = re.compile(r"\b(?:maybe|perhaps|possibly|probably)\b", re.IGNORECASE)  # on a line: a hedge (hedges.py)
+_CLAUSE_START = re.compile(r"[.!?;,](?:\s|$)|\n")
+QUALIFIED = "the words around the value bound, estimate or qualify it"
+QUALIFIED_CHARS = 2400  # a statement's marker and value: longer values are over-long answers (boxes.MAX_ANSWER_CHARS)
+
+
+def qualified(text: str, start: int, end: int, reach: int, hedging: bool = False) -> str | None:
+    """Why the clause of a value (text[start:end], read from the start of its clause at most `reach` characters
+    before `start`) negates or retracts it ('Answer: 25 would be wrong', 'the wrong answer is 25', 'The total
+    cannot be 120'): RETRACTED; or bounds, estimates or qualifies it ('the lower bound is 25', 'Answer: 5 at best',
+    'Maybe 5.'): QUALIFIED; None otherwise. Issue 43's red team: word lists, not one-off patterns."""
+    low, end = max(0, start - reach), min(end, start + QUALIFIED_CHARS)
+    starts = [m.end() for m in _CLAUSE_START.finditer(text, low, start)]
+    low = starts[-1] if starts else low
+    if _NEGATION.search(text, low, end):
+        return RETRACTED
+    found = _QUALIFIER.search(text, low, end) or (hedging and _HEDGING.search(text, low, end))
+    return QUALIFIED if found else None
+
+
 # ---------------------------------------------------------------- after the final statement
 def trailer_problem(text: str, end: int, line_end: int, value: str) -> str | None:
     """Why what follows the final statement (ending at `end`; for an 'Answer:' line, its line ending at `line_end`,
     else -1) retracts or hedges its value; None when it does not (see the module docstring)."""
     window = text[end:end + TRAILER_CHARS]
+    note = _NOTE_AFTER.match(window)  # '4 apples (from step 3)': a pointer, no other value
+    window = window[note.end():] if note else window
+    line_end = line_end - note.end() if note else line_end
     if _RETRACTION.search(window):
         return RETRACTED
     for hedge in islice(_HEDGE.finditer(window), 64):  # the value it offers: after it ('or 4'), or before it too
@@ -152,7 +193,9 @@ def _other_number(text: str, value: str) -> bool:
             continue  # 'or 1 dozen' restates 12
         if (mine is not None and number != mine) or (mine is None and match.group().strip() not in value):
             return True
-    return False
+    words = (words_value(w.group()) for w in islice(_NUMBER_WORD.finditer(text), 16)
+             if not _APPROX.search(text, max(0, w.start() - 24), w.start()))
+    return mine is not None and any(word is not None and word != mine for word in words)
 
 
 def _number(value: str) -> Fraction | None:
@@ -163,15 +206,24 @@ def _number(value: str) -> Fraction | None:
 
 # ---------------------------------------------------------------- next to a box
 _BEFORE_BOX = re.compile(r"(?:(?:[+*/^_×÷·\d<≤≥≠≈∼~]|(?<![-=])>|\\(?:cdot|times|div|pm|mp|neg|lnot|approx|sim|sqrt"
-                         r"|[lg]eq?|[lg]t|neq?|leqslant|geqslant)(?![A-Za-z])|(?:\\[dt]?frac"
+                         r"|[lg]eq?|[lg]t|neq?|leqslant|geqslant)(?![A-Za-z])|\\not(?![A-Za-z])\s*=?|(?:\\[dt]?frac"
                          r"|\\sqrt|[\^_]|\})\s*\{)\s*(?:\$|\\\(|\\\[|\*\*)?\s*"
                          r"|[-\u2212\u2013](?:\$|\\\(|\\\[|\*\*)?)\Z")  # a sign right before it, an operator anywhere
 _TAG_END = re.compile(r"<[^<>\n]{1,40}>\s*\Z")
 _BULLET = re.compile(r"\s*[-*+]\s+(?:\$|\\\(|\\\[|\*\*)?\s*\Z")
 _WORDS_BEFORE = re.compile(r"([A-Za-z'’]+)\s+(?:([A-Za-z'’]+)\s+)?(?:\$|\\\(|\\\[|\*\*)?\s*\Z")
-_AFTER_BOX = re.compile(r"(?:[ \t~]|\\[,;:! ]|\$|\\\)|\\\]|\*\*)*(?:(\\?%|percent\b|pct\b)"
+_AFTER_BOX = re.compile(r"(?:[ \t~]|\\[,;:! ]|\$|\\\)|\\\]|\*\*|[)\]}]|\\right\s*[).\]|])*"
+                        r"(?:(\\?%|percent\b|pct\b)"
                         r"|\\(?:text|mathrm|mbox)\s*\{([^{}]*)\}|([A-Za-z]+)"
-                        r"|([\^_*/×÷·\d<>≤≥≠]|\\(?!(?:right|end|q?quad|pmod)(?![A-Za-z]))[A-Za-z]))")  # '\\pmod{11}' ok
+                        r"|([\^_*/×÷·\d<>≤≥≠²³½⅓⅔¼¾⅛⅜⅝⅞]"
+                        r"|\\(?!(?:right|end|q?quad|pmod)(?![A-Za-z]))[A-Za-z]))")  # '\\pmod{11}' ok
+# A sign set apart from the box ('is - \\boxed{3}', '= -\\,\\boxed{3}', '10 - \\boxed{3}'); not a bullet ('- \\boxed{3}'
+# at the start of a line) nor a dash after a word ('Final answer - \\boxed{3}'): issue 43's red team
+_DETACHED_SIGN = re.compile(r"[-\u2212\u2013](?:\s|\\[,;:! ])+(?:\$|\\\(|\\\[|\*\*)?\s*\Z")
+_WORD_END = re.compile(r"([A-Za-z]+)[*\s]*\Z")
+# What is glued to the end of a box changes it ('\\boxed{3},000', '\\boxed{3}.5', '\\boxed{3}e5', '\\boxed{3}!',
+# '\\boxed{3}²', '<answer>4</answer>.5'); a sentence's punctuation, a space, a closing delimiter or a unit does not
+_GLUED = re.compile(r"[.,](?=\d)|\{,\}|([A-Za-z]+)|[\w!'’|{]")
 _OF_WORDS = frozenset(("reciprocal", "inverse", "opposite", "square", "cube", "root", "half", "double", "twice",
                        "negative", "log", "logarithm", "negation", "multiple", "fraction", "percent"))
 
@@ -185,8 +237,15 @@ def box_problem(text: str, start: int, end: int, tag: bool = False) -> tuple[str
     before = _TAG_END.sub("", text[max(line_start, start - 40):start])  # '</answer>' is no relation
     if _BEFORE_BOX.search(before) and not (line_start >= start - 40 and _BULLET.fullmatch(before)):
         return "the box is part of an expression (a sign, an operator or a number next to it)", ""
+    sign = _DETACHED_SIGN.search(before)
+    if sign and (before[:sign.start()].strip() or line_start < start - 40):
+        word = _WORD_END.search(before, 0, sign.start())
+        if not word or word.group(1).lower() in COPULAS:
+            return "the box is part of an expression (a sign before it)", ""
     words = _WORDS_BEFORE.search(before)
     last = (words.group(2) or words.group(1)).lower() if words else ""
+    if last == "but" and words.group(2) and words.group(1).lower() in ("anything", "everything", "all"):
+        return f"a word ({words.group(0).strip()!r} before the box)", ""
     if last in DENY or (last == "of" and words.group(2) and words.group(1).lower() in _OF_WORDS):
         hedge = _HEDGE.fullmatch(last) or last in ("either", "nor", "maybe", "perhaps", "possibly", "probably")
         return f"{HEDGED if hedge else 'a word'} ({words.group(0).strip()!r} before the box)", ""
@@ -194,6 +253,10 @@ def box_problem(text: str, start: int, end: int, tag: bool = False) -> tuple[str
 
 
 def _after_box(text: str, end: int) -> tuple[str | None, str]:
+    glued = _GLUED.match(text, end)
+    if glued and not (glued.group(1) and len(glued.group(1)) > 1 and unit_of("1 " + glued.group(1))):  # '5cm'
+
+        return f"the box is part of a larger value ({glued.group()!r} right after it)", ""
     after = _AFTER_BOX.match(text, end, min(len(text), end + 80))
     if after is None:
         return None, ""
@@ -210,4 +273,9 @@ def fallback_problem(text: str, start: int, end: int) -> str | None:
     """Why the final number or environment at text[start:end], read without a statement, is negated or retracted."""
     if _NEGATED.search(text, max(0, start - 16), start):
         return "unparseable: the final number is negated ('is not', 'isn't')"
+    digit = last_digit(text[max(0, start - 24):start])  # 'not 4 but 5': that negation is 4's
+    low = start if digit < 0 else max(0, start - 24) + digit + 1
+    why = qualified(text, low, start, 24 if digit < 0 else 0, hedging=True)
+    if why:
+        return why
     return RETRACTED if _RETRACTION.search(text, end, end + TRAILER_CHARS) else None

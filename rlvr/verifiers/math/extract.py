@@ -60,7 +60,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
-from rlvr.verifiers.math.around import box_problem, fallback_problem, trailer_problem
+from rlvr.verifiers.math.around import box_problem, fallback_problem, qualified, trailer_problem
 from rlvr.verifiers.math.boxes import MAX_ANSWER_CHARS, box_spans, last_boxed  # noqa: F401  (re-exported)
 from rlvr.verifiers.math.boxes import RECENT as _RECENT
 from rlvr.verifiers.math.boxes import cut as _cut
@@ -288,6 +288,8 @@ def _checked(text: str, final: FinalAnswer, last: Candidate) -> FinalAnswer:
         sign, unit = unit_around(text, last.start, last.end)
         answer, written, problem = answer + percent, sign + written + percent + unit, problem or why or ""
     problem = problem or trailer_problem(text, last.end, last.line_end, final.text) or ""
+    if last.kind in LINE_KINDS:  # 'Answer: 25 would be wrong', 'the lower bound is 25' (issue 43's red team)
+        problem = problem or qualified(text, last.start, last.end, 120) or ""
     return replace(final, text=answer, written=written, problem=problem)
 
 

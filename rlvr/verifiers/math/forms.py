@@ -72,7 +72,8 @@ def is_unit(text: str) -> bool:
 
 # A count's words: letters, two or more to a word ('a' and 'an' allowed after the first), joined by spaces, commas,
 # hyphens or apostrophes; a final '.' or '!'.
-_COUNTED = re.compile(r"\s*([-+]?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:/\d+)?)\s+([^\W\d_]{2,}(?:(?:\s*,\s*|\s+|[-'])"
+_COUNTED = re.compile(r"\s*([-+]?(?:\d+\s+\d+/\d+|\d[\d,]*(?:\.\d+)?|\.\d+)(?:/\d+)?)"  # '5 1/2 miles' (issue 43)
+                      r"\s+([^\W\d_]{2,}(?:(?:\s*,\s*|\s+|[-'])"
                       r"(?:[^\W\d_]{2,}|a))*)\s*[.!]?\s*")
 # Words after a count that VALUE_WORDS lets through as units yet change the value, hedge it or bound it (issue 42's
 # fresh-eyes review: '17 thousands', '17 maybe', '17 point five', '17 per cent'); also any number word. Plurals are
@@ -94,8 +95,9 @@ _TO_THE = re.compile(r"\bto(?:\s+the\b|\s*$)", re.IGNORECASE)  # '5 to the secon
 
 def changes_count(word: str) -> bool:
     """Whether a word after a number changes, hedges or bounds it (_NOT_A_COUNT, plurals read as their singular)."""
-    word = word.lower()
-    return any(form in _NOT_A_COUNT for form in (word, word.removesuffix("s"), word.removesuffix("es")))
+    word = word.lower()  # 'miles' is no 'mil' (issue 43's red team): '-es' only after a sibilant ('boxes')
+    sibilant = word.endswith(("ses", "xes", "zes", "ches", "shes"))
+    return any(form in _NOT_A_COUNT for form in (word, word.removesuffix("s"), word[:-2] if sibilant else word))
 
 
 def counted_value(answer: str) -> str | None:

@@ -36,7 +36,8 @@ _SET = re.compile(r"\\left\\\{(.*)\\right\\\}|\\\{(.*)\\\}|\{(.*)\}", re.DOTALL)
 _JOINS = re.compile(r"(\\\\|\\(?:lor|vee|cr|newline)(?![A-Za-z]))"
                     r"|(\\(?:land|wedge|mid|sim|setminus|q?quad|enspace|enskip|emsp|thinspace|hfill|cup|cap|vert"
                     r"|parallel|[lcv]?dots[bc]?)(?![A-Za-z])|\\[&>]|\\hspace\*?\{[^{}]*\}|\\phantom\{[^{}]*\}"
-                    r"|\\(?:text|mbox|hbox)\{\s*\}|\|)")  # issue 43's red team: spacing, bars, unions, dots
+                    r"|\\(?:text|mbox|hbox)\{\s*\}|\||(?<!\\)&)")  # issue 43's red team: spacing, bars, unions,
+# dots, and a bare '&' outside a matrix ('\\boxed{3 & 4}' is two values)
 # an environment whose rows are several values: '\\begin{cases} 3 \\\\ 4 \\end{cases}' (issue 43's red team)
 _ROWS = re.compile(r"\s*\\begin\{(cases|aligned|align\*?|gathered|gather\*?|split|eqnarray\*?|multline\*?)\}"
                    r"(.*)\\end\{\1\}\s*", re.DOTALL)

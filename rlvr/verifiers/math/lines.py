@@ -26,6 +26,7 @@ from rlvr.verifiers.math.latex import stated_value
 from rlvr.verifiers.math.numbers import as_number
 from rlvr.verifiers.math.prose import lead_end
 from rlvr.verifiers.math.scan import ascii_lower, last_marks
+from rlvr.verifiers.math.words import dozens_counted
 
 ANSWER_MARK = re.compile(r"\banswer(?:(?:\*\*|__)?[ \t]*:|[ \t]+is\b(?![ \t]+not\b)[ \t]*:?)", re.IGNORECASE)
 HASH_MARK = re.compile(r"####")
@@ -37,7 +38,9 @@ _NEXT_LINE = re.compile(r"\s*([^\n]*)")  # first non-blank line from a position,
 _ANY_VALUE = re.compile(r"[\d$\\]")
 _WORD_ANSWER = re.compile(r"(?:[A-Z][\w'-]*|yes|no|none|true|false|undefined|impossible)[.!]?")  # one-word answers
 _JUDGEMENT = re.compile(r"(?:correct|right|consistent|reasonable|plausible|valid|verified|confirmed|helpful|clear"
-                        r"|sensible|accurate|checked|wrong|incorrect)\b", re.IGNORECASE)  # 'answer is correct'
+                        r"|sensible|accurate|checked|wrong|incorrect|independent|dependent|in\s+(?:units|terms)|expressed|written"
+                        r"|unique|the\s+same|rounded)\b", re.IGNORECASE)  # 'answer is correct'; '... is independent of
+# the 2 chosen points', '... is in units of 10 m' describe the answer, they state none (issue 43's red team)
 
 # What an 'Answer:' / '####' line that states a value starts with (issue 43): a number, LaTeX, a bracket, a currency
 # sign, a variable set to a value, or a number word ('five apples'); anything else is prose (states_value).
@@ -88,10 +91,11 @@ def marked_lines(text: str, mark: re.Pattern, refined: bool = False) -> list[Can
 def _stated(text: str, value: int, end: int, answer: str, refined: bool) -> str:
     """What the line's value clause text[value:end] (cleaned: `answer`) states (see the module docstring)."""
     if refined:
-        return cut(text, value, end, True) or answer
+        return dozens_counted(answer) or cut(text, value, end, True) or answer
     raw = text[value:end] if end - value <= MAX_ANSWER_CHARS and text.count("$", value, end) <= 16 else ""  # a
     # subject and its value: a few environments, not 2000 '$' to pair on each of 64 lines (issue 43's red team)
-    return (raw and stated_value(raw)) or counted_value(answer) or lead_value(answer) or answer
+    counted = counted_value(answer) or dozens_counted(answer)
+    return (raw and stated_value(raw)) or counted or lead_value(answer) or answer
 
 
 def lead_value(answer: str) -> str | None:

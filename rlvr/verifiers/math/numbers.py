@@ -27,6 +27,7 @@ import re
 from fractions import Fraction
 
 from rlvr.verifiers.math.forms import REPEATING, expand_repeating, is_unit, machine_rounding, magnitude, repeating_value
+from rlvr.verifiers.math.units import without_unit
 from rlvr.verifiers.math.words import ESTIMATE, denominator, repeating_dots, words_value
 
 _EURO = r"(?:€|\\euro(?:\{\})?|EUR\b|euros?\b)"
@@ -62,6 +63,8 @@ _THIN_COMMA = re.compile(r",\\!\s*(?=\d{3})")
 _UNIT = re.compile(r"\s*\\(?:text|mbox|mathrm|textrm)\s*\{((?!\s*[eEiI]\s*\})[^{}]*)\}"
                    r"(?:\s*\^\s*(?:\{\s*[23]\s*\}|[23]))?\s*$")
 _DEGREES = re.compile(r"\s*(?:\^\s*\{?\s*\\circ\s*\}?|°)\s*$")
+_SIGN_WORD = re.compile(r"\s*(?:minus|negative)\s+(?=[\d.a-z])", re.IGNORECASE)
+_UNIT_PASSES = 3  # '12\\text{ cm}^2', '30^\\circ' need one
 _WHOLE_TEXT = re.compile(r"\\(?:text|textbf|textrm|mbox|mathrm)\s*\{([^{}]*\d[^{}]*)\}")  # '\\text{5 cm}'
 _TRAILING_WORDS = re.compile(r"(?<=[\d.])\s*((?:[^\W\d_]|°)[^\d\\{}$]*)$")
 _MAGNITUDE = re.compile(r"\s*(?:\\(?:text|mathrm|mbox)\s*\{\s*([A-Za-z]+)\s*\}|([A-Za-z]+))$")
@@ -73,8 +76,10 @@ _CURRENCY_SUFFIX = re.compile(rf"\s*(?:£|¥|(\\\$|\$|{_EURO}|\\text\{{\s*{_EURO
 
 def _strip_units(text: str, words: bool = False) -> str:
     """`text` without trailing units; with `words`, also plain unit words ('5 cm' inside '\\text{5 cm}', where
-    letters are prose, not variables: '5 ab' outside a text group is not 5)."""
-    while True:
+    letters are prose, not variables: '5 ab' outside a text group is not 5). At most _UNIT_PASSES units: each pass
+    searches the whole text, so a run of thousands ('3^\\circ^\\circ...') was quadratic (issue 43's red team: 80 s of
+    CPU for 180 KB); what is left then is no number."""
+    for _ in range(_UNIT_PASSES):
         unit, degrees = _UNIT.search(text), _DEGREES.search(text)
         plain = _TRAILING_WORDS.search(text) if words else None
         if unit and is_unit(unit.group(1)):
@@ -85,6 +90,7 @@ def _strip_units(text: str, words: bool = False) -> str:
             text = text[:plain.start()]
         else:
             return text
+    return text
 
 
 def _strip_currency(text: str) -> tuple[str, bool]:
@@ -113,6 +119,10 @@ def _percent_value(answer: str) -> Fraction | None:
 
 
 def _plain_value(text: str) -> Fraction | None:
+    signed = _SIGN_WORD.match(text)  # 'minus five', 'negative 5' (issue 43's red team)
+    if signed:
+        value = _plain_value(text[signed.end():])
+        return None if value is None else -value
     whole = _WHOLE_TEXT.fullmatch(text.strip())  # the whole answer written as text: '\\text{5 cm}'
     text = whole.group(1) if whole else text
     if ESTIMATE.match(text):  # '~5' is about 5, not 5 (issue 43: rlvr.verifiers.math.words)
@@ -186,7 +196,8 @@ def numbers_match(pred: str, gold: str) -> bool | None:
     clocks = _CLOCK.fullmatch(pred), _CLOCK.fullmatch(gold)
     if all(clocks):  # '12:00' is a time of day, compared as hours and minutes (math-verify reads 12/00: issue 43)
         return tuple(map(int, clocks[0].groups())) == tuple(map(int, clocks[1].groups()))
-    gold_values, pred_values = reference_readings(gold), number_readings(pred)
+    gold_values = reference_readings(gold) or reference_readings(without_unit(gold))  # units: unit_problem
+    pred_values = number_readings(pred) or number_readings(without_unit(pred))
     if not gold_values or not pred_values:
         return None
     if _percent_value(gold) is not None and _percent_value(pred) is not None:

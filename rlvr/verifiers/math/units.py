@@ -139,6 +139,16 @@ def _unit_after(text: str, end: int) -> str:
     return ""
 
 
+_TRAILING_WORDS = re.compile(r"(?<=[\d.])\s*([^\W\d_][^\d\\{}$]{0,40})\Z")
+
+
+def without_unit(text: str) -> str:
+    """`text` without the unit words that end it ('5 mL' -> '5', '5 KM' -> '5'), when they name a unit we know; the
+    units themselves are compared by unit_problem (issue 43's red team: '5 ml' for '5 mL' was WRONG)."""
+    words = _TRAILING_WORDS.search(text, max(0, len(text) - 48))
+    return text[:words.start()] if words and _named(words.group(1).strip().rstrip(".")) else text
+
+
 def unit_problem(written: str, gold: str) -> str | None:
     """Why the answer's unit differs from the reference's (both known and not the same); None otherwise."""
     (mine, worded), theirs = _unit_and_words(written), unit_of(gold)

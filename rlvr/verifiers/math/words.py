@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from rlvr.verifiers.math.forms import magnitude
+from rlvr.verifiers.math.forms import changes_count, magnitude
 
 _ONES = {w: i for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
@@ -40,6 +40,9 @@ _VULGAR = str.maketrans({"½": " 1/2", "⅓": " 1/3", "⅔": " 2/3", "¼": " 1/4
 _FRACTION = re.compile(r"\d+/\d+")
 _MIXED = re.compile(r"([-+\u2212]?)\s*(\d+)\s+(?:and\s+)?(\d+)\s*/\s*(\d+)")
 _WHOLE_AND = re.compile(r"([-+\u2212]?)\s*(.+?)\s+and\s+(.+)")
+_DOZENS = re.compile(r"(half\s+an?|an?|[a-z\s]+?|\d+)\s+dozens?")
+_DOZENS_OF = re.compile(r"\s*((?:half\s+an?|an?|[a-z]+|\d+)\s+dozen)\s+([^\W\d_]{2,}(?:\s+[^\W\d_]{2,}){0,3})"
+                        r"\s*[.!]?\s*", re.IGNORECASE)
 _COUNT_OF = re.compile(r"(.+?)\s+([a-z]+)")
 DOTS = re.compile(r"([-+]?)(\d*)\.(\d+)\s*(?:\.\.\.|\\[lc]?dots\b|…)")
 # A leading '~', '\sim', '\approx' or '≈' marks an estimate: '~5' is about 5, never 5 (issue 43). Inside LaTeX a
@@ -116,7 +119,20 @@ def words_value(text: str) -> Fraction | None:
     whole, part = (_count(parts.group(2)), _fraction_words(parts.group(3))) if parts else (None, None)
     if whole is not None and part is not None and 0 < part < 1 and parts.group(2) not in ("a", "an"):
         return (whole + part) * (-1 if parts.group(1) in ("-", "\u2212") else 1)
+    dozens = _DOZENS.fullmatch(text)  # 'a dozen', 'two dozen', 'half a dozen' (issue 43's red team)
+    if dozens:
+        count = Fraction(1, 2) if dozens.group(1).startswith("half") else _count(dozens.group(1))
+        return None if count is None else count * 12
     return _fraction_words(text) or (Fraction(number) if (number := cardinal(text)) is not None else None)
+
+
+def dozens_counted(answer: str) -> str | None:
+    """'a dozen eggs' -> 'a dozen', '3 dozen eggs' -> '3 dozen' (issue 43's red team): a count of dozens before plain
+    nouns (none that changes the value: rlvr.verifiers.math.forms.changes_count); None for anything else."""
+    match = _DOZENS_OF.fullmatch(answer.replace("**", ""))
+    if match is None or any(changes_count(word) for word in match.group(2).split()):
+        return None
+    return match.group(1) if words_value(match.group(1)) is not None else None
 
 
 def repeating_dots(text: str) -> Fraction | None | bool:

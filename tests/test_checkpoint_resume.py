@@ -21,8 +21,13 @@ from rlvr.checkpoint.store import write_checkpoint
 from rlvr.config.run import ConfigError, load_config
 
 _ROOT = str(Path(__file__).resolve().parent.parent)  # this tree's rlvr in the child, also in a mutated copy
-_BUFFERED = {**{k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"},
-             "PYTHONPATH": os.pathsep.join([_ROOT, os.environ.get("PYTHONPATH", "")])}
+
+
+def _buffered_env() -> dict[str, str]:
+    """This process's environment as of the call (a coverage or mutation harness may set variables after import),
+    without PYTHONUNBUFFERED, so a child's stdout is block-buffered as under `nohup ... > log`."""
+    return {**{k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"},
+            "PYTHONPATH": os.pathsep.join([_ROOT, os.environ.get("PYTHONPATH", "")])}
 
 
 def config_for(out: Path, *extra: str):
@@ -212,7 +217,7 @@ def test_resume_reads_config_yaml_as_utf8_and_its_messages_reach_the_log_at_once
         (run / "config.yaml").write_text("# edited by hand: modèle de départ\n" + (run / "config.yaml").read_text(),
                                          encoding="utf-8")
     # stdout block-buffered (no PYTHONUNBUFFERED): an unflushed line is lost at os._exit
-    env = {**_BUFFERED, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    env = {**_buffered_env(), "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
     done = subprocess.run([sys.executable, "-c", _RESUME_IN_AN_ASCII_LOCALE, str(out), str(other)],
                           capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
@@ -359,7 +364,7 @@ def test_what_resume_says_reaches_a_piped_log_at_once():
         from rlvr.checkpoint.resume import _say
         _say("skipped step-000002")
         time.sleep(90)
-    """)], stdout=subprocess.PIPE, text=True, env=_BUFFERED)
+    """)], stdout=subprocess.PIPE, text=True, env=_buffered_env())
     try:
         ready, _, _ = select.select([child.stdout], [], [], 45.0)  # a buffered line would come only at exit (90 s)
         assert ready and child.poll() is None

@@ -194,12 +194,22 @@ _RESUME_IN_AN_ASCII_LOCALE = textwrap.dedent("""
     from rlvr.checkpoint.resume import open_run, run_in_directory
     from rlvr.config.run import ConfigError, load_config
     out, other = Path(sys.argv[1]), Path(sys.argv[2])
+
+    def killed():
+        try:  # a coverage harness (the mutation tool's) keeps what this child ran: os._exit skips its save
+            import coverage
+            if coverage.Coverage.current():
+                coverage.Coverage.current().stop()
+                coverage.Coverage.current().save()
+        except ImportError:
+            pass
+        os._exit(0)
     try:  # a run of another seed, stopped before its first checkpoint: its config.yaml must be read to refuse it
         open_run(load_config(None, [f"output_dir={other}", "checkpoint.resume=auto", "max_steps=4", "seed=4"]), None)
     except ConfigError as err:
         print("refused:", str(err).splitlines()[0])
     config = load_config(None, [f"output_dir={out}", "checkpoint.resume=auto", "max_steps=4"])
-    run_in_directory(config, None, lambda config, run_dir: os._exit(0), None)  # killed as set-up begins
+    run_in_directory(config, None, lambda config, run_dir: killed(), None)  # killed as set-up begins
 """)
 
 
@@ -360,15 +370,19 @@ def test_what_resume_says_reaches_a_piped_log_at_once():
     child says one line and then waits for the line to be read back. Mutations caught: flush=True dropped or
     False in _say."""
     child = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
-        import sys, time
+        import sys
         from rlvr.checkpoint.resume import _say
         _say("skipped step-000002")
-        time.sleep(90)
-    """)], stdout=subprocess.PIPE, text=True, env=_buffered_env())
+        sys.stdin.readline()  # until the test has read the line; then a normal exit (a coverage harness saves)
+    """)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=_buffered_env())
     try:
-        ready, _, _ = select.select([child.stdout], [], [], 45.0)  # a buffered line would come only at exit (90 s)
+        ready, _, _ = select.select([child.stdout], [], [], 45.0)  # a buffered line would come only at exit
         assert ready and child.poll() is None
         assert child.stdout.readline() == "rlvr: skipped step-000002\n"
     finally:
-        child.kill()
-        child.wait()
+        child.stdin.close()
+        try:
+            child.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()

@@ -198,9 +198,10 @@ _RESUME_IN_AN_ASCII_LOCALE = textwrap.dedent("""
     def killed():
         try:  # a coverage harness (the mutation tool's) keeps what this child ran: os._exit skips its save
             import coverage
-            if coverage.Coverage.current():
-                coverage.Coverage.current().stop()
-                coverage.Coverage.current().save()
+            measuring = coverage.Coverage.current()
+            if measuring:
+                measuring.stop()
+                measuring.save()
         except ImportError:
             pass
         os._exit(0)

@@ -87,3 +87,15 @@ def test_saves_leave_no_descriptor_open(tmp_path):
     for step in range(2, 7):
         _save(step)
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc to name a descriptor's file")
+def test_a_resave_makes_the_move_aside_durable_before_the_new_one_goes_in(tmp_path, monkeypatch):
+    """Re-saving a step that has a complete checkpoint moves the old one aside first; the root is fsynced after that
+    rename too, so a crash can never find neither the old checkpoint nor the new one under their names."""
+    write_checkpoint(tmp_path, 4, lambda d: (d / "x").write_bytes(b"old"))
+    synced = _record_fsyncs(monkeypatch)
+    write_checkpoint(tmp_path, 4, lambda d: (d / "x").write_bytes(b"new"))
+    root = str(tmp_path.resolve())
+    assert [path for path, _ in synced].count(root) == 2  # after the move aside, and after the new one's rename
+    assert (tmp_path / "step-000004" / "x").read_bytes() == b"new"

@@ -21,8 +21,13 @@ from rlvr.checkpoint.store import write_checkpoint
 from rlvr.config.run import ConfigError, load_config
 
 _ROOT = str(Path(__file__).resolve().parent.parent)  # this tree's rlvr in the child, also in a mutated copy
-_BUFFERED = {**{k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"},
-             "PYTHONPATH": os.pathsep.join([_ROOT, os.environ.get("PYTHONPATH", "")])}
+
+
+def _buffered_env() -> dict[str, str]:
+    """This process's environment as of the call (a coverage or mutation harness may set variables after import),
+    without PYTHONUNBUFFERED, so a child's stdout is block-buffered as under `nohup ... > log`."""
+    return {**{k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"},
+            "PYTHONPATH": os.pathsep.join([_ROOT, os.environ.get("PYTHONPATH", "")])}
 
 
 def config_for(out: Path, *extra: str):
@@ -189,12 +194,23 @@ _RESUME_IN_AN_ASCII_LOCALE = textwrap.dedent("""
     from rlvr.checkpoint.resume import open_run, run_in_directory
     from rlvr.config.run import ConfigError, load_config
     out, other = Path(sys.argv[1]), Path(sys.argv[2])
+
+    def killed():
+        try:  # a coverage harness (the mutation tool's) keeps what this child ran: os._exit skips its save
+            import coverage
+            measuring = coverage.Coverage.current()
+            if measuring:
+                measuring.stop()
+                measuring.save()
+        except ImportError:
+            pass
+        os._exit(0)
     try:  # a run of another seed, stopped before its first checkpoint: its config.yaml must be read to refuse it
         open_run(load_config(None, [f"output_dir={other}", "checkpoint.resume=auto", "max_steps=4", "seed=4"]), None)
     except ConfigError as err:
         print("refused:", str(err).splitlines()[0])
     config = load_config(None, [f"output_dir={out}", "checkpoint.resume=auto", "max_steps=4"])
-    run_in_directory(config, None, lambda config, run_dir: os._exit(0), None)  # killed as set-up begins
+    run_in_directory(config, None, lambda config, run_dir: killed(), None)  # killed as set-up begins
 """)
 
 
@@ -212,7 +228,7 @@ def test_resume_reads_config_yaml_as_utf8_and_its_messages_reach_the_log_at_once
         (run / "config.yaml").write_text("# edited by hand: modèle de départ\n" + (run / "config.yaml").read_text(),
                                          encoding="utf-8")
     # stdout block-buffered (no PYTHONUNBUFFERED): an unflushed line is lost at os._exit
-    env = {**_BUFFERED, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    env = {**_buffered_env(), "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
     done = subprocess.run([sys.executable, "-c", _RESUME_IN_AN_ASCII_LOCALE, str(out), str(other)],
                           capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
@@ -355,15 +371,19 @@ def test_what_resume_says_reaches_a_piped_log_at_once():
     child says one line and then waits for the line to be read back. Mutations caught: flush=True dropped or
     False in _say."""
     child = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
-        import sys, time
+        import sys
         from rlvr.checkpoint.resume import _say
         _say("skipped step-000002")
-        time.sleep(90)
-    """)], stdout=subprocess.PIPE, text=True, env=_BUFFERED)
+        sys.stdin.readline()  # until the test has read the line; then a normal exit (a coverage harness saves)
+    """)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=_buffered_env())
     try:
-        ready, _, _ = select.select([child.stdout], [], [], 45.0)  # a buffered line would come only at exit (90 s)
+        ready, _, _ = select.select([child.stdout], [], [], 45.0)  # a buffered line would come only at exit
         assert ready and child.poll() is None
         assert child.stdout.readline() == "rlvr: skipped step-000002\n"
     finally:
-        child.kill()
-        child.wait()
+        child.stdin.close()
+        try:
+            child.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()

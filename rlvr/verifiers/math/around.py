@@ -130,6 +130,12 @@ _QUALIFIER = re.compile(r"\b(?:unlikely|guess(?:ed|es)?|estimated?|estimates|app
                         r"|exceeds?|anything\s+but|all\s+but)\b", re.IGNORECASE)
 _HEDGING = re.compile(r"\b(?:maybe|perhaps|possibly|probably)\b", re.IGNORECASE)  # on a line: a hedge (hedges.py)
 _CLAUSE_START = re.compile(r"[.!?;,](?:\s|$)|\n")
+# A case of the problem ('For n odd the answer is 3; for n even the answer is 4', 'If $n > 3$, the total is 5'): one
+# answer among cases (issue 43's red team); 'For this problem the answer is 4' names no case
+_CASE_START = re.compile(r"[.!?;](?:\s|$)|\n")
+_CASE = re.compile(r"\s*(?:\W\s*)?(?:if|when|whenever|for|provided|assuming|unless|otherwise|else)\b"
+                   r"(?:(?!\b(?:answer|total|value|result)\b)[^.;!?\n]){0,40}?(?:\b(?:odd|even|positive|negative|nonzero|prime|composite)\b|[<>≤≥≠]"
+                   r"|\\(?:[lg]eq?|[lg]t|neq?)(?![A-Za-z]))|\s*(?:otherwise|else)\b", re.IGNORECASE)
 QUALIFIED = "the words around the value bound, estimate or qualify it"
 QUALIFIED_CHARS = 2400  # a statement's marker and value: longer values are over-long answers (boxes.MAX_ANSWER_CHARS)
 
@@ -145,7 +151,8 @@ def qualified(text: str, start: int, end: int, reach: int, hedging: bool = False
     if _NEGATION.search(text, low, end):
         return RETRACTED
     found = _QUALIFIER.search(text, low, end) or (hedging and _HEDGING.search(text, low, end))
-    return QUALIFIED if found else None
+    cases = [m.end() for m in _CASE_START.finditer(text, max(0, start - reach), start)]  # 'for n even the answer is 4'
+    return QUALIFIED if found or _CASE.match(text, cases[-1] if cases else max(0, start - reach), start) else None
 
 
 # ---------------------------------------------------------------- after the final statement
@@ -228,13 +235,18 @@ _OF_WORDS = frozenset(("reciprocal", "inverse", "opposite", "square", "cube", "r
                        "negative", "log", "logarithm", "negation", "multiple", "fraction", "percent"))
 
 
-def box_problem(text: str, start: int, end: int, tag: bool = False) -> tuple[str | None, str]:
+def box_problem(text: str, start: int, end: int, tag: bool = False, value: str = "") -> tuple[str | None, str]:
     """(why the box at text[start:end] is not its content alone, or None; '\\%' when a percent sign follows it). For
-    an <answer> block (`tag`), only what follows it: what precedes it may be another block."""
-    if tag:
-        return _after_box(text, end)
+    an <answer> block (`tag`), only a sign before it: what precedes it may be another block. `value`: its content,
+    which a parenthesis after it may restate ('\\boxed{34} (12 + 22)')."""
     line_start = text.rfind("\n", max(0, start - 80), start) + 1
+    if tag:  # '-<answer>3</answer>', '= - <answer>3</answer>': a sign; '- <answer>' opening a line is a bullet
+        signed = _TAG_SIGN.search(text, max(line_start, start - 40), start)
+        why = "the answer block is part of an expression (a sign before it)"
+        return (why, "") if signed else _after_box(text, end, value)
     before = _TAG_END.sub("", text[max(line_start, start - 40):start])  # '</answer>' is no relation
+    if _BRACED_SIGN.search(before):  # '{-}\\boxed{3}'
+        return "the box is part of an expression (a braced sign before it)", ""
     if _BEFORE_BOX.search(before) and not (line_start >= start - 40 and _BULLET.fullmatch(before)):
         return "the box is part of an expression (a sign, an operator or a number next to it)", ""
     sign = _DETACHED_SIGN.search(before)
@@ -249,15 +261,48 @@ def box_problem(text: str, start: int, end: int, tag: bool = False) -> tuple[str
     if last in DENY or (last == "of" and words.group(2) and words.group(1).lower() in _OF_WORDS):
         hedge = _HEDGE.fullmatch(last) or last in ("either", "nor", "maybe", "perhaps", "possibly", "probably")
         return f"{HEDGED if hedge else 'a word'} ({words.group(0).strip()!r} before the box)", ""
-    return _after_box(text, end)
+    return _after_box(text, end, value)
 
 
-def _after_box(text: str, end: int) -> tuple[str | None, str]:
+_TAG_SIGN = re.compile(r"(?:[-\u2212+±]|[=:]\s*[-\u2212±]\s+)\Z")
+_BRACED_SIGN = re.compile(r"\{\s*[-\u2212+±]\s*\}\s*(?:\$|\\\(|\\\[)?\s*\Z")  # '{-}\\boxed{3}'
+_SPACE = r"(?:[ \t~]|\\[,;:! ]|\$|\\\)|\\\]|\*\*)*"
+# After a box (issue 43's red team): a term ('\\boxed{3} + C', '\\boxed{3} - 2'), a factor in parentheses
+# ('\\boxed{3}(2)'), a scale in words ('\\boxed{3} (in thousands)'), 'percent of' a number, or a condition
+# ('\\boxed{5} otherwise'). A parenthesis with words ('(in cm)', '(see step 2)') or one that restates it stays.
+_TERM_AFTER = re.compile(_SPACE + r"(?:[+±]|[-\u2212]\s*(?:\d|\\[A-Za-z]|[A-Za-z](?![A-Za-z])|\())")
+_PAREN_AFTER = re.compile(_SPACE + r"\(([^()\n]{0,80})\)")
+_OF_AFTER = re.compile(r"\s+of\b")
+_CASE_AFTER = frozenset(("otherwise", "else", "when", "whenever", "if", "unless"))
+
+
+def _around_box(text: str, end: int, after: re.Match | None, value: str) -> str | None:
+    """Why what follows the box at text[:end] makes it part of a larger value (see above), or None."""
+    if _TERM_AFTER.match(text, end):
+        return "a term after it"
+    paren = _PAREN_AFTER.match(text, end)
+    if paren:
+        inside = paren.group(1)
+        words = re.findall(r"[A-Za-z]+", inside)
+        scale = not _HEDGE.search(inside) and any(changes_count(w) for w in words)  # '(if n is odd)': a hedge
+        if (not words and inside.strip() and not _restates(inside, value)) or scale:
+            return f"{paren.group().strip()!r} after it"
+    if after is not None and after.group(1) and _OF_AFTER.match(text, after.end()):
+        return "'percent of' after it"
+    if after is not None and after.group(3) and after.group(3).lower() in _CASE_AFTER:
+        return f"a condition ({after.group(3)!r}) after it"
+    return None
+
+
+def _after_box(text: str, end: int, value: str = "") -> tuple[str | None, str]:
     glued = _GLUED.match(text, end)
     if glued and not (glued.group(1) and len(glued.group(1)) > 1 and unit_of("1 " + glued.group(1))):  # '5cm'
 
         return f"the box is part of a larger value ({glued.group()!r} right after it)", ""
     after = _AFTER_BOX.match(text, end, min(len(text), end + 80))
+    why = _around_box(text, end, after, value)
+    if why:
+        return f"the box is part of a larger value ({why})", ""
     if after is None:
         return None, ""
     if after.group(1):
@@ -275,7 +320,32 @@ def fallback_problem(text: str, start: int, end: int) -> str | None:
         return "unparseable: the final number is negated ('is not', 'isn't')"
     digit = last_digit(text[max(0, start - 24):start])  # 'not 4 but 5': that negation is 4's
     low = start if digit < 0 else max(0, start - 24) + digit + 1
-    why = qualified(text, low, start, 24 if digit < 0 else 0, hedging=True)
+    why = qualified(text, low, start, 24 if digit < 0 else 0, hedging=True) or _running_problem(text, start, end)
     if why:
         return why
     return RETRACTED if _RETRACTION.search(text, end, end + TRAILER_CHARS) else None
+
+
+# Running text (issue 43's red team): a word that changes the number right before it ('twice 120', '3 through 5'), a
+# subject that is a multiple of the unknown ('The value of $2n$ is 34'), or a condition right after it ('5 otherwise')
+_CHANGED_BY = DENY - {"minus", "negative", "no", "not", "if", "when", "unless", "by", "or", "either", "nor", "never",
+                     "maybe", "perhaps", "possibly", "probably", "likely"}  # a sign word is its sign; hedges and
+# negations are read as such (hedges.py, qualified); 'rose by 12 percent' states 12 %;
+# a condition word states its condition ('holds exactly when $x \\geq 2$')
+_RANGE = frozenset(("through", "thru", "till", "until"))  # '3 to 4' is a run (hedges.py)
+_LAST_WORD = re.compile(r"(\d[^A-Za-z\d]*)?\b([A-Za-z]+)\s*(?:\$|\\\(|\*\*)?\s*\Z")
+_MULTIPLE_OF = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s*\\?(?![aAI]\b)[A-Za-z](?![A-Za-z])\s*(?:\$|\\\))?\s*"
+                          r"(?:is|was|equals|=)\s*(?:\$|\\\()?\s*\Z", re.IGNORECASE)
+_CONDITION_AFTER = re.compile(r"\s*(?:\$|\\\)|\*\*)?\s*,?\s*(?:otherwise|else|when|whenever|if|unless)\b",
+                              re.IGNORECASE)
+
+
+def _running_problem(text: str, start: int, end: int) -> str | None:
+    """Why the final number of running text at text[start:end] is not the answer (see above); None when it may be."""
+    before = text[max(0, start - 40):start]
+    word = _LAST_WORD.search(before)
+    if word and (word.group(2).lower() in _CHANGED_BY or (word.group(1) and word.group(2).lower() in _RANGE)):
+        return f"{QUALIFIED} ({word.group(2)!r} before it)"
+    if _MULTIPLE_OF.search(before) or _CONDITION_AFTER.match(text, end):
+        return QUALIFIED
+    return None

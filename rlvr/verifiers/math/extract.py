@@ -284,7 +284,7 @@ def _checked(text: str, final: FinalAnswer, last: Candidate) -> FinalAnswer:
     sign and unit, and a retraction or hedge after it."""
     answer, written, problem = final.text, final.written, last.problem
     if last.kind in ("boxed", "answer_tag"):  # '\\boxed{5} million', '<answer>5</answer> million'
-        why, percent = box_problem(text, last.start, last.end, tag=last.kind == "answer_tag")
+        why, percent = box_problem(text, last.start, last.end, last.kind == "answer_tag", final.text)
         sign, unit = unit_around(text, last.start, last.end)
         answer, written, problem = answer + percent, sign + written + percent + unit, problem or why or ""
     problem = problem or trailer_problem(text, last.end, last.line_end, final.text) or ""

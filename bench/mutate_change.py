@@ -294,16 +294,25 @@ def _run(pending: list[Mutant], trees: list[Path], coverage: CoverageMap, budget
             runner.close()
 
 
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 (every mutant) or more, not {value}")
+    return value
+
+
 def _sample(mutants: list[Mutant], per_file: int) -> list[Mutant]:
     """At most `per_file` mutants of each file, the ones whose digest sorts first: a pseudo-random pick that is the
     same on every run of the same code (so --resume works), for a change too large to run whole. The per-file
     rates are then estimates from the sample."""
     if not per_file:
         return mutants
-    picked = []
+    picked = [m for m in mutants if m.status == "equivalent"]  # listed: kept, never run, not counted
     for path in sorted({m.path for m in mutants}):
-        picked += sorted((m for m in mutants if m.path == path), key=lambda m: m.digest)[:per_file]
-    print(f"sampled {len(picked)} of {len(mutants)} mutants (at most {per_file} a file)", flush=True)
+        picked += sorted((m for m in mutants if m.path == path and m.status != "equivalent"),
+                         key=lambda m: m.digest)[:per_file]
+    print(f"sampled {len(picked)} of {len(mutants)} mutants (at most {per_file} a file besides listed "
+          "equivalents)", flush=True)
     return sorted(picked, key=lambda m: (m.path, m.first, m.operator, m.occurrence))
 
 
@@ -319,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="mutants run at once, each in its own copy")
     parser.add_argument("--report", type=Path, help="write every outcome here as JSON, as the run goes")
     parser.add_argument("--resume", action="store_true", help="skip the mutants --report says were killed")
-    parser.add_argument("--sample", type=int, default=0,
+    parser.add_argument("--sample", type=_non_negative, default=0,
                         help="at most this many mutants a file, the same pick every run (default: all)")
     parser.add_argument("--list", action="store_true", help="list the mutants and stop (no tests run)")
     parser.add_argument("--root", type=Path, default=ROOT, help="the repository (default: this one)")
@@ -327,20 +336,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     root = args.root.resolve()
     scope = _scope(args, root)
-    mutants = _sample([m for path in sorted(scope) for m in mutants_of(root, path, scope[path])], args.sample)
+    mutants = [m for path in sorted(scope) for m in mutants_of(root, path, scope[path])]
+    equivalent = read_equivalents(args.equivalents or root / "bench" / "equivalent_mutants.md")
+    for m in mutants:
+        if m.key in equivalent:
+            m.status, m.detail = "equivalent", equivalent[m.key]
+    mutants = _sample(mutants, args.sample)
     if args.list or not mutants:
         for m in mutants:
             _print(m)
         print(f"{len(mutants)} mutants in {len(scope)} files")
         return 0
-    equivalent = read_equivalents(args.equivalents or root / "bench" / "equivalent_mutants.md")
     done = {}
     if args.resume and args.report and args.report.is_file():
         done = {(m["key"], m["digest"]): m for m in json.loads(args.report.read_text())["mutants"]}
     for m in mutants:
-        if m.key in equivalent:
-            m.status, m.detail = "equivalent", equivalent[m.key]
-        elif done.get((m.key, m.digest), {}).get("status") == "killed":  # survivors are tried again
+        if m.status == "pending" and done.get((m.key, m.digest), {}).get("status") == "killed":  # survivors rerun
             m.status, m.seconds, m.detail = (done[(m.key, m.digest)][k] for k in ("status", "seconds", "detail"))
 
     def save() -> None:

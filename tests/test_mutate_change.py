@@ -180,3 +180,16 @@ def test_a_sample_keeps_a_few_mutants_of_every_file_the_same_on_every_run(capsys
     assert [m.key for m in _sample(list(reversed(mutants)), 3)] == [m.key for m in picked]
     assert "sampled 7 of 21 mutants" in capsys.readouterr().out
     assert _sample(mutants, 0) == mutants
+    # a listed equivalent is kept (reported, never run) and takes none of its file's N places
+    listed = mutant("c.py", 1)
+    listed.status = "equivalent"
+    again = _sample(mutants + [listed], 3)
+    assert listed in again and [m.key for m in again if m is not listed] == [m.key for m in picked]
+
+
+def test_a_negative_sample_is_refused(capsys):
+    from mutate_change import main
+
+    with pytest.raises(SystemExit):
+        main(["--sample", "-1", "--list", "HEAD"])
+    assert "must be 0 (every mutant) or more, not -1" in capsys.readouterr().err

@@ -11,7 +11,8 @@ import yaml
 
 from rlvr.config.run import ConfigError, load_config
 from rlvr.evaluation.sets import evaluation_prompts, set_label
-from rlvr.pipeline.manifest import load_manifest
+from rlvr.pipeline.manifest import StageRecord, load_manifest
+from rlvr.pipeline.recheck import recheck_falls
 from rlvr.pipeline.runner import run_recipe
 from rlvr.pipeline.spec import load_recipe
 from test_pipeline import Fakes, write_recipe
@@ -199,7 +200,6 @@ AFTER = _looked({L1: [0.0, 0.0, 0.0], L2: [0.0, 0.0, 0.0]})
 
 
 def _stage(**fields):
-    from rlvr.pipeline.manifest import StageRecord
     return StageRecord(name="rl", kind="grpo", directory="stages/01-rl", config={},
                        **{"model": "rl/final", "eval": AFTER, **fields})
 
@@ -208,8 +208,6 @@ def test_recheck_falls_needs_a_size_an_evaluation_and_a_model_and_goes_through_e
     """Nothing is looked at again without eval.recheck_size, or for a stage with no evaluation or no model (a
     sample stage); otherwise every fallen set is re-checked and saved as it is done, also after one a resumed
     recipe already has."""
-    from rlvr.pipeline.recheck import recheck_falls
-
     calls, saves = [], []
     evaluate = lambda config, model: calls.append((model, set_label(config.eval.sets[0]))) or AFTER  # noqa: E731
     for evaluation, record in ((_evaluation(0), _stage()), (_evaluation(4), _stage(eval=None)),
@@ -223,8 +221,6 @@ def test_recheck_falls_needs_a_size_an_evaluation_and_a_model_and_goes_through_e
 
 
 def test_sets_with_no_further_problems_are_each_recorded_as_not_rechecked_and_saved():
-    from rlvr.pipeline.recheck import recheck_falls
-
     said, saves, record = [], [], _stage()
     recheck_falls(_evaluation(4, offset=10**6), record, ("cold/final", BEFORE, {}),
                   lambda config, model: pytest.fail("nothing is left to evaluate"), lambda: saves.append(1),

@@ -135,6 +135,17 @@ def test_signals_stop_gracefully_once_the_ranks_train_and_at_once_otherwise():
     assert signal.getsignal(signal.SIGTERM) is not signals._handle  # the previous handlers are back
 
 
+def test_the_driver_says_where_rank_zero_left_the_run(tmp_path):
+    run = tmp_path / "run"
+    stopped = trainers.rank_zero_outcome(str(run / "checkpoints" / "step-000007"), ["SIGTERM"])
+    assert stopped == (f"rlvr: the trainer ranks stopped on SIGTERM; checkpoint {run}/checkpoints/step-000007 "
+                       f"saved. Resume with: rlvr train --resume {run}")
+    # a signal during the last step: the run simply finished (grpo/loop.py), nothing to resume
+    for received in (["SIGINT"], []):
+        assert trainers.rank_zero_outcome(str(run / "final"), received) == (
+            f"rlvr: the trainer ranks finished; rank 0 saved {run}/final")
+
+
 def test_a_bundle_no_single_node_can_hold_is_refused():
     class TwoNodes:  # the part of Ray's API the check reads: 8 CPUs in all, 4 on each node
         @staticmethod
@@ -195,7 +206,11 @@ def test_sigterm_stops_the_ranks_at_a_checkpoint_and_resume_continues(tiny_model
     rank's RNG would not)."""
     run, output = stopped_run, stopped_run.output
     assert run.returncode == 0, output[-3000:]
-    assert "SIGTERM passed on to trainer rank 0" in output and "SIGTERM received" in output
+    assert "SIGTERM passed on to trainer rank 0" in output
+    # the driver's own line (the rank's "SIGTERM received" comes through Ray's log forwarding, late or not at all)
+    step_dir = run.out / "checkpoints" / f"step-{run.saved[0]:06d}"
+    assert (f"the trainer ranks stopped on SIGTERM; checkpoint {step_dir} saved. Resume with: rlvr train --resume "
+            f"{run.out}\n") in output
     assert output.count("run directory:") == 1  # the ranks' output reaches the driver; rank 0 alone opened it
     assert len(run.saved) == 1 and 1 <= run.saved[0] < 500
     state = torch.load(run.out / "checkpoints" / f"step-{run.saved[0]:06d}" / "trainer_state.pt", weights_only=False)

@@ -21,6 +21,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from rlvr.cluster.session import RayBackendError, acquire, check_resources, get, release
@@ -119,12 +120,21 @@ class TrainerRankActor:
             probe.bind(("", 0))
             return int(probe.getsockname()[1])
 
-    def train(self, train: Train, config: RunConfig, env: dict[str, str], cwd: str) -> int:
+    def train(self, train: Train, config: RunConfig, env: dict[str, str], cwd: str) -> str:
+        """What `train` returned (the final model's directory, or the checkpoint a stop signal saved), as text:
+        the driver says it itself, since Ray forwards an actor's printed lines late or, at exit, not at all."""
         os.environ.update(env)  # before torch initialises CUDA or a process group
         if os.path.isdir(cwd):  # relative paths in the config mean what they meant to the driver (another node:
             os.chdir(cwd)       # the same path on a shared filesystem, as under torchrun)
-        train(config)
-        return 0
+        return str(train(config))
+
+
+def rank_zero_outcome(wrote: str, received: list[str]) -> str:
+    """The driver's last line: where rank 0 left the run, and after a passed-on stop how to go on."""
+    if received and Path(wrote).parent.name == "checkpoints":  # <run>/checkpoints/step-N (resume.CHECKPOINTS)
+        return (f"rlvr: the trainer ranks stopped on {received[0]}; checkpoint {wrote} saved. Resume with: "
+                f"rlvr train --resume {Path(wrote).parent.parent}")
+    return f"rlvr: the trainer ranks finished; rank 0 saved {wrote}"
 
 
 def _send_signal(pid: int, signum: int) -> None:
@@ -221,7 +231,7 @@ class TrainerRanks:
             ready, _ = self._ray.wait(list(pending), num_returns=1, timeout=POLL_S)
             for ref in ready:
                 launch = pending.pop(ref)
-                self._call_done(ref, launch)
+                self._call_done(ref, launch, signals)
                 finish_by = finish_by or time.monotonic() + FINISH_GRACE_S
             if signals.pending:
                 signals.pending = False
@@ -232,9 +242,12 @@ class TrainerRanks:
                 raise RayBackendError(f"trainer rank(s) {stuck} did not finish within {FINISH_GRACE_S:g}s of the "
                                       "other ranks; their actors were stopped")
 
-    def _call_done(self, ref: Any, launch: RankLaunch) -> None:
-        get(self._ray, ref, CALL_TIMEOUT_S, f"trainer rank {launch.rank} of {self.size} (Ray actor on "
-                                            f"{launch.place.node_ip}, pid {launch.place.pid})", on_error=self.stop)
+    def _call_done(self, ref: Any, launch: RankLaunch, signals: StopSignals) -> None:
+        wrote = get(self._ray, ref, CALL_TIMEOUT_S, f"trainer rank {launch.rank} of {self.size} (Ray actor on "
+                                                    f"{launch.place.node_ip}, pid {launch.place.pid})",
+                    on_error=self.stop)
+        if launch.rank == 0:
+            print(rank_zero_outcome(wrote, signals.received), flush=True)
 
     def signal_rank_zero(self, signum: int) -> None:
         """Send `signum` to rank 0's process, on its node (a zero-CPU task pinned there). One rank is enough: the

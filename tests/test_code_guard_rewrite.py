@@ -110,6 +110,9 @@ def test_a_replace_exactly_at_the_bound_is_allowed(call):
     "def check(candidate, __rlvr_tick=None):\n    assert candidate(1) == 1",  # an argument
     "def check(candidate):\n    try:\n        candidate(1)\n    except Exception as __rlvr_e:\n        pass",
     # ^ an exception handler's name
+    "import math as __rlvr_call\ndef check(candidate):\n    assert candidate(1) == 1",  # an import's alias
+    "from math import sqrt as __rlvr_call\ndef check(candidate):\n    assert candidate(1) == 1",
+    "def check(candidate):\n    global __rlvr_call\n    assert candidate(1) == 1",  # a global statement
 ])
 def test_every_kind_of_name_with_the_reserved_prefix_is_refused(source):
     # names, attributes, definitions and handlers all name things in the program's namespace, where the

@@ -61,6 +61,9 @@ def parse_check(source: Any, entry: str | None) -> CheckProgram:
         raise BadReference("the check program defines no `def check(candidate):` at its top level")
     names = {getattr(node, "id", None) or getattr(node, "attr", None) or getattr(node, "name", None) or ""
              for node in ast.walk(tree)} | {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)}
+    # an import's alias and a global/nonlocal statement bind names that the nodes' id/attr/name do not show
+    names |= {node.asname for node in ast.walk(tree) if isinstance(node, ast.alias) and node.asname}
+    names |= {name for node in ast.walk(tree) if isinstance(node, (ast.Global, ast.Nonlocal)) for name in node.names}
     if any(name.startswith(PREFIX) for name in names if isinstance(name, str)):
         raise BadReference(f"the check program uses a name starting with {PREFIX!r}, which rlvr reserves")
     try:

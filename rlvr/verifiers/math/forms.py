@@ -36,8 +36,11 @@ import re
 from fractions import Fraction
 
 MACHINE_DIGITS = 15  # significant digits a double always prints correctly (DBL_DIG)
-MAGNITUDES = {"hundred": 100, "thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12,
-              "dozen": 12}
+# 'permille' is a thousandth, read like a percent is read as X/100 (issue 43's red team: '5 permille' was read as
+# the count 5 of a noun); unlike a percent it is never also read as X: no reference states a per-mille figure bare.
+MAGNITUDES: dict[str, int | Fraction] = {
+    "hundred": 100, "thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12, "dozen": 12,
+    "permille": Fraction(1, 1000), "promille": Fraction(1, 1000), "permil": Fraction(1, 1000)}
 # Words after a number that change its value or make it a bound or an estimate: never a unit.
 VALUE_WORDS = frozenset({
     *MAGNITUDES, "lakh", "crore", "gross", "bn", "mn", "mil", "k", "percent", "percentage", "pct", "percentile",
@@ -112,7 +115,7 @@ def counted_value(answer: str) -> str | None:
     return match.group(1)
 
 
-def magnitude(word: str) -> int | None:
+def magnitude(word: str) -> int | Fraction | None:
     """The factor a magnitude word stands for ('million', 'millions', 'Dozen'), else None."""
     word = word.lower()
     return MAGNITUDES.get(word, MAGNITUDES.get(word.removesuffix("s")))

@@ -37,7 +37,7 @@ WRONG = REPORTED + [
     ("Answer: 5 gallons", "5 \\text{ quarts}"),
     ("Answer: 5 MHz", "5 \\text{ kHz}"), ("Answer: 5 acres", "5 \\text{ ha}"), ("Answer: 5 nm", "5 \\text{ mm}"),
     ("Answer: £5", "5 \\text{ lb}"), ("Answer: \\$5", "5 \\text{ pounds}"), ("\\boxed{5} pints", "5 \\text{ quarts}"),
-    ("Answer: 5 oranges", "5 \\text{ apples}"), ("Answer: 5 kg", "5 \\text{ apples}"),
+    ("Answer: 5 kg", "5 \\text{ apples}"),
     ("Answer: 5 per mille", "5"), ("Answer: 5 ounces", "5 \\text{ grams}"),
 ]
 CORRECT = [
@@ -57,6 +57,7 @@ CORRECT = [
     ("Answer: 17 birds", "17"), ("Answer: 5 apples", "5"), ("Answer: 5", "5 \\text{ apples}"),
     ("Answer: 5 apples", "5 \\text{ apples}"), ("Answer: 5 bird", "5 \\text{ birds}"),
     ("Answer: 12 red apples", "12 \\text{ apples}"), ("Answer: 5 different ways", "5 \\text{ ways}"),
+    ("Answer: 5 arrangements", "5 \\text{ ways}"), ("Answer: 5 oranges", "5 \\text{ apples}"),  # words: the number
     ("Answer: 5 boxes", "5 \\text{ box}"), ("The answer is 5 square units.", "5 \\text{ cm}^2"),
     ("Answer: 5 pairs", "5"), ("Answer: 5 pairs", "5 \\text{ pairs}"),  # 'how many pairs': a count noun
     ("\\boxed{6abc}", "6cba"), ("\\boxed{2xy}", "2yx"),  # letters without a space are variables, not words
@@ -88,8 +89,9 @@ def test_unit_of_the_new_families(written, unit):
     assert unit_of(written) == unit
 
 
-def test_unknown_words_compare_as_words():
-    assert unit_problem("5 oranges", "5 \\text{ apples}") and unit_problem("5 apples", "5 \\text{ Apple}") is None
+def test_words_on_either_side_are_read_as_the_number_and_a_known_unit_against_words_is_not():
+    assert unit_problem("5 oranges", "5 \\text{ apples}") is None and unit_problem("5 apples", "5 \\text{ Apple}") is None
+    assert unit_problem("5 kg", "5 \\text{ apples}")
     assert unit_problem("5 oranges", "5") is None and unit_problem("5", "5 \\text{ apples}") is None
     assert unit_problem("5 percent", "5 \\text{ apples}") is None  # a value word is no noun: forms decides
     assert unit_problem("6 ba", "6 ab") is None  # words of fewer than three letters: variables

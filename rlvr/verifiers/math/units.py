@@ -10,10 +10,11 @@ Decisions (tests/test_math_statements.py; corpus rows of form 'units'):
 - The units in _UNITS are compared by key. Issue 43's red team (43c, finding 5): the table has the families a
   grade-school to competition dataset uses (mass, area, volume, data, power and energy, ...), and a word used for
   two units ('pound': lb or GBP; 'ounce' of a liquid; 'ton'; a food 'calorie') equals either (_EITHER). Other words
-  after a number (a counted noun: '5 apples') are words, not units: on one side only they are read as the number;
-  on both sides they must share a noun ('5 oranges' for '5 apples' is WRONG, '12 red apples' for '12 apples' is
-  not); a known unit against such words is WRONG ('5 kg' for '5 apples'). Words of fewer than three letters or
-  written against the number ('6ab') are variables, left to math-verify; 'units' alone is no unit.
+  after a number (a counted noun: '5 apples') are words, not units, read as the number on either side or both
+  ('5 different ways' for '5 arrangements' is an honest answer; a wrong noun with the right number gains a policy
+  nothing the number did not earn); a known unit against such words is WRONG ('5 kg' for '5 apples'). Words of
+  fewer than three letters or written against the number ('6ab') are variables, left to math-verify; 'units'
+  alone is no unit.
 - The unit is read from the end of the statement as written (rlvr.verifiers.math.extract.FinalAnswer.written):
   the words after its last digit, or a currency sign before its last number. Issue 43's red team: the unit those
   words start with ('5 cm long' is cm, not no unit), a two-letter unit in capitals ('5 KM' is km; 'M' stays no
@@ -241,11 +242,10 @@ def _nouns(words: list[str], spaced: bool) -> set[str]:
 
 def unit_problem(written: str, gold: str) -> str | None:
     """Why the answer's unit differs from the reference's; None otherwise. Known units compare by key ('pound'
-    is either lb or GBP: _EITHER); a word no unit we know is compared with the other side's words (issue 43's red
-    team: '5 kilowatts' for '5 watts' and '5 MB' for '5 GB' were never compared while the reference's unit was
-    unknown). A unit or words on one side only is read as the number; so is a word that changes the value
+    is either lb or GBP: _EITHER); a known unit against the reference's words is WRONG (issue 43's red team:
+    '5 kilowatts' for '5 watts' and '5 MB' for '5 GB' were never compared while the reference's unit was unknown). A unit or words on one side only is read as the number; so is a word that changes the value
     ('percent', 'dozen': rlvr.verifiers.math.forms decides those)."""
-    (mine, my_words, my_space), (theirs, their_words, their_space) = _read(written), _read(gold)
+    (mine, my_words, _), (theirs, their_words, their_space) = _read(written), _read(gold)
     if mine and theirs and mine != theirs and frozenset((mine, theirs)) not in _EITHER:
         return f"unit {mine} where the reference has {theirs} (units are compared, never converted)"
     if theirs and not mine and my_words:  # '5 furlongs' for '5 m': a word that is no unit we know (issue 43)
@@ -253,9 +253,6 @@ def unit_problem(written: str, gold: str) -> str | None:
     their_nouns = _nouns(their_words, their_space)
     if mine and not theirs and their_nouns:  # '5 kg' for '5 apples'
         return f"unit {mine} where the reference has the words {' '.join(their_words)!r}"
-    my_nouns = _nouns(my_words, my_space)
-    if not mine and not theirs and my_nouns and their_nouns and not my_nouns & their_nouns:  # '5 oranges', '5 apples'
-        return f"the words {' '.join(my_words)!r} where the reference has {' '.join(their_words)!r}"
     return None
 
 

@@ -243,8 +243,9 @@ def _nouns(words: list[str], spaced: bool) -> set[str]:
 def unit_problem(written: str, gold: str) -> str | None:
     """Why the answer's unit differs from the reference's; None otherwise. Known units compare by key ('pound'
     is either lb or GBP: _EITHER); a known unit against the reference's words is WRONG (issue 43's red team:
-    '5 kilowatts' for '5 watts' and '5 MB' for '5 GB' were never compared while the reference's unit was unknown). A unit or words on one side only is read as the number; so is a word that changes the value
-    ('percent', 'dozen': rlvr.verifiers.math.forms decides those)."""
+    '5 kilowatts' for '5 watts' and '5 MB' for '5 GB' were never compared while the reference's unit was
+    unknown). Words on either side or both are read as the number; so is a word that changes the value ('percent',
+    'dozen': rlvr.verifiers.math.forms decides those)."""
     (mine, my_words, _), (theirs, their_words, their_space) = _read(written), _read(gold)
     if mine and theirs and mine != theirs and frozenset((mine, theirs)) not in _EITHER:
         return f"unit {mine} where the reference has {theirs} (units are compared, never converted)"

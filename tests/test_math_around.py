@@ -73,7 +73,8 @@ AROUND = [
     ("Answer: $3$ is what I first got, but really it's 4.", "3", W, "", ALL),
     ("Answer: $n$ is 34", "34", C, "", ALL), ("Answer: the largest $n$ was 34", "34", C, "", ALL),
     # A4: a box is its content only when nothing next to it changes it
-    ("Answer: \\boxed{3} is wrong, the correct value is 4", "3", U, "retracted", ALL),
+    # the correction states 4: the last answer statement (issue 43's third red team, tests/test_math_withdrawn.py)
+    ("Answer: \\boxed{3} is wrong, the correct value is 4", "3", W, "extracted 4", ALL),
     ("Final Answer: -\\boxed{3}", "3", W, "part of an expression", ALL),
     ("Final Answer: \\boxed{3}^2", "3", W, "larger value", ALL),
     ("Final Answer: \\boxed{3} thousand", "3", W, "larger value", ALL),

@@ -19,6 +19,10 @@ Decisions (tests/test_math_around.py; corpus rows of forms 'explanation', 'retra
   its percent; a unit after it is its unit ('\\boxed{5} cm', compared by rlvr.verifiers.math.units).
 - Without a statement (modes last_number, latex): a negation right before the final number ('The answer isn't 5')
   or a retraction after it makes it UNPARSEABLE (fallback_problem).
+- Third red team (tests/test_math_withdrawn.py): a denial right after a value ('\\boxed{5} is false', 'Answer: 5
+  fails') is a retraction (denied); a negation before a box, in a \\text{} too ('cannot be \\boxed{5}'), a case with
+  another value in a parenthesis after it ('(6 with endpoints)'), a value alone on the next line of an 'Answer:' line
+  and an 'alternative' label are hedges or changes; a markdown bullet is no minus sign.
 """
 from __future__ import annotations
 
@@ -50,7 +54,8 @@ _RETRACTION = re.compile(
     r"\s+(?:right|correct|final)?\s*answer))\b|\banswer\s+(?:is|was)\s*(?:n['’]?t|\s+not)\b"
     r"|\b(?:is|was)\s*n['’]t\s+\$?\\?(?:boxed\{)?[-\d.]|\b(?:is|was)\s+not\s+\$?\\?(?:boxed\{)?[-\d.]", re.IGNORECASE)
 _HEDGE = re.compile(r"\b(?:or|either|maybe|perhaps|possibly|might|could|alternatively|otherwise|though|although|also"
-                    r"|instead|too|if|unless|however|whereas|else)\b", re.IGNORECASE)  # 'if', 'unless', ...: red team
+                    r"|instead|too|if|unless|however|whereas|else|alternative(?=(?:\s+answer)?\s*\)?\s*:))\b",
+                    re.IGNORECASE)  # 'if', 'unless', ...: red team; 'Answer (alternative): 6' (third red team)
 _EITHER_SIDE = frozenset(("maybe", "perhaps", "possibly", "might", "could", "also", "instead", "too"))
 _APPROX = re.compile(r"\b(?:approximately|approx|about|roughly|around|nearly|equivalently|i\.e|that\s+is)\b|≈|\\approx",
                      re.IGNORECASE)
@@ -67,6 +72,11 @@ _OPERATOR_AFTER = re.compile(r"\s*\$?\s*(?:[-+*/×÷·=^_]|\\(?:times|cdot|div)(
 _NOTE = re.compile(r"\s*(?:see|from|by|using|as\s+in|in|cf\.?|per)\s+(?:step|eq(?:uation)?|part|line|case|lemma"
                    r"|theorem)s?\.?\s*\(?\d{1,3}[a-z]?\)?\.?\s*", re.IGNORECASE)
 _NOTE_AFTER = re.compile(rf"\s*\(({_NOTE.pattern})\)", re.IGNORECASE)
+# The next line of an 'Answer:' / '####' line holding only a value, or 'or' and then a value on the line after
+# ('Answer:\n5\n6', 'Answer:\n5\nor\n6', '#### 5\n6'): a second candidate (issue 43's third red team)
+_NEXT_LINE_VALUE = re.compile(r"[ \t]*\n(?:[ \t]*(?:or|either|and/or)[ \t]*\n)?[ \t]*(?:\$|\\\(|\*\*)?[ \t]*"
+                              r"([-+\u2212]?\d[\d,./]*)[ \t]*(?:\$|\\\)|\*\*)?[ \t]*\.?[ \t]*(?=\n|\Z)", re.IGNORECASE)
+_BULLET_LINE = re.compile(r"[ \t]*[-*+\u2022][ \t]+")  # '\n- 6 is also acceptable': a bullet, no minus sign
 _ARITHMETIC = re.compile(r"\s*(\d+(?:\.\d+)?|[-+*/×÷·=]|\\times|\\cdot|\\div)")
 
 
@@ -155,6 +165,25 @@ def qualified(text: str, start: int, end: int, reach: int, hedging: bool = False
     return QUALIFIED if found or _CASE.match(text, cases[-1] if cases else max(0, start - reach), start) else None
 
 
+# A value, then a predicate that denies it, in its own clause (issue 43's third red team: '\\boxed{5} is false',
+# '\\boxed{5 \\text{ fails}}', '<answer>5 is incorrect</answer>', 'Answer: 5 fails'). Only right after a value: 'false'
+# alone is an answer ('\\boxed{\\text{False}}'), and 'The other case fails' later explains, it denies nothing.
+_DENIED = re.compile(r"(?:[ \t]|[$)\]}]|\\[)\]]|\\(?:text|mathrm|mbox|textrm)\s*\{|</answer>)*(?:,?\s*which\s+)?"
+                     r"(?:(?:is|was|would\s+be|will\s+be|seems(?:\s+to\s+be)?|turns\s+out(?:\s+to\s+be)?|proves?"
+                     r"(?:\s+to\s+be)?)\s+)?(?:false|untrue|impossible|incorrect|wrong|invalid|fails?|failed"
+                     r"|not\s+(?:true|possible|valid|correct|right)|does\s*n[o'’]?t\s+(?:work|hold))\b", re.IGNORECASE)
+_VALUE_END = re.compile(r"[\d}$)\]]")
+
+
+def denied(text: str, start: int, end: int) -> str | None:
+    """RETRACTED when a value of the statement at text[start:end], or the statement itself, is followed by a predicate
+    that denies it (_DENIED); None otherwise. At most 64 value ends are tried, each match anchored."""
+    ends = islice((m.end() for m in _VALUE_END.finditer(text, start, min(end, start + QUALIFIED_CHARS))), 64)
+    if any(_DENIED.match(text, at, min(len(text), at + 120)) for at in [*ends, end]):
+        return f"{RETRACTED} (a word after it denies it)"
+    return None
+
+
 # ---------------------------------------------------------------- after the final statement
 def trailer_problem(text: str, end: int, line_end: int, value: str) -> str | None:
     """Why what follows the final statement (ending at `end`; for an 'Answer:' line, its line ending at `line_end`,
@@ -168,11 +197,14 @@ def trailer_problem(text: str, end: int, line_end: int, value: str) -> str | Non
     for hedge in islice(_HEDGE.finditer(window), 64):  # the value it offers: after it ('or 4'), or before it too
         low, high = _sentence_around(window, hedge.start(), hedge.end(), 40)  # ('4 might work too')
         low = low if hedge.group().lower() in _EITHER_SIDE else hedge.end()
-        if _other_number(window[low:hedge.start()] + " " + window[hedge.end():high], value):
+        if other_number(window[low:hedge.start()] + " " + window[hedge.end():high], value):
             return f"{HEDGED} ({value} and another value with {hedge.group()!r})"
+    below = _NEXT_LINE_VALUE.match(text, line_end) if line_end >= 0 else None  # 'Answer:\n5\n6', '#### 5\n6'
+    if below and other_number(below.group(1), value):
+        return f"{HEDGED} ({value}, then another value on the next line)"
     same_line = window[:max(0, line_end - end)]
     for part in _BOUNDARY.split(same_line, 2)[:2]:  # the rest of its sentence, and the next one
-        if not _EXPLAINS.match(part) and _other_number(part, value):
+        if not _EXPLAINS.match(part) and other_number(part, value):
             return f"{HEDGED} ({value}, then another value on its line)"
     return None
 
@@ -185,14 +217,15 @@ def _sentence_around(text: str, start: int, end: int, reach: int) -> tuple[int, 
     return boundaries[-1] if boundaries else low, high.start() if high else min(len(text), end + reach)
 
 
-def _other_number(text: str, value: str) -> bool:
+def other_number(text: str, value: str) -> bool:
     """Whether `text` holds a number other than `value`: not one marked as its approximation, nor one inside arithmetic
     ('3 × 4 = 12' explains, it offers no value)."""
     mine = _number(value)
     for match in islice(NUMBER_IN_TEXT.finditer(text), 16):
+        bullet = _BULLET_LINE.fullmatch(text, text.rfind("\n", 0, match.start()) + 1, match.start())
         if _APPROX.search(text, max(0, match.start() - 24), match.start()) or _NOT.search(
-                text, max(0, match.start() - 8), match.start()) or _OPERATOR_BEFORE.search(
-                text, max(0, match.start() - 12), match.start()) or _OPERATOR_AFTER.match(text, match.end()):
+                text, max(0, match.start() - 8), match.start()) or (not bullet and _OPERATOR_BEFORE.search(
+                text, max(0, match.start() - 12), match.start())) or _OPERATOR_AFTER.match(text, match.end()):
             continue
         number = as_number(match.group())
         word = _WORD_AFTER.match(text, match.end())
@@ -254,7 +287,11 @@ def box_problem(text: str, start: int, end: int, tag: bool = False, value: str =
         word = _WORD_END.search(before, 0, sign.start())
         if not word or word.group(1).lower() in COPULAS:
             return "the box is part of an expression (a sign before it)", ""
-    words = _WORDS_BEFORE.search(before)
+    said = _TEXT_WRAP.sub(r"\1 ", before)  # '$\\text{It is not } \\boxed{5}$': the words of a \\text{} count
+    negated = _NEGATED_BOX.search(said)  # 'cannot be \\boxed{5}', "can't be \\boxed{5}" (third red team)
+    if negated:
+        return f"a word ({negated.group().strip()!r} before the box)", ""
+    words = _WORDS_BEFORE.search(said)
     last = (words.group(2) or words.group(1)).lower() if words else ""
     if last == "but" and words.group(2) and words.group(1).lower() in ("anything", "everything", "all"):
         return f"a word ({words.group(0).strip()!r} before the box)", ""
@@ -264,6 +301,9 @@ def box_problem(text: str, start: int, end: int, tag: bool = False, value: str =
     return _after_box(text, end, value)
 
 
+_TEXT_WRAP = re.compile(r"\\(?:text|mathrm|mbox|textrm|textit|emph)\s*\{([^{}]*)\}")
+_NEGATED_BOX = re.compile(r"\b(?:not|never|cannot|[a-z]+n['’]t|no\s+longer)\s+(?:(?:be|equal|equals|to|exactly"
+                          r"|necessarily|always|ever)\s+){0,2}(?:\$|\\\(|\\\[|\*\*)?\s*\Z", re.IGNORECASE)
 _TAG_SIGN = re.compile(r"(?:[-\u2212+±]|[=:]\s*[-\u2212±]\s+)\Z")
 _BRACED_SIGN = re.compile(r"\{\s*[-\u2212+±]\s*\}\s*(?:\$|\\\(|\\\[)?\s*\Z")  # '{-}\\boxed{3}'
 _SPACE = r"(?:[ \t~]|\\[,;:! ]|\$|\\\)|\\\]|\*\*)*"
@@ -273,6 +313,8 @@ _SPACE = r"(?:[ \t~]|\\[,;:! ]|\$|\\\)|\\\]|\*\*)*"
 _TERM_AFTER = re.compile(_SPACE + r"(?:[+±]|[-\u2212]\s*(?:\d|\\[A-Za-z]|[A-Za-z](?![A-Za-z])|\())")
 _PAREN_AFTER = re.compile(_SPACE + r"\(([^()\n]{0,80})\)")
 _OF_AFTER = re.compile(r"\s+of\b")
+_CASE_PAREN = re.compile(r"\s*[-+]?\d[\d.,/]*\s+(?:with|without|including|excluding|counting|if|when|or|otherwise"
+                         r"|unless)\b|\s*(?:or|if|when|otherwise|else|unless)\b", re.IGNORECASE)  # third red team
 _CASE_AFTER = frozenset(("otherwise", "else", "when", "whenever", "if", "unless"))
 
 
@@ -287,6 +329,8 @@ def _around_box(text: str, end: int, after: re.Match | None, value: str) -> str 
         scale = not _HEDGE.search(inside) and any(changes_count(w) for w in words)  # '(if n is odd)': a hedge
         if (not words and inside.strip() and not _restates(inside, value)) or scale:
             return f"{paren.group().strip()!r} after it"
+        if _CASE_PAREN.match(inside) and other_number(inside, value):  # '(6 with endpoints)': a second candidate
+            return f"{paren.group().strip()!r} after it (another value)"
     if after is not None and after.group(1) and _OF_AFTER.match(text, after.end()):
         return "'percent of' after it"
     if after is not None and after.group(3) and after.group(3).lower() in _CASE_AFTER:

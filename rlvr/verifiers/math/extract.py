@@ -27,6 +27,9 @@ tests/test_verifiers.py pin them):
   `\\boxed{\\frac{1}{2}` never reads as 1/2 (nor does the latex fallback read its inside, or after an unclosed
   <answer>); one still open MAX_ANSWER_CHARS into its content is an over-long answer (unparseable), which keeps
   the brace scan bounded on 1 MB of braces.
+- Issue 43's third red team: a correction in prose after the final statement ('Correction: 6', 'Oops, I miscounted;
+  the total is 6') is the last statement, or withdraws the answer (rlvr.verifiers.math.corrections); struck-through
+  text ('~~The answer is 5~~') is withdrawn (unstruck).
 - A correction is not a hedge: an earlier, different statement separated from the last one by anything but
   connectives is overruled. A hedge is two candidates in one statement, or statements with only connectives
   between them (`\\boxed{3} \\boxed{4}`, 'Answer: 3' on one line and 'Answer: 4' on the next), or with a word that
@@ -60,10 +63,11 @@ import re
 from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
-from rlvr.verifiers.math.around import box_problem, fallback_problem, qualified, trailer_problem
+from rlvr.verifiers.math.around import box_problem, denied, fallback_problem, qualified, trailer_problem
 from rlvr.verifiers.math.boxes import MAX_ANSWER_CHARS, box_spans, last_boxed  # noqa: F401  (re-exported)
 from rlvr.verifiers.math.boxes import RECENT as _RECENT
 from rlvr.verifiers.math.boxes import cut as _cut
+from rlvr.verifiers.math.corrections import correction
 from rlvr.verifiers.math.forms import counted_value
 from rlvr.verifiers.math.hedges import answer_text, hedge_problem, top_level_items  # noqa: F401  (re-exported)
 from rlvr.verifiers.math.latex import clean as _clean
@@ -97,8 +101,8 @@ _HEDGE_WORD = re.compile(r"\b(?:or|either|maybe|perhaps)\b", re.IGNORECASE)
 _DELIMITED = ("answer_tag", "boxed", "latex")  # kinds whose extent is marked, unlike a line's
 # Between two statements, a word that offers the second as an alternative ('\\boxed{3} (if n is even), \\boxed{4}',
 # '\\boxed{3} -> \\boxed{4}'), unless a word corrects the first ('Wait, if we count the ends, \\boxed{4}'): issue 43.
-_ALTERNATIVE = re.compile(r"\b(?:or|either|maybe|perhaps|possibly|alternatively|otherwise|if|unless|whereas|vs|versus"
-                          r"|else)\b|->|=>|[→⇒]|\\(?:to|Rightarrow|implies)(?![A-Za-z])", re.IGNORECASE)
+_ALTERNATIVE = re.compile(r"\b(?:or|either|maybe|perhaps|possibly|alternative(?:ly|s)?|otherwise|if|unless|whereas|vs"
+                          r"|versus|else)\b|->|=>|[→⇒]|\\(?:to|Rightarrow|implies)(?![A-Za-z])", re.IGNORECASE)
 _CORRECTION = re.compile(r"\b(?:wait|actually|mistake|wrong|error|oops|hmm|re-?check\w*|redo|correct\w*|instead|rather"
                          r"|no|fix\w*|recalculat\w*|recomput\w*|let\s+me|sorry)\b", re.IGNORECASE)
 
@@ -252,8 +256,11 @@ def _on_line(text: str, statements: list[Candidate]) -> tuple[str, ...]:
 
 def _final(text: str, mode: Mode, tags: bool = True, fallback: bool = True) -> FinalAnswer | None:
     statements = _statements(text, mode, tags)
-    if statements:
-        return _checked(text, _with_run(text, statements), statements[-1])
+    if statements:  # a correction in prose after the last one states the answer, or withdraws it (corrections.py)
+        corrected = correction(text, statements[-1].end, statements[-1].text)
+        statements += [corrected] if isinstance(corrected, Candidate) else []
+        final = _checked(text, _with_run(text, statements), statements[-1])
+        return replace(final, problem=final.problem or corrected) if isinstance(corrected, str) else final
     if not fallback:
         return None
     if mode == "latex" and not _BOX_OR_TAG.search(text):  # a box or tag that never closed is no answer
@@ -287,6 +294,7 @@ def _checked(text: str, final: FinalAnswer, last: Candidate) -> FinalAnswer:
         why, percent = box_problem(text, last.start, last.end, last.kind == "answer_tag", final.text)
         sign, unit = unit_around(text, last.start, last.end)
         answer, written, problem = answer + percent, sign + written + percent + unit, problem or why or ""
+    problem = problem or denied(text, last.start, last.end) or ""  # '\\boxed{5} is false', 'Answer: 5 fails'
     problem = problem or trailer_problem(text, last.end, last.line_end, final.text) or ""
     if last.kind in LINE_KINDS:  # 'Answer: 25 would be wrong', 'the lower bound is 25' (issue 43's red team)
         problem = problem or qualified(text, last.start, last.end, 120) or ""
@@ -295,7 +303,18 @@ def _checked(text: str, final: FinalAnswer, last: Candidate) -> FinalAnswer:
 
 def final_answer(completion: str, mode: Mode = "strict") -> FinalAnswer | None:
     """The final answer of a completion, reasoning excluded (see the module docstring: the last statement)."""
-    return _final(outside_thinking(completion), mode)
+    return _final(unstruck(outside_thinking(completion)), mode)
+
+
+# Markdown strikethrough ('~~The answer is 5~~'): withdrawn text, read as blank (issue 43's third red team). As GFM
+# flanks it: '~~' opens before a non-space and closes after one, never inside a word, so LaTeX's '~' spacing
+# ('x~~=~~5', '5~~\\text{cm}') strikes nothing; one paragraph at most, and no '~~' inside (linear).
+_STRUCK = re.compile(r"(?<![^\s(*_])~~(?=[^\s~])(?:(?!\n[ \t]*\n)[^~]|~(?!~)){1,2000}?(?<=[^\s~])~~(?![\w~])")
+
+
+def unstruck(text: str) -> str:
+    """`text` with its struck-through spans blanked (see _STRUCK)."""
+    return _STRUCK.sub(lambda m: " " * len(m.group()), text) if "~~" in text else text
 
 
 def extract_answer(text: str, mode: Mode = "strict") -> str | None:

@@ -47,7 +47,9 @@ _BARE = re.compile(  # a fraction or root written outside $..$: '\\frac{1}{3}', 
     r"(?<![\\\w])-?(?:\d+\s*)?\\(?:[dtc]?frac(?:\{[^{}$\n]{1,200}\}|\d){2}|sqrt(?:\{[^{}$\n]{1,200}\}|\d+))")
 # between two answers: spacing, punctuation, and a variable named again ('$x = \\boxed{3}$ or $x = \\boxed{4}$'); line
 # breaks, a bar and an empty box (issue 43's red team: '\\boxed{4}|\\boxed{5}', '\\boxed{4} \\boxed{} \\boxed{5}')
-_GAP_NOISE = re.compile(r"\\(?:quad|qquad|text|mathrm|mbox|[,;! ]|(?:newline|linebreak|hline|cr)(?![A-Za-z]))"
+_GAP_NOISE = re.compile(r"\\(?:[hv]space\*?|[hv]?phantom)\s*\{[^{}]*\}|\\(?:[hv]fill?|enspace|enskip|[smb][a-z]+skip"
+                        r"|noindent|par)(?![A-Za-z])"  # spacing between two boxes joins them (third red team)
+                        r"|\\(?:quad|qquad|text|mathrm|mbox|[,;! ]|(?:newline|linebreak|hline|cr)(?![A-Za-z]))"
                         r"|\\(?:boxed|fbox)\s*\{\s*\}|\||(?<![\w\\])[A-Za-z](?:_\{?\w+\}?)?\s*="
                         r"|[\s$,;.:!?()\[\]{}*&/\\-]")  # 'y_2 =' names a variable too (issue 43)
 _CONNECTIVES = frozenset({"or", "and", "either", "maybe", "perhaps", "possibly", "also", "alternatively",

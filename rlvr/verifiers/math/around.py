@@ -245,9 +245,13 @@ def _number(value: str) -> Fraction | None:
 
 
 # ---------------------------------------------------------------- next to a box
-_BEFORE_BOX = re.compile(r"(?:(?:[+*/^_×÷·\d<≤≥≠≈∼~]|(?<![-=])>|\\(?:cdot|times|div|pm|mp|neg|lnot|approx|sim|sqrt"
-                         r"|[lg]eq?|[lg]t|neq?|leqslant|geqslant)(?![A-Za-z])|\\not(?![A-Za-z])\s*=?|(?:\\[dt]?frac"
-                         r"|\\sqrt|[\^_]|\})\s*\{)\s*(?:\$|\\\(|\\\[|\*\*)?\s*"
+# '*' is a product, but '**' is markdown bold ('**Final Answer:** \\boxed{42}', 'is **\\boxed{42}**': issue 43's third
+# red team, finding 6) unless glued to the box after a word or bracket ('x**\\boxed{2}', '(x+1)**\\boxed{2}') or set
+# apart by spaces on both sides (' ** ' is no markdown emphasis); after a digit, the digit refuses it
+_BEFORE_BOX = re.compile(r"(?:(?:[+/^_×÷·\d<≤≥≠≈∼~]|(?<!\*)\*(?!\*)|(?<=[\w)}\]])\*\*(?=\Z)|(?<=\s)\*\*(?=\s)"
+                         r"|(?<![-=])>"
+                         r"|\\(?:cdot|times|div|pm|mp|neg|lnot|approx|sim|sqrt|[lg]eq?|[lg]t|neq?|leqslant|geqslant)"
+                         r"(?![A-Za-z])|\\not(?![A-Za-z])\s*=?|(?:\\[dt]?frac|\\sqrt|[\^_]|\})\s*\{)\s*(?:\$|\\\(|\\\[|\*\*)?\s*"
                          r"|[-\u2212\u2013](?:\$|\\\(|\\\[|\*\*)?)\Z")  # a sign right before it, an operator anywhere
 _TAG_END = re.compile(r"<[^<>\n]{1,40}>\s*\Z")
 _BULLET = re.compile(r"\s*[-*+]\s+(?:\$|\\\(|\\\[|\*\*)?\s*\Z")
@@ -255,7 +259,7 @@ _WORDS_BEFORE = re.compile(r"([A-Za-z'’]+)\s+(?:([A-Za-z'’]+)\s+)?(?:\$|\\\(
 _AFTER_BOX = re.compile(r"(?:[ \t~]|\\[,;:! ]|\$|\\\)|\\\]|\*\*|[)\]}]|\\right\s*[).\]|])*"
                         r"(?:(\\?%|percent\b|pct\b)"
                         r"|\\(?:text|mathrm|mbox)\s*\{([^{}]*)\}|([A-Za-z]+)"
-                        r"|([\^_*/×÷·\d<>≤≥≠²³½⅓⅔¼¾⅛⅜⅝⅞]"
+                        r"|([\^_/×÷·\d<>≤≥≠²³½⅓⅔¼¾⅛⅜⅝⅞]|(?<!\*)\*(?!\*)"  # a closing '**' is bold: finding 6
                         r"|\\(?!(?:right|end|q?quad|pmod)(?![A-Za-z]))[A-Za-z]))")  # '\\pmod{11}' ok
 # A sign set apart from the box ('is - \\boxed{3}', '= -\\,\\boxed{3}', '10 - \\boxed{3}'); not a bullet ('- \\boxed{3}'
 # at the start of a line) nor a dash after a word ('Final answer - \\boxed{3}'): issue 43's red team

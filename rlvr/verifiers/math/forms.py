@@ -132,7 +132,38 @@ def value_problem(pred: str, gold: str) -> str | None:
     arrow = _ARROW.search(pred)
     if arrow and not _ARROW.search(gold):
         return f"an arrow ({arrow.group()!r}) is not a value"
+    return _marks_problem(pred, gold)
+
+
+# Issue 43's red team (finding 1): a relation with nothing on its left ('\\neq 5', '\\geq 5', '≠ 5', '\\in 5') says
+# how the answer relates to 5, not that it is 5; math-verify drops it and reads 5. '=' (and ':=', '\\equiv', which
+# assert the value) stays: '\\boxed{= 5}' states 5. Compared as written with a reference that opens the same way.
+_RELATION = re.compile(r"\s*(?:\$\s*)?(?:[<>≠≥≤≦≧⩽⩾≪≫∈∉∋∝⊂⊆⊃⊇⊊⊋∣∤∥⊥≲≳≺≻≼≽≮≯≰≱]|\\(?:n?(?:[lg]eq?q?|[lg]eqslant|[lg]t"
+                       r"|less\w*|gtr\w*|su[bp]set\w*|mid|parallel|prec\w*|succ\w*)|neq?|not(?:in)?|ll|gg|lll|ggg|in|ni"
+                       r"|owns|(?:var)?propto|perp)(?![A-Za-z]))")
+# '5\'', '5′': feet, minutes or a derivative, never the bare 5 (finding 7; a "'" after a box is WRONG already)
+_PRIME = re.compile(r"(?<=\d)\s*['’′″‴]")
+# '6_{5}', '12_8': a numeral in base 5 or 8; math-verify drops the subscript and reads 6 and 12 (finding 7). A
+# subscript 10 is the plain number; any other base must be the reference's.
+_BASE = re.compile(r"(?<=\d)\s*_\s*(?:\{\s*(?:\\(?:text|mathrm)\s*\{)?\s*(\w+)\s*\}?\s*\}|(\w))")
+
+
+def _marks_problem(pred: str, gold: str) -> str | None:
+    """Why a relation before `pred`, a prime after its number or a base subscript on it (finding 1 and 7 of issue 43's
+    third red team) makes it another value than the number math-verify reads; None when the reference has the same."""
+    relation, same = _RELATION.match(pred), _RELATION.match(gold)
+    if relation and (same is None or relation.group().strip(" $") != same.group().strip(" $")):
+        return f"a relation ({relation.group().strip()!r}) before it bounds or excludes the value; it states none"
+    if _PRIME.search(pred) and not _PRIME.search(gold):
+        return "a prime after a number (feet, minutes) is not the number"
+    if _bases(pred) and _bases(pred) != _bases(gold):
+        return f"a base subscript ({', '.join(_bases(pred))}) is not the reference's base"
     return None
+
+
+def _bases(answer: str) -> list[str]:
+    """The bases of the numerals in `answer` ('12_8' -> ['8']), base 10 and 'ten' left out (a plain number)."""
+    return [b for m in _BASE.finditer(answer) if (b := (m.group(1) or m.group(2)).lower()) not in ("10", "ten")]
 
 
 def repeating_value(integer: str, fixed: str, period: str) -> Fraction:

@@ -101,14 +101,17 @@ def clean(answer: str) -> str:
             start, end = _runs(answer, start, end, wrappers=False)
         if not answer.endswith("\\right.", start, end) and not dots and answer.endswith(".", start, end):
             end -= 1  # '\\right.' is no full stop either
+        if end - start > 2 and answer[start] == answer[end - 1] and answer[start] in _EMPHASIS:
+            start, end = start + 1, end - 1  # markdown '*42*', '_42_', '`42`' (issue 43's third red team, finding 6)
         if (start, end) == before:
             break
     return answer[start:end].strip()
 
 
 MAX_PASSES = 16  # layers of '$' unwrapped at most (no honest answer has 3)
-_WRAPPERS = ("**", "$", "\\(", "\\)", "\\[", "\\]")
-_PAIRS = ("**", "\\(", "\\)", "\\[", "\\]")  # the wrappers of two characters without a '$'
+_WRAPPERS = ("**", "__", "$", "\\(", "\\)", "\\[", "\\]")  # '__' is bold too: '__Answer:__ 42' (issue 43)
+_PAIRS = ("**", "__", "\\(", "\\)", "\\[", "\\]")  # the wrappers of two characters without a '$'
+_EMPHASIS = "*_`"  # one on each end: italic or code, never a value's own ('z^*' has none before it)
 
 
 def _runs(text: str, start: int, end: int, wrappers: bool = True) -> tuple[int, int]:
@@ -256,8 +259,13 @@ def trim_prose(answer: str) -> str:
     end = len(words)
     while end > 0 and _PROSE.fullmatch(words[end - 1]) and not _kept(words[end - 1]):
         end -= 1
-    kept = clean(" ".join(words[:end]).rstrip(",:;!?"))
+    kept = clean(_EXCLAIMED.sub("", " ".join(words[:end]).rstrip(",:;?")).rstrip(",:;?"))
     return kept if re.search(r"\d", kept) else answer
+
+
+# A '!' right after a number, ')' or '}' is a factorial, as after a box ('\\boxed{3}!': issue 43's third red team,
+# finding 7): 'Answer: 42!' reads 42! as in modes strict and last_number, never 42. After a word it ends the sentence.
+_EXCLAIMED = re.compile(r"(?<![\d)}\]!])!+\Z")
 
 
 def _kept(word: str) -> bool:

@@ -28,7 +28,11 @@ from rlvr.verifiers.math.prose import lead_end
 from rlvr.verifiers.math.scan import ascii_lower, last_marks
 from rlvr.verifiers.math.words import dozens_counted
 
-ANSWER_MARK = re.compile(r"\banswer(?:(?:\*\*|__)?[ \t]*:|[ \t]+is\b(?![ \t]+not\b)[ \t]*:?)", re.IGNORECASE)
+# Markdown around the marker reads as without it (issue 43's third red team, finding 6): '__Answer:__ 42', '*Answer*:
+# 42', and a heading alone on its line ('### Final Answer', then the value on the next line: _heading)
+ANSWER_MARK = re.compile(r"(?:\b|(?<=_))answer(?:(?:\*\*|__|[*_])?[ \t]*:|[ \t]+is\b(?![ \t]+not\b)[ \t]*:?"
+                         r"|(?=(?:\*\*|__|[*_])?[ \t]*(?:\r?\n|\Z)))", re.IGNORECASE)
+_HEADING = re.compile(r"#{1,6}[ \t]+(?:\*\*|__|[*_])?(?:final[ \t]+)?", re.IGNORECASE)
 HASH_MARK = re.compile(r"####")
 # mode latex: '####' only before an answer (GSM8K '#### 72'), not as a markdown heading ('#### Step 1: ...')
 HASH_ANSWER = re.compile(r"####(?=[ \t]*[-+$\\\d.(\[{])")
@@ -66,10 +70,11 @@ def marked_lines(text: str, mark: re.Pattern, refined: bool = False) -> list[Can
     stops after RECENT answers or MAX_MARKS markers, so 1 MB of markers stays cheap (no honest solution writes
     thousands of empty 'Answer:' markers)."""
     if mark is ANSWER_MARK:  # case-insensitive: its literal is searched in a lowered copy
-        marks = [m.span() for m in last_marks(text, (mark,), ("answer",), ascii_lower(text))]
+        marks = [m.span() for m in last_marks(text, (mark,), ("answer",), ascii_lower(text)) if _heading(text, m)]
     else:
         marks = [m.span() for m in last_marks(text, (mark,), ("####",))]
     found: list[Candidate] = []
+    skipped = 0  # headings over work (below)
     for i in range(len(marks) - 1, -1, -1):
         start, value = marks[i]
         limit = marks[i + 1][0] if i + 1 < len(marks) else len(text)
@@ -81,11 +86,32 @@ def marked_lines(text: str, mark: re.Pattern, refined: bool = False) -> list[Can
             value, end = nxt.start(1), nxt.end(1)
         line_end, end = end, value_end(text, value, end)
         answer = cut(text, value, end)
+        heading = marks[i][1] - start == len("answer")  # '### Final Answer\n\n42' states 42 (finding 6); a heading
+        if heading and not _states_itself(answer):  # over work ('## Answer\n\nFirst, 3 + 4 = 7 ...') states nothing
+            skipped += 1  # and counts towards RECENT: 4096 of them cost 0.17 s
+            if skipped + len(found) >= RECENT:
+                break
+            continue
         if answer:
             found.append(Candidate(_stated(text, value, end, answer, refined), start, end, answer, line_end=line_end))
-            if len(found) == RECENT:
+            if len(found) + skipped >= RECENT:
                 break
     return found[::-1]
+
+
+def _heading(text: str, mark: re.Match) -> bool:
+    """Whether an 'answer' marker ending its line is a markdown heading ('### Final Answer'); markers ending in ':' or
+    'is' always count. Only the heading's own line is read (bounded: a heading is short)."""
+    if mark.end() > mark.start() + len("answer"):
+        return True
+    low = max(0, mark.start() - 40)
+    line = text.rfind("\n", low, mark.start()) + 1 or (low if low == 0 else mark.start())
+    return _HEADING.fullmatch(text, line, mark.start()) is not None
+
+
+def _states_itself(answer: str) -> bool:
+    """Whether the line under a heading is a value: it starts like one, or states one after a subject and a copula."""
+    return bool(_VALUE_START.match(answer)) or lead_value(answer) is not None or counted_value(answer) is not None
 
 
 def _stated(text: str, value: int, end: int, answer: str, refined: bool) -> str:

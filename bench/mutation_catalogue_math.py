@@ -49,9 +49,9 @@ MATH_RED_TEAM = [
        'short = [word]',
        'tests/test_math_around.py::test_words_and_units_around_a_number'),
     _m('math43rt: a cube is a power', 'rlvr/verifiers/math/units.py',
-       'if tokens and tokens[-1] in ("²", "³", "squared", "cubed"):',
-       'if tokens and tokens[-1] in ("²", "squared", "cubed"):',
-       'tests/test_math_around.py::test_words_and_units_around_a_number'),
+       'last = {"squared": "²", "cubed": "³"}.get(tokens[-1], tokens[-1])',
+       'last = {"squared": "²"}.get(tokens[-1], tokens[-1])',
+       'tests/test_math_units_families.py::test_unit_of_the_new_families'),
     _m('math43rt: seconds are a unit', 'rlvr/verifiers/math/units.py',
        ('("s", "sec", "second"), ("min", "minute"), ("h", "hr", "hour"), ("day",), ("week'
         '", "wk"), ("month",),'),
@@ -148,7 +148,7 @@ MATH_RED_TEAM = [
        'if ESTIMATE.match(answer):',
        'tests/test_math_around.py::test_words_and_units_around_a_number'),
     _m('math43rt: an unknown word where the reference has a unit', 'rlvr/verifiers/math/units.py',
-       ("if theirs and not mine and worded:  # '5 furlongs' for '5 m': a word that is no "
+       ("if theirs and not mine and my_words:  # '5 furlongs' for '5 m': a word that is no "
         'unit we know (issue 43)'),
        'if False:',
        'tests/test_math_around.py::test_words_and_units_around_a_number'),

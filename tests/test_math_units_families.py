@@ -84,6 +84,8 @@ def test_the_same_unit_or_none_is_correct(verifiers, mode, completion, reference
     ("5 GB", "GB"), ("5 gigabytes", "GB"), ("5 Gb", "Gb"), ("5 kilowatts", "kW"), ("5 KW", "kW"),
     ("5 kilowatt-hours", "kWh"), ("5 Cal", "kcal"), ("5 MHz", "MHz"), ("5\\,\\text{cm}^{-1}", "cm^-1"),
     ("5 m^2", "m^2"), ("5 apples", None), ("2^{99}", None), ("5 units", None),
+    # a power in words or superscript is the same power: all four are cubic centimetres
+    ("5 cm cubed", "cm^3"), ("5 cm³", "cm^3"), ("5 cubic cm", "cm^3"), ("5 m squared", "m^2"),
 ])
 def test_unit_of_the_new_families(written, unit):
     assert unit_of(written) == unit

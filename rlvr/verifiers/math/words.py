@@ -108,7 +108,8 @@ def words_value(text: str) -> Fraction | None:
     """The value of a mixed number, a fraction in words or a whole number in words (see the module docstring)."""
     text = _HYPHEN.sub(" ", " ".join(text.lower().translate(_VULGAR).split()).removesuffix("."))
     if _FRACTION.fullmatch(text):  # '½'
-        return Fraction(*map(int, text.split("/"))) if not text.endswith("/0") else None
+        numerator, below = map(int, text.split("/"))  # '1/00' is over zero too (issue 43: it raised)
+        return Fraction(numerator, below) if below else None
     mixed = _MIXED.fullmatch(text)
     if mixed:
         whole, numerator, denominator = (int(g) for g in mixed.group(2, 3, 4))

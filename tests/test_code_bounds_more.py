@@ -148,3 +148,15 @@ def test_a_deadline_passed_while_sending_stops_the_send(stalled):
         result = live._call(CALL)
     assert result == CallResult(False, "no result: timed out after 3s"), result
     assert waits == [1] and live.problem == "timeout" and kills == ["program"] and live.sent == 0
+
+
+def test_the_harness_names_a_defaultdicts_factory_and_refuses_another():
+    # a defaultdict's default_factory crosses the wire by name when the parent knows it: list goes as "list" (the
+    # parent rebuilds defaultdict(list)); None as None (no default); any other factory by the immutable value it
+    # makes (["=", 0]: the parent's default is that constant), else "?" (it raised, or made a mutable value)
+    from collections import defaultdict
+
+    assert HARNESS_ENCODE(defaultdict(list, {1: [2]}), 0) == {"dd": ["list", [[1, [2]]]]}
+    assert HARNESS_ENCODE(defaultdict(None, {1: 2}), 0) == {"dd": [None, [[1, 2]]]}
+    assert HARNESS_ENCODE(defaultdict(lambda: 0), 0) == {"dd": [["=", 0], []]}
+    assert HARNESS_ENCODE(defaultdict(lambda: 1 // 0), 0) == {"dd": ["?", []]}

@@ -1,4 +1,4 @@
-"""Issue 43, the third red team's findings 6, 1 and 7 (/work/att43c/report.md), hand-labelled:
+"""Issue 43, the third red team's findings 6, 1 and 7, hand-labelled:
 - 6: markdown emphasis around an answer or its label reads as the same text without it ('**Final Answer:** \\boxed{42}',
   'The final answer is **\\boxed{42}**.', 'Answer: *42*', 'Answer: `42`', '__Answer:__ 42', '### Final Answer\\n\\n42'),
   and opens no way around a refusal ('**5** or **6**' is a hedge, '\\boxed{5}**2' a power);
@@ -8,7 +8,7 @@
   are not 5 and 6; 'Answer: 42!' is the factorial 42! in every mode, as '\\boxed{3}!' is.
 Decisions: rlvr/verifiers/math/around.py (_BEFORE_BOX, _AFTER_BOX), latex.py (clean, trim_prose), lines.py
 (ANSWER_MARK, _heading), forms.py (_marks_problem), words.py (approximation_problem); corpus rows of forms
-'markdown_emphasis', 'leading_relation', 'cut_marks' (/work/notes/mut43/corpus-d.jsonl).
+'markdown_emphasis', 'leading_relation', 'cut_marks'.
 """
 from __future__ import annotations
 

@@ -5,6 +5,8 @@ import pytest
 
 from rlvr.verifiers.code.check_program import MAX_CHECK_BYTES, parse_check
 from rlvr.verifiers.code.evaluate import BadReference
+from rlvr.verifiers.math.around import box_problem
+from rlvr.verifiers.math.numbers import last_number
 from rlvr.verifiers.math.units import _stem
 
 
@@ -24,3 +26,23 @@ def test_stem_gives_the_singular_of_a_noun():
     # case and a trailing full stop go
     words = ("Apples", "boxes", "churches", "buses", "glass", "units.", "gas")
     assert [_stem(w) for w in words] == ["apple", "box", "church", "bus", "glass", "unit", "gas"]
+
+
+def test_a_sign_before_an_answer_block_is_seen_up_to_40_characters_back():
+    # '= - <answer>3</answer>' is -3, not 3. The sign is looked for in the 40 characters before the block (bounded,
+    # so linear): here '=' sits exactly 40 characters before '<answer>' (37 spaces between '=' and '- '), so the
+    # block is part of an expression; one space more puts '=' at 41, outside the window, and the block is read
+    def around(spaces: int) -> str | None:
+        text = "x =" + " " * spaces + "- <answer>3</answer>"
+        start, end = text.index("<answer>"), text.index("</answer>") + len("</answer>")
+        return box_problem(text, start, end, tag=True, value="3")[0]
+
+    assert around(37) == "the answer block is part of an expression (a sign before it)"
+    assert around(38) is None
+
+
+def test_a_unit_glued_to_the_last_number_keeps_it_and_a_glued_magnitude_changes_it():
+    # '5cm' is 5 (a unit, written without a space); '5k' is 5,000 and 'it is 5M' 5,000,000: the bare 5 is no answer
+    assert last_number("The rope is 5cm long") == "5"
+    assert last_number("so 12apples") == "12"
+    assert last_number("it is 5k") is None and last_number("it is 5M") is None

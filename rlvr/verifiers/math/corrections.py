@@ -25,7 +25,6 @@ from rlvr.verifiers.math.around import RETRACTED, TRAILER_CHARS, other_number, v
 from rlvr.verifiers.math.lines import Candidate
 from rlvr.verifiers.math.numbers import as_number
 from rlvr.verifiers.math.prose import lead_end
-from rlvr.verifiers.math.words import words_value
 
 KIND = "correction"  # the kind of a statement read here (rlvr.verifiers.math.extract)
 _LABEL = (r"(?:correction|corrected\s+answer|erratum|corrigendum|update|edit|revision|revised\s+answer)"
@@ -51,12 +50,8 @@ def _stated(clause: str) -> str | None:
     clause = clause.strip(_WRAPPERS).rstrip(".!").strip(_WRAPPERS)
     at = lead_end(clause)
     rest = clause[at:].strip(_WRAPPERS).rstrip(".!").strip(_WRAPPERS)
-    if as_number(rest) is not None:
-        return rest
-    value = words_value(rest)
-    if value is not None:
-        return str(value)
-    return None
+    # as_number reads number words too ('six', 'a dozen': numbers._plain_value ends in words_value)
+    return rest if as_number(rest) is not None else None
 
 
 def correction(text: str, end: int, value: str) -> Candidate | str | None:

@@ -113,7 +113,19 @@ def measure(command: str, preset: str, out: Path) -> dict:
             "problems": a["problems"], "samples": a["samples_per_problem"],
             "pass@1": [b["pass@1"], a["pass@1"]], "greedy": [b.get("greedy"), a.get("greedy")],
             "change": change, "se": se, "beyond_2se": change - 2 * se > 0,
-            "valid_call_share": [b.get("episode/valid_call_share"), a.get("episode/valid_call_share")]}
+            "valid_call_share": [b.get("episode/valid_call_share"), a.get("episode/valid_call_share")],
+            "components": {name: [correct_share(b, name), correct_share(a, name)] for name in components(a)}}
+
+
+def components(evaluation: dict) -> list[str]:
+    """The scored components of an evaluation ('code', 'environment', ...), from its outcome counts."""
+    return sorted({key.split("/")[0] for key in evaluation.get("outcomes", {})})
+
+
+def correct_share(evaluation: dict, name: str) -> float | None:
+    """The share of samples one component called CORRECT (success needs every gated one: evaluate.correct_mask)."""
+    counts = {k: v for k, v in evaluation.get("outcomes", {}).items() if k.startswith(name + "/")}
+    return counts.get(f"{name}/correct", 0) / sum(counts.values()) if counts else None
 
 
 def table(rows: list[dict]) -> str:
@@ -127,7 +139,10 @@ def table(rows: list[dict]) -> str:
                      f"{cell(r['greedy'])} | {cell(r['valid_call_share'])} | {r['steps']} steps in "
                      f"{r.get('training_minutes', 0.0):.1f} min ({r['minutes']:.1f} min) | "
                      f"{r.get('commit') or '-'}, {r.get('date') or '-'} |")
-    return "\n".join(lines)
+    several = [r for r in rows if len(r.get("components", {})) > 1]
+    notes = [f"- `{r['command']}`, each component's CORRECT share: " + "; ".join(
+        f"{name} {cell(pair)}" for name, pair in r["components"].items()) for r in several]
+    return "\n".join(lines + ([""] + notes if notes else []))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -72,3 +72,21 @@ def test_the_bench_reads_the_commands_own_final_evaluation_and_refuses_one_witho
     after.unlink()
     (run / "eval.jsonl").write_text(json.dumps({"step": 9, "pass@1": 0.5}) + "\n")
     assert not bench._own_evaluation(run, after) and not after.exists()
+
+
+def test_the_bench_shows_each_components_correct_share_where_success_needs_several():
+    """The code agent's success needs its hidden tests and a tested answer: the table says how much of each
+    changed. 450 of 800 code verdicts CORRECT = 0.5625; 100 of 800 state verdicts = 0.125; a component the base
+    evaluation did not have (an older run) reads '-'. Catches a share over the wrong total and a swapped pair."""
+    bench = _bench()
+    base = {"outcomes": {"code/correct": 450, "code/wrong": 349, "code/unparseable": 1}}
+    after = {"outcomes": {"code/correct": 600, "code/wrong": 200, "environment/correct": 100,
+                          "environment/wrong": 700}}
+    assert bench.components(after) == ["code", "environment"]
+    assert bench.correct_share(base, "code") == 0.5625 and bench.correct_share(after, "environment") == 0.125
+    assert bench.correct_share(base, "environment") is None
+    row = {"command": "rlvr train configs/agents/code_agent.yaml", "pass@1": [0.1, 0.2], "change": 0.1, "se": 0.01,
+           "beyond_2se": True, "greedy": [0.1, 0.2], "valid_call_share": [0.3, 0.6], "steps": 3, "minutes": 9.0,
+           "components": {name: [bench.correct_share(base, name), bench.correct_share(after, name)]
+                          for name in bench.components(after)}}
+    assert bench.table([row]).endswith("CORRECT share: code 0.562 -> 0.750; environment - -> 0.125")

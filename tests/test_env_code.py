@@ -142,17 +142,16 @@ def test_the_shared_problems_and_templates_cannot_be_changed():
         TEMPLATES[0].key = "sub"
 
 
-def test_registered_with_the_code_verifier_and_no_state():
+def test_registered_with_the_code_verifier_and_a_tested_state():
     assert "code_agent" in get_args(TaskName)
     t = task()
     assert t.answer_verifiers == {"code": 1.0}
     env = t.environment(EpisodeConfig())
     assert [tool.name for tool in env.tools] == ["run_python", "run_tests"]
-    assert env.score_state("", t.eval_prompts(1)[0]) is None
-    # the protocol: scores_state False <=> score_state always None. True would add a state component whose None
-    # verdict the rewarder turns into an ERROR, leaving every episode unscorable (rlvr/agents/scoring.py)
-    assert env.scores_state is False and "environment" not in EpisodeRewarder(None, env, 1.0).components
-    assert env.start(t.eval_prompts(1)[0]).final_state() == ""  # no state: the driver records an empty one
+    # the state (was the answer tested?) is a weighted component: tests/test_env_code_tested.py
+    assert env.scores_state is True and "environment" in EpisodeRewarder(None, env, 1.0).components
+    fresh = env.start(t.eval_prompts(1)[0]).final_state()
+    assert json.loads(fresh) == {"tests_passed": [], "answer": None}
 
 
 def test_program_limit_is_the_tighter_of_task_and_episode():

@@ -16,10 +16,19 @@ start and clean-up, so the sandbox's kill, not the thread's, ends a looping prog
 sandbox (and without task.code_unsandboxed) a call answers "error: ... sandbox ..." and is counted invalid: the
 handler raises, run_calls turns that into the error observation, and nothing reaches the driver.
 
-No state: score_state returns None, the answer verifier alone scores the episode.
+The state (issue 42): the task says "check your code with run_tests, then answer", and the episode is graded on
+that too. The episode records digests of the sources run_tests passed whole and of the answer's source; the
+state verdict is CORRECT when the answer is code the episode tested and passed (whitespace at line ends and around
+the block aside), WRONG otherwise. With episode.state_weight > 0 it is a gated component (as a format check is:
+a correct episode passes the hidden tests AND shipped tested code), and it pays state_weight in the reward, so a
+tested right answer earns more than an untested one. Without that term GRPO taught SmolLM2-135M to skip the tools
+in one update (calls per episode 0.44 -> 0; the hidden tests alone cannot tell testing from luck). Passing the
+visible tests with hard-coded answers still fails the hidden ones, so it earns the state weight alone, less than
+an honest answer. episode.state_weight=0 makes the check logged only: success is then the hidden tests alone.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 
 from rlvr.agents.envs.code_tasks import ENTRY, Problem, example, splits
@@ -28,7 +37,7 @@ from rlvr.agents.protocol import Episode, ModelTurn, Observation, ToolSpec
 from rlvr.agents.tool_calls import response_block, run_calls
 from rlvr.config.run import TaskConfig
 from rlvr.config.sections import EpisodeConfig
-from rlvr.types import Prompt, Verdict
+from rlvr.types import Outcome, Prompt, Verdict
 from rlvr.verifiers.code import sandbox
 from rlvr.verifiers.code.reference import parse_reference
 from rlvr.verifiers.code.sandbox import SandboxConfig, SandboxUnavailable
@@ -79,12 +88,21 @@ def format_run(result: sandbox.SandboxResult, limit_s: float) -> str:
     return "\n".join(parts)
 
 
+def code_digest(source: str) -> str:
+    """A short digest of a program, blind to whitespace at line ends and blank lines around it: the same code
+    tested and answered (a model re-typing it drops or adds a trailing space) has one digest."""
+    lines = [line.rstrip() for line in source.strip("\n").splitlines()]
+    return hashlib.sha256("\n".join(lines).strip().encode("utf-8", "replace")).hexdigest()[:16]
+
+
 class CodeTools:
-    """The two tools of one episode, bound to the row's visible tests and the sandbox's limits."""
+    """The two tools of one episode, bound to the row's visible tests and the sandbox's limits. `passed`: digests
+    of the sources run_tests passed whole (every visible test, no load error)."""
 
     def __init__(self, visible: list[str], config: SandboxConfig):
         self.config = config
         self.visible = parse_reference(json.dumps({"asserts": visible, "entry": ENTRY})) if visible else None
+        self.passed: set[str] = set()
 
     def _check_sandbox(self) -> None:
         state = sandbox.probe()
@@ -109,6 +127,8 @@ class CodeTools:
         results = CodeVerifier._run_asserts(source, self.visible, self.config, problems)
         if problems and problems[0].startswith("sandbox failed"):
             raise SandboxUnavailable(problems[0])
+        if results and all(ok for ok, _ in results) and not problems:
+            self.passed.add(code_digest(source))
         lines = [f"{sum(ok for ok, _ in results)}/{len(results)} visible tests passed", *problems[:1]]
         for test, (ok, why) in zip(self.visible.asserts, results):
             if ok or not problems:  # after a load error or a timeout, every FAIL would only repeat it
@@ -117,23 +137,30 @@ class CodeTools:
 
 
 class CodeEpisode:
-    """Stateless: each turn's calls run in the sandbox; a turn without calls is the answer."""
+    """Each turn's calls run in the sandbox; a turn without calls is the answer, whose code is recorded."""
 
     def __init__(self, tools: CodeTools, limit_s: float):
+        self.tools = tools
         self.handlers = {"run_python": tools.run_python, "run_tests": tools.run_tests}
         self.limit_s = limit_s
+        self.answer: str | None = None  # the digest of the answer's code; None: no answer (yet), or no code in it
 
     def respond(self, turn: ModelTurn) -> Observation:
-        return run_calls(turn, self.handlers, self.limit_s)
+        observation = run_calls(turn, self.handlers, self.limit_s)
+        if observation.done and observation.text is None:  # the answer turn (the verifier reads the same text)
+            source = extract_code(turn.text)
+            self.answer = code_digest(source) if source is not None else None
+        return observation
 
     def final_state(self) -> str:
-        return ""
+        """JSON: the digests run_tests passed (sorted) and the answer's; `rlvr verify` re-scores it."""
+        return json.dumps({"tests_passed": sorted(self.tools.passed), "answer": self.answer})
 
 
 class CodeEnvironment:
     name = "code"
     tools = (RUN_PYTHON, RUN_TESTS)
-    scores_state = False  # the "code" verifier on the final answer's hidden tests scores an episode
+    scores_state = True  # the answer was tested (module docstring); the "code" verifier scores its hidden tests
 
     def __init__(self, config: TaskConfig, episode: EpisodeConfig):
         self.sandbox = SandboxConfig(time_limit_s=program_limit_s(config, episode), memory_mb=config.code_memory_mb,
@@ -145,7 +172,18 @@ class CodeEnvironment:
         return CodeEpisode(CodeTools(list(visible), self.sandbox), self.thread_limit_s)
 
     def score_state(self, final_state: str, prompt: Prompt) -> Verdict | None:
-        return None  # no state: the "code" verifier on the answer's hidden tests scores the episode
+        """CORRECT when the answer is code that run_tests passed in the episode (module docstring). A state this
+        environment did not write raises ValueError (an ERROR verdict: scoring.state_verdict)."""
+        state = json.loads(final_state)
+        if not isinstance(state, dict) or not isinstance(state.get("tests_passed"), list):
+            raise ValueError(f"not a code episode's state: {final_state[:80]!r}")
+        if not prompt.columns.get("visible_tests"):  # nothing run_tests could run: CodeTools.run_tests
+            return Verdict(Outcome.CORRECT, 1.0, "the problem has no visible tests to run")
+        if state.get("answer") is None:
+            return Verdict(Outcome.WRONG, 0.0, "no answer with code")
+        if state["answer"] in state["tests_passed"]:
+            return Verdict(Outcome.CORRECT, 1.0, "the answer is code that passed run_tests")
+        return Verdict(Outcome.WRONG, 0.0, "the answer's code did not pass run_tests in this episode")
 
 
 EXAMPLE_CODE = "def f(x): return x + 3"  # one line: no JSON-escaped newlines for a tiny model to copy

@@ -1,0 +1,129 @@
+"""The code agent's state (issue 42, item 1): an episode is graded on whether its answer is code that run_tests
+passed in it, as the task asks ("check your code with run_tests, then answer"), and a tested right answer is paid
+more than an untested one, hard-coded visible answers less than either."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rlvr.agents.envs.code import call_text, code_digest
+from rlvr.agents.protocol import ModelTurn
+from rlvr.agents.scoring import EpisodeRewarder, state_verdict
+from rlvr.agents.tool_calls import parse_turn
+from rlvr.config.run import TaskConfig
+from rlvr.config.sections import EpisodeConfig
+from rlvr.evaluation.evaluate import gated_names
+from rlvr.tasks import build_task
+from rlvr.types import Outcome
+from rlvr.verifiers.code.sandbox import SandboxConfig
+from rlvr.verifiers.code.verifier import CodeVerifier
+
+RIGHT = "def f(x):\n    return x + {n}"
+
+
+@pytest.fixture(scope="module")
+def setup():
+    task = build_task(TaskConfig(name="code_agent"))
+    env = task.environment(EpisodeConfig(tool_time_limit_s=2.0))
+    prompt = next(p for p in task.eval_prompts(200) if p.columns["template"] == "add")
+    return task, env, prompt, RIGHT.format(n=prompt.id.split()[-1])
+
+
+def play(env, prompt, *turns: str):
+    """An episode of these model turns (a call turn, then an answer turn), as the driver plays it."""
+    episode = env.start(prompt)
+    for index, text in enumerate(turns):
+        episode.respond(parse_turn(index, text, env.tools))
+    return episode
+
+
+def called(name: str, code: str) -> str:
+    return call_text(name, {"code": code})
+
+
+def fenced(code: str) -> str:
+    return f"```python\n{code}\n```"
+
+
+def verdict(env, prompt, *turns: str):
+    return env.score_state(play(env, prompt, *turns).final_state(), prompt)
+
+
+def test_the_digest_ignores_line_end_spaces_and_blank_lines_only():
+    code = "def f(x):\n    return x + 1"
+    assert code_digest(code) == code_digest("\n" + code.replace("):", "):  ") + "  \n\n")
+    assert code_digest(code) != code_digest(code.replace("+ 1", "+ 2"))
+    assert code_digest(code) != code_digest(code.replace("    return", "  return"))  # indentation is code
+
+
+def test_an_answer_is_tested_only_when_run_tests_passed_that_same_code(setup):
+    _, env, prompt, right = setup
+    assert verdict(env, prompt, called("run_tests", right), fenced(right + "  ")).outcome is Outcome.CORRECT
+    # answered at once: right, but not what the task asked
+    untested = verdict(env, prompt, fenced(right))
+    assert untested.outcome is Outcome.WRONG and "did not pass run_tests" in untested.detail
+    # tested one program, answered another
+    other = right.replace("x +", "1 + x +") + " - 1"
+    assert verdict(env, prompt, called("run_tests", right), fenced(other)).outcome is Outcome.WRONG
+    # run_python is no test, and a program that failed a visible test was not passed by run_tests
+    assert verdict(env, prompt, called("run_python", right), fenced(right)).outcome is Outcome.WRONG
+    wrong = "def f(x):\n    return x"
+    assert verdict(env, prompt, called("run_tests", wrong), fenced(wrong)).outcome is Outcome.WRONG
+    # tested, then no answer: the last turn was a call (max_turns ended it) or was cut
+    no_answer = verdict(env, prompt, called("run_tests", right))
+    assert no_answer.outcome is Outcome.WRONG and no_answer.detail == "no answer with code"
+
+
+def test_half_passed_is_not_passed(setup):
+    _, env, prompt, right = setup
+    first, second = prompt.columns["visible_tests"]  # 'assert f(1) == N + 1', 'assert f(10) == N + 10'
+    one = "def f(x):\n    return %s" % first.split("== ")[1]  # a constant: passes the first test only
+    episode = play(env, prompt, called("run_tests", one))
+    assert json.loads(episode.final_state())["tests_passed"] == []
+    assert verdict(env, prompt, called("run_tests", one), fenced(one)).outcome is Outcome.WRONG
+
+
+def test_a_problem_without_visible_tests_needs_no_test(setup):
+    _, env, prompt, right = setup
+    bare = prompt.__class__(**{**prompt.__dict__, "columns": {**prompt.columns, "visible_tests": []}})
+    assert verdict(env, bare, fenced(right)).outcome is Outcome.CORRECT
+
+
+def test_a_state_it_did_not_write_is_an_error_not_a_pass(setup):
+    _, env, prompt, _ = setup
+    for state in ("", "[]", '{"answer": "x"}', "not json"):
+        got = state_verdict(env, state, prompt)
+        assert got.outcome is Outcome.ERROR and got.score == 0.0
+
+
+def test_the_state_gates_success_and_orders_the_rewards(setup):
+    # reward = code score on the hidden tests + 0.5 x tested (the preset's state_weight):
+    #   tested right 1 + 0.5 = 1.5 > untested right 1 + 0 = 1.0 > hard-coded visible answers, tested: 0 + 0.5
+    #   (the hidden tests hit inputs the dict has not: KeyError on each) > nothing tested, nothing right 0
+    task, env, prompt, right = setup
+    rewarder = EpisodeRewarder(None, env, 0.5)
+    assert gated_names(rewarder) == ["environment"]  # weight > 0: success needs the tested state
+    cases = {}
+    visible = prompt.columns["visible_tests"]
+    cheat = "def f(x):\n    return {%s}[x]" % ", ".join(
+        f"{t.split('(')[1].split(')')[0]}: {t.split('== ')[1]}" for t in visible)
+    turns = {"tested right": (called("run_tests", right), fenced(right)), "untested right": (fenced(right),),
+             "tested cheat": (called("run_tests", cheat), fenced(cheat)), "nothing": (fenced("def f(x): pass"),)}
+    verifier = CodeVerifier(sandbox=SandboxConfig(time_limit_s=5.0))
+    for name, texts in turns.items():
+        state = env.score_state(play(env, prompt, *texts).final_state(), prompt)
+        code = verifier.verify(texts[-1], prompt.reference)
+        cases[name] = code.score + 0.5 * state.score
+    assert cases == {"tested right": 1.5, "untested right": 1.0, "tested cheat": 0.5, "nothing": 0.0}
+
+
+def test_only_the_answer_turn_is_recorded_as_the_answer(setup):
+    _, env, prompt, right = setup
+    episode = env.start(prompt)
+    call_turn = parse_turn(0, called("run_tests", right), env.tools)
+    assert call_turn.calls
+    episode.respond(call_turn)
+    assert json.loads(episode.final_state())["answer"] is None  # a call turn is no answer
+    episode.respond(ModelTurn(1, fenced(right), (), ()))
+    assert json.loads(episode.final_state())["answer"] == code_digest(right)

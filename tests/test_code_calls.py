@@ -12,41 +12,15 @@ import json
 
 import pytest
 
+from code_judging import in_process
+from code_judging import judge_code as judge
 from rlvr.types import Outcome
-from rlvr.verifiers.code import harness_main
 from rlvr.verifiers.code.budget import Budget, Failed
 from rlvr.verifiers.code.chains import CandidateCall
-from rlvr.verifiers.code.harness import read_reply, request
 from rlvr.verifiers.code.methods import attribute
-from rlvr.verifiers.code.reference import judge_asserts, parse_reference
 from rlvr.verifiers.code.sandbox import SandboxConfig
 from rlvr.verifiers.code.values import MAX_ITEMS
 from rlvr.verifiers.code.wire import encode
-
-
-def in_process(code: str) -> tuple[object, list[dict]]:
-    """(resolve, the request lines sent): the harness's decoder, runner and answerer on `code`'s namespace."""
-    ns, chains = {}, {"kept": {}}
-    exec(code, ns)  # noqa: S102 - the tests' own code
-    decode = harness_main._decoder(chains)
-    chains["run"] = run = harness_main._runner(ns, decode, chains["kept"])
-    answer = harness_main._answerer(run, harness_main._encoder(), chains["kept"])
-    sent: list[dict] = []
-
-    def resolve(call):
-        line = request(call)
-        sent.append(json.loads(line))
-        reply = json.dumps(answer(line.rstrip(b"\n"), len(sent) - 1)).encode()
-        return read_reply(reply, len(sent) - 1, call)
-    return resolve, sent
-
-
-def judge(code: str, *asserts: str, **extra) -> tuple[list[bool], list[dict]]:
-    resolve, sent = in_process(code)
-    with Budget(10.0):
-        outcomes = judge_asserts(parse_reference(json.dumps({"asserts": list(asserts), **extra})), resolve)
-    return [ok for ok, _ in outcomes], sent
-
 
 LOG = ("log = []\ndef g(x):\n    log.append('g')\n    return x\ndef h(x):\n    log.append('h')\n    return x\n"
        "def f(a, b=0):\n    log.append('f')\n    return ''.join(log)\n")

@@ -7,35 +7,17 @@ candidate is a plain Python function behind the wire encoding.
 """
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 
+from code_judging import program
+from code_judging import run_program as run
 from rlvr.verifiers.code import check_guard
-from rlvr.verifiers.code.budget import CHECK_EVERY, Budget, Failed
+from rlvr.verifiers.code.budget import CHECK_EVERY, Failed
 from rlvr.verifiers.code.check_guard import Guards, Stop
-from rlvr.verifiers.code.check_program import parse_check, run_check
-from rlvr.verifiers.code.evaluate import BadReference, CallResult, CandidateCall
+from rlvr.verifiers.code.check_program import parse_check
+from rlvr.verifiers.code.evaluate import BadReference
 from rlvr.verifiers.code.values import MAX_ITEMS
-from rlvr.verifiers.code.wire import decode, encode
 from test_code_calls import LOG, judge
-
-
-def program(body: str) -> str:
-    return "def check(candidate):\n" + textwrap.indent(textwrap.dedent(body), "    ")
-
-
-def run(source: str, function) -> tuple[bool, str]:
-    """run_check's (passed, why not) with `function` as the candidate's entry `f`."""
-    def resolve(call: CandidateCall) -> CallResult:
-        args = [decode(a) for a in call.ops[0][1]]
-        try:
-            return CallResult(True, decode(encode(function(*args))), 1)
-        except Exception as err:
-            return CallResult(False, f"raised {type(err).__name__}: {err}", 0, type(err).__name__)
-
-    with Budget(10.0):
-        return run_check(parse_check(source, "f"), "f", resolve)
 
 
 # ---------------------------------------------------------------- chains.inert: a dict display

@@ -7,41 +7,21 @@ int arguments only (values._arg_bound)."""
 from __future__ import annotations
 
 import ast
-import json
-import textwrap
 
 import pytest
 
+from code_judging import judge_function as judge
+from code_judging import program, run_program
 from rlvr.verifiers.code import evaluate
 from rlvr.verifiers.code.budget import Budget, Failed
-from rlvr.verifiers.code.check_program import parse_check, run_check
-from rlvr.verifiers.code.evaluate import CallResult, CandidateCall, Evaluator
+from rlvr.verifiers.code.evaluate import Evaluator
 from rlvr.verifiers.code.harness import Desync, read_start
 from rlvr.verifiers.code.methods import attribute
-from rlvr.verifiers.code.reference import judge_asserts, parse_reference
 from rlvr.verifiers.code.stdtypes import factory
-from rlvr.verifiers.code.wire import decode, encode
-
-
-def _resolve(function):
-    def resolve(call: CandidateCall) -> CallResult:
-        args = [decode(a) for a in call.ops[0][1]]
-        try:
-            return CallResult(True, decode(encode(function(*args))), 1)
-        except Exception as err:
-            return CallResult(False, f"raised {type(err).__name__}: {err}", 0, type(err).__name__)
-    return resolve
-
-
-def judge(asserts: list[str], function) -> list[tuple[bool, str]]:
-    with Budget(10.0):
-        return judge_asserts(parse_reference(json.dumps({"asserts": asserts})), _resolve(function))
 
 
 def check(body: str, function) -> tuple[bool, str]:
-    source = "def check(candidate):\n" + textwrap.indent(textwrap.dedent(body), "    ")
-    with Budget(10.0):
-        return run_check(parse_check(source, "f"), "f", _resolve(function))
+    return run_program(program(body), function)
 
 
 # ---------------------------------------------------------------- check_program._rebuilt

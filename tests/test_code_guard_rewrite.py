@@ -7,32 +7,13 @@ whether or not the bound holds.
 """
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 
-from rlvr.verifiers.code.budget import Budget
-from rlvr.verifiers.code.check_program import parse_check, run_check
-from rlvr.verifiers.code.evaluate import BadReference, CallResult, CandidateCall
+from code_judging import program
+from code_judging import run_program as run
+from rlvr.verifiers.code.check_program import parse_check
+from rlvr.verifiers.code.evaluate import BadReference
 from rlvr.verifiers.code.values import MAX_ITEMS
-from rlvr.verifiers.code.wire import decode, encode
-
-
-def program(body: str, helpers: str = "") -> str:
-    return textwrap.dedent(helpers) + "def check(candidate):\n" + textwrap.indent(textwrap.dedent(body), "    ")
-
-
-def run(source: str, function, budget_s: float = 10.0) -> tuple[bool, str]:
-    """run_check's (passed, why not) with `function` as the candidate's entry `f`."""
-    def resolve(call: CandidateCall) -> CallResult:
-        args = [decode(a) for a in call.ops[0][1]]
-        try:
-            return CallResult(True, decode(encode(function(*args))), 1)
-        except Exception as err:
-            return CallResult(False, f"raised {type(err).__name__}: {err}", 0, type(err).__name__)
-
-    with Budget(budget_s):
-        return run_check(parse_check(source, "f"), "f", resolve)
 
 
 def identity(x):

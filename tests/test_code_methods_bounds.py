@@ -7,30 +7,15 @@ Sizes are chosen around values.MAX_ITEMS (1,000,000) so that each case is cheap 
 """
 from __future__ import annotations
 
-import json
 from collections import Counter
 from decimal import Decimal
 
 import pytest
 
+from code_judging import judge_function as judge
 from rlvr.verifiers.code.budget import Budget, Failed, OverBudget, produced
-from rlvr.verifiers.code.evaluate import CallResult, CandidateCall
 from rlvr.verifiers.code.methods import attribute
-from rlvr.verifiers.code.reference import judge_asserts, parse_reference, short
-from rlvr.verifiers.code.wire import decode, encode
-
-
-def judge(asserts: list[str], function) -> list[tuple[bool, str]]:
-    """judge_asserts' (passed, why not) per assert, with `function` as the candidate's `f` (single-call chains)."""
-    def resolve(call: CandidateCall) -> CallResult:
-        args = [decode(a) for a in call.ops[0][1]]
-        try:
-            return CallResult(True, decode(encode(function(*args))), 1)
-        except Exception as err:
-            return CallResult(False, f"raised {type(err).__name__}: {err}", 0, type(err).__name__)
-
-    with Budget(10.0):
-        return judge_asserts(parse_reference(json.dumps({"asserts": asserts})), resolve)
+from rlvr.verifiers.code.reference import short
 
 
 # ---------------------------------------------------------------- methods.BoundMethod

@@ -13,10 +13,8 @@ import sys
 
 import pytest
 
+from code_judging import judge_code as judge
 from rlvr.verifiers.code import harness_main
-from rlvr.verifiers.code.budget import Budget
-from rlvr.verifiers.code.harness import read_reply, request
-from rlvr.verifiers.code.reference import judge_asserts, parse_reference
 
 
 class Exited(Exception):
@@ -93,30 +91,6 @@ def test_main_hides_the_candidates_stdio_before_its_code_runs(tmp_path, monkeypa
     assert events == [("dup", 0), ("dup2", True, 0), ("dup2", True, 1), ("dup2", True, 2), ("serve", 99, 1)]
     assert [json.loads(line) for line in lines] == [{"ready": True}, {"loaded": True}]
 
-
-def in_process(code: str):
-    """resolve(call) answered by the harness's decoder, runner and answerer on `code`'s namespace, as the sandbox
-    would; the request lines sent are collected."""
-    ns, chains = {}, {"kept": {}}
-    exec(code, ns)  # noqa: S102 - the tests' own code
-    decode = harness_main._decoder(chains)
-    chains["run"] = run = harness_main._runner(ns, decode, chains["kept"])
-    answer = harness_main._answerer(run, harness_main._encoder(), chains["kept"])
-    sent: list[dict] = []
-
-    def resolve(call):
-        line = request(call)
-        sent.append(json.loads(line))
-        reply = json.dumps(answer(line.rstrip(b"\n"), len(sent) - 1)).encode()
-        return read_reply(reply, len(sent) - 1, call)
-    return resolve, sent
-
-
-def judge(code: str, *asserts: str) -> tuple[list[bool], list[dict]]:
-    resolve, sent = in_process(code)
-    with Budget(10.0):
-        outcomes = judge_asserts(parse_reference(json.dumps({"asserts": list(asserts)})), resolve)
-    return [ok for ok, _ in outcomes], sent
 
 
 CODE = ("n = 0\ndef nxt():\n    global n\n    n += 1\n    return n\ndef ident(x):\n    return x\n"

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from math_cases import cases, check
 from rlvr.types import Outcome
 from rlvr.verifiers.math.extract import extract_reference
 from rlvr.verifiers.math.verifier import MODES, MathVerifier, MathVerifyWorker
@@ -26,16 +27,6 @@ ALL, S, N, L = MODES, ("strict",), ("last_number",), ("latex",)
 def verifiers():
     return {mode: MathVerifier(mode, timeout_s=30) for mode in MODES}
 
-
-def _cases(table):
-    return [pytest.param(mode, *case[:4], id=f"{mode}-{i}:{case[0][:30]}")
-            for i, case in enumerate(table) for mode in case[4]]
-
-
-def check(verifiers, mode, completion, reference, outcome, detail):
-    verdict = verifiers[mode].verify(completion, reference)
-    assert verdict.outcome is outcome and verdict.score == float(outcome is C), verdict
-    assert detail in verdict.detail, verdict.detail
 
 
 # ---------------------------------------------------------------- A1-A5: the value is the first clause; what follows
@@ -99,7 +90,7 @@ AROUND = [
 ]
 
 
-@pytest.mark.parametrize("mode, completion, reference, outcome, detail", _cases(AROUND))
+@pytest.mark.parametrize("mode, completion, reference, outcome, detail", cases(AROUND))
 def test_what_stands_around_the_answer(verifiers, mode, completion, reference, outcome, detail):
     check(verifiers, mode, completion, reference, outcome, detail)
 
@@ -143,7 +134,7 @@ HEDGES += [("The answer is $\\boxed{[0, 1] \\cup [2, 3]}$.", "[0,1] \\cup [2,3]"
             ALL)]
 
 
-@pytest.mark.parametrize("mode, completion, reference, outcome, detail", _cases(HEDGES))
+@pytest.mark.parametrize("mode, completion, reference, outcome, detail", cases(HEDGES))
 def test_hedges_the_red_team_found(verifiers, mode, completion, reference, outcome, detail):
     check(verifiers, mode, completion, reference, outcome, detail)
 
@@ -186,7 +177,7 @@ WORDS = [
 ]
 
 
-@pytest.mark.parametrize("mode, completion, reference, outcome, detail", _cases(WORDS))
+@pytest.mark.parametrize("mode, completion, reference, outcome, detail", cases(WORDS))
 def test_words_and_units_around_a_number(verifiers, mode, completion, reference, outcome, detail):
     check(verifiers, mode, completion, reference, outcome, detail)
 
@@ -202,7 +193,7 @@ DECIDED = [
 ]
 
 
-@pytest.mark.parametrize("mode, completion, reference, outcome, detail", _cases(DECIDED))
+@pytest.mark.parametrize("mode, completion, reference, outcome, detail", cases(DECIDED))
 def test_double_readings_and_refusals_as_decided(verifiers, mode, completion, reference, outcome, detail):
     check(verifiers, mode, completion, reference, outcome, detail)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from math_cases import cases, check
 from rlvr.types import Outcome
 from rlvr.verifiers.math.verifier import MODES, MathVerifier
 
@@ -25,16 +26,6 @@ HEDGED, PART = "hedged", "part of"
 def verifiers():
     return {mode: MathVerifier(mode, timeout_s=30) for mode in MODES}
 
-
-def _cases(table):
-    return [pytest.param(mode, *case[:4], id=f"{mode}-{i}:{case[0][:30]}")
-            for i, case in enumerate(table) for mode in case[4]]
-
-
-def check(verifiers, mode, completion, reference, outcome, detail):
-    verdict = verifiers[mode].verify(completion, reference)
-    assert verdict.outcome is outcome and verdict.score == float(outcome is C), verdict
-    assert detail in verdict.detail, verdict.detail
 
 
 # ---------------------------------------------------------------- 2c: negated, retracted, qualified statements
@@ -132,6 +123,6 @@ REFUSED = [
 
 
 @pytest.mark.parametrize("mode, completion, reference, outcome, detail",
-                         _cases(QUALIFIED_LINES + QUALIFIED_TEXT + GLUED + HEDGES + HONEST + REFUSED))
+                         cases(QUALIFIED_LINES + QUALIFIED_TEXT + GLUED + HEDGES + HONEST + REFUSED))
 def test_the_second_red_teams_findings(verifiers, mode, completion, reference, outcome, detail):
     check(verifiers, mode, completion, reference, outcome, detail)

@@ -14,8 +14,17 @@ from typing import get_args
 import pytest
 
 from rlvr.agents.envs import code as code_env
-from rlvr.agents.envs.code import EXAMPLE_CODE, START_AND_CLEANUP_S, STDOUT_CHARS, call_text, example_tool_text
-from rlvr.agents.envs.code_tasks import EXAMPLE_CANONICAL, MIN_HELD_OUT, TEMPLATES, make_problem, splits
+from rlvr.agents.envs.code import EXAMPLE_CODE, START_AND_CLEANUP_S, STDOUT_CHARS, example_tool_text
+from rlvr.agents.envs.code_tasks import (
+    EXAMPLE_CANONICAL,
+    MIN_HELD_OUT,
+    SECOND_EXAMPLE_CANONICAL,
+    TEMPLATES,
+    make_problem,
+    second_example,
+    splits,
+)
+from rlvr.agents.envs.common import call_text
 from rlvr.agents.protocol import ModelTurn, ToolCall
 from rlvr.agents.scoring import EpisodeRewarder
 from rlvr.agents.tool_calls import parse_turn
@@ -28,7 +37,7 @@ from rlvr.verifiers.code import sandbox
 from rlvr.verifiers.code.evaluate import MISSING, CallResult
 from rlvr.verifiers.code.reference import parse_reference
 from rlvr.verifiers.code.sandbox import Probe, SandboxConfig, SandboxResult
-from rlvr.verifiers.code.verifier import MAX_CODE_BYTES, CodeVerifier, extract_code
+from rlvr.verifiers.code.verifier import MAX_CODE_BYTES, CodeVerifier
 
 LIMIT_S = 1.0  # the episode's tool limit in these tests: the slow attacks cost about this each
 
@@ -57,7 +66,8 @@ def test_problems_split_by_hash_without_the_example():
     names = [p.canonical for p in train + held]
     assert len(names) == len(set(names)) >= 250
     assert len(held) == max(MIN_HELD_OUT, len(names) // 5) and len(train) > 250
-    assert EXAMPLE_CANONICAL not in names  # the one-shot example is in no split
+    assert EXAMPLE_CANONICAL not in names and SECOND_EXAMPLE_CANONICAL not in names  # the examples are in no split
+    assert second_example().canonical == SECOND_EXAMPLE_CANONICAL
     rank = [hashlib.sha256(p.canonical.encode()).hexdigest() for p in held + train]
     assert rank[:len(held)] == sorted(rank[:len(held)]) and max(rank[:len(held)]) < min(rank[len(held):])
     t = task()
@@ -160,22 +170,6 @@ def test_program_limit_is_the_tighter_of_task_and_episode():
     env = task(code_time_limit_s=0.5, code_memory_mb=128).environment(EpisodeConfig(tool_time_limit_s=2.0))
     assert env.sandbox.time_limit_s == 0.5 and env.sandbox.memory_mb == 128
     assert env.thread_limit_s == 0.5 + START_AND_CLEANUP_S  # the sandbox's kill comes before the thread's
-
-
-def test_prompt_has_a_one_shot_call_that_parses():
-    t = task()
-    prompt = t.eval_prompts(1)[0]
-    roles = [m["role"] for m in prompt.messages]
-    assert roles == ["user", "assistant", "tool", "assistant", "user"]
-    shot = parse_turn(0, prompt.messages[1]["content"], t.environment(EpisodeConfig()).tools)
-    assert not shot.errors and [c.name for c in shot.calls] == ["run_tests"]
-    assert extract_code(prompt.messages[3]["content"]) == EXAMPLE_CODE == shot.calls[0].arguments["code"]
-    question = prompt.messages[-1]["content"]
-    assert all(test in question for test in prompt.columns["visible_tests"]) and "run_tests" in question
-    assert not any(test in question for test in json.loads(prompt.reference)["asserts"])
-    assert "Answer: <number>" not in question  # the math default instruction is replaced
-    alone = task(one_shot=False, system_prompt="Be brief.", instruction="Go.").eval_prompts(1)[0]
-    assert [m["role"] for m in alone.messages] == ["system", "user"] and alone.messages[1]["content"].endswith("Go.")
 
 
 def test_without_a_sandbox_the_tools_say_so(monkeypatch):
@@ -341,7 +335,10 @@ def test_run_tests_runs_visible_tests_and_the_verifier_decides_on_hidden_ones():
     assert body(call(env, ep, "run_tests", right)) == passed
     assert body(call(env, ep, "run_tests", f"```python\n{right}\n```")) == passed  # a fenced block is read
     tools = code_env.CodeTools(list(code_env.example().visible), env.sandbox)
-    assert tools.run_tests(EXAMPLE_CODE) == example_tool_text()  # the one-shot shows what the tool really says
+    assert tools.run_tests(EXAMPLE_CODE) == example_tool_text()  # the examples show what the tool really says
+    second = code_env.CodeTools(list(second_example().visible), env.sandbox)
+    assert second.run_tests(code_env.SECOND_FIRST_TRY) == code_env.SECOND_TOOL_TEXT
+    assert second.run_tests(code_env.SECOND_CODE).startswith("2/2 visible tests passed")
     cheat = "def f(x):\n    return {%s}[x]" % ", ".join(  # hard-codes the visible answers only
         f"{t.split('(')[1].split(')')[0]}: {t.split('== ')[1]}" for t in shot.columns["visible_tests"])
     cheated = body(call(env, ep, "run_tests", cheat))

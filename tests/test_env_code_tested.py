@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from rlvr.agents.envs.code import call_text, code_digest
+from rlvr.agents.envs.code import code_digest
+from rlvr.agents.envs.common import call_text
 from rlvr.agents.protocol import ModelTurn
 from rlvr.agents.scoring import EpisodeRewarder, state_verdict
 from rlvr.agents.tool_calls import parse_turn

@@ -25,16 +25,21 @@ tested right answer earns more than an untested one. Without that term GRPO taug
 in one update (calls per episode 0.44 -> 0; the hidden tests alone cannot tell testing from luck). Passing the
 visible tests with hard-coded answers still fails the hidden ones, so it earns the state weight alone, less than
 an honest answer. episode.state_weight=0 makes the check logged only: success is then the hidden tests alone.
+
+The prompt's two worked examples (issue 42): SmolLM2-135M-Instruct made no call in 1,600 evaluated episodes with
+one example (a passing run_tests call, then the answer), nor in 40 sampled first turns with that example and a
+sentence before its call. With a second example whose first try fails a visible test (run_tests shows the FAILs,
+the answer is the fixed code), 15 of 40 first turns were valid run_tests calls (T 0.6, 20 held-out problems).
 """
 from __future__ import annotations
 
 import hashlib
 import json
 
-from rlvr.agents.envs.code_tasks import ENTRY, Problem, example, splits
-from rlvr.agents.envs.common import SplitTask, call_text
+from rlvr.agents.envs.code_tasks import ENTRY, Problem, example, second_example, splits
+from rlvr.agents.envs.common import Example, ExampleTurn, SplitTask, one_shot_messages
 from rlvr.agents.protocol import Episode, ModelTurn, Observation, ToolSpec
-from rlvr.agents.tool_calls import response_block, run_calls
+from rlvr.agents.tool_calls import run_calls
 from rlvr.config.run import TaskConfig
 from rlvr.config.sections import EpisodeConfig
 from rlvr.types import Outcome, Prompt, Verdict
@@ -187,12 +192,35 @@ class CodeEnvironment:
 
 
 EXAMPLE_CODE = "def f(x): return x + 3"  # one line: no JSON-escaped newlines for a tiny model to copy
+EXAMPLE_LEAD = "I will test my code."  # a sentence before the call: see common.one_shot_messages
+# The second example ("sum 1"): the first try misses the "+ 1", run_tests shows the FAILs, the answer is fixed. It
+# shows why a call helps, and a list problem's shape.
+SECOND_FIRST_TRY = "def f(xs): return sum(xs)"
+SECOND_CODE = "def f(xs): return sum(xs) + 1"
+SECOND_TOOL_TEXT = "0/2 visible tests passed\nFAIL assert f([1, 2, 3]) == 7: got 6\nFAIL assert f([]) == 1: got 0"
 
 
 def example_tool_text() -> str:
     """What run_tests answers to EXAMPLE_CODE on the example's visible tests (a sandbox test checks it)."""
     tests = example().visible
     return "\n".join([f"{len(tests)}/{len(tests)} visible tests passed", *(f"PASS {t}" for t in tests)])
+
+
+def worked_examples(instruction: str) -> tuple[Example, Example]:
+    """The two worked exchanges, each a run_tests call, its result and the fenced answer (what the tools answer:
+    a sandbox test checks both results)."""
+    fenced = lambda code: f"```python\n{code}\n```"  # noqa: E731
+    first, second = example(), second_example()
+    return (Example(_question(first, instruction), EXAMPLE_LEAD,
+                    (ExampleTurn((("run_tests", {"code": EXAMPLE_CODE}),), (example_tool_text(),)),),
+                    fenced(EXAMPLE_CODE)),
+            Example(_question(second, instruction), EXAMPLE_LEAD,
+                    (ExampleTurn((("run_tests", {"code": SECOND_FIRST_TRY}),), (SECOND_TOOL_TEXT,)),),
+                    fenced(SECOND_CODE)))
+
+
+def _question(problem: Problem, instruction: str) -> str:
+    return " ".join([problem.question, "Tests:", "; ".join(problem.visible) + ".", instruction]).strip()
 
 
 class CodeAgentTask(SplitTask):
@@ -210,20 +238,12 @@ class CodeAgentTask(SplitTask):
         self.instruction = INSTRUCTION if config.instruction == default else config.instruction
 
     def question(self, problem: Problem) -> str:
-        return " ".join([problem.question, "Tests:", "; ".join(problem.visible) + ".", self.instruction]).strip()
+        return _question(problem, self.instruction)
 
     def messages(self, problem: Problem) -> tuple[dict[str, str], ...]:
-        """System turn (if set), the one-shot exchange (if task.one_shot): user / run_tests call / its result /
-        the fenced answer, then the question. A tiny model copies the example's shape (issue 26)."""
-        shot = example()
-        system = self.config.system_prompt
-        messages = [] if system is None else [{"role": "system", "content": system}]
-        if self.config.one_shot:
-            messages += [{"role": "user", "content": self.question(shot)},
-                         {"role": "assistant", "content": call_text("run_tests", {"code": EXAMPLE_CODE})},
-                         {"role": "tool", "content": response_block(example_tool_text())},
-                         {"role": "assistant", "content": f"```python\n{EXAMPLE_CODE}\n```"}]
-        return (*messages, {"role": "user", "content": self.question(problem)})
+        """System turn (if set), the two worked exchanges (if task.one_shot), then the question: a tiny model copies
+        the examples' shape (common.one_shot_messages)."""
+        return one_shot_messages(worked_examples(self.instruction), self.question(problem), self.config)
 
     def prompt(self, problem: Problem, split: str) -> Prompt:
         return Prompt(id=f"code_agent/{split}/{problem.canonical}", messages=self.messages(problem),

@@ -10,7 +10,7 @@ asserts on literals (`assert f(10) == 17`), the form the code verifier judges in
 
 Split as rlvr/tasks/arithmetic.py: ranking every problem by the sha256 of its identity gives an order that depends
 on nothing else; the first max(200, n // 5) are held out, the rest train. The one-shot example ("add 3") is in
-neither split.
+neither split, nor is the second ("sum 1", whose first code fails a visible test).
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ MIN_HELD_OUT = 200  # enough problems for a pass@1 estimate with a usable confid
 VISIBLE_TESTS = 2  # the first inputs of a problem; the rest are hidden
 ENTRY = "f"  # every problem asks for `f`: one name less for a 135M model to get wrong
 EXAMPLE_CANONICAL = "add 3"
+SECOND_EXAMPLE_CANONICAL = "sum 1"  # k = 1 is outside the sum template's constants: in no split either
 
 _INTS = lambda k: [1, 10, 0, 7, 25, 100]  # noqa: E731 - inputs of most integer templates
 _AROUND = lambda k: [k + 1, k, 2 * k, 0, k - 1, 3 * k + 1]  # noqa: E731 - both answers of a yes/no template
@@ -103,3 +104,9 @@ def splits() -> tuple[tuple[Problem, ...], tuple[Problem, ...]]:
 def example() -> Problem:
     """The one-shot example's problem (in no split)."""
     return make_problem(TEMPLATES[0], int(EXAMPLE_CANONICAL.split()[1]))
+
+
+def second_example() -> Problem:
+    """The second worked example's problem (in no split): a list problem whose first try fails a visible test."""
+    key, k = SECOND_EXAMPLE_CANONICAL.split()
+    return make_problem(next(t for t in TEMPLATES if t.key == key), int(k))

@@ -222,7 +222,8 @@ def test_bad_calls_are_counted_never_raised():
         assert observation.invalid_calls == 1 and body(observation).startswith("error: ValueError")
     turn = parse_turn(0, '<tool_call>{"name": "run_python", "arguments": {"code": 3}}</tool_call>', env.tools)
     assert ep.respond(turn).invalid_calls == 1  # schema: code must be a string
-    assert ep.respond(parse_turn(1, "```python\ndef f(x): return x\n```", env.tools)).done  # the answer
+    # the answer, refused until run_tests has run (tests/test_env_code_tested.py)
+    assert ep.respond(parse_turn(1, "```python\ndef f(x): return x\n```", env.tools)).text == code_env.TESTS_FIRST
 
 
 def result(stdout: bytes = b"", stderr: bytes = b"", exit_code: int = 0, started: bool = True) -> SandboxResult:

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from rlvr.agents.envs.code import code_digest
+from rlvr.agents.envs.code import TESTS_FIRST, code_digest
 from rlvr.agents.envs.common import call_text
 from rlvr.agents.protocol import ModelTurn
 from rlvr.agents.scoring import EpisodeRewarder, state_verdict
@@ -26,7 +26,7 @@ RIGHT = "def f(x):\n    return x + {n}"
 @pytest.fixture(scope="module")
 def setup():
     task = build_task(TaskConfig(name="code_agent"))
-    env = task.environment(EpisodeConfig(tool_time_limit_s=2.0))
+    env = task.environment(EpisodeConfig(tool_time_limit_s=10.0))
     prompt = next(p for p in task.eval_prompts(200) if p.columns["template"] == "add")
     return task, env, prompt, RIGHT.format(n=prompt.id.split()[-1])
 
@@ -51,29 +51,54 @@ def verdict(env, prompt, *turns: str):
     return env.score_state(play(env, prompt, *turns).final_state(), prompt)
 
 
-def test_the_digest_ignores_line_end_spaces_and_blank_lines_only():
+def test_the_digest_is_the_codes_syntax_not_its_layout():
     code = "def f(x):\n    return x + 1"
-    assert code_digest(code) == code_digest("\n" + code.replace("):", "):  ") + "  \n\n")
+    # one line or two, other indentation, spaces, a comment, blank lines: the same program
+    for layout in ("def f(x): return x+1", "def f(x):\n  return (x + 1)  # add one\n\n", "\n" + code + "  \n"):
+        assert code_digest(layout) == code_digest(code), layout
     assert code_digest(code) != code_digest(code.replace("+ 1", "+ 2"))
-    assert code_digest(code) != code_digest(code.replace("    return", "  return"))  # indentation is code
+    assert code_digest(code) != code_digest(code.replace("x + 1", "1 + x"))  # another tree, though equal in value
+    # code that does not parse is compared as text, blind to line-end spaces only
+    broken = "def f(x) return x + 1"
+    assert code_digest(broken) == code_digest(broken + "   ") != code_digest(broken.replace("1", "2"))
+    assert code_digest("(" * 300 + ")" * 300) != code_digest("(" * 299 + ")" * 299)  # past the parser's nesting
 
 
 def test_an_answer_is_tested_only_when_run_tests_passed_that_same_code(setup):
     _, env, prompt, right = setup
     assert verdict(env, prompt, called("run_tests", right), fenced(right + "  ")).outcome is Outcome.CORRECT
-    # answered at once: right, but not what the task asked
-    untested = verdict(env, prompt, fenced(right))
-    assert untested.outcome is Outcome.WRONG and "did not pass run_tests" in untested.detail
     # tested one program, answered another
     other = right.replace("x +", "1 + x +") + " - 1"
-    assert verdict(env, prompt, called("run_tests", right), fenced(other)).outcome is Outcome.WRONG
-    # run_python is no test, and a program that failed a visible test was not passed by run_tests
-    assert verdict(env, prompt, called("run_python", right), fenced(right)).outcome is Outcome.WRONG
+    different = verdict(env, prompt, called("run_tests", right), fenced(other))
+    assert different.outcome is Outcome.WRONG and "did not pass run_tests" in different.detail
+    # a program that failed a visible test was not passed by run_tests, though it ran them
     wrong = "def f(x):\n    return x"
     assert verdict(env, prompt, called("run_tests", wrong), fenced(wrong)).outcome is Outcome.WRONG
     # tested, then no answer: the last turn was a call (max_turns ended it) or was cut
     no_answer = verdict(env, prompt, called("run_tests", right))
     assert no_answer.outcome is Outcome.WRONG and no_answer.detail == "no answer with code"
+
+
+def test_an_answer_before_any_run_tests_is_not_taken_and_the_episode_goes_on(setup):
+    task, env, prompt, right = setup
+    episode = env.start(prompt)
+    refused = episode.respond(parse_turn(0, fenced(right), env.tools))
+    assert refused.text == TESTS_FIRST and not refused.done and refused.valid_calls == refused.invalid_calls == 0
+    assert json.loads(episode.final_state())["answer"] is None
+    # run_python is no test: still refused
+    episode.respond(parse_turn(1, called("run_python", right), env.tools))
+    assert episode.respond(parse_turn(2, fenced(right), env.tools)).text == TESTS_FIRST
+    # once run_tests has run (here on failing code), an answer is taken: done, nothing to show
+    episode.respond(parse_turn(3, called("run_tests", "def f(x):\n    return x"), env.tools))
+    taken = episode.respond(parse_turn(4, fenced(right), env.tools))
+    assert taken.done and taken.text is None
+    assert json.loads(episode.final_state())["answer"] == code_digest(right)
+    assert env.score_state(episode.final_state(), prompt).outcome is Outcome.WRONG  # right, but never passed
+    # with the check logged only (state_weight 0), or without visible tests, an answer is taken at once
+    logged = task.environment(EpisodeConfig(tool_time_limit_s=10.0, state_weight=0.0))
+    assert logged.start(prompt).respond(parse_turn(0, fenced(right), env.tools)).done
+    bare = prompt.__class__(**{**prompt.__dict__, "columns": {**prompt.columns, "visible_tests": []}})
+    assert env.start(bare).respond(parse_turn(0, fenced(right), env.tools)).done
 
 
 def test_half_passed_is_not_passed(setup):

@@ -25,6 +25,10 @@ tested right answer earns more than an untested one. Without that term GRPO taug
 in one update (calls per episode 0.44 -> 0; the hidden tests alone cannot tell testing from luck). Passing the
 visible tests with hard-coded answers still fails the hidden ones, so it earns the state weight alone, less than
 an honest answer. episode.state_weight=0 makes the check logged only: success is then the hidden tests alone.
+With the check weighted, an answer before the episode's first run_tests call is not taken: the model is told to
+run the tests first and the episode goes on (the answer turn still counts against max_turns). Without that, GRPO
+still dropped every call after one update at state_weight 0.5 and 1.0 (lr 2e-5 and 1e-5): SmolLM2's first calls
+are often malformed (36 % at step 1), so at first calling paid less than answering at once.
 
 The prompt's two worked examples (issue 42): SmolLM2-135M-Instruct made no call in 1,600 evaluated episodes with
 one example (a passing run_tests call, then the answer), nor in 40 sampled first turns with that example and a
@@ -33,8 +37,10 @@ the answer is the fixed code), 15 of 40 first turns were valid run_tests calls (
 """
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
+import threading
 
 from rlvr.agents.envs.code_tasks import ENTRY, Problem, example, second_example, splits
 from rlvr.agents.envs.common import Example, ExampleTurn, SplitTask, one_shot_messages
@@ -52,6 +58,7 @@ STDOUT_CHARS = 300  # the start of stdout; tool text becomes prompt tokens of ev
 STDERR_CHARS = 300  # the end of stderr: a traceback's last lines name the error
 OUTPUT_CAP = 1 << 16  # bytes kept per stream by the sandbox; far more than is shown
 START_AND_CLEANUP_S = 1.5  # bwrap start (~0.03 s), the kill's drain grace (0.5 s) and a loaded machine's slack
+TESTS_FIRST = "error: run your code with run_tests first; this answer was not taken"
 INSTRUCTION = "Check your code with run_tests, then answer with the code in a ```python block."
 _CODE_ARG = {"type": "object", "properties": {"code": {"type": "string", "description": "Python source"}},
              "required": ["code"], "additionalProperties": False}
@@ -94,10 +101,14 @@ def format_run(result: sandbox.SandboxResult, limit_s: float) -> str:
 
 
 def code_digest(source: str) -> str:
-    """A short digest of a program, blind to whitespace at line ends and blank lines around it: the same code
-    tested and answered (a model re-typing it drops or adds a trailing space) has one digest."""
-    lines = [line.rstrip() for line in source.strip("\n").splitlines()]
-    return hashlib.sha256("\n".join(lines).strip().encode("utf-8", "replace")).hexdigest()[:16]
+    """A short digest of a program's syntax tree: the same code tested and answered has one digest however it is
+    laid out (SmolLM2 re-types `def f(x): return x * 22` on two lines, or drops a comment). Code that does not
+    parse (or nests past the parser's limits) is digested as text, blind to whitespace at line ends only."""
+    try:
+        form = "ast:" + ast.dump(ast.parse(source))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        form = "text:" + "\n".join(line.rstrip() for line in source.strip("\n").splitlines()).strip()
+    return hashlib.sha256(form.encode("utf-8", "replace")).hexdigest()[:16]
 
 
 class CodeTools:
@@ -108,6 +119,9 @@ class CodeTools:
         self.config = config
         self.visible = parse_reference(json.dumps({"asserts": visible, "entry": ENTRY})) if visible else None
         self.passed: set[str] = set()
+        self.ran_tests = False  # a run_tests call ran the visible tests (passing or not)
+        # a run_tests thread past its turn's deadline may still finish while the driver reads the final state
+        self.lock = threading.Lock()
 
     def _check_sandbox(self) -> None:
         state = sandbox.probe()
@@ -132,8 +146,10 @@ class CodeTools:
         results = CodeVerifier._run_asserts(source, self.visible, self.config, problems)
         if problems and problems[0].startswith("sandbox failed"):
             raise SandboxUnavailable(problems[0])
+        self.ran_tests = True
         if results and all(ok for ok, _ in results) and not problems:
-            self.passed.add(code_digest(source))
+            with self.lock:
+                self.passed.add(code_digest(source))
         lines = [f"{sum(ok for ok, _ in results)}/{len(results)} visible tests passed", *problems[:1]]
         for test, (ok, why) in zip(self.visible.asserts, results):
             if ok or not problems:  # after a load error or a timeout, every FAIL would only repeat it
@@ -144,22 +160,29 @@ class CodeTools:
 class CodeEpisode:
     """Each turn's calls run in the sandbox; a turn without calls is the answer, whose code is recorded."""
 
-    def __init__(self, tools: CodeTools, limit_s: float):
+    def __init__(self, tools: CodeTools, limit_s: float, tests_first: bool):
         self.tools = tools
         self.handlers = {"run_python": tools.run_python, "run_tests": tools.run_tests}
         self.limit_s = limit_s
+        self.tests_first = tests_first and tools.visible is not None
         self.answer: str | None = None  # the digest of the answer's code; None: no answer (yet), or no code in it
 
     def respond(self, turn: ModelTurn) -> Observation:
         observation = run_calls(turn, self.handlers, self.limit_s)
-        if observation.done and observation.text is None:  # the answer turn (the verifier reads the same text)
-            source = extract_code(turn.text)
-            self.answer = code_digest(source) if source is not None else None
+        if not (observation.done and observation.text is None):
+            return observation
+        # the answer turn (the verifier reads the same text)
+        if self.tests_first and not self.tools.ran_tests:
+            return Observation(TESTS_FIRST)  # not taken: the episode goes on (module docstring)
+        source = extract_code(turn.text)
+        self.answer = code_digest(source) if source is not None else None
         return observation
 
     def final_state(self) -> str:
         """JSON: the digests run_tests passed (sorted) and the answer's; `rlvr verify` re-scores it."""
-        return json.dumps({"tests_passed": sorted(self.tools.passed), "answer": self.answer})
+        with self.tools.lock:
+            passed = sorted(self.tools.passed)
+        return json.dumps({"tests_passed": passed, "answer": self.answer})
 
 
 class CodeEnvironment:
@@ -171,10 +194,11 @@ class CodeEnvironment:
         self.sandbox = SandboxConfig(time_limit_s=program_limit_s(config, episode), memory_mb=config.code_memory_mb,
                                      max_output_bytes=OUTPUT_CAP, allow_unsandboxed=config.code_unsandboxed)
         self.thread_limit_s = self.sandbox.time_limit_s + START_AND_CLEANUP_S
+        self.tests_first = episode.state_weight > 0  # graded on testing: an answer before any run_tests is refused
 
     def start(self, prompt: Prompt) -> Episode:
         visible = prompt.columns.get("visible_tests") or []
-        return CodeEpisode(CodeTools(list(visible), self.sandbox), self.thread_limit_s)
+        return CodeEpisode(CodeTools(list(visible), self.sandbox), self.thread_limit_s, self.tests_first)
 
     def score_state(self, final_state: str, prompt: Prompt) -> Verdict | None:
         """CORRECT when the answer is code that run_tests passed in the episode (module docstring). A state this

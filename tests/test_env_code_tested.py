@@ -4,12 +4,14 @@ more than an untested one, hard-coded visible answers less than either."""
 from __future__ import annotations
 
 import json
+import time
+from dataclasses import replace
 
 import pytest
 
 from rlvr.agents.envs.code import TESTS_FIRST, code_digest
 from rlvr.agents.envs.common import call_text
-from rlvr.agents.protocol import ModelTurn
+from rlvr.agents.protocol import Deadline, ModelTurn
 from rlvr.agents.scoring import EpisodeRewarder, state_verdict
 from rlvr.agents.tool_calls import parse_turn
 from rlvr.config.run import TaskConfig
@@ -118,9 +120,29 @@ def test_a_problem_without_visible_tests_needs_no_test(setup):
 
 def test_a_state_it_did_not_write_is_an_error_not_a_pass(setup):
     _, env, prompt, _ = setup
-    for state in ("", "[]", '{"answer": "x"}', "not json"):
+    forged = ('{"tests_passed": [0], "answer": false}', '{"tests_passed": [["x"]], "answer": ["x"]}')
+    for state in ("", "[]", '{"answer": "x"}', "not json", *forged):  # False in [0] would be True
         got = state_verdict(env, state, prompt)
-        assert got.outcome is Outcome.ERROR and got.score == 0.0
+        assert got.outcome is Outcome.ERROR and got.score == 0.0, state
+    # a re-scored row that lost its visible tests is not "a problem without visible tests"
+    lost = prompt.__class__(**{**prompt.__dict__, "columns": {"template": "add"}})
+    got = state_verdict(env, '{"tests_passed": [], "answer": null}', lost)
+    assert got.outcome is Outcome.ERROR and "visible_tests" in got.detail
+
+
+@pytest.mark.sandbox
+def test_a_run_reported_as_stopped_is_not_recorded_when_it_ends_later(setup):
+    # the turn's deadline (0.5 s) stops the call while the program sleeps 1.5 s (the sandbox's own limit is 10 s):
+    # the model is told it stopped, so the run neither opens the gate nor counts as passed when its thread ends
+    _, env, prompt, right = setup
+    slow = "import time\n" + right.replace("    return", "    time.sleep(1.5)\n    return")
+    episode = env.start(prompt)
+    call = parse_turn(0, called("run_tests", slow), env.tools)
+    stopped = episode.respond(replace(call, deadline=Deadline(time.monotonic() + 0.5, "turn time used up")))
+    assert stopped.invalid_calls == 1 and "turn time used up" in stopped.text
+    time.sleep(4.0)  # the abandoned thread's run ends (sandbox start, 1.5 s of sleep, the asserts)
+    assert json.loads(episode.final_state())["tests_passed"] == []
+    assert episode.respond(parse_turn(1, fenced(slow), env.tools)).text == TESTS_FIRST
 
 
 def test_the_state_gates_success_and_orders_the_rewards(setup):

@@ -120,8 +120,10 @@ class CodeTools:
         self.visible = parse_reference(json.dumps({"asserts": visible, "entry": ENTRY})) if visible else None
         self.passed: set[str] = set()
         self.ran_tests = False  # a run_tests call ran the visible tests (passing or not)
-        # a run_tests thread past its turn's deadline may still finish while the driver reads the final state
+        # A run_tests thread past its turn's deadline may still finish after the model was told it stopped: only a
+        # call of the turn still open (CodeEpisode.respond) is recorded, so the reward never depends on timing.
         self.lock = threading.Lock()
+        self.open_turn: object | None = None
 
     def _check_sandbox(self) -> None:
         state = sandbox.probe()
@@ -137,6 +139,7 @@ class CodeTools:
         return format_run(result, self.config.time_limit_s)
 
     def run_tests(self, code: str) -> str:
+        turn = self.open_turn
         source = _source(code)
         self._check_sandbox()
         if self.visible is None:
@@ -146,10 +149,12 @@ class CodeTools:
         results = CodeVerifier._run_asserts(source, self.visible, self.config, problems)
         if problems and problems[0].startswith("sandbox failed"):
             raise SandboxUnavailable(problems[0])
-        self.ran_tests = True
-        if results and all(ok for ok, _ in results) and not problems:
-            with self.lock:
-                self.passed.add(code_digest(source))
+        passed = bool(results) and all(ok for ok, _ in results) and not problems
+        digest = code_digest(source) if passed else ""
+        with self.lock:
+            if turn is not None and self.open_turn is turn:  # answered within its turn
+                self.ran_tests = True
+                self.passed.update([digest] if passed else [])
         lines = [f"{sum(ok for ok, _ in results)}/{len(results)} visible tests passed", *problems[:1]]
         for test, (ok, why) in zip(self.visible.asserts, results):
             if ok or not problems:  # after a load error or a timeout, every FAIL would only repeat it
@@ -168,7 +173,12 @@ class CodeEpisode:
         self.answer: str | None = None  # the digest of the answer's code; None: no answer (yet), or no code in it
 
     def respond(self, turn: ModelTurn) -> Observation:
+        with self.tools.lock:
+            self.tools.open_turn = opened = object()
         observation = run_calls(turn, self.handlers, self.limit_s)
+        with self.tools.lock:
+            if self.tools.open_turn is opened:
+                self.tools.open_turn = None  # a call still running is reported as stopped: its result is dropped
         if not (observation.done and observation.text is None):
             return observation
         # the answer turn (the verifier reads the same text)
@@ -204,9 +214,13 @@ class CodeEnvironment:
         """CORRECT when the answer is code that run_tests passed in the episode (module docstring). A state this
         environment did not write raises ValueError (an ERROR verdict: scoring.state_verdict)."""
         state = json.loads(final_state)
-        if not isinstance(state, dict) or not isinstance(state.get("tests_passed"), list):
+        passed = state.get("tests_passed") if isinstance(state, dict) else None
+        if (not isinstance(passed, list) or not all(isinstance(d, str) for d in passed)
+                or not isinstance(state.get("answer"), (str, type(None)))):
             raise ValueError(f"not a code episode's state: {final_state[:80]!r}")
-        if not prompt.columns.get("visible_tests"):  # nothing run_tests could run: CodeTools.run_tests
+        if "visible_tests" not in prompt.columns:  # a re-scored row without its tests: nothing to decide on
+            raise ValueError("the row has no visible_tests column")
+        if not prompt.columns["visible_tests"]:  # nothing run_tests could run: CodeTools.run_tests
             return Verdict(Outcome.CORRECT, 1.0, "the problem has no visible tests to run")
         if state.get("answer") is None:
             return Verdict(Outcome.WRONG, 0.0, "no answer with code")

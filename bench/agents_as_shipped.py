@@ -94,11 +94,11 @@ def measure(command: str, preset: str, out: Path) -> dict:
         _run([str(RLVR), "eval", "embedded", preset, "--output", str(base)], out / f"{name}-base.log")
     if not done.is_file():
         runs_before = set((ROOT / "runs").glob("*")) if (ROOT / "runs").is_dir() else set()
-        started = time.monotonic()
+        started, commit = time.monotonic(), _commit()  # the code the run loads (a commit made meanwhile is not it)
         _run([str(RLVR), *command.split()[1:]], out / f"{name}-train.log")  # verbatim, but for the venv's rlvr
         made = _new_run(runs_before)
         done.write_text(json.dumps({"run": str(made.relative_to(ROOT)), "minutes": (time.monotonic() - started) / 60,
-                                    "commit": _commit(), "date": datetime.date.today().isoformat()}))
+                                    "commit": commit, "date": datetime.date.today().isoformat()}))
     record = json.loads(done.read_text())
     run, minutes = ROOT / record["run"], record["minutes"]
     if not after.is_file() and not _own_evaluation(run, after):  # the preset's eval.at_end=false: evaluate here

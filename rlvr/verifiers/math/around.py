@@ -103,11 +103,11 @@ def _restates(inside: str, value: str) -> bool:
     number = _number(value)
     if number is None:
         return False
-    sides = [_arithmetic(side) for side in inside.split("=")]
+    sides = [arithmetic(side) for side in inside.split("=")]
     return all(side == number for side in sides) or words_value(inside) == number
 
 
-def _arithmetic(expression: str) -> Fraction | None:
+def arithmetic(expression: str) -> Fraction | None:
     """The value of plain arithmetic ('12 + 22', '3 × 4 - 1'); None for anything else."""
     tokens, at = [], 0
     while at < len(expression.rstrip()):

@@ -21,37 +21,99 @@ from __future__ import annotations
 import re
 from itertools import islice
 
-from rlvr.verifiers.math.around import RETRACTED, TRAILER_CHARS, other_number, value_end
+from rlvr.verifiers.math.around import RETRACTED, TRAILER_CHARS, arithmetic, other_number, value_end
 from rlvr.verifiers.math.lines import Candidate
 from rlvr.verifiers.math.numbers import as_number
-from rlvr.verifiers.math.prose import lead_end
+from rlvr.verifiers.math.prose import COPULAS, FILLERS, lead_end
 
 KIND = "correction"  # the kind of a statement read here (rlvr.verifiers.math.extract)
-_LABEL = (r"(?:correction|corrected\s+answer|erratum|corrigendum|update|edit|revision|revised\s+answer)"
-          r"\s*(?:\*\*)?\s*:")
-_STRONG = (r"on\s+(?:second\s+thought|reflection|closer\s+inspection)|oops|whoops|scratch\s+that"
-           r"|(?:i\s+)?mis(?:counted|calculated|computed|read|added|typed)|(?:i\s+)?made\s+an?\s+(?:mistake|error)"
+_LABEL = (r"(?:correction|corrected(?:\s+(?:answer|total|count|result|value))?|errat(?:um|a)|corrigendum|update"
+          r"|edit|revision|revised(?:\s+(?:answer|total|count|result|value))?|fix|typo|recount|amended"
+          r"|final(?:\s+(?:total|count|tally|sum|result|value|number|amount))?)"
+          r"\s*(?:\*\*)?\s*(?::|(?=\s[-\u2013\u2014]))")
+_STRONG = (r"on\s+second\s+thoughts?|(?:on|upon)\s+(?:further\s+|closer\s+)?(?:reflection|inspection)|oops|whoops"
+           r"|scratch\s+that|strike\s+that|ignore\s+(?:that|the\s+above)|make\s+(?:that|it)|i\s+meant|my\s+bad"
+           r"|sorry|apologies|(?:i\s+)?mis(?:counted|calculated|computed|read|added|typed)|(?:i\s+)?forgot"
+           r"|(?:i\s+)?made\s+an?\s+(?:mistake|error|typo)|(?:that|this)\s+was\s+a\s+typo"
            r"|(?:it|this|that|the\s+(?:answer|total|count|result|value|sum))\s+should\s+(?:actually\s+|really\s+)?"
            r"(?:be|have\s+been)"
            r"|the\s+(?:correct|right|actual|true|real|final|corrected|revised|new)\s+(?:answer|total|count|result"
            r"|value|number|sum|amount|tally|figure)\s+(?:is|was|should\s+be|must\s+be|=)")
-_MILD = r"actually|wait|let\s+me\s+(?:re-?check|recount|recompute|redo|correct)\w*"
-_OPENER = re.compile(rf"\b(?:(?P<strong>{_LABEL}|{_STRONG})|{_MILD})(?![A-Za-z])", re.IGNORECASE)
-_SKIP = re.compile(r"[\s,;:!*\u2014\u2013]*")  # between an opener and its value ('On second thought, 6')
+_MILD = r"actually|wait|let\s+me\s+(?:re-?check|recount|recompute|redo|correct)\w*|re-?checking|double[- ]check\w*"
+# Mild words that open a correction only at the start of a sentence ('No, 6.', 'Hmm, 6.', "So it's 6."; not 'there
+# is no 6')
+_SENTENCE = r"no|nope|rather|hmm+|er|uh|um|i\s+mean|so"
+_OPENER = re.compile(rf"\b(?:(?P<strong>{_LABEL}|{_STRONG})|{_MILD}|(?P<sentence>{_SENTENCE}))(?![A-Za-z])",
+                     re.IGNORECASE)
+# Between an opener and its value ('On second thought, 6', 'Let me recheck... it's 6', 'Wait, no, 6'); a dash
+# only before a space ('Correction - 6'; 'Correction: -6' keeps its sign)
+_SKIP = re.compile(r"(?:[\s,;:!*.\u2026\u2014\u2013]|-(?=\s)|\b(?:no|nope|wait|rather|well|hmm+|oh)\b)*", re.IGNORECASE)
 _WRAPPERS = " \t$*"
 # A pointer to the work names no value ('Update: I added a check in step 2.')
 _POINTER = re.compile(r"\b(?:steps?|lines?|parts?|cases?|eq(?:uation)?s?|problems?|questions?|sections?|rows?"
                       r"|columns?)\.?\s*\(?\d{1,3}[a-z]?\)?", re.IGNORECASE)
+# The only words a corrected value may follow: fillers and copulas ('the total is 6', "it's 6"), never another
+# subject ('the total of the first row is 6', 'we used the fact that the first term is 6': 3b)
+_SUBJECT = FILLERS | COPULAS | {"sum", "count", "amount", "tally", "still", "instead", "really", "actually", "mean"}
+_WORDS = re.compile(r"[A-Za-z][A-Za-z'’]*|[=:]")
+# A condition before the opener in its sentence makes it a counterfactual ('Had we included the endpoint, it should
+# be 6'), no correction
+_SENTENCE_START = re.compile(r"[.!?](?:\s|$)|\n")
+_CONDITION = re.compile(r"\b(?:if|had|were|suppose|supposing|assuming|unless|when|whenever|without|ignoring"
+                        r"|excluding|otherwise)\b", re.IGNORECASE)
+_NUMBER = r"[-+\u2212]?\d+(?:,\d{3})*(?:\.\d+)?"
+# The value restated against the old one: 'It's 6, not 5.', 'Not 5 but 6.'
+_INSTEAD = re.compile(rf"(?P<new>{_NUMBER})\s*,?\s+not\s+(?P<old>{_NUMBER})\b"
+                      rf"|\bnot\s+(?P<old2>{_NUMBER})\s*,?\s+but\s+(?:rather\s+)?(?P<new2>{_NUMBER})\b", re.IGNORECASE)
 
 
-def _stated(clause: str) -> str | None:
-    """The value a correction's clause states: bare ('6', 'six', '$6$') or after a subject and a copula ('the total
-    is 6 apples', "it's 6"); None otherwise (see the module docstring)."""
+def _stated(clause: str, strong: bool) -> str | None:
+    """The value a correction's clause states: bare ('6', 'six', '$6$') or after fillers and a copula ('the total
+    is 6', "it's 6"); after a strong opener also plain arithmetic and its right result ('2 + 4 = 6'); None otherwise
+    (see the module docstring)."""
     clause = clause.strip(_WRAPPERS).rstrip(".!").strip(_WRAPPERS)
     at = lead_end(clause)
+    if at and not all(word.lower().replace("’", "'") in _SUBJECT for word in _WORDS.findall(clause[:at])):
+        return None
     rest = clause[at:].strip(_WRAPPERS).rstrip(".!").strip(_WRAPPERS)
     # as_number reads number words too ('six', 'a dozen': numbers._plain_value ends in words_value)
-    return rest if as_number(rest) is not None else None
+    if as_number(rest) is not None:
+        return rest
+    left, equals, right = rest.rpartition("=")
+    right = right.strip(_WRAPPERS)
+    if strong and equals and as_number(right) is not None and arithmetic(left) == as_number(right):
+        return right
+    return None
+
+
+def _skipped(text: str, opener: re.Match, end: int, fences: int) -> bool:
+    """Whether an opener is no correction: inside a code block (an odd number of fences since the text start,
+    `fences` of them before `end`), a sentence-start word in mid-sentence, or a counterfactual (a condition before
+    it in its sentence)."""
+    if (fences + text.count("```", end, opener.start())) % 2:
+        return True
+    starts = [m.end() for m in _SENTENCE_START.finditer(text, max(end, opener.start() - 200), opener.start())]
+    low = starts[-1] if starts else max(end, opener.start() - 200)
+    if opener.group("sentence") and (text[low:opener.start()].strip() or (not starts and low > end)):
+        return True
+    return _CONDITION.search(text, low, opener.start()) is not None
+
+
+def _instead(text: str, end: int, limit: int, value: str) -> Candidate | None:
+    """A value restated against the answer after it ('It's 6, not 5.', 'Not 5 but 6.'), as a statement when only
+    fillers and a copula stand before it in its sentence; None otherwise."""
+    mine = as_number(value)
+    for match in islice(_INSTEAD.finditer(text, end, limit), 8):
+        new, old = match.group("new") or match.group("new2"), match.group("old") or match.group("old2")
+        if mine is None or as_number(old) != mine or as_number(new) == mine:
+            continue
+        starts = [m.end() for m in _SENTENCE_START.finditer(text, max(end, match.start() - 120), match.start())]
+        low = starts[-1] if starts else max(end, match.start() - 120)
+        lead = text[low:match.start()].replace("’", "'")
+        if all(word.lower() in _SUBJECT for word in _WORDS.findall(lead)) and not re.search(r"[^\sA-Za-z'=:,]", lead):
+            at = match.start("new") if match.group("new") else match.start("new2")
+            return Candidate(new, at, at + len(new), new, kind=KIND, line_end=match.end())
+    return None
 
 
 def correction(text: str, end: int, value: str) -> Candidate | str | None:
@@ -61,17 +123,23 @@ def correction(text: str, end: int, value: str) -> Candidate | str | None:
     limit = min(len(text), end + TRAILER_CHARS)
     found: Candidate | None = None
     withdrawn = False
+    fences = text.count("```", 0, end) if "```" in text else 0
     for opener in islice(_OPENER.finditer(text, end, limit), 32):
+        if _skipped(text, opener, end, fences):
+            continue
         start = _SKIP.match(text, opener.end(), limit).end()
         newline = text.find("\n", start, limit)
         line_end = newline if newline >= 0 else limit
         stop = value_end(text, start, line_end)
-        stated = _stated(text[start:stop])
+        stated = _stated(text[start:stop], bool(opener.group("strong")))
         if stated is not None:
             found, withdrawn = Candidate(stated, start, stop, text[start:stop], kind=KIND, line_end=line_end), False
         elif opener.group("strong") and other_number(_POINTER.sub(" ", text[start:line_end]),
                                                      found.text if found else value):
             withdrawn = True  # another value, offered but not stated: the answer before it is withdrawn
+    instead = _instead(text, found.end if found else end, limit, found.text if found else value)
+    if instead is not None:
+        return instead
     if withdrawn:
         return f"{RETRACTED} (a correction after it offers another value)"
     return found

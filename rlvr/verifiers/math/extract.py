@@ -68,6 +68,8 @@ from rlvr.verifiers.math.boxes import MAX_ANSWER_CHARS, box_spans, last_boxed  #
 from rlvr.verifiers.math.boxes import RECENT as _RECENT
 from rlvr.verifiers.math.boxes import cut as _cut
 from rlvr.verifiers.math.corrections import correction
+from rlvr.verifiers.math.denials import denial_after, negated_before
+from rlvr.verifiers.math.emphasis import plain
 from rlvr.verifiers.math.forms import counted_value
 from rlvr.verifiers.math.hedges import answer_text, hedge_problem, top_level_items  # noqa: F401  (re-exported)
 from rlvr.verifiers.math.latex import clean as _clean
@@ -273,7 +275,8 @@ def _final(text: str, mode: Mode, tags: bool = True, fallback: bool = True) -> F
         final, last = _with_run(text, candidates), candidates[-1]
         sign, unit = unit_around(text, last.start, last.end)  # '$5$ m long': a unit (issue 43)
         return replace(final, recent=final.run, written=sign + final.written + unit,
-                       problem=fallback_problem(text, last.start, last.end) or "")
+                       problem=fallback_problem(text, last.start, last.end) or negated_before(text, last.start)
+                       or denial_after(text, last.start, last.end) or "")  # '$5$, which is impossible' (fourth round)
     window = tail(text)
     number = last_number(window) if mode == "last_number" and not solves_nothing(window) else None
     if number is None:
@@ -282,8 +285,10 @@ def _final(text: str, mode: Mode, tags: bool = True, fallback: bool = True) -> F
     sign, unit = unit_around(window, at, at + len(number))
     before = number_before(window, at)  # 'It is 3 or 4', '12 3', 'between 3 and 4': a run (issue 43)
     run = (before[0], number) if before and _connective(window[before[1]:at]) else (number,)
+    end = at + len(number)
     return FinalAnswer(number, "last_number", run, run, written=sign + number + unit,
-                       problem=fallback_problem(window, at, at + len(number)) or "")
+                       problem=fallback_problem(window, at, end) or negated_before(window, at)
+                       or denial_after(window, at, end) or "")
 
 
 def _checked(text: str, final: FinalAnswer, last: Candidate) -> FinalAnswer:
@@ -294,7 +299,10 @@ def _checked(text: str, final: FinalAnswer, last: Candidate) -> FinalAnswer:
         why, percent = box_problem(text, last.start, last.end, last.kind == "answer_tag", final.text)
         sign, unit = unit_around(text, last.start, last.end)
         answer, written, problem = answer + percent, sign + written + percent + unit, problem or why or ""
+    if last.kind == "boxed":  # 'The answer is not: \\boxed{5}', '\\textbf{not } \\boxed{5}' (fourth round)
+        problem = problem or negated_before(text, last.start) or ""
     problem = problem or denied(text, last.start, last.end) or ""  # '\\boxed{5} is false', 'Answer: 5 fails'
+    problem = problem or denial_after(text, last.start, last.end) or ""  # '\\boxed{5} is extraneous' (fourth round)
     problem = problem or trailer_problem(text, last.end, last.line_end, final.text) or ""
     if last.kind in LINE_KINDS:  # 'Answer: 25 would be wrong', 'the lower bound is 25' (issue 43's red team)
         problem = problem or qualified(text, last.start, last.end, 120) or ""
@@ -303,7 +311,7 @@ def _checked(text: str, final: FinalAnswer, last: Candidate) -> FinalAnswer:
 
 def final_answer(completion: str, mode: Mode = "strict") -> FinalAnswer | None:
     """The final answer of a completion, reasoning excluded (see the module docstring: the last statement)."""
-    return _final(unstruck(outside_thinking(completion)), mode)
+    return _final(unstruck(plain(outside_thinking(completion))), mode)  # emphasis: rlvr.verifiers.math.emphasis
 
 
 # Markdown strikethrough ('~~The answer is 5~~'): withdrawn text, read as blank (issue 43's third red team). As GFM

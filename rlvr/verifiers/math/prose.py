@@ -22,7 +22,8 @@ FILLERS = frozenset((
     "just", "exactly", "precisely", "now", "answer", "final", "the", "a", "an", "our", "my", "this", "that", "we", "i",
     "you", "it", "get", "gets", "got", "obtain", "obtains", "obtained", "find", "finds", "found", "arrive", "at",
     "gives", "give", "yields", "of", "total", "result", "value", "number", "correct", "required", "desired", "is",
-    "equal", "to", "be", "will", "would", "should", "must", "which", "as", "follows"))
+    "equal", "to", "be", "will", "would", "should", "must", "which", "as", "follows",
+    "actually", "really", "still"))  # 'The answer is actually 6' states 6 (issue 43, fourth round)
 COPULAS = frozenset((
     "is", "are", "was", "were", "equals", "equal", "=", ":", "be", "becomes", "remains", "gives", "makes", "totals",
     "it's", "that's", "there's", "what's", "here's", "has", "have", "had", "costs", "weighs", "needs", "takes",
@@ -31,11 +32,11 @@ COPULAS = frozenset((
 DENY = frozenset((
     "reciprocal", "inverse", "opposite", "negative", "negation", "minus", "plus", "square", "squared", "cube", "cubed",
     "sqrt", "log", "logarithm", "twice", "thrice", "double", "triple", "half", "quarter", "third",
-    "percent", "percentage", "not", "no", "never", "nor", "or", "either", "maybe", "perhaps", "possibly", "probably",
-    "likely", "approximately", "approx", "about", "around", "roughly", "nearly", "almost", "estimated", "least",
-    "most", "more", "less", "fewer", "than", "over", "under", "above", "below", "upwards", "upward", "up", "shy",
-    "short", "beyond", "within", "between", "from", "except", "excluding", "times", "power", "factorial", "if", "when",
-    "unless", "otherwise", "wrong", "incorrect", "isn't", "aren't", "wasn't", "ago", "mod", "modulo", "by",
+    "percent", "percentage", "not", "no", "never", "neither", "nor", "or", "either", "maybe", "perhaps", "possibly",
+    "probably", "likely", "approximately", "approx", "about", "around", "roughly", "nearly", "almost", "estimated",
+    "least", "most", "more", "less", "fewer", "than", "over", "under", "above", "below", "upwards", "upward", "up",
+    "shy", "short", "beyond", "within", "between", "from", "except", "excluding", "times", "power", "factorial", "if",
+    "when", "unless", "otherwise", "wrong", "incorrect", "isn't", "aren't", "wasn't", "ago", "mod", "modulo", "by",
     "divided", "multiplied", "increased", "decreased", "reduced", "added", "subtracted", "next", "previous",
     "preceding", "following", "successor", "predecessor", "absolute", "complement", "exponent"))
 _CONDITIONS = frozenset(("when", "if", "for", "unless", "where", "whenever", "with", "given", "assuming", "provided"))

@@ -56,6 +56,7 @@ from rlvr.verifiers.math.extract import (  # noqa: F401  (re-exported: tests and
 )
 from rlvr.verifiers.math.forms import counted_value, value_problem
 from rlvr.verifiers.math.numbers import numbers_match, rounded_fractions
+from rlvr.verifiers.math.relations import relation_problem
 from rlvr.verifiers.math.units import unit_problem
 from rlvr.verifiers.math.words import approximation_problem, exact_part
 
@@ -302,6 +303,9 @@ class MathVerifier:
 
     def _compare(self, pred: str, gold: str) -> Verdict:
         """Exact numbers, else math-verify behind the shape checks and the value guards."""
+        problem = relation_problem(pred, gold)  # '\\boxed{(\\geq 5)}', 'Answer: != 5' bound 5 (issue 43, fourth round)
+        if problem:
+            return Verdict(Outcome.WRONG, 0.0, f"extracted {_short(pred)}, expected {_short(gold)} ({problem})")
         pred = exact_part(pred)  # 'x = 1/3 \\approx 0.33' states 1/3 (issue 43)
         same = numbers_match(counted_value(pred) or pred, gold)  # '\\boxed{18 dollars}' is 18 (issue 43)
         if same is not None:

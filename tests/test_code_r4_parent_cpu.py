@@ -86,15 +86,25 @@ def test_a_counter_weighs_its_keys_and_its_python_comparison():
     assert order_weight([Counter("ab"), Counter("a")]) <= FREE_WEIGHT  # small Counters still sort free
 
 
+def test_counters_are_counted_however_deep_they_are_wrapped():
+    # `[[[[c1]]]] < [[[[c2]]]]` compares c1 with c2 four times with `==`, then once with `<` (0.55 s sorting 4,096
+    # of them, before): the walk goes on past 4 levels (the wire carries 100), and what lies deeper counts more
+    bare = counters()
+    wrapped = [[[[[c]]]] for c in bare]
+    assert order_weight(wrapped) == 4096 * (1 + 1 + 2 + 3 + 4) + 5 * (order_weight(bare) - 4096)
+
+
 def test_a_level_is_walked_whatever_its_first_item_is():
     items = pairs()
-    # 1365 pairs, their 2 elements each, the 60 items of each long list, the one item of each [[[]]] and of its [[]]
-    assert order_weight(items) == 1365 * (1 + 2 + 60 + 59 + 59)  # was 3 * 1365: the scalar 0 first stopped it
-    assert order_weight([1, [2, 3]]) == 4 and order_weight([[1], 2]) == 3
+    # 1365 pairs, their 2 elements each, the 60 items of each long list (counted twice: 2 levels down), the one item
+    # of each [[[]]] (3 levels) and of its [[]] (4 levels)
+    assert order_weight(items) == 1365 * (1 + 2 + 60 * 2 + 59 * 3 + 59 * 4)  # was 3 * 1365: stopped at the 0
+    assert order_weight([1, [2, 3]]) == 4 and order_weight([[1], 2]) == 3 and order_weight([1, [[2]]]) == 5
 
 
 # ---------------------------------------------------------------- in this process, without a sandbox
-@pytest.mark.parametrize("value", [counters(), pairs()], ids=["counters", "zero_long_pairs"])
+@pytest.mark.parametrize("value", [counters(), pairs(), [[[[[c]]]] for c in counters()]],
+                         ids=["counters", "zero_long_pairs", "counters_five_deep"])
 def test_the_reported_sorts_are_refused_before_they_run(value):
     best = min(judged(ANAGRAM, value)[1] for _ in range(3))
     (passed, detail), _ = judged(ANAGRAM, value)

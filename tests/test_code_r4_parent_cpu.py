@@ -94,6 +94,16 @@ def test_counters_are_counted_however_deep_they_are_wrapped():
     assert order_weight(wrapped) == 4096 * (1 + 1 + 2 + 3 + 4) + 5 * (order_weight(bare) - 4096)
 
 
+def test_the_walk_has_no_depth_cap_and_stops_at_its_limit():
+    deep: list = [Counter({k: 1 for k in range(24)})]
+    for _ in range(300):  # deeper than the harness's encoder goes: a line the candidate writes may be
+        deep = [deep]
+    assert order_weight([deep, deep]) > 300 * 300
+    cyclic: list = []
+    cyclic.append(cyclic)  # a check program can build one: each level counts more, so the limit ends it
+    assert 1000 < order_weight([cyclic, cyclic], limit=1000) < 1000 + 2 * 100
+
+
 def test_a_level_is_walked_whatever_its_first_item_is():
     items = pairs()
     # 1365 pairs, their 2 elements each, the 60 items of each long list (counted twice: 2 levels down), the one item

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections import Counter, deque
 from decimal import Decimal
-from itertools import chain, compress
+from itertools import chain, compress, count
 from typing import Any
 
 from rlvr.verifiers.code.budget import Failed, check, decimals_seen, remaining
@@ -69,18 +69,18 @@ _MAPPINGS = (dict,)  # OrderedDict, defaultdict, Counter: compared key by key, v
 # size (keys and values, 2 a key): about twice what was measured, in units of SORT_S.
 COUNTER_CALL = 32
 COUNTER_KEY = 2
-# Levels walked: deeper than the wire carries (code/wire: 100). Red team 43d: at 4, Counters wrapped in four lists
-# were counted as one item each, and comparing two wrappers compares the Counters. The walk needs no tighter cap:
-# each level's containers were counted at the level above, so its work stays in proportion to the weight, which
-# stops at `limit`, and the budget is checked at every level.
-_MAX_LEVELS = 128
+# Levels walked: all of them. Red team 43d: at 4, Counters wrapped in four lists were counted as one item each, and
+# comparing two wrappers compares the Counters (the harness's encoder stops at 100 levels, but a line the candidate
+# writes itself is decoded as deep as json goes). No cap is needed: a level's containers were counted at the level
+# above, and what lies `depth` levels down counts `depth` times, so the work stays in proportion to the weight,
+# which stops at `limit`, and the budget is checked at every level.
 _MAX_COUNTED = 1 << 24  # counted this far, a sort asks for 0.67 s or more: no need to count on
 _CHUNK = 4096  # containers expanded between two budget checks
 
 
 def order_weight(items: list[Any], limit: int = _MAX_COUNTED) -> int:
     """The items plus every element of the lists, tuples, sets, deques and mappings among them (a mapping's keys and
-    values; a Counter more: COUNTER_CALL, COUNTER_KEY), level by level, _MAX_LEVELS deep. Every item of a level is
+    values; a Counter more: COUNTER_CALL, COUNTER_KEY), level by level, all the way down. Every item of a level is
     looked at, not only the first (red team 43d: `[0, long_list]` pairs weighed 3 however long the lists, and
     comparing two of them walks the lists). What lies `depth` levels down counts `depth` times: `a < b` on lists
     first compares items with `==` to find where they differ, then that pair with `<`, which does the same a level
@@ -88,7 +88,7 @@ def order_weight(items: list[Any], limit: int = _MAX_COUNTED) -> int:
     and once with `<`). Each level is sorted by type and counted by C loops (map, compress, chain), with a budget
     check every _CHUNK containers; counting stops once past `limit`."""
     total, level = len(items), items
-    for depth in range(1, _MAX_LEVELS + 1):
+    for depth in count(1):
         if total > limit:
             break
         grouped = _containers(level)

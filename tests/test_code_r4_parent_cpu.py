@@ -174,3 +174,19 @@ def test_honest_counter_programs_still_pass(verify):
                "assert sorted([g('ab'), g('a')]) == [Counter('a'), Counter('ab')]"]
     cpu, verdicts = verify(code, asserts, runs=1)
     assert verdicts[0].outcome == Outcome.CORRECT and verdicts[0].score == 1, verdicts[0].detail
+
+
+def test_comparisons_and_membership_of_containers_are_charged(monkeypatch):
+    # `==`, `<` and `in` are one C call each too, running Counter's Python comparisons throughout
+    from rlvr.verifiers.code import decimals
+    asked: list[float] = []
+    monkeypatch.setattr(decimals, "check", asked.append)
+    a, b = counters(), counters()
+    decimals.compare_bound("Eq", a, b)
+    decimals.member_bound(a[0], b)
+    decimals.compare_bound("Eq", a, b[:10])  # lists of different lengths: `==` answers at once, free
+    decimals.compare_bound("Lt", [1, 2], [3])  # small: free
+    both = order_weight([a, b]) - 2  # both sides' elements, each Counter's keys two levels down (`<` walks them twice)
+    member = order_weight(b) + len(b) * (order_weight([a[0]]) - 1)  # the list, and the item once per list item
+    assert both > 2 * 4096 * 24 * 4
+    assert asked == [pytest.approx(both * decimals.SCAN_S), pytest.approx(member * decimals.SCAN_S)]

@@ -32,16 +32,17 @@ HARNESS_ENCODE = harness_main._encoder()
 
 # ---------------------------------------------------------------- decimals.order_weight: how deep, how far
 def test_nested_lists_are_counted_four_levels_deep(monkeypatch):
-    # 16 items of 4 lists of 4 lists of 4 lists of 4 ints. By hand: 16 + 16*4 + 64*4 + 256*4 + 1024*4 =
-    # 16 + 64 + 256 + 1024 + 4096 = 5456, over FREE_WEIGHT, so sorting it pays 5456 * log2(16) * SORT_S. Counted
-    # only three levels deep it would weigh 1360 and sort for free.
+    # 16 items of 4 lists of 4 lists of 4 lists of 4 ints. By hand: 16 + 16*4 + 64*4 + 256*4 + 1024*4, each level
+    # counted as many times as it is deep (red team 43d: `<` on lists compares the differing pair with `==` first):
+    # 16 + 64 + 256*2 + 1024*3 + 4096*4 = 20048, over FREE_WEIGHT, so sorting it pays 20048 * log2(16) * SORT_S.
+    # Counted only three levels deep it would weigh 3664 and sort for free.
     leaf = [0] * 4
     items = [[[[leaf] * 4] * 4] * 4] * 16
-    assert order_weight(items) == 5456 > FREE_WEIGHT
+    assert order_weight(items) == 20048 > FREE_WEIGHT
     asked: list[float] = []
     monkeypatch.setattr(decimals, "check", asked.append)
     order_bound(items, True)
-    assert asked == [pytest.approx(5456 * 4 * SORT_S)]
+    assert asked == [pytest.approx(20048 * 4 * SORT_S)]
 
 
 def test_counting_stops_once_past_two_to_the_24():

@@ -168,6 +168,12 @@ def trips() -> int:
     return 0 if budget is None else budget.trips
 
 
+def remaining() -> float | None:
+    """Seconds the active budget has left (negative once spent); None when no budget is active."""
+    budget = _ACTIVE.get()
+    return None if budget is None else budget.deadline - time.thread_time()
+
+
 def spent() -> bool:
     """The active budget is spent (time or Fractions): a check program that caught the failure still fails."""
     budget = _ACTIVE.get()

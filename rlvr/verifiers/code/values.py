@@ -23,7 +23,7 @@ from itertools import islice
 from typing import Any, Callable, Iterable
 
 from rlvr.verifiers.code.budget import CHECK_EVERY, Failed, check, guarded, produced
-from rlvr.verifiers.code.decimals import decimal_pow_bound, order_bound
+from rlvr.verifiers.code.decimals import compare_bound, decimal_pow_bound, member_bound, order_bound
 from rlvr.verifiers.code.stdtypes import check_decimal, kind
 
 MAX_ITEMS = 1_000_000  # longest str/list/range the parent builds from a reference expression
@@ -128,6 +128,10 @@ _ORDER = {"Lt": operator.lt, "LtE": operator.le, "Gt": operator.gt, "GtE": opera
 def compare(op: str, left: Any, right: Any, rel_tol: float | None = None) -> bool:
     """One comparison of an assert (ast operator class name), as Python does it. Errors (1 < "a", 1 in 5)
     propagate: the test fails, and `not (f(x) < 5)` cannot pass by making the comparison raise."""
+    if op in ("In", "NotIn"):  # red team 43d: one C call each, which may run Counter's Python comparisons throughout
+        member_bound(left, right)
+    elif op not in ("Is", "IsNot"):
+        compare_bound(op, left, right)
     if op in ("Eq", "NotEq"):
         return same(left, right, rel_tol) == (op == "Eq")
     if op in ("Is", "IsNot"):  # code/forms allows `is` only against None/True/False/Ellipsis or a type

@@ -72,7 +72,7 @@ def test_an_answer_is_tested_only_when_run_tests_passed_that_same_code(setup):
     # tested one program, answered another
     other = right.replace("x +", "1 + x +") + " - 1"
     different = verdict(env, prompt, called("run_tests", right), fenced(other))
-    assert different.outcome is Outcome.WRONG and "did not pass run_tests" in different.detail
+    assert different.outcome is Outcome.WRONG and different.score == 0.0 and "did not pass" in different.detail
     # a program that failed a visible test was not passed by run_tests, though it ran them
     wrong = "def f(x):\n    return x"
     assert verdict(env, prompt, called("run_tests", wrong), fenced(wrong)).outcome is Outcome.WRONG
@@ -115,19 +115,24 @@ def test_half_passed_is_not_passed(setup):
 def test_a_problem_without_visible_tests_needs_no_test(setup):
     _, env, prompt, right = setup
     bare = prompt.__class__(**{**prompt.__dict__, "columns": {**prompt.columns, "visible_tests": []}})
-    assert verdict(env, bare, fenced(right)).outcome is Outcome.CORRECT
+    got = verdict(env, bare, fenced(right))
+    assert got.outcome is Outcome.CORRECT and got.score == 1.0
 
 
 def test_a_state_it_did_not_write_is_an_error_not_a_pass(setup):
     _, env, prompt, _ = setup
-    forged = ('{"tests_passed": [0], "answer": false}', '{"tests_passed": [["x"]], "answer": ["x"]}')
+    forged = ('{"tests_passed": [0], "answer": false}', '{"tests_passed": [["x"]], "answer": ["x"]}',
+              '{"tests_passed": [1], "answer": null}', '{"tests_passed": ["x"], "answer": 5}')
     for state in ("", "[]", '{"answer": "x"}', "not json", *forged):  # False in [0] would be True
         got = state_verdict(env, state, prompt)
         assert got.outcome is Outcome.ERROR and got.score == 0.0, state
+    long = '{"tests_passed": [2], "answer": null, "pad": "' + "y" * 100 + '"}'  # quoted to its first 80 characters
+    assert repr(long[:80]) in state_verdict(env, long, prompt).detail
+    assert repr(long[:81]) not in state_verdict(env, long, prompt).detail
     # a re-scored row that lost its visible tests is not "a problem without visible tests"
     lost = prompt.__class__(**{**prompt.__dict__, "columns": {"template": "add"}})
     got = state_verdict(env, '{"tests_passed": [], "answer": null}', lost)
-    assert got.outcome is Outcome.ERROR and "visible_tests" in got.detail
+    assert got.outcome is Outcome.ERROR and "the row has no visible_tests column" in got.detail
 
 
 @pytest.mark.sandbox

@@ -31,6 +31,7 @@ from fractions import Fraction
 from itertools import islice
 
 from rlvr.verifiers.math.forms import changes_count, counted_value, is_unit
+from rlvr.verifiers.math.gaps import value_below
 from rlvr.verifiers.math.numbers import NUMBER_IN_TEXT, as_number, last_digit
 from rlvr.verifiers.math.prose import COPULAS, DENY
 from rlvr.verifiers.math.units import unit_of
@@ -199,7 +200,7 @@ def trailer_problem(text: str, end: int, line_end: int, value: str) -> str | Non
         low = low if hedge.group().lower() in _EITHER_SIDE else hedge.end()
         if other_number(window[low:hedge.start()] + " " + window[hedge.end():high], value):
             return f"{HEDGED} ({value} and another value with {hedge.group()!r})"
-    below = _NEXT_LINE_VALUE.match(text, line_end) if line_end >= 0 else None  # 'Answer:\n5\n6', '#### 5\n6'
+    below = value_below(text, end, line_end)  # 'Answer:\n5\n6', '#### 5\n6', '\\boxed{5}\n\n6' (rlvr...gaps)
     if below and other_number(below.group(1), value):
         return f"{HEDGED} ({value}, then another value on the next line)"
     same_line = window[:max(0, line_end - end)]

@@ -210,6 +210,8 @@ def unit_around(text: str, start: int, end: int) -> tuple[str, str]:
 def _unit_after(text: str, end: int) -> str:
     """The unit words after text[end] (' m', ' cm ⁻¹'), read through LaTeX spacing and a text group as a statement's
     are (issue 43's red team: '\\boxed{5}\\,\\text{cm}' was read with no unit, so it answered '5 m')."""
+    if text[end - 1:end] == "}" and _FACTORIAL_AFTER.match(text, end, end + 40):
+        return " !"  # '\\boxed{42} !': a factorial, read by unit_problem (fourth red team, finding 9)
     match = _FOLLOWING.match(_normal(text[end:end + 80]))
     if match is None:
         return ""
@@ -220,6 +222,11 @@ def _unit_after(text: str, end: int) -> str:
     return ""
 
 
+# A '!' after a number or a box, through spacing, is a factorial, not the end of a sentence (fourth red team): after a
+# box only these are read as what follows it ('\\boxed{42} !'); '\\!' is a negative thin space. Detached from its
+# number, math-verify drops it and reads 42.
+_FACTORIAL_AFTER = re.compile(r"(?:\s|~|\\[,;: ]|\\!){0,8}!(?!=)")
+_FACTORIAL = re.compile(r"[\d}](?:\s|~|\\[,;: ]|\\!){1,8}!(?!=)")  # glued ('4!') it is read as one: 24
 _TRAILING_WORDS = re.compile(r"(?<=[\d.])\s*([^\W\d_][^\d\\{}$]{0,40})\Z")
 
 
@@ -246,6 +253,8 @@ def unit_problem(written: str, gold: str) -> str | None:
     '5 kilowatts' for '5 watts' and '5 MB' for '5 GB' were never compared while the reference's unit was
     unknown). Words on either side or both are read as the number; so is a word that changes the value ('percent',
     'dozen': rlvr.verifiers.math.forms decides those)."""
+    if _FACTORIAL.search(written) and not _FACTORIAL.search(gold):  # 'Answer: 42 !', '\\boxed{42}\\,!'
+        return "a '!' after the number is a factorial"
     (mine, my_words, _), (theirs, their_words, their_space) = _read(written), _read(gold)
     if mine and theirs and mine != theirs and frozenset((mine, theirs)) not in _EITHER:
         return f"unit {mine} where the reference has {theirs} (units are compared, never converted)"

@@ -42,7 +42,10 @@ MACHINE_DIGITS = 15  # significant digits a double always prints correctly (DBL_
 # the count 5 of a noun); unlike a percent it is never also read as X: no reference states a per-mille figure bare.
 MAGNITUDES: dict[str, int | Fraction] = {
     "hundred": 100, "thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12, "dozen": 12,
-    "permille": Fraction(1, 1000), "promille": Fraction(1, 1000), "permil": Fraction(1, 1000)}
+    "permille": Fraction(1, 1000), "promille": Fraction(1, 1000), "permil": Fraction(1, 1000),
+    # fourth red team (finding 7): the larger scales, and parts per million/billion and basis points, change it too
+    "quadrillion": 10**15, "quintillion": 10**18, "sextillion": 10**21, "googol": 10**100,
+    "ppm": Fraction(1, 10**6), "ppb": Fraction(1, 10**9), "bps": Fraction(1, 10**4)}
 # Words after a number that change its value or make it a bound or an estimate: never a unit.
 VALUE_WORDS = frozenset({
     *MAGNITUDES, "lakh", "crore", "gross", "bn", "mn", "mil", "k", "percent", "percentage", "pct", "percentile",
@@ -50,7 +53,7 @@ VALUE_WORDS = frozenset({
     "most", "mod", "modulo", "half", "halves", "third", "thirds", "quarter", "quarters", "tenth", "tenths",
     "hundredth", "hundredths", "thousandth", "thousandths", "millionth", "millionths", "power", "root", "roots",
     "factorial", "about", "approximately", "approx", "around", "roughly", "nearly", "almost", "circa", "ca",
-    "deficit", "short", "loss"})
+    "deficit", "short", "loss", "thou", "ppt", "basis", "bp", "pp"})
 _FIRST_ONLY = frozenset({"squared", "cubed"})  # '5 squared' is 25, '5 m squared' is 5 m²
 _PREFIXES = frozenset({"k", "K", "M", "B", "G", "T"})  # alone: thousand/million/... or kelvin/molar/tesla
 _CONSTANTS = frozenset({"e", "E", "i", "I"})  # 2\\mathrm{i} is a complex number; rlvr.verifiers.math.numbers.canonical
@@ -102,7 +105,9 @@ def changes_count(word: str) -> bool:
     """Whether a word after a number changes, hedges or bounds it (_NOT_A_COUNT, plurals read as their singular)."""
     word = word.lower()  # 'miles' is no 'mil' (issue 43's red team): '-es' only after a sibilant ('boxes')
     sibilant = word.endswith(("ses", "xes", "zes", "ches", "shes"))
-    return any(form in _NOT_A_COUNT for form in (word, word.removesuffix("s"), word[:-2] if sibilant else word))
+    from rlvr.verifiers.math.words import denominator  # words imports this module
+    forms = (word, word.removesuffix("s"), word[:-2] if sibilant else word)  # '5 sixteenths' (fourth red team)
+    return any(form in _NOT_A_COUNT for form in forms) or denominator(word) is not None
 
 
 def counted_value(answer: str) -> str | None:

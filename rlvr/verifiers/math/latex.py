@@ -89,6 +89,8 @@ def clean(answer: str) -> str:
     wrappers other than '$' go at once, and after MAX_PASSES passes what is left stays as it is (issue 43: one
     wrapper per pass, searching the whole answer again each time, was quadratic: 64 answers of 2000 characters of
     '**' took 7 s)."""
+    if _PRICE.fullmatch(answer):  # a reference '$5' keeps its currency: '£5' does not answer it (fourth red team)
+        return "\\$" + answer.strip()[1:].strip().rstrip(".")
     start, end = 0, len(answer)
     dollars = [i for i, ch in enumerate(answer) if ch == "$"] if "$" in answer else []
     dots = DOTS.search(answer) is not None  # '0.333...': its dots are no full stop (they make it 1/3)
@@ -109,6 +111,7 @@ def clean(answer: str) -> str:
     return answer[start:end].strip()
 
 
+_PRICE = re.compile(r"\s*\$\s*\d{1,12}(?:,\d{3}){0,4}(?:\.\d{1,6})?\.?\s*")  # one '$' before a number: a price
 MAX_PASSES = 16  # layers of '$' unwrapped at most (no honest answer has 3)
 _WRAPPERS = ("**", "__", "$", "\\(", "\\)", "\\[", "\\]")  # '__' is bold too: '__Answer:__ 42' (issue 43)
 _PAIRS = ("**", "__", "\\(", "\\)", "\\[", "\\]")  # the wrappers of two characters without a '$'

@@ -41,7 +41,7 @@ _KNOWN_SYMBOLS = frozenset("≤≥≠×÷·−–∞π√∪∩∈∉⊂⊆⊃�
 _DEGREES = re.compile(r"\^\s*\{?\s*\\circ")
 _SPACE_OR_GROUP = re.compile(r"[\s{}$]*")
 _CONDITION = re.compile(r"\\(?:text|textrm|mathrm|mbox|textnormal|textit)\s*\{[^{}]{0,80}?\b(?:if|when|whenever|unless"
-                        r"|otherwise|for|where|provided|assuming|iff)\b", re.IGNORECASE)
+                        r"|otherwise|for(?!\s+(?:all|every|each|any)\b)|where|provided|assuming|iff)\b", re.IGNORECASE)
 
 
 def _unknown(answer: str) -> list[str]:

@@ -31,6 +31,7 @@ from fractions import Fraction
 from itertools import islice
 
 from rlvr.verifiers.math.forms import changes_count, counted_value, is_unit
+from rlvr.verifiers.math.gaps import value_below
 from rlvr.verifiers.math.numbers import NUMBER_IN_TEXT, as_number, last_digit
 from rlvr.verifiers.math.prose import COPULAS, DENY
 from rlvr.verifiers.math.units import unit_of
@@ -72,10 +73,6 @@ _OPERATOR_AFTER = re.compile(r"\s*\$?\s*(?:[-+*/×÷·=^_]|\\(?:times|cdot|div)(
 _NOTE = re.compile(r"\s*(?:see|from|by|using|as\s+in|in|cf\.?|per)\s+(?:step|eq(?:uation)?|part|line|case|lemma"
                    r"|theorem)s?\.?\s*\(?\d{1,3}[a-z]?\)?\.?\s*", re.IGNORECASE)
 _NOTE_AFTER = re.compile(rf"\s*\(({_NOTE.pattern})\)", re.IGNORECASE)
-# The next line of an 'Answer:' / '####' line holding only a value, or 'or' and then a value on the line after
-# ('Answer:\n5\n6', 'Answer:\n5\nor\n6', '#### 5\n6'): a second candidate (issue 43's third red team)
-_NEXT_LINE_VALUE = re.compile(r"[ \t]*\n(?:[ \t]*(?:or|either|and/or)[ \t]*\n)?[ \t]*(?:\$|\\\(|\*\*)?[ \t]*"
-                              r"([-+\u2212]?\d[\d,./]*)[ \t]*(?:\$|\\\)|\*\*)?[ \t]*\.?[ \t]*(?=\n|\Z)", re.IGNORECASE)
 _BULLET_LINE = re.compile(r"[ \t]*[-*+\u2022][ \t]+")  # '\n- 6 is also acceptable': a bullet, no minus sign
 _ARITHMETIC = re.compile(r"\s*(\d+(?:\.\d+)?|[-+*/×÷·=]|\\times|\\cdot|\\div)")
 
@@ -199,7 +196,7 @@ def trailer_problem(text: str, end: int, line_end: int, value: str) -> str | Non
         low = low if hedge.group().lower() in _EITHER_SIDE else hedge.end()
         if other_number(window[low:hedge.start()] + " " + window[hedge.end():high], value):
             return f"{HEDGED} ({value} and another value with {hedge.group()!r})"
-    below = _NEXT_LINE_VALUE.match(text, line_end) if line_end >= 0 else None  # 'Answer:\n5\n6', '#### 5\n6'
+    below = value_below(text, end, line_end)  # 'Answer:\n5\n6', '#### 5\n6', '\\boxed{5}\n\n6' (rlvr...gaps)
     if below and other_number(below.group(1), value):
         return f"{HEDGED} ({value}, then another value on the next line)"
     same_line = window[:max(0, line_end - end)]

@@ -195,7 +195,7 @@ def _adjacent(text: str, first: Candidate, second: Candidate, delimited: bool) -
         return False
     if len(gap) <= 200 and _ALTERNATIVE.search(gap) and not _CORRECTION.search(gap):
         return True
-    if not _connective(gap):
+    if not _connective(gap, statements=True):
         return False
     return delimited or _connective(" ".join((first.raw or first.text).split()[1:]))
 

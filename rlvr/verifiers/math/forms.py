@@ -35,12 +35,17 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
+from rlvr.verifiers.math.operators import operator_problem
+
 MACHINE_DIGITS = 15  # significant digits a double always prints correctly (DBL_DIG)
 # 'permille' is a thousandth, read like a percent is read as X/100 (issue 43's red team: '5 permille' was read as
 # the count 5 of a noun); unlike a percent it is never also read as X: no reference states a per-mille figure bare.
 MAGNITUDES: dict[str, int | Fraction] = {
     "hundred": 100, "thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12, "dozen": 12,
-    "permille": Fraction(1, 1000), "promille": Fraction(1, 1000), "permil": Fraction(1, 1000)}
+    "permille": Fraction(1, 1000), "promille": Fraction(1, 1000), "permil": Fraction(1, 1000),
+    # fourth red team (finding 7): the larger scales, and parts per million/billion and basis points, change it too
+    "quadrillion": 10**15, "quintillion": 10**18, "sextillion": 10**21, "googol": 10**100,
+    "ppm": Fraction(1, 10**6), "ppb": Fraction(1, 10**9), "bps": Fraction(1, 10**4)}
 # Words after a number that change its value or make it a bound or an estimate: never a unit.
 VALUE_WORDS = frozenset({
     *MAGNITUDES, "lakh", "crore", "gross", "bn", "mn", "mil", "k", "percent", "percentage", "pct", "percentile",
@@ -48,7 +53,7 @@ VALUE_WORDS = frozenset({
     "most", "mod", "modulo", "half", "halves", "third", "thirds", "quarter", "quarters", "tenth", "tenths",
     "hundredth", "hundredths", "thousandth", "thousandths", "millionth", "millionths", "power", "root", "roots",
     "factorial", "about", "approximately", "approx", "around", "roughly", "nearly", "almost", "circa", "ca",
-    "deficit", "short", "loss"})
+    "deficit", "short", "loss", "thou", "ppt", "basis", "bp", "pp"})
 _FIRST_ONLY = frozenset({"squared", "cubed"})  # '5 squared' is 25, '5 m squared' is 5 m²
 _PREFIXES = frozenset({"k", "K", "M", "B", "G", "T"})  # alone: thousand/million/... or kelvin/molar/tesla
 _CONSTANTS = frozenset({"e", "E", "i", "I"})  # 2\\mathrm{i} is a complex number; rlvr.verifiers.math.numbers.canonical
@@ -100,7 +105,9 @@ def changes_count(word: str) -> bool:
     """Whether a word after a number changes, hedges or bounds it (_NOT_A_COUNT, plurals read as their singular)."""
     word = word.lower()  # 'miles' is no 'mil' (issue 43's red team): '-es' only after a sibilant ('boxes')
     sibilant = word.endswith(("ses", "xes", "zes", "ches", "shes"))
-    return any(form in _NOT_A_COUNT for form in (word, word.removesuffix("s"), word[:-2] if sibilant else word))
+    from rlvr.verifiers.math.words import denominator  # words imports this module
+    forms = (word, word.removesuffix("s"), word[:-2] if sibilant else word)  # '5 sixteenths' (fourth red team)
+    return any(form in _NOT_A_COUNT for form in forms) or denominator(word) is not None
 
 
 def counted_value(answer: str) -> str | None:
@@ -132,7 +139,7 @@ def value_problem(pred: str, gold: str) -> str | None:
     arrow = _ARROW.search(pred)
     if arrow and not _ARROW.search(gold):
         return f"an arrow ({arrow.group()!r}) is not a value"
-    return _marks_problem(pred, gold)
+    return _marks_problem(pred, gold) or operator_problem(pred, gold)  # '3 \\slash 4' (rlvr...operators)
 
 
 # Issue 43's red team (finding 1): a relation with nothing on its left ('\\neq 5', '\\geq 5', '≠ 5', '\\in 5') says
@@ -142,10 +149,14 @@ _RELATION = re.compile(r"\s*(?:\$\s*)?(?:[<>≠≥≤≦≧⩽⩾≪≫∈∉∋
                        r"|less\w*|gtr\w*|su[bp]set\w*|mid|parallel|prec\w*|succ\w*)|neq?|not(?:in)?|ll|gg|lll|ggg|in|ni"
                        r"|owns|(?:var)?propto|perp)(?![A-Za-z]))")
 # '5\'', '5′': feet, minutes or a derivative, never the bare 5 (finding 7; a "'" after a box is WRONG already)
-_PRIME = re.compile(r"(?<=\d)\s*['’′″‴]")
+_PRIME = re.compile(r"\d(?:\s|~|\\[,;:! ]|\\q?quad(?![A-Za-z])){0,8}['’′″‴]")  # '5\\,\'' (fourth red team)
 # '6_{5}', '12_8': a numeral in base 5 or 8; math-verify drops the subscript and reads 6 and 12 (finding 7). A
 # subscript 10 is the plain number; any other base must be the reference's.
-_BASE = re.compile(r"(?<=\d)\s*_\s*(?:\{\s*(?:\\(?:text|mathrm)\s*\{)?\s*(\w+)\s*\}?\s*\}|(\w))")
+# Fourth red team: the subscript is read through braces, parentheses, spacing and text groups ('6_{(5)}', '6_{\\,5}',
+# '6_{{5}}'), and an explicit base 10 is a base too: '12_{10}' is not '12_8'.
+_BASE = re.compile(r"(?<=\d)\s*_\s*(\{(?:[^{}]|\{[^{}]{0,40}\}){0,40}\}|\w)")
+_BASE_NOISE = re.compile(r"\\(?:text|mathrm|textrm|mbox|mathbf|rm)(?![A-Za-z])|\\[,;:! ]|\\q?quad(?![A-Za-z])|[{}()\s~]"
+                         r"|\bbase\b", re.IGNORECASE)
 
 
 def _marks_problem(pred: str, gold: str) -> str | None:
@@ -156,14 +167,20 @@ def _marks_problem(pred: str, gold: str) -> str | None:
         return f"a relation ({relation.group().strip()!r}) before it bounds or excludes the value; it states none"
     if _PRIME.search(pred) and not _PRIME.search(gold):
         return "a prime after a number (feet, minutes) is not the number"
-    if _bases(pred) and _bases(pred) != _bases(gold):
-        return f"a base subscript ({', '.join(_bases(pred))}) is not the reference's base"
+    mine, theirs = _bases(pred), _bases(gold)
+    if mine and _other(mine) != _other(theirs):  # '12_{10}' answers 12, never '12_8'
+        return f"a base subscript ({', '.join(mine)}) is not the reference's base"
     return None
 
 
 def _bases(answer: str) -> list[str]:
-    """The bases of the numerals in `answer` ('12_8' -> ['8']), base 10 and 'ten' left out (a plain number)."""
-    return [b for m in _BASE.finditer(answer) if (b := (m.group(1) or m.group(2)).lower()) not in ("10", "ten")]
+    """The bases of the numerals in `answer` ('12_8' -> ['8'], '6_{(5)}' -> ['5'], '12_{10}' -> ['10'])."""
+    return [_BASE_NOISE.sub("", m.group(1)).lower() for m in _BASE.finditer(answer)]
+
+
+def _other(bases: list[str]) -> list[str]:
+    """The bases other than ten: a numeral in base 10 is the plain number."""
+    return [b for b in bases if b not in ("10", "ten")]
 
 
 def repeating_value(integer: str, fixed: str, period: str) -> Fraction:

@@ -34,6 +34,7 @@ import re
 from collections import deque
 from typing import NamedTuple
 
+from rlvr.verifiers.math.gaps import joined, spaced
 from rlvr.verifiers.math.numbers import NUMBER_IN_TEXT, as_number, brace_depths, in_expression, last_digit
 from rlvr.verifiers.math.prose import keeps_value, lead_end
 from rlvr.verifiers.math.words import DOTS, value_word
@@ -54,7 +55,7 @@ _GAP_NOISE = re.compile(r"\\(?:[hv]space\*?|[hv]?phantom)\s*\{[^{}]*\}|\\(?:[hv]
                         r"|[\s$,;.:!?()\[\]{}*&/\\-]")  # 'y_2 =' names a variable too (issue 43)
 _CONNECTIVES = frozenset({"or", "and", "either", "maybe", "perhaps", "possibly", "also", "alternatively",
                           "to", "but", "vs", "versus", "otherwise", "though", "although", "else",  # issue 43's red team
-                          "between"})
+                          "between", "respectively"})
 _EQUALS_OR_BRACE = re.compile(r"[{}=]")
 _DIGIT = re.compile(r"\d")
 _APPLICATION = re.compile(r"[A-Za-z](?:_\{?\w+\}?)?\s*\(.*\)")  # f(2), g_1(f(3))
@@ -88,6 +89,8 @@ def clean(answer: str) -> str:
     wrappers other than '$' go at once, and after MAX_PASSES passes what is left stays as it is (issue 43: one
     wrapper per pass, searching the whole answer again each time, was quadratic: 64 answers of 2000 characters of
     '**' took 7 s)."""
+    if _PRICE.fullmatch(answer):  # a reference '$5' keeps its currency: '£5' does not answer it (fourth red team)
+        return "\\$" + answer.strip()[1:].strip().rstrip(".")
     start, end = 0, len(answer)
     dollars = [i for i, ch in enumerate(answer) if ch == "$"] if "$" in answer else []
     dots = DOTS.search(answer) is not None  # '0.333...': its dots are no full stop (they make it 1/3)
@@ -108,6 +111,7 @@ def clean(answer: str) -> str:
     return answer[start:end].strip()
 
 
+_PRICE = re.compile(r"\s*\$\s*\d{1,12}(?:,\d{3}){0,4}(?:\.\d{1,6})?\.?\s*")  # one '$' before a number: a price
 MAX_PASSES = 16  # layers of '$' unwrapped at most (no honest answer has 3)
 _WRAPPERS = ("**", "__", "$", "\\(", "\\)", "\\[", "\\]")  # '__' is bold too: '__Answer:__ 42' (issue 43)
 _PAIRS = ("**", "__", "\\(", "\\)", "\\[", "\\]")  # the wrappers of two characters without a '$'
@@ -137,14 +141,17 @@ def _dollar_sign(text: str, start: int, end: int, dollars: list[int]) -> bool:
     return before[-1:].isdigit()
 
 
-def connective(gap: str) -> bool:
-    """True when two answers are separated by nothing but punctuation, spacing and words like 'or'."""
+def connective(gap: str, statements: bool = False) -> bool:
+    """True when two answers are separated by nothing but punctuation, spacing (any glue: issue 43's fourth red team)
+    and words like 'or'; between two `statements`, relations, operators and case labels join them too
+    (rlvr.verifiers.math.gaps), which between two numbers in running text make arithmetic ('2 + 3 = 5')."""
+    gap = joined(gap) if statements else spaced(gap)
     return len(gap) <= 200 and all(w.lower() in _CONNECTIVES for w in _GAP_NOISE.sub(" ", gap).split())
 
 
 def list_gap(gap: str) -> bool:
     """True when two answers are items of one list: only punctuation, spacing and 'and' between them."""
-    return len(gap) <= 200 and all(w.lower() == "and" for w in _GAP_NOISE.sub(" ", gap).split())
+    return len(gap) <= 200 and all(w.lower() == "and" for w in _GAP_NOISE.sub(" ", spaced(gap)).split())
 
 
 def last_side(answer: str, before: str = "") -> str:

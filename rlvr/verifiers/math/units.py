@@ -41,8 +41,9 @@ for _key, *_forms in (
         ("century", "centuries"), ("millennium", "millennia"), ("INR", "₹", "rupee", "Rs", "rs", "inr"),
         ("CNY", "yuan", "rmb", "cny"), ("peso",), ("CHF", "franc", "chf"), ("RUB", "ruble", "rouble"),
         ("ml", "mL", "milliliter", "millilitre"), ("l", "L", "liter", "litre"), ("gal", "gallon"),
-        ("USD", "dollar", "usd", "buck"), ("cent", "¢", "cents"), ("EUR", "€", "euro", "eur", "\\euro"),
-        ("GBP", "£", "gbp", "pound sterling", "quid"), ("JPY", "¥", "yen"), ("deg", "°", "degree"),
+        ("USD", "dollar", "usd", "buck"), ("cent", "¢", "cents"), ("EUR", "€", "euro", "eur", "\\euro", "\\texteuro"),
+        ("GBP", "£", "gbp", "pound sterling", "quid", "\\pounds", "\\textsterling"),
+        ("JPY", "¥", "yen", "\\yen", "\\textyen"), ("deg", "°", "degree"),
         ("rad", "radian"), ("degC", "°C", "celsius"), ("degF", "°F", "fahrenheit"), ("km/h", "kph", "kmh"),
         ("mi/h", "mph"), ("m/s", "mps"),
         # issue 43's red team (finding 5): the families a grade-school to competition dataset uses, so that a
@@ -70,7 +71,8 @@ for _key, *_forms in (
         ("kWh", "kwh", "kilowatt hour"), ("MWh", "megawatt hour"),
         ("cal", "small calorie"), ("calorie",), ("kcal", "Cal", "kilocalorie"), ("hp", "horsepower"),
         ("BTU", "btu"), ("Hz", "hz", "hertz"), ("kHz", "khz", "kilohertz"), ("MHz", "mhz", "megahertz"),
-        ("GHz", "ghz", "gigahertz"), ("newton",), ("volt",), ("ampere", "amp"), ("kelvin",)):
+        ("GHz", "ghz", "gigahertz"), ("newton", "N"),
+        ("N m", "n m", "Nm", "N·m", "n·m", "newton meter", "newton metre"), ("volt",), ("ampere", "amp"), ("kelvin",)):
     _unit(_key, *_forms)
 
 # Pairs of spellings that name one unit, or a word used for either of two (never a conversion): 'pound' is lb or
@@ -89,9 +91,11 @@ _POWER = re.compile(r"\^\s*(?:\{\s*(-?\s*\d{1,2})\s*\}|(-?\d))")
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 _SUPERSCRIPTS = re.compile(r"[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+")
 _PLAIN_POWER = str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")
+_MICRO = re.compile(r"\\(?:mu|textmu|micro)(?![A-Za-z])\s*(?:\{\})?\s*")
 _SPACING = re.compile(r"\\[,;:! ]|~|\\q?quad(?![A-Za-z])|[{}$]")
 _HYPHEN = re.compile(r"(?<=[^\W\d_])-(?=[^\W\d_])")  # 'kilowatt-hours', 'light-years' are two words
-_CURRENCY_BEFORE = re.compile(r"(USD|€|£|¥|\\euro(?:\{\})?)\s*[-+]?\s*\d[\d,. ]*$")
+_SIGNS = r"€|£|¥|\\(?:euro|texteuro|pounds|textsterling|yen|textyen)"  # fourth red team: '\\pounds 5' is GBP
+_CURRENCY_BEFORE = re.compile(rf"(USD|{_SIGNS}(?:\{{\}})?)\s*[-+]?\s*\d[\d,. ]*$")
 _LAST_DIGIT = re.compile(r"\d(?=\D*\Z)")
 _WORDS = re.compile(r"[^\W\d_]+\.?|[°¢€£¥/]|[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+")
 _DOLLAR_WORDS = re.compile(r"\$\s*[A-Za-z]")
@@ -148,6 +152,7 @@ def unit_of(written: str) -> str | None:
 def _normal(text: str) -> str:
     """`text` with text groups opened, degrees as '°', powers as superscripts, hyphens between words and LaTeX
     spacing as spaces, single-spaced."""
+    text = _MICRO.sub("μ", text)  # '\\mathrm{\\mu m}' is μm, never m (fourth red team, finding 7)
     text = _POWER.sub(lambda m: " " + "".join((m.group(1) or m.group(2)).split()).translate(_SUPERSCRIPT) + " ",
                       _DEGREES.sub(" ° ", _TEXT_GROUP.sub(r" \1 ", text)))
     text = _SUPERSCRIPTS.sub(r" \g<0> ", _HYPHEN.sub(" ", text))
@@ -194,7 +199,7 @@ def _stem(word: str) -> str:
     return word[:-1] if word.endswith("s") and not word.endswith("ss") and len(word) > 3 else word
 
 
-_SIGN_BEFORE = re.compile(r"(\\\$|€|£|¥)\s*$")
+_SIGN_BEFORE = re.compile(rf"(\\\$|{_SIGNS}\s*(?:\{{\}})?)\s*$")
 _FOLLOWING = re.compile(r"\s*((?:[^\W\d_]+\.?|[°¢€£¥/]|[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+)"
                         r"(?:\s*(?:[^\W\d_]+\.?|[°¢€£¥/]|[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+)){0,3})")
 
@@ -210,6 +215,8 @@ def unit_around(text: str, start: int, end: int) -> tuple[str, str]:
 def _unit_after(text: str, end: int) -> str:
     """The unit words after text[end] (' m', ' cm ⁻¹'), read through LaTeX spacing and a text group as a statement's
     are (issue 43's red team: '\\boxed{5}\\,\\text{cm}' was read with no unit, so it answered '5 m')."""
+    if text[end - 1:end] == "}" and _FACTORIAL_AFTER.match(text, end, end + 40):
+        return " !"  # '\\boxed{42} !': a factorial, read by unit_problem (fourth red team, finding 9)
     match = _FOLLOWING.match(_normal(text[end:end + 80]))
     if match is None:
         return ""
@@ -220,6 +227,11 @@ def _unit_after(text: str, end: int) -> str:
     return ""
 
 
+# A '!' after a number or a box, through spacing, is a factorial, not the end of a sentence (fourth red team): after a
+# box only these are read as what follows it ('\\boxed{42} !'); '\\!' is a negative thin space. Detached from its
+# number, math-verify drops it and reads 42.
+_FACTORIAL_AFTER = re.compile(r"(?:\s|~|\\[,;: ]|\\!){0,8}!(?!=)")
+_FACTORIAL = re.compile(r"[\d}](?:\s|~|\\[,;: ]|\\!){1,8}!(?!=)")  # glued ('4!') it is read as one: 24
 _TRAILING_WORDS = re.compile(r"(?<=[\d.])\s*([^\W\d_][^\d\\{}$]{0,40})\Z")
 
 
@@ -246,6 +258,8 @@ def unit_problem(written: str, gold: str) -> str | None:
     '5 kilowatts' for '5 watts' and '5 MB' for '5 GB' were never compared while the reference's unit was
     unknown). Words on either side or both are read as the number; so is a word that changes the value ('percent',
     'dozen': rlvr.verifiers.math.forms decides those)."""
+    if _FACTORIAL.search(written) and not _FACTORIAL.search(gold):  # 'Answer: 42 !', '\\boxed{42}\\,!'
+        return "a '!' after the number is a factorial"
     (mine, my_words, _), (theirs, their_words, their_space) = _read(written), _read(gold)
     if mine and theirs and mine != theirs and frozenset((mine, theirs)) not in _EITHER:
         return f"unit {mine} where the reference has {theirs} (units are compared, never converted)"

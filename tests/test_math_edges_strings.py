@@ -112,7 +112,7 @@ def test_the_number_before_looks_back_200_characters_within_its_sentence():
 # ---------------------------------------------------------------- words.value_word: denominators
 @pytest.mark.parametrize("word", ["fifths", "halves", "third", "Quarter.", "hundredths"])
 def test_a_denominator_word_is_a_value_word(word):
-    # 'fifths' names the denominator 5 (words._DENOMINATORS, plural read as singular); it is no ones, tens or scale
+    # 'fifths' names the denominator 5 (numerals._DENOMINATORS, plural read as singular); it is no ones, tens or scale
     # word, nor a magnitude, so only the denominator test makes it a value word
     assert value_word(word)
 

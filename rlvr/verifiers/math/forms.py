@@ -35,6 +35,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
+from rlvr.verifiers.math.numerals import denominator
 from rlvr.verifiers.math.operators import operator_problem
 
 MACHINE_DIGITS = 15  # significant digits a double always prints correctly (DBL_DIG)
@@ -105,7 +106,6 @@ def changes_count(word: str) -> bool:
     """Whether a word after a number changes, hedges or bounds it (_NOT_A_COUNT, plurals read as their singular)."""
     word = word.lower()  # 'miles' is no 'mil' (issue 43's red team): '-es' only after a sibilant ('boxes')
     sibilant = word.endswith(("ses", "xes", "zes", "ches", "shes"))
-    from rlvr.verifiers.math.words import denominator  # words imports this module
     forms = (word, word.removesuffix("s"), word[:-2] if sibilant else word)  # '5 sixteenths' (fourth red team)
     return any(form in _NOT_A_COUNT for form in forms) or denominator(word) is not None
 

@@ -46,3 +46,12 @@ def test_a_unit_glued_to_the_last_number_keeps_it_and_a_glued_magnitude_changes_
     assert last_number("The rope is 5cm long") == "5"
     assert last_number("so 12apples") == "12"
     assert last_number("it is 5k") is None and last_number("it is 5M") is None
+
+
+def test_ordinals_in_th_name_their_denominator_through_their_stems():
+    # '-fth', '-ghth', '-nth', '-lfth' ordinals are written on a changed stem: twenty-fifth -> twenty-five (25),
+    # twenty-eighth -> 28, twenty-ninth -> 29; sixteenth -> 16; thirtieth (-ieth) -> thirty -> 30;
+    # a word that names 1 ("oneth") is no denominator
+    from rlvr.verifiers.math.numerals import denominator
+    words = ("twenty-fifths", "twenty-eighths", "twenty-ninth", "sixteenths", "thirtieths", "oneth", "nth")
+    assert [denominator(w) for w in words] == [25, 28, 29, 16, 30, None, None]

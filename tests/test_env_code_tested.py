@@ -180,3 +180,28 @@ def test_only_the_answer_turn_is_recorded_as_the_answer(setup):
     assert json.loads(episode.final_state())["answer"] is None  # a call turn is no answer
     episode.respond(ModelTurn(1, fenced(right), (), ()))
     assert json.loads(episode.final_state())["answer"] == code_digest(right)
+
+
+@pytest.mark.sandbox
+def test_a_run_past_its_own_limit_is_not_recorded_while_a_later_call_of_the_turn_runs(setup):
+    # A call's own limit (here 1 s, standing in for a loaded machine's slow sandbox start) ends the wait: the model
+    # is told it ran past it. Its thread (two asserts of 0.8 s each) ends while the turn's next call still runs
+    # (2.5 s): the turn is still open, yet the run is not recorded, since it took longer than its own limit
+    task, _, prompt, right = setup
+    env = task.environment(EpisodeConfig(tool_time_limit_s=10.0))
+    env.thread_limit_s = 1.0
+    slow = "import time\n" + right.replace("    return", "    time.sleep(0.8)\n    return")
+    episode = env.start(prompt)
+    turn = called("run_tests", slow) + called("run_python", "import time; time.sleep(2.5)")
+    observation = episode.respond(parse_turn(0, turn, env.tools))
+    assert observation.text.startswith("error: the tool ran past its time limit of 1 s")
+    assert json.loads(episode.final_state())["tests_passed"] == []
+    assert episode.respond(parse_turn(1, fenced(slow), env.tools)).text == TESTS_FIRST
+
+
+def test_a_state_without_its_answer_or_with_null_visible_tests_is_an_error(setup):
+    _, env, prompt, _ = setup
+    assert state_verdict(env, '{"tests_passed": ["a"]}', prompt).outcome is Outcome.ERROR  # no "answer" key
+    for visible in (None, "", 0, {}):  # a column written as something other than a list of tests
+        odd = prompt.__class__(**{**prompt.__dict__, "columns": {**prompt.columns, "visible_tests": visible}})
+        assert state_verdict(env, '{"tests_passed": [], "answer": null}', odd).outcome is Outcome.ERROR, visible

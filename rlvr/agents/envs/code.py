@@ -41,6 +41,7 @@ import ast
 import hashlib
 import json
 import threading
+import time
 
 from rlvr.agents.envs.code_tasks import ENTRY, Problem, example, second_example, splits
 from rlvr.agents.envs.common import Example, ExampleTurn, SplitTask, one_shot_messages
@@ -115,8 +116,9 @@ class CodeTools:
     """The two tools of one episode, bound to the row's visible tests and the sandbox's limits. `passed`: digests
     of the sources run_tests passed whole (every visible test, no load error)."""
 
-    def __init__(self, visible: list[str], config: SandboxConfig):
+    def __init__(self, visible: list[str], config: SandboxConfig, call_limit_s: float = float("inf")):
         self.config = config
+        self.call_limit_s = call_limit_s  # run_calls' limit for one call: past it the model is told the call stopped
         self.visible = parse_reference(json.dumps({"asserts": visible, "entry": ENTRY})) if visible else None
         self.passed: set[str] = set()
         self.ran_tests = False  # a run_tests call ran the visible tests (passing or not)
@@ -139,7 +141,7 @@ class CodeTools:
         return format_run(result, self.config.time_limit_s)
 
     def run_tests(self, code: str) -> str:
-        turn = self.open_turn
+        turn, started = self.open_turn, time.monotonic()
         source = _source(code)
         self._check_sandbox()
         if self.visible is None:
@@ -152,7 +154,8 @@ class CodeTools:
         passed = bool(results) and all(ok for ok, _ in results) and not problems
         digest = code_digest(source) if passed else ""
         with self.lock:
-            if turn is not None and self.open_turn is turn:  # answered within its turn
+            # answered within its turn and its own limit (a later call of the turn may still be running)
+            if turn is not None and self.open_turn is turn and time.monotonic() - started < self.call_limit_s - 0.05:
                 self.ran_tests = True
                 self.passed.update([digest] if passed else [])
         lines = [f"{sum(ok for ok, _ in results)}/{len(results)} visible tests passed", *problems[:1]]
@@ -208,17 +211,18 @@ class CodeEnvironment:
 
     def start(self, prompt: Prompt) -> Episode:
         visible = prompt.columns.get("visible_tests") or []
-        return CodeEpisode(CodeTools(list(visible), self.sandbox), self.thread_limit_s, self.tests_first)
+        tools = CodeTools(list(visible), self.sandbox, self.thread_limit_s)
+        return CodeEpisode(tools, self.thread_limit_s, self.tests_first)
 
     def score_state(self, final_state: str, prompt: Prompt) -> Verdict | None:
         """CORRECT when the answer is code that run_tests passed in the episode (module docstring). A state this
         environment did not write raises ValueError (an ERROR verdict: scoring.state_verdict)."""
         state = json.loads(final_state)
         passed = state.get("tests_passed") if isinstance(state, dict) else None
-        if (not isinstance(passed, list) or not all(isinstance(d, str) for d in passed)
-                or not isinstance(state.get("answer"), (str, type(None)))):
+        if (not isinstance(passed, list) or not all(isinstance(d, str) for d in passed) or "answer" not in state
+                or not isinstance(state["answer"], (str, type(None)))):
             raise ValueError(f"not a code episode's state: {final_state[:80]!r}")
-        if "visible_tests" not in prompt.columns:  # a re-scored row without its tests: nothing to decide on
+        if not isinstance(prompt.columns.get("visible_tests"), list):  # a re-scored row without its tests (or null)
             raise ValueError("the row has no visible_tests column")
         if not prompt.columns["visible_tests"]:  # nothing run_tests could run: CodeTools.run_tests
             return Verdict(Outcome.CORRECT, 1.0, "the problem has no visible tests to run")

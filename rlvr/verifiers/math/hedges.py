@@ -28,14 +28,17 @@ import re
 from rlvr.verifiers.math.numbers import as_number
 
 MAX_DISTINCT_ANSWERS = 3  # more different declared answers than this is answer spam
-_HEDGE_WORDS = re.compile(r"\b(?:or|either)\b|\\(?:lor|vee)(?![A-Za-z])", re.IGNORECASE)  # 'and/or' has 'or'
+# 'and/or' has 'or'; 'alt.', 'vs' offer a second value too ('Answer: 5 (alt. 6)' paid 6: issue 43, fifth round)
+_HEDGE_WORDS = re.compile(r"\b(?:or|either|alt|alternatively|alternative|vs|versus)\b|\\(?:lor|vee)(?![A-Za-z])",
+                          re.IGNORECASE)
 _AND = re.compile(r"\\text\{\s*and\s*\}|\band\b", re.IGNORECASE)
 _OR = re.compile(r"\\text\{\s*or\s*\}|(?<![A-Za-z])or(?![A-Za-z])")
 _SET = re.compile(r"\\left\\\{(.*)\\right\\\}|\\\{(.*)\\\}|\{(.*)\}", re.DOTALL)
 # Top-level separators of an answer (issue 43). Group 1: always a separator; group 2: only between plain values.
 _JOINS = re.compile(r"(\\\\|\\(?:lor|vee|cr|newline)(?![A-Za-z]))"
-                    r"|(\\(?:land|wedge|mid|sim|setminus|q?quad|enspace|enskip|emsp|thinspace|hfill|cup|cap|vert"
-                    r"|parallel|[lcv]?dots[bc]?)(?![A-Za-z])|\\[&>]|\\hspace\*?\{[^{}]*\}|\\phantom\{[^{}]*\}"
+                    r"|(\\(?:land|wedge|mid|sim|setminus|q?quad|enspace|enskip|emsp|thinspace|hfill|cup|cap"
+                    r"|[lr]?[vV]ert|parallel|[lcv]?dots[bc]?)(?![A-Za-z])|\\[&>]|\\hspace\*?\{[^{}]*\}"
+                    r"|\\phantom\{[^{}]*\}"
                     r"|\\(?:text|mbox|hbox)\{\s*\}|\||(?<!\\)&)")  # issue 43's red team: spacing, bars, unions,
 # dots, and a bare '&' outside a matrix ('\\boxed{3 & 4}' is two values)
 # an environment whose rows are several values: '\\begin{cases} 3 \\\\ 4 \\end{cases}' (issue 43's red team)

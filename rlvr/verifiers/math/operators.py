@@ -36,8 +36,9 @@ KNOWN = frozenset((
     "underbrace overbrace stackrel xrightarrow nabla".split()))
 _COMMAND = re.compile(r"\\([A-Za-z]+)|\\([#S_P])(?![A-Za-z])|([?@#])|([^\x00-\x7f])")
 # Symbols outside ASCII that math-verify reads (or that are units and primes, judged elsewhere); any other symbol or
-# punctuation mark ('★', '§', '‖') is an operator it drops.
-_KNOWN_SYMBOLS = frozenset("≤≥≠×÷·−–∞π√∪∩∈∉⊂⊆⊃⊇∅±∓°′″‴’≈≡∼→⇒⇔↔∧∨¬∠△∥…⋅ℝℕℤℚℂ½⅓⅔¼¾⅛⅜⅝⅞²³¹⁰⁴⁵⁶⁷⁸⁹⁻€£¥¢₹")
+# punctuation mark ('★', '§', '‖') is an operator it drops. An en dash between two values is a range or an operator
+# (a leading one is a minus: numbers.canonical): math-verify read '5 – 6' as 6 (issue 43, fifth round).
+_KNOWN_SYMBOLS = frozenset("≤≥≠×÷·−∞π√∪∩∈∉⊂⊆⊃⊇∅±∓°′″‴’≈≡∼→⇒⇔↔∧∨¬∠△∥…⋅ℝℕℤℚℂ½⅓⅔¼¾⅛⅜⅝⅞²³¹⁰⁴⁵⁶⁷⁸⁹⁻€£¥¢₹")
 _DEGREES = re.compile(r"\^\s*\{?\s*\\circ")
 _SPACE_OR_GROUP = re.compile(r"[\s{}$]*")
 _CONDITION = re.compile(r"\\(?:text|textrm|mathrm|mbox|textnormal|textit)\s*\{[^{}]{0,80}?\b(?:if|when|whenever|unless"

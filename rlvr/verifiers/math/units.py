@@ -185,6 +185,39 @@ def _read(written: str) -> tuple[str | None, list[str], bool]:
     return (None, [], False) if _generic(words) else (None, words, spaced)
 
 
+_TIMES = frozenset({"s", "min", "h", "day", "week", "month", "year", "ms", "decade", "century", "fortnight"})
+_RATE_MARKS = frozenset({"per", "/", "each", "every", "a", "an"})
+
+
+def rate_of(written: str) -> str | None:
+    """What a rate after the last number is per ('5 per hour', '\\$5/hour', '5 km/h', '5 an hour' -> 'h'; '5 per
+    person' -> 'person'), as a unit key or a singular noun, or None. 'a' and 'an' mark a rate only before a unit
+    of time ('5 and a half' is no rate). Issue 43: '5 per hour' for '5 per minute' was paid (the per-words were
+    read as no unit on either side)."""
+    text = _normal(written.replace("\\$", " ").replace("$", " ")).rstrip(".")
+    last = _LAST_DIGIT.search(text)
+    words = text[last.end():].split()[:5] if last else []
+    for mark, word in zip(words, words[1:]):
+        unit = _named(word) if _WORDS.fullmatch(word) else None
+        if mark.lower() in _RATE_MARKS and word.isalpha() and (mark.lower() not in ("a", "an") or unit in _TIMES):
+            return unit or _stem(word)
+    return None
+
+
+# The rate's words at the end of an answer, the per-word left alone too (the answer line drops a unit it knows:
+# '5 per hour' is read '5 per').
+_RATE_TAIL = re.compile(r"(?<=[\d.}])\s*(?:per|each|every|an?|/)(?:\s*[^\W\d_]+\.?)?\s*\Z", re.IGNORECASE)
+
+
+def without_rate(answer: str, gold: str, written: str) -> tuple[str, str]:
+    """The answer and the reference without the rate both end with, when the statement as written is per the same
+    thing ('5 per hour' and '5 an hour' are 5 and 5); else both as they are (unit_problem refuses two rates)."""
+    rate = rate_of(written)
+    if rate is None or rate != rate_of(gold):
+        return answer, gold
+    return _RATE_TAIL.sub("", answer), _RATE_TAIL.sub("", gold)
+
+
 def _generic(words: list[str]) -> bool:
     """Whether the words are the placeholder 'units' ('12 square units', '5 units'): no unit, as none is written."""
     first = [_stem(word) for word in words[:2]]
@@ -261,6 +294,9 @@ def unit_problem(written: str, gold: str) -> str | None:
     if _FACTORIAL.search(written) and not _FACTORIAL.search(gold):  # 'Answer: 42 !', '\\boxed{42}\\,!'
         return "a '!' after the number is a factorial"
     (mine, my_words, _), (theirs, their_words, their_space) = _read(written), _read(gold)
+    my_rate, their_rate = rate_of(written), rate_of(gold)
+    if my_rate and their_rate and my_rate != their_rate:  # '5 per hour' for '5 per minute': units are never converted
+        return f"a rate per {my_rate} where the reference's is per {their_rate}"
     if mine and theirs and mine != theirs and frozenset((mine, theirs)) not in _EITHER:
         return f"unit {mine} where the reference has {theirs} (units are compared, never converted)"
     if theirs and not mine and my_words:  # '5 furlongs' for '5 m': a word that is no unit we know (issue 43)

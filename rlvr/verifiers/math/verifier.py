@@ -57,7 +57,7 @@ from rlvr.verifiers.math.extract import (  # noqa: F401  (re-exported: tests and
 from rlvr.verifiers.math.forms import counted_value, value_problem
 from rlvr.verifiers.math.numbers import numbers_match, rounded_fractions
 from rlvr.verifiers.math.relations import relation_problem
-from rlvr.verifiers.math.units import unit_problem
+from rlvr.verifiers.math.units import unit_problem, without_rate
 from rlvr.verifiers.math.words import approximation_problem, exact_part
 
 _NO_ANSWER = {"strict": NO_ANSWER, "last_number": NO_ANSWER_OR_NUMBER, "latex": NO_ANSWER_LATEX}
@@ -299,7 +299,7 @@ class MathVerifier:
         if problem:
             return Verdict(Outcome.WRONG, 0.0, problem if problem.startswith("hedged") else
                            f"extracted {_short(pred)}, expected {_short(gold)} ({problem})")
-        return self._compare(pred, gold)
+        return self._compare(*without_rate(pred, gold, final.written))  # '5 per hour' for '5 an hour' (issue 43)
 
     def _compare(self, pred: str, gold: str) -> Verdict:
         """Exact numbers, else math-verify behind the shape checks and the value guards."""

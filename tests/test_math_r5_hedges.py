@@ -34,6 +34,10 @@ WRONG = [
     ("\\boxed{5 – 6}", "6", W, "'–' between two values", ALL),
     ("\\boxed{5} [6]", "6", W, "", ALL),
     ("Answer:\n5\n(6)", "6", W, "", ALL),
+    # The spacing after a box is skipped once, by itself (around._SPACE): each kind of it still reaches what follows.
+    *[(f"\\boxed{{5}}{space}+ 2", "5", W, "a term after it", ALL)
+      for space in (" $ \\, ** ", "\\) \\; ", "\\]~\\!", "\t\\:\\ ")],
+    ("\\boxed{5}\\] \\, (2)", "5", W, "'(2)' after it", ALL),
 ]
 HONEST = [
     ("\\boxed{\\lvert -5 \\rvert}", "5", C, "", ALL),

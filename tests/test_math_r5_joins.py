@@ -7,7 +7,8 @@
   'a.k.a.', restating words) joins them as a hedge; inside one box, glue of any name ('\\kern1em', '\\mathstrut'),
   '\\mid\\mid', '\\ \\&\\ ' and '\\xrightarrow{}' do. Words that correct ('Wait, I made an error') still make the later
   box the answer, and a solution may box each step and then its result.
-- Finding 5 (rlvr/verifiers/math/gaps.py): a label naming another reading ('Other interpretation:') joins too.
+- Finding 5 (rlvr/verifiers/math/gaps.py): a label naming another reading ('Other interpretation:', 'Another
+  possibility:') and a case condition ('for even n') join too.
 Corpus rows: form 'r5_join'.
 """
 from __future__ import annotations
@@ -46,6 +47,10 @@ BOXES = [
     *[(f"The answer is \\boxed{{{inside}}}.", ref, W, "", ALL) for inside in _INSIDE_BOX for ref in ("3", "4")],
     ("\\boxed{3}\n\nOther interpretation: \\boxed{4}", "4", W, "hedged", ALL),
     ("\\boxed{3}\n\nAnother reading: \\boxed{4}", "4", W, "hedged", ALL),
+    ("\\boxed{3} for even n; \\boxed{4} for odd n.", "4", W, "hedged", ALL),
+    ("\\boxed{3} when n is odd, \\boxed{4} when n is even.", "4", W, "", ALL),
+    ("The answer is 3. Another possibility: the answer is 4.", "4", W, "hedged", ALL),
+    ("\\boxed{3} for part (a) and \\boxed{4} for part (b).", "\\{3, 4\\}", C, "", ALL),
 ]
 HONEST = [
     ("The answer is \\boxed{3}. Wait, I made an error: the total is one more, so \\boxed{4}.", "4", C, "", ALL),

@@ -18,7 +18,13 @@ Decisions (pinned by tests/test_math_forms.py, corpus rows in bench/data/math_co
   calculator's 8 story nouns (math-verify read 'apples' alone as a unit). '17 red and yellow flowers' stays
   WRONG ('and' may join a second value); '17 percent' and '17 per cent' follow the percent rule (X% is X or
   X/100 against a plain number: rlvr.verifiers.math.extract).
-- An arrow (`3 \\to 4`, `3 \\Rightarrow 4`, '3 -> 4') is not a value: math-verify reads the side after it.
+- An arrow (`3 \\to 4`, `3 \\Rightarrow 4`, '3 -> 4', `3 \\xrightarrow{} 4`: fifth round) is not a value: math-verify
+  reads the side after it.
+- Issue 43, fifth round: a set is not a tuple or an interval. A set of two or more items against a bracketed tuple
+  or interval of two or more, either way round, is WRONG ('\\{3, 4\\}' for '(3, 4)'; math-verify compared the
+  items only). A bare list ('3, 4') answers either, and a set of one tuple is that tuple ('\\{(1, 2)\\}').
+  Words that scale or bound a value ('doubled', 'halved', 'max', plural magnitudes 'hundreds') are no unit, and an
+  accent on a number ('\\hat 4', '\\tilde{4}') is not the number (math-verify dropped both).
 - A repeating decimal `0.\\overline{3}` is the fraction it denotes, 1/3 (also inside tuples and matrices).
 - A rounded decimal against an exact fraction (judgment call). A fraction without a finite decimal expansion
   (1/12, 1/3) equals a decimal only when the decimal is that fraction printed at double precision: at
@@ -54,7 +60,9 @@ VALUE_WORDS = frozenset({
     "most", "mod", "modulo", "half", "halves", "third", "thirds", "quarter", "quarters", "tenth", "tenths",
     "hundredth", "hundredths", "thousandth", "thousandths", "millionth", "millionths", "power", "root", "roots",
     "factorial", "about", "approximately", "approx", "around", "roughly", "nearly", "almost", "circa", "ca",
-    "deficit", "short", "loss", "thou", "ppt", "basis", "bp", "pp"})
+    "deficit", "short", "loss", "thou", "ppt", "basis", "bp", "pp",
+    # issue 43, fifth round: a scaled value or a bound ('4 \\text{ doubled}', '4 \\text{ max}') is not 4
+    "doubled", "halved", "tripled", "quadrupled", "twice", "thrice", "max", "min", "maximum", "minimum"})
 _FIRST_ONLY = frozenset({"squared", "cubed"})  # '5 squared' is 25, '5 m squared' is 5 m²
 _PREFIXES = frozenset({"k", "K", "M", "B", "G", "T"})  # alone: thousand/million/... or kelvin/molar/tesla
 _CONSTANTS = frozenset({"e", "E", "i", "I"})  # 2\\mathrm{i} is a complex number; rlvr.verifiers.math.numbers.canonical
@@ -64,7 +72,7 @@ _WORD = re.compile(r"[^\W\d_]+")
 _TRAILING_TEXT = re.compile(
     r"(?<=[\d}.)\]])\s*(?:\\[,;:! ]\s*)*\\(?:text|textrm|mathrm|mbox)\s*\{([^{}]*)\}"
     r"(?=\s*(?:\^\s*(?:\{\s*[23]\s*\}|[23]))?\s*(?:$|[,;)\]&]|\\\}|\\\\|\\right|\\end))")
-_ARROW = re.compile(r"\\(?:to|rightarrow|Rightarrow|longrightarrow|Longrightarrow|implies|mapsto|longmapsto|"
+_ARROW = re.compile(r"\\x?(?:to|rightarrow|Rightarrow|longrightarrow|Longrightarrow|implies|mapsto|longmapsto|"
                     r"iff|leftrightarrow|Leftrightarrow|gets|leftarrow|Leftarrow)(?![A-Za-z])|->|=>|[→⇒⟶↦⟹]")
 REPEATING = re.compile(r"(\d*)\.(\d*)\s*\\overline\s*(?:\{\s*(\d+)\s*\}|(\d))")
 _DECIMAL = re.compile(r"[-+]?(\d*)\.(\d+)")
@@ -76,6 +84,8 @@ def is_unit(text: str) -> bool:
     if not text or text in _PREFIXES or text in _CONSTANTS or not _UNIT_TEXT.fullmatch(text):
         return False
     words = [w.lower() for w in _WORD.findall(text)]
+    if MAGNITUDES.keys() & {w.removesuffix("s") for w in words}:  # '4 \\text{ hundreds}' (issue 43, fifth round)
+        return False
     return not (VALUE_WORDS.intersection(words) or words[0] in _FIRST_ONLY)
 
 
@@ -139,6 +149,9 @@ def value_problem(pred: str, gold: str) -> str | None:
     arrow = _ARROW.search(pred)
     if arrow and not _ARROW.search(gold):
         return f"an arrow ({arrow.group()!r}) is not a value"
+    kinds = {bracket_kind(pred), bracket_kind(gold)}
+    if kinds == {"set", "ordered"}:  # '\\{3, 4\\}' for '(3, 4)' (issue 43, fifth round)
+        return "a set is not a tuple or an interval"
     return _marks_problem(pred, gold) or operator_problem(pred, gold)  # '3 \\slash 4' (rlvr...operators)
 
 
@@ -165,11 +178,61 @@ def _marks_problem(pred: str, gold: str) -> str | None:
     relation, same = _RELATION.match(pred), _RELATION.match(gold)
     if relation and (same is None or relation.group().strip(" $") != same.group().strip(" $")):
         return f"a relation ({relation.group().strip()!r}) before it bounds or excludes the value; it states none"
+    accent = _ACCENT.search(pred)
+    if accent and not _ACCENT.search(gold):
+        return f"an accent ({accent.group(1)!r}) on a number is not the number"
     if _PRIME.search(pred) and not _PRIME.search(gold):
         return "a prime after a number (feet, minutes) is not the number"
     mine, theirs = _bases(pred), _bases(gold)
     if mine and _other(mine) != _other(theirs):  # '12_{10}' answers 12, never '12_8'
         return f"a base subscript ({', '.join(mine)}) is not the reference's base"
+    return None
+
+
+# An accent on a number ('\\hat 4', '\\tilde{4}'): math-verify drops it and reads 4 (issue 43, fifth round). After a
+# digit or a decimal point it is a repeating decimal's mark ('0.\\dot{3}', '0.\\bar{3}'), left to the other rules.
+_ACCENT = re.compile(r"(?<![\d.])(?<![\d.]\s)\\(hat|widehat|tilde|widetilde|vec|check|breve|acute|grave|mathring"
+                     r"|ddot|dddot|overrightarrow|overleftarrow|bar|dot)(?![A-Za-z])\s*(?:\{\s*)?[-+]?[\d.]")
+_SET_OPEN = re.compile(r"\s*(?:\\left\s*)?(?:\\\{|\\lbrace(?![A-Za-z]))")
+_SET_CLOSE = re.compile(r"(?:\\right\s*)?(?:\\\}|\\rbrace(?![A-Za-z]))\s*\Z")
+_SET_BRACE = re.compile(r"\\[{}]|\\[lr]brace(?![A-Za-z])")
+_ORDERED = re.compile(r"(?:\\left\s*)?[(\[]")
+
+
+def _outer(answer: str, opens: str, closes: str, tokens: list[str]) -> bool:
+    """Whether the first of `tokens` (each an opener in `opens` or a closer in `closes`) is matched by the last: the
+    answer is one bracketed whole ('(1, 2) \\cup (3, 4)' is not)."""
+    depth = 0
+    for i, token in enumerate(tokens):
+        depth += 1 if token in opens else -1 if token in closes else 0
+        if depth == 0 and i < len(tokens) - 1:
+            return False
+    return depth == 0
+
+
+def _listed(inner: str) -> bool:
+    """Whether `inner` holds a comma or semicolon outside its brackets ('\\,' is spacing): two items or more."""
+    depth = 0
+    for i, ch in enumerate(inner):
+        depth += 1 if ch in "([{" else -1 if ch in ")]}" else 0
+        if ch in ",;" and depth == 0 and inner[i - 1:i] != "\\":
+            return True
+    return False
+
+
+def bracket_kind(answer: str) -> str | None:
+    """'set' for a set of two or more items ('\\{3, 4\\}'), 'ordered' for a bracketed tuple or interval of two or more
+    ('(3, 4)', '[3, 4)'), None for anything else (a bare list, one value, a union)."""
+    if _SET_OPEN.match(answer) and _SET_CLOSE.search(answer):
+        tokens = [t.group() for t in _SET_BRACE.finditer(answer)]
+        inner = _SET_CLOSE.sub("", answer[_SET_OPEN.match(answer).end():])
+        if _outer(answer, ("\\{", "\\lbrace"), ("\\}", "\\rbrace"), tokens) and _listed(inner):
+            return "set"
+    stripped = answer.strip()
+    if _ORDERED.match(stripped) and stripped.endswith((")", "]")):
+        tokens = [ch for ch in stripped if ch in "()[]"]
+        if _outer(stripped, "([", ")]", tokens) and _listed(stripped[1:-1]):
+            return "ordered"
     return None
 
 

@@ -8,7 +8,9 @@ Decisions (tests/test_math_r4_hedges.py; rlvr.verifiers.math.latex.connective an
   `\\\\[2pt]`, `\\break`, `\\pagebreak`), with their dimensions; HTML breaks and spaces (`<br>`, `&nbsp;`) too.
 - A relation or an operator between two statements (`\\boxed{5} = \\boxed{6}`, `\\equiv`, `\\iff`, `\\slash`, `‖`,
   `∨`) offers both: a hedge, never the second alone. So do case and option labels (`Case 2:`, `Option B:`) and a
-  label that names another answer (`Alternate answer: 6`, `Another answer: 6`). Not list items for a list
+  label that names another answer (`Alternate answer: 6`, `Another answer: 6`; issue 43, fifth round: `Other
+  interpretation: 6`, `Another reading: 6`, `Another possibility:`) and a case condition on a variable (`for even n`,
+  `when odd`). Not list items for a list
   reference: only spacing joins those (list_gap).
 """
 from __future__ import annotations
@@ -33,8 +35,10 @@ BETWEEN = re.compile(
     r"|Longleftrightarrow|slash|backslash|lor|vee|land|wedge|Vert|lVert|rVert|vert|lvert|rvert|parallel|mid|pm|mp"
     r"|colon|circ|star|ast|oplus|otimes|cdot|times|div|bullet|diamond|textendash|textemdash)(?![A-Za-z])"
     r"|\b(?:case|option|choice|scenario|possibility|alternat(?:e|ive)|alt|another|other|second|backup|secondary)\b"
-    r"(?:\s*(?:answer|solution|value|result))?(?:\s*\(?\s*(?:\d{1,2}|[A-Za-z](?![A-Za-z]))\s*\)?)?\s*:?"
-    r"|\brespectively\b|\bresp\b\.?",
+    r"(?:\s*(?:answer|solution|value|result|interpretation|reading|view|approach|method|guess|possibility|option|case|scenario))?(?:\s*\(?\s*(?:\d{1,2}|[A-Za-z](?![A-Za-z]))\s*\)?)?\s*:?(?:\s*the\b)?"
+    r"|\brespectively\b|\bresp\b\.?"
+    # a case condition ('\\boxed{3} for even n; \\boxed{4} for odd n': issue 43, fifth round)
+    r"|\b(?:for|when|if)\s+(?:all\s+)?(?:even|odd|positive|negative|non-?negative|prime|composite|large|small)\b",
     re.IGNORECASE)
 
 

@@ -12,7 +12,9 @@ rlvr.verifiers.math.extract):
   `\\mathbb{R} \\setminus \\{0\\}` stays one set). A mixed number ('5 1/2', '2 and
   3/4') is one value (rlvr.verifiers.math.words). Issue 43's red team: also `\\cr`, `\\newline` always, and
   `\\hspace{..}`, `\\enspace`, `\\>`, `~`, `|`, `\\vert`, `\\parallel`, `\\cup`, `\\cap`, `\\dots` between plain
-  values; the rows of a `cases` or `aligned` environment are values (a matrix's rows stay one value). Several
+  values; the rows of a `cases` or `aligned` environment are values (a matrix's rows stay one value). Issue 43,
+  fifth round: `∨` always, and `∪` `∩` `∧`, glue of any name (`\\kern1em`, `\\mathstrut`: rlvr.verifiers.math.gaps)
+  and bars with nothing between them (`3 || 4`, `| 3 | 4 |`, `3 \\mid\\mid 4`) between plain values. Several
   statements joined by 'or' are a hedge whatever the reference ('\\boxed{1, 2} or \\boxed{1, 3}').
 - A bare list answers a tuple reference of its length, in its order: `\\boxed{2, 1}` is the pair `(2, 1)`, and
   wrong for `(1, 2)` (issue 43).
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import re
 
+from rlvr.verifiers.math.gaps import GLUE
 from rlvr.verifiers.math.numbers import as_number
 
 MAX_DISTINCT_ANSWERS = 3  # more different declared answers than this is answer spam
@@ -35,16 +38,19 @@ _AND = re.compile(r"\\text\{\s*and\s*\}|\band\b", re.IGNORECASE)
 _OR = re.compile(r"\\text\{\s*or\s*\}|(?<![A-Za-z])or(?![A-Za-z])")
 _SET = re.compile(r"\\left\\\{(.*)\\right\\\}|\\\{(.*)\\\}|\{(.*)\}", re.DOTALL)
 # Top-level separators of an answer (issue 43). Group 1: always a separator; group 2: only between plain values.
-_JOINS = re.compile(r"(\\\\|\\(?:lor|vee|cr|newline)(?![A-Za-z]))"
+_JOINS = re.compile(r"(\\\\|\\(?:lor|vee|cr|newline)(?![A-Za-z])|∨)"
                     r"|(\\(?:land|wedge|mid|sim|setminus|q?quad|enspace|enskip|emsp|thinspace|hfill|cup|cap"
                     r"|[lr]?[vV]ert|parallel|[lcv]?dots[bc]?)(?![A-Za-z])|\\[&>]|\\hspace\*?\{[^{}]*\}"
                     r"|\\phantom\{[^{}]*\}"
-                    r"|\\(?:text|mbox|hbox)\{\s*\}|\||(?<!\\)&)")  # issue 43's red team: spacing, bars, unions,
-# dots, and a bare '&' outside a matrix ('\\boxed{3 & 4}' is two values)
+                    r"|\\(?:text|mbox|hbox)\{\s*\}|\||(?<!\\)&|[∪∩∧]|(?i:" + GLUE.pattern + "))")
+# issue 43's red team: spacing, bars, unions, dots, and a bare '&' outside a matrix ('\\boxed{3 & 4}' is two values);
+# fifth round: Unicode unions and glue of any name
 # an environment whose rows are several values: '\\begin{cases} 3 \\\\ 4 \\end{cases}' (issue 43's red team)
 _ROWS = re.compile(r"\s*\\begin\{(cases|aligned|align\*?|gathered|gather\*?|split|eqnarray\*?|multline\*?)\}"
                    r"(.*)\\end\{\1\}\s*", re.DOTALL)
 _ENVIRONMENT = re.compile(r"\\(begin|end)\s*\{")
+_EDGES = re.compile(r"\A(?:\s|~|\\[,;:! ])+|(?:\s|~|\\[,;:! ])+\Z")  # spacing around a side: '3\\ \\&\\ 4'
+
 _SPACES = re.compile(r"(?:\s|~|\\[,;: ])+")
 _TUPLE = re.compile(r"(?:\\left\s*)?\((.*?)(?:\\right\s*)?\)", re.DOTALL)
 _ASSIGNED = re.compile(r"\s*[A-Za-z](?:_\{?\w+\}?)?\s*=\s*(.+)", re.DOTALL)
@@ -82,9 +88,9 @@ def _joined_values(item: str) -> list[str]:
         elif depth == 0 and env == 0:
             (strong if what.group(1) else weak).append((start, end))
     parts = [p.strip() for p in _split_at(item, strong) if p.strip()] if strong else [item.strip()]
-    if weak and not strong:
-        sides = [p.strip() for p in _split_at(item, weak)]
-        if all(_plain_side(side) for side in sides):
+    if weak and not strong:  # empty sides are the bars of '| 3 | 4 |' or '3 || 4' (issue 43, fifth round)
+        sides = [side for side in (_EDGES.sub("", p) for p in _split_at(item, weak)) if side]
+        if len(sides) > 1 and all(_plain_side(side) for side in sides):
             parts = sides
     return [piece for part in parts for piece in _side_by_side(part)]
 

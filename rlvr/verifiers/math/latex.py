@@ -144,9 +144,41 @@ def _dollar_sign(text: str, start: int, end: int, dollars: list[int]) -> bool:
 def connective(gap: str, statements: bool = False) -> bool:
     """True when two answers are separated by nothing but punctuation, spacing (any glue: issue 43's fourth red team)
     and words like 'or'; between two `statements`, relations, operators and case labels join them too
-    (rlvr.verifiers.math.gaps), which between two numbers in running text make arithmetic ('2 + 3 = 5')."""
+    (rlvr.verifiers.math.gaps), which between two numbers in running text make arithmetic ('2 + 3 = 5'), and so does
+    any gap without a word of prose (markup_only: issue 43, fifth round)."""
+    if statements and len(gap) <= 200 and markup_only(joined(gap)):
+        return True
     gap = joined(gap) if statements else spaced(gap)
     return len(gap) <= 200 and all(w.lower() in _CONNECTIVES for w in _GAP_NOISE.sub(" ", gap).split())
+
+
+# Issue 43, fifth round: between two statements, markup of any name joins them as a space does, since no list of it is
+# complete ('\\color{red}', '\\label{x}', '\\tag{1}', a '%' comment, a zero-width space, '…', ' — ', an emoji,
+# '\\sqcup'). What is left after dropping commands with their arguments (the words of a text group stay: they are
+# prose), symbols, punctuation and lone letters ('a.k.a.', 'i.e.') must be connectives or words that restate. A mark
+# that strikes out the first ('✗', '❌') is a correction, never glue.
+_COMMENT = re.compile(r"(?<!\\)%[^\n]{0,200}(?:\n|\Z)")
+_MARKUP = re.compile(r"\\([A-Za-z]+)\*?((?:\s*(?:\{[^{}]{0,80}\}|\[[^\[\]]{0,40}\])){0,3})")
+_TEXTUAL = frozenset({"text", "textrm", "textbf", "textit", "textsf", "texttt", "textnormal", "textup", "mbox", "hbox",
+                      "emph", "mathrm", "mathbf", "mathit", "mathsf", "operatorname", "textsc", "underline"})
+_ARGUMENT_TEXT = re.compile(r"[{}\[\]]")
+_WORD_RUN = re.compile(r"[^\W_]+")
+_STRIKES = re.compile(r"[✗✘❌✖❎🚫]|~~")
+_RESTATING = frozenset({"aka", "ie", "equivalently", "namely", "viz"})
+_RESTATING_PHRASE = re.compile(r"\b(?:that\s+is|also\s+known\s+as|known\s+as|in\s+other\s+words)\b", re.IGNORECASE)
+
+
+def _argument(match: re.Match) -> str:
+    return f" {_ARGUMENT_TEXT.sub(' ', match.group(2))} " if match.group(1) in _TEXTUAL else " "
+
+
+def markup_only(gap: str) -> bool:
+    """Whether `gap` between two statements holds no word of prose (see above): markup, symbols, punctuation, lone
+    letters, connectives and restating words only."""
+    if _STRIKES.search(gap):
+        return False
+    words = _WORD_RUN.findall(_RESTATING_PHRASE.sub(" ", _MARKUP.sub(_argument, _COMMENT.sub(" ", gap))))
+    return all(len(w) == 1 and w.isalpha() or w.lower() in _CONNECTIVES or w.lower() in _RESTATING for w in words)
 
 
 def list_gap(gap: str) -> bool:

@@ -27,6 +27,7 @@ import re
 from fractions import Fraction
 
 from rlvr.verifiers.math.forms import REPEATING, expand_repeating, is_unit, machine_rounding, magnitude, repeating_value
+from rlvr.verifiers.math.operators import binomials
 from rlvr.verifiers.math.units import without_unit
 from rlvr.verifiers.math.words import ESTIMATE, denominator, repeating_dots, words_value
 
@@ -231,11 +232,11 @@ def rounded_fractions(pred: str, gold: str) -> str:
 def canonical(answer: str) -> str:
     """What math-verify is sent: a plain number as an exact fraction (percents as X/100), else the LaTeX with
     `\\mathrm{e}` as e and `\\mathrm{i}` as i (math-verify kept only a truncated string for
-    `1 - \\frac{1}{\\mathrm{e}}`)."""
+    `1 - \\frac{1}{\\mathrm{e}}`), and `a \\choose b` as `\\binom{a}{b}` (issue 43, fifth round: it was read as b)."""
     value = as_number(answer)
     if value is not None:
         return str(value)
-    answer = expand_repeating(_EN_DASH_SIGN.sub("-", answer.strip().replace("\u2212", "-")))
+    answer = binomials(expand_repeating(_EN_DASH_SIGN.sub("-", answer.strip().replace("\u2212", "-"))))
     return " ".join(re.sub(r"\\(?:mathrm|operatorname|text)\{\s*([ei])\s*\}", r"\1", answer).split())
 
 

@@ -9,6 +9,9 @@ Decisions (tests/test_math_r4_operators.py; corpus form 'r4_operator'):
   letters, fonts, spacing, delimiters), or one of '?', '@', '#', '\\#', '\\S', '\\P', '\\_', standing between two
   parts of the answer, makes it WRONG: the answer is not one of its sides. A reference with the same construct is
   compared as written (math-verify then drops it on both sides). `^\\circ` (degrees) is a unit, not an operator.
+- Issue 43, fifth round: `a \\choose b` is the binomial coefficient: it is compared as `\\binom{a}{b}` (binomials;
+  math-verify read '10 \\choose 4' as 4), and a `\\choose` that cannot be so read (two in one group, which TeX calls
+  ambiguous) is an operator math-verify cannot read.
 - A condition in a text group (`\\boxed{3 \\text{ if } n \\text{ even}}`: 'if', 'when', 'unless', 'otherwise',
   'for', 'where', 'provided', 'assuming') is a case answer, never its value: WRONG unless the reference says it too.
 """
@@ -22,7 +25,7 @@ from rlvr.verifiers.math.gaps import SPACING_NAME
 # Commands math-verify (latex2sympy) reads, or that carry no value of their own (fonts, spacing, sizing).
 KNOWN = frozenset((
     "frac dfrac tfrac cfrac sqrt cdot times div pm mp sin cos tan cot sec csc arcsin arccos arctan sinh cosh tanh "
-    "log ln lg exp lim sum prod int binom dbinom tbinom choose pi infty infinity alpha beta gamma delta epsilon "
+    "log ln lg exp lim sum prod int binom dbinom tbinom pi infty infinity alpha beta gamma delta epsilon "
     "varepsilon zeta eta theta vartheta iota kappa lambda mu nu xi omicron rho varrho sigma varsigma tau upsilon phi "
     "varphi chi psi omega Gamma Delta Theta Lambda Xi Pi Sigma Upsilon Phi Psi Omega le leq ge geq lt gt ne neq "
     "approx equiv sim cong in notin ni subset subseteq supset supseteq cup cap setminus emptyset varnothing "
@@ -45,9 +48,51 @@ _CONDITION = re.compile(r"\\(?:text|textrm|mathrm|mbox|textnormal|textit)\s*\{[^
                         r"|otherwise|for(?!\s+(?:all|every|each|any)\b)|where|provided|assuming|iff)\b", re.IGNORECASE)
 
 
+_CHOOSE = re.compile(r"\\choose(?![A-Za-z])")
+MAX_CHOOSE = 8  # binomials rewritten per answer; each costs a scan of its group (answers are short)
+
+
+def _group(text: str, at: int, end: int) -> tuple[int, int]:
+    """The brace group around text[at:end]: from after its unmatched '{' (or 0) to its unmatched '}' (or the end).
+    '\\{' and '\\}' are set braces, not groups."""
+    start, depth = at, 0
+    while start > 0:
+        ch = text[start - 1]
+        if ch in "{}" and text[start - 2:start - 1] != "\\":
+            depth += 1 if ch == "}" else -1
+            if depth < 0:
+                break
+        start -= 1
+    stop, depth = end, 0
+    while stop < len(text):
+        ch = text[stop]
+        if ch in "{}" and text[stop - 1] != "\\":
+            depth += 1 if ch == "{" else -1
+            if depth < 0:
+                break
+        stop += 1
+    return start, stop
+
+
+def binomials(answer: str) -> str:
+    """`answer` with each `a \\choose b` (TeX: the whole group before and after it) as `\\binom{a}{b}`; a group with
+    two, or an empty side, is left as written (see the module docstring)."""
+    for _ in range(MAX_CHOOSE):
+        match = _CHOOSE.search(answer)
+        if match is None:
+            break
+        start, stop = _group(answer, match.start(), match.end())
+        top, bottom = answer[start:match.start()].strip(), answer[match.end():stop].strip()
+        if not top or not bottom or _CHOOSE.search(bottom):
+            break
+        answer = f"{answer[:start]}\\binom{{{top}}}{{{bottom}}}{answer[stop:]}"
+    return answer
+
+
 def _unknown(answer: str) -> list[str]:
     """The constructs of `answer` that math-verify cannot read, each with something on both sides of it."""
     found = []
+    answer = binomials(answer)  # a '\\choose' left is one that cannot be read as a binomial
     for match in _COMMAND.finditer(answer):
         name, symbol = match.group(1), match.group(4)
         if symbol is not None and (symbol in _KNOWN_SYMBOLS or unicodedata.category(symbol)[0] not in "SP"):

@@ -10,6 +10,8 @@ Decisions (tests/test_math_r4_relations.py; corpus rows of form 'relation_prefix
 - Relations are a broad list: ASCII ('!=', '=/=', '/=', '<>', '<', '>'), HTML entities, Unicode (≠ ≥ ≃ ≅ ≈ ∼ ∈ ⊂ ...)
   and LaTeX commands (negated forms, '\\simeq', '\\cong', '\\nsim', '\\nequiv', '\\approx', '\\sim', order and set
   relations). An HTML tag ('<b>42</b>') is no relation.
+- Issue 43, fifth round: so is a binary operator with nothing on its left ('\\div 4', '\\times 4', '\\cdot 4', '÷ 4',
+  '* 4', '/ 4'): math-verify dropped it and read 4. A sign ('-4', '+4', '\\pm 4') is no such operator.
 - The answer is WRONG unless the reference opens with the same relation (spellings of one relation are the same:
   '\\ne', '≠', '!=').
 """
@@ -54,9 +56,23 @@ def leading_relation(answer: str) -> str | None:
     return None
 
 
+# A binary operator with nothing on its left (issue 43, fifth round); '**' is bold, never an operator
+_OPERATOR = re.compile(r"\\(?:div|times|cdot|ast|over|bmod)(?![A-Za-z])|[÷×⋅·/]|\*(?!\*)")
+
+
+def leading_operator(answer: str) -> str | None:
+    """The binary operator an answer opens with, its left side empty ('\\div 4' -> '\\div'); None otherwise."""
+    operator = _OPERATOR.match(answer, _BEFORE.match(answer, 0, _WINDOW).end())
+    return operator.group() if operator else None
+
+
 def relation_problem(pred: str, gold: str) -> str | None:
-    """Why `pred` states no value (it opens with a relation that `gold` does not open with); None otherwise."""
+    """Why `pred` states no value (it opens with a relation or an operator that `gold` does not open with); None
+    otherwise."""
     relation = leading_relation(pred)
-    if relation is None or relation == leading_relation(gold):
-        return None
-    return f"a relation ({relation!r}) with nothing on its left bounds or excludes the value; it states none"
+    if relation is not None and relation != leading_relation(gold):
+        return f"a relation ({relation!r}) with nothing on its left bounds or excludes the value; it states none"
+    operator = None if relation is not None else leading_operator(pred)  # '/= 5' is a relation
+    if operator is not None and operator != leading_operator(gold):
+        return f"an operator ({operator!r}) with nothing on its left makes it no value"
+    return None

@@ -19,6 +19,7 @@ Decisions (tests/test_math_statements.py; corpus rows of form 'units'):
   the words after its last digit, or a currency sign before its last number. Issue 43's red team: the unit those
   words start with ('5 cm long' is cm, not no unit), a two-letter unit in capitals ('5 KM' is km; 'M' stays no
   unit), and a word that names no unit we know where the reference has one is WRONG ('5 furlongs' for '5 m').
+- Issue 43, fifth round: 'Rs.' and 'INR' before a number are rupees, as '€' before one is euros ('Rs. 5' for '\\$5').
 """
 from __future__ import annotations
 
@@ -95,7 +96,8 @@ _MICRO = re.compile(r"\\(?:mu|textmu|micro)(?![A-Za-z])\s*(?:\{\})?\s*")
 _SPACING = re.compile(r"\\[,;:! ]|~|\\q?quad(?![A-Za-z])|[{}$]")
 _HYPHEN = re.compile(r"(?<=[^\W\d_])-(?=[^\W\d_])")  # 'kilowatt-hours', 'light-years' are two words
 _SIGNS = r"€|£|¥|\\(?:euro|texteuro|pounds|textsterling|yen|textyen)"  # fourth red team: '\\pounds 5' is GBP
-_CURRENCY_BEFORE = re.compile(rf"(USD|{_SIGNS}(?:\{{\}})?)\s*[-+]?\s*\d[\d,. ]*$")
+# 'Rs. 5', 'INR 5': rupees before the number (issue 43, fifth round: 'Rs. 5' was read as no unit and paid '\\$5')
+_CURRENCY_BEFORE = re.compile(rf"(USD|(?<![A-Za-z])(?:Rs\.?|INR)|{_SIGNS}(?:\{{\}})?)\s*[-+]?\s*\d[\d,. ]*$")
 _LAST_DIGIT = re.compile(r"\d(?=\D*\Z)")
 _WORDS = re.compile(r"[^\W\d_]+\.?|[°¢€£¥/]|[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+")
 _DOLLAR_WORDS = re.compile(r"\$\s*[A-Za-z]")

@@ -12,6 +12,7 @@ Decisions (tests/test_math_statements.py; corpus rows of forms 'number_words', '
 - A count of a fraction word is that fraction: '3 fifths' == 3/5, '5 tenths' == 1/2, 'a half' == 1/2, 'three
   quarters' == 3/4 ('second' is a unit of time, not a denominator). A plural magnitude is its factor: '3 dozens'
   == 36 (rlvr.verifiers.math.forms.magnitude), so neither is trimmed to the bare count (rlvr.verifiers.math.latex).
+- Issue 43, fifth round: a leading 'ca.', 'circa' or 'approx.' marks an estimate, as '~' does: 'ca. 4' is not 4.
 - A decimal followed by '...' (or '\\ldots', '\\dots', '…') repeats its shortest tail written at least twice in a
   row: '0.333...' == 1/3, '0.1666...' == 1/6, '0.142857142857...' == 1/7. Without such a tail ('3.14159...',
   '0.12...') it is a cut-off decimal with no exact value: WRONG (rlvr.verifiers.math.forms.value_problem), never
@@ -40,7 +41,9 @@ _COUNT_OF = re.compile(r"(.+?)\s+([a-z]+)")
 DOTS = re.compile(r"([-+]?)(\d*)\.(\d+)\s*(?:\.\.\.|\\[lc]?dots\b|…)")
 # A leading '~', '\sim', '\approx' or '≈' marks an estimate: '~5' is about 5, never 5 (issue 43). Inside LaTeX a
 # '~' is a space, but no answer starts with one.
-ESTIMATE = re.compile(r"\s*(?:~|\\sim(?![A-Za-z])|\\approx(?![A-Za-z])|[≈∼])\s*[-+]?[\d.]")
+# Issue 43, fifth round: so do 'ca.', 'circa' and 'approx.' ('Answer: ca. 4' was paid 4).
+ESTIMATE = re.compile(r"\s*(?:~|\\sim(?![A-Za-z])|\\approx(?![A-Za-z])|[≈∼]|(?:ca|circa|approx)(?![A-Za-z])\.?)"
+                      r"\s*[-+]?[\d.]", re.IGNORECASE)
 
 
 def value_word(word: str) -> bool:

@@ -311,7 +311,8 @@ def _around_box(text: str, end: int, after: re.Match | None, value: str) -> str 
     if _TERM_AFTER.match(text, spaced):
         return "a term after it"
     paren = _PAREN_AFTER.match(text, spaced)
-    if paren:
+    other = _NOT_OTHER.match(paren.group(1)) if paren else None  # '(not 3)' rejects another value (fifth round)
+    if paren and not (other and as_number(paren.group(1)[other.end() - 1:].strip()) not in (None, _number(value))):
         inside = paren.group(1)
         words = re.findall(r"[A-Za-z]+", inside)
         scale = not _HEDGE.search(inside) and any(changes_count(w) for w in words)  # '(if n is odd)': a hedge

@@ -73,6 +73,7 @@ from rlvr.verifiers.math.boxes import RECENT as _RECENT
 from rlvr.verifiers.math.boxes import cut as _cut
 from rlvr.verifiers.math.corrections import correction
 from rlvr.verifiers.math.denials import denial_after, negated_before
+from rlvr.verifiers.math.doubts import doubted
 from rlvr.verifiers.math.emphasis import plain
 from rlvr.verifiers.math.forms import counted_value
 from rlvr.verifiers.math.hedges import answer_text, hedge_problem, top_level_items  # noqa: F401  (re-exported)
@@ -329,6 +330,8 @@ def _checked(text: str, final: FinalAnswer, last: Candidate) -> FinalAnswer:
         problem = problem or negated_before(text, last.start) or ""
     problem = problem or denied(text, last.start, last.end) or ""  # '\\boxed{5} is false', 'Answer: 5 fails'
     problem = problem or denial_after(text, last.start, last.end) or ""  # '\\boxed{5} is extraneous' (fourth round)
+    if last.kind in ("boxed", "answer_tag"):  # 'I guess \\boxed{5}', '\\boxed{5}?' (fifth round)
+        problem = problem or doubted(text, last.start, last.end) or ""
     problem = problem or trailer_problem(text, last.end, last.line_end, final.text) or ""
     if last.kind in LINE_KINDS:  # 'Answer: 25 would be wrong', 'the lower bound is 25' (issue 43's red team)
         problem = problem or qualified(text, last.start, last.end, 120) or ""

@@ -13,6 +13,8 @@ Decisions (tests/test_math_around.py; corpus rows of forms 'explanation', 'retra
   is 18. She has 20 dollars left.'), unless it explains ('This is because ...'). A number equal to the answer, or
   marked as an approximation of it ('or about 0.87'), is no other value. Only TRAILER_CHARS after the statement are
   read: nothing further is paid for anyway, since only the final statement is compared.
+- Issue 43, fifth round: 'or' after 'not 4' rejects both ("so it's not 4 or 6" offers no value), and '(not 5 m)'
+  after the value rejects another one, it does not retract the answer ('Answer: 5 cm (not 5 m)').
 - A box is its content only when nothing next to it changes it (box_problem): a sign, an operator, a digit or a
   value word before it ('-\\boxed{3}', 'twice \\boxed{5}', '3 or \\boxed{4}'), a power, a command, a digit or a value
   word after it ('\\boxed{3}^2', '\\boxed{2}\\pi', '\\boxed{5} million') make it WRONG. A percent sign after it is
@@ -30,6 +32,7 @@ import re
 from fractions import Fraction
 from itertools import islice
 
+from rlvr.verifiers.math.arith import arithmetic
 from rlvr.verifiers.math.forms import changes_count, counted_value, is_unit
 from rlvr.verifiers.math.gaps import value_below
 from rlvr.verifiers.math.numbers import NUMBER_IN_TEXT, as_number, last_digit
@@ -73,8 +76,9 @@ _OPERATOR_AFTER = re.compile(r"\s*\$?\s*(?:[-+*/×÷·=^_]|\\(?:times|cdot|div)(
 _NOTE = re.compile(r"\s*(?:see|from|by|using|as\s+in|in|cf\.?|per)\s+(?:step|eq(?:uation)?|part|line|case|lemma"
                    r"|theorem)s?\.?\s*\(?\d{1,3}[a-z]?\)?\.?\s*", re.IGNORECASE)
 _NOTE_AFTER = re.compile(rf"\s*\(({_NOTE.pattern})\)", re.IGNORECASE)
+_NOT_EITHER = re.compile(r"\b(?:not|neither)\s+[-+\u2212]?\$?\d[\d.,]*\$?\s*,?\s*\Z", re.IGNORECASE)
+_NOT_OTHER = re.compile(r"\s*not\s+[-+\u2212]?\d")
 _BULLET_LINE = re.compile(r"[ \t]*[-*+\u2022][ \t]+")  # '\n- 6 is also acceptable': a bullet, no minus sign
-_ARITHMETIC = re.compile(r"\s*(\d+(?:\.\d+)?|[-+*/×÷·=]|\\times|\\cdot|\\div)")
 
 
 # ---------------------------------------------------------------- the extent of an 'Answer:' line's value
@@ -87,7 +91,8 @@ def value_end(text: str, start: int, end: int, value_of=None) -> int:
         end = why.start()
     clause = text[start:end].rstrip(" .!")
     if clause.endswith(")") and (opened := clause.rfind("(")) > 0 and _MEANINGFUL.search(clause, 0, opened):
-        if _NOTE.fullmatch(clause, opened + 1, len(clause) - 1) or _restates(clause[opened + 1:-1], clause[:opened]):
+        if _NOTE.fullmatch(clause, opened + 1, len(clause) - 1) or _restates(clause[opened + 1:-1], clause[:opened]) \
+                or _NOT_OTHER.match(clause, opened + 1):  # '5 cm (not 5 m)' rejects another value (fifth round)
             end = start + opened
     return end
 
@@ -102,30 +107,6 @@ def _restates(inside: str, value: str) -> bool:
         return False
     sides = [arithmetic(side) for side in inside.split("=")]
     return all(side == number for side in sides) or words_value(inside) == number
-
-
-def arithmetic(expression: str) -> Fraction | None:
-    """The value of plain arithmetic ('12 + 22', '3 × 4 - 1'); None for anything else."""
-    tokens, at = [], 0
-    while at < len(expression.rstrip()):
-        token = _ARITHMETIC.match(expression, at)
-        if token is None:
-            return None
-        tokens.append(token.group(1))
-        at = token.end()
-    try:
-        terms, sign, product, operator = Fraction(0), 1, None, "*"
-        for i, token in enumerate(tokens):
-            if i % 2 == 0:
-                number = Fraction(token)
-                product = number if product is None else product * number if operator == "*" else product / number
-            elif token in "+-":
-                terms, sign, product = terms + sign * product, 1 if token == "+" else -1, None
-            else:
-                operator = "/" if token in ("/", "÷", "\\div") else "*"
-        return terms + sign * product if tokens and len(tokens) % 2 else None
-    except (ValueError, ZeroDivisionError, TypeError):
-        return None
 
 
 # ---------------------------------------------------------------- words that negate or qualify the value
@@ -194,6 +175,8 @@ def trailer_problem(text: str, end: int, line_end: int, value: str) -> str | Non
     for hedge in islice(_HEDGE.finditer(window), 64):  # the value it offers: after it ('or 4'), or before it too
         low, high = _sentence_around(window, hedge.start(), hedge.end(), 40)  # ('4 might work too')
         low = low if hedge.group().lower() in _EITHER_SIDE else hedge.end()
+        if _NOT_EITHER.search(window, max(0, hedge.start() - 24), hedge.start()):
+            continue  # "so it's not 4 or 6" rejects both (issue 43, fifth round)
         if other_number(window[low:hedge.start()] + " " + window[hedge.end():high], value):
             return f"{HEDGED} ({value} and another value with {hedge.group()!r})"
     below = value_below(text, end, line_end)  # 'Answer:\n5\n6', '#### 5\n6', '\\boxed{5}\n\n6' (rlvr...gaps)
@@ -328,7 +311,8 @@ def _around_box(text: str, end: int, after: re.Match | None, value: str) -> str 
     if _TERM_AFTER.match(text, spaced):
         return "a term after it"
     paren = _PAREN_AFTER.match(text, spaced)
-    if paren:
+    other = _NOT_OTHER.match(paren.group(1)) if paren else None  # '(not 3)' rejects another value (fifth round)
+    if paren and not (other and as_number(paren.group(1)[other.end() - 1:].strip()) not in (None, _number(value))):
         inside = paren.group(1)
         words = re.findall(r"[A-Za-z]+", inside)
         scale = not _HEDGE.search(inside) and any(changes_count(w) for w in words)  # '(if n is odd)': a hedge

@@ -30,6 +30,9 @@ tests/test_verifiers.py pin them):
 - Issue 43's third red team: a correction in prose after the final statement ('Correction: 6', 'Oops, I miscounted;
   the total is 6') is the last statement, or withdraws the answer (rlvr.verifiers.math.corrections); struck-through
   text ('~~The answer is 5~~') is withdrawn (unstruck).
+- Issue 43, fifth round: HTML and LaTeX comments are blanked, statements in fenced code count only when none lies
+  outside, and a box named as compared or mistaken is no statement (rlvr.verifiers.math.hidden); running text that
+  rejects its last value right after another ('It is 5 and not 6.') states the other (_AND_NOT).
 - A correction is not a hedge: an earlier, different statement separated from the last one by anything but
   connectives is overruled. A hedge is two candidates in one statement, or statements with only connectives
   between them (`\\boxed{3} \\boxed{4}`, 'Answer: 3' on one line and 'Answer: 4' on the next), or with a word that
@@ -60,6 +63,7 @@ tests/test_verifiers.py pin them):
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
@@ -69,9 +73,11 @@ from rlvr.verifiers.math.boxes import RECENT as _RECENT
 from rlvr.verifiers.math.boxes import cut as _cut
 from rlvr.verifiers.math.corrections import correction
 from rlvr.verifiers.math.denials import denial_after, negated_before
+from rlvr.verifiers.math.doubts import doubted
 from rlvr.verifiers.math.emphasis import plain
 from rlvr.verifiers.math.forms import counted_value
 from rlvr.verifiers.math.hedges import answer_text, hedge_problem, top_level_items  # noqa: F401  (re-exported)
+from rlvr.verifiers.math.hidden import NOT_THE_ANSWER, fenced, mentioned, unhidden
 from rlvr.verifiers.math.latex import clean as _clean
 from rlvr.verifiers.math.latex import connective as _connective
 from rlvr.verifiers.math.latex import latex_level, list_gap, solves_nothing, stated_value
@@ -104,7 +110,9 @@ _DELIMITED = ("answer_tag", "boxed", "latex")  # kinds whose extent is marked, u
 # Between two statements, a word that offers the second as an alternative ('\\boxed{3} (if n is even), \\boxed{4}',
 # '\\boxed{3} -> \\boxed{4}'), unless a word corrects the first ('Wait, if we count the ends, \\boxed{4}'): issue 43.
 _ALTERNATIVE = re.compile(r"\b(?:or|either|maybe|perhaps|possibly|alternative(?:ly|s)?|otherwise|if|unless|whereas|vs"
-                          r"|versus|else)\b|->|=>|[→⇒]|\\(?:to|Rightarrow|implies)(?![A-Za-z])", re.IGNORECASE)
+                          r"|versus|else)\b|->|=>|[→⇒⟹]|\\(?:to|Rightarrow|implies)(?![A-Za-z])", re.IGNORECASE)
+# A value rejected right after the one it follows ('5 and not 6', '5, not 6', '5 but not 6'): the earlier one is stated
+_AND_NOT = re.compile(r"[\d$)}]\s*(?:,\s*|\s+(?:and|but)\s+)not\s*\$?\s*\Z", re.IGNORECASE)
 _CORRECTION = re.compile(r"\b(?:wait|actually|mistake|wrong|error|oops|hmm|re-?check\w*|redo|correct\w*|instead|rather"
                          r"|no|fix\w*|recalculat\w*|recomput\w*|let\s+me|sorry)\b", re.IGNORECASE)
 
@@ -224,7 +232,22 @@ def _statements(text: str, mode: Mode, tags: bool) -> list[Candidate]:
         if candidate.kind in LINE_KINDS:
             declaring = max(declaring, candidate.end)
     valued = [c for c in kept if states_value(c)]
-    return (valued or kept)[-_RECENT:]
+    return _shown(text, (valued or kept)[-_RECENT:])
+
+
+def _shown(text: str, statements: list[Candidate]) -> list[Candidate]:
+    """The statements outside fenced code, unless all lie inside it, less the boxes named as compared or mistaken; when
+    none is left, the last one, marked as no answer (issue 43, fifth round: rlvr.verifiers.math.hidden)."""
+    spans = fenced(text) if "```" in text else []
+    ends = [span[1] for span in spans]
+    outside = [c for c in statements if not _inside(c.start, spans, ends)] or statements
+    told = [c for c in outside if c.kind not in ("boxed", "answer_tag") or not mentioned(text, c.start)]
+    return told or [replace(outside[-1], problem=NOT_THE_ANSWER)] if outside else outside
+
+
+def _inside(at: int, spans: list[tuple[int, int]], ends: list[int]) -> bool:
+    i = bisect_right(ends, at)
+    return i < len(spans) and spans[i][0] <= at
 
 
 def _with_run(text: str, candidates: list[Candidate]) -> FinalAnswer:
@@ -232,7 +255,7 @@ def _with_run(text: str, candidates: list[Candidate]) -> FinalAnswer:
     answers before that run (the spam check counts them: rlvr.verifiers.math.hedges)."""
     run, listed = [candidates[-1]], True
     for previous in reversed(candidates[:-1]):
-        if not _adjacent(text, previous, run[-1], delimited=previous.kind in _DELIMITED):
+        if run[-1].alone or not _adjacent(text, previous, run[-1], delimited=previous.kind in _DELIMITED):
             break
         listed = listed and list_gap(text[previous.end:run[-1].start])
         run.append(previous)
@@ -270,6 +293,8 @@ def _final(text: str, mode: Mode, tags: bool = True, fallback: bool = True) -> F
         candidates = [Candidate(span.text, span.start, span.end, kind="latex")
                       for span in latex_level(text) if span.text]
         # Environments are mostly reasoning ('$x = 3$'): only the final run counts as answers (spam check).
+        if len(candidates) > 1 and _AND_NOT.search(text, max(0, candidates[-1].start - 40), candidates[-1].start):
+            candidates.pop()  # 'It is 5 and not 6.' states 5 (issue 43, fifth round)
         if not candidates:
             return None
         final, last = _with_run(text, candidates), candidates[-1]
@@ -282,6 +307,8 @@ def _final(text: str, mode: Mode, tags: bool = True, fallback: bool = True) -> F
     if number is None:
         return None
     at = window.rfind(number)
+    before = number_before(window, at) if _AND_NOT.search(window, max(0, at - 40), at) else None  # 'It is 5 and not 6.'
+    number, at = (before[0], window.rfind(before[0], 0, before[1])) if before else (number, at)  # fifth round
     sign, unit = unit_around(window, at, at + len(number))
     before = number_before(window, at)  # 'It is 3 or 4', '12 3', 'between 3 and 4': a run (issue 43)
     run = (before[0], number) if before and _connective(window[before[1]:at]) else (number,)
@@ -303,6 +330,8 @@ def _checked(text: str, final: FinalAnswer, last: Candidate) -> FinalAnswer:
         problem = problem or negated_before(text, last.start) or ""
     problem = problem or denied(text, last.start, last.end) or ""  # '\\boxed{5} is false', 'Answer: 5 fails'
     problem = problem or denial_after(text, last.start, last.end) or ""  # '\\boxed{5} is extraneous' (fourth round)
+    if last.kind in ("boxed", "answer_tag"):  # 'I guess \\boxed{5}', '\\boxed{5}?' (fifth round)
+        problem = problem or doubted(text, last.start, last.end) or ""
     problem = problem or trailer_problem(text, last.end, last.line_end, final.text) or ""
     if last.kind in LINE_KINDS:  # 'Answer: 25 would be wrong', 'the lower bound is 25' (issue 43's red team)
         problem = problem or qualified(text, last.start, last.end, 120) or ""
@@ -311,7 +340,7 @@ def _checked(text: str, final: FinalAnswer, last: Candidate) -> FinalAnswer:
 
 def final_answer(completion: str, mode: Mode = "strict") -> FinalAnswer | None:
     """The final answer of a completion, reasoning excluded (see the module docstring: the last statement)."""
-    return _final(unstruck(plain(outside_thinking(completion))), mode)  # emphasis: rlvr.verifiers.math.emphasis
+    return _final(unstruck(plain(unhidden(outside_thinking(completion)))), mode)  # emphasis.py, hidden.py
 
 
 # Markdown strikethrough ('~~The answer is 5~~'): withdrawn text, read as blank (issue 43's third red team). As GFM

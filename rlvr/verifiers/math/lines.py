@@ -5,6 +5,8 @@ Decisions (tests/test_math_statements.py, tests/test_math_around.py):
 - A line's value is the rest of its line after the marker (up to the next marker), or the next non-empty line when
   that is empty; it ends with its first clause (rlvr.verifiers.math.around.value_end: 'The final answer is 18. She
   has 20 dollars left.' states 18, '34 because 12 + 22 = 34' states 34).
+- Issue 43, fifth round: a line holding only 'Final Answer' (bold or not, no '#') is a heading over the next line's
+  value, as '### Final Answer' is.
 - What it states: the value after a named subject ('the largest $n$ is 34', rlvr.verifiers.math.latex.stated_value),
   a count ('17 birds': rlvr.verifiers.math.forms.counted_value), a number after fillers or a subject and a copula
   ('the total is 4', 'there are 4 apples', "It's 4": rlvr.verifiers.math.prose), else the clause itself; mode latex
@@ -32,7 +34,8 @@ from rlvr.verifiers.math.words import dozens_counted
 # 42', and a heading alone on its line ('### Final Answer', then the value on the next line: _heading)
 ANSWER_MARK = re.compile(r"(?:\b|(?<=_))answer(?:(?:\*\*|__|[*_])?[ \t]*:|[ \t]+is\b(?![ \t]+not\b)[ \t]*:?"
                          r"|(?=(?:\*\*|__|[*_])?[ \t]*(?:\r?\n|\Z)))", re.IGNORECASE)
-_HEADING = re.compile(r"#{1,6}[ \t]+(?:\*\*|__|[*_])?(?:final[ \t]+)?", re.IGNORECASE)
+# '**Final Answer**' alone on its line is a heading too (its '**' are dropped first: emphasis.py): issue 43, fifth round
+_HEADING = re.compile(r"(?:#{1,6}[ \t]+)?(?:\*\*|__|[*_])?(?:final[ \t]+)?", re.IGNORECASE)
 HASH_MARK = re.compile(r"####")
 # mode latex: '####' only before an answer (GSM8K '#### 72'), not as a markdown heading ('#### Step 1: ...')
 HASH_ANSWER = re.compile(r"####(?=[ \t]*[-+$\\\d.(\[{])")
@@ -63,6 +66,7 @@ class Candidate:
     declared: bool = True  # an answer declaration, or a box inside one; other boxes are steps (hedges.py)
     line_end: int = -1  # where a line's line ends (its value may end before: around.value_end)
     problem: str = ""  # why this statement, if final, is no answer (an <answer> block's own: around.py)
+    alone: bool = False  # a framed box or display after the answer: no connective joins it to one before (fifth round)
 
 
 def marked_lines(text: str, mark: re.Pattern, refined: bool = False) -> list[Candidate]:

@@ -19,6 +19,8 @@ Decisions (tests/test_math_withdrawn.py; corpus rows of form 'withdrawn'):
   apples.') is one more statement, so the answer; one restating the answer changes nothing, and 'Total: 4' (a label)
   or a bare value below the statement stays what it was (a hedge: rlvr.verifiers.math.gaps). Another value in
   question ('Hmm, 3?') withdraws the answer; an arrow to another value ('\\boxed{4} -> 3') is a hedge.
+- Issue 43, fifth round (tests/test_math_r5_trailers.py): 'A: 3' (a capital A opening its line), 'Solution: 3',
+  "the answer's 3" and single-star emphasis ('*Correction*: 3') are labels too: after the box, they state the answer.
 - No correction: a verb ('Update the total: 3 + 2 = 5.' before the answer is no label), arithmetic ('Check: 2 + 3
   = 5'), the same value ('The correct total is 5'), an opener before the final statement (the statement wins).
 """
@@ -38,7 +40,7 @@ KIND = "correction"  # the kind of a statement read here (rlvr.verifiers.math.ex
 _LABEL = (r"(?:correction|corrected(?:\s+(?:answer|total|count|result|value))?|errat(?:um|a)|corrigendum|update"
           r"|edit|revision|revised(?:\s+(?:answer|total|count|result|value))?|fix|typo|recount|amended"
           r"|final(?:\s+(?:total|count|tally|sum|result|value|number|amount))?)"
-          r"\s*(?:\*\*)?\s*(?::|(?=\s[-\u2013\u2014]))")
+          r"\s*(?:\*\*?)?\s*(?::|(?=\s[-\u2013\u2014]))")  # '*Correction*: 3' (fifth round)
 _STRONG = (r"on\s+second\s+thoughts?|(?:on|upon)\s+(?:further\s+|closer\s+)?(?:reflection|inspection)|oops|whoops"
            r"|scratch\s+that|strike\s+that|ignore\s+(?:that|the\s+above)|make\s+(?:that|it)|i\s+meant|my\s+bad"
            r"|sorry|apologies|(?:i\s+)?mis(?:counted|calculated|computed|read|added|typed)|(?:i\s+)?forgot"
@@ -54,7 +56,8 @@ _SENTENCE = r"no|nope|nah|rather|hmm+|er|err|uh|um|i\s+mean|so"
 # Issue 43, fifth round: answer labels that state a later value ('Ans: 3', 'Result: 3', 'Answer = 3'), casual
 # retractions ('nvm, 3', 'jk, 3', 'My mistake, 3'), an arrow to another value ('\\boxed{4} -> 3': a hedge, as between
 # two boxes) and any sentence start (a sentence stating only another value after fillers and a copula: "It's 3.")
-_ANSWER_LABEL = (r"(?:ans(?:wer)?|(?:final\s+)?result|conclusion)\s*(?:\*\*)?\s*(?::|=|->|→|⟹|=>)|ans\.(?=\s)"
+_ANSWER_LABEL = (r"(?:ans(?:wer)?|(?:final\s+)?(?:result|solution)|conclusion|(?<![^\n])(?-i:A))\s*(?:\*\*?)?\s*"
+                 r"(?::|=|->|→|⟹|=>)|ans\.(?=\s)|answer['’]s(?=\s)"
                  r"|reconsidering|my\s+(?:mistake|error)|nvm|jk|lol\s+no|never\s*mind|just\s+kidding")
 _ARROW = r"->|=>|[→⟹⇒]|\\(?:implies|Rightarrow|Longrightarrow)(?![A-Za-z])"
 _OPENER = re.compile(rf"\b(?:(?P<strong>{_LABEL}|{_STRONG})|{_MILD}|(?P<label>{_ANSWER_LABEL})"

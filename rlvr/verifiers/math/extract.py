@@ -92,6 +92,7 @@ from rlvr.verifiers.math.lines import (
 )
 from rlvr.verifiers.math.numbers import as_number, canonical, last_number, number_before, number_readings  # noqa: F401  (re-exported: rlvr.verifiers.math.verifier and the tests use them)
 from rlvr.verifiers.math.scan import nth_last, tail
+from rlvr.verifiers.math.trailers import offered_after, one_sentence
 from rlvr.verifiers.math.units import unit_around
 
 Mode = Literal["strict", "last_number", "latex"]
@@ -201,6 +202,8 @@ def _adjacent(text: str, first: Candidate, second: Candidate, delimited: bool) -
     gap = text[first.end:second.start]
     if first.end > second.start:
         return False
+    if one_sentence(first, second):  # 'The answer is 3, the answer is 4.' (issue 43, fifth round: trailers.py)
+        return True
     if len(gap) <= 200 and _ALTERNATIVE.search(gap) and not _CORRECTION.search(gap):
         return True
     if not _connective(gap, statements=True):
@@ -333,6 +336,7 @@ def _checked(text: str, final: FinalAnswer, last: Candidate) -> FinalAnswer:
     if last.kind in ("boxed", "answer_tag"):  # 'I guess \\boxed{5}', '\\boxed{5}?' (fifth round)
         problem = problem or doubted(text, last.start, last.end) or ""
     problem = problem or trailer_problem(text, last.end, last.line_end, final.text) or ""
+    problem = problem or offered_after(text, last.end, final.text) or ""  # '(3 if n is odd)' (fifth round)
     if last.kind in LINE_KINDS:  # 'Answer: 25 would be wrong', 'the lower bound is 25' (issue 43's red team)
         problem = problem or qualified(text, last.start, last.end, 120) or ""
     return replace(final, text=answer, written=written, problem=problem)

@@ -34,8 +34,7 @@ def later(text: str, start: int, limit: int, latest: str) -> Candidate | None:
         value = clean(match.group(group))
         if not value or _RELATION.search(match.group(group)):
             continue
-        last = Candidate(value, match.start(group), match.end(), match.group(group), kind=KIND, alone=True,
-                         line_end=match.end())
+        last = Candidate(value, match.start(group), match.end(), match.group(group), kind=KIND, alone=True)
     return None if last is None or same(last.text, latest) else last
 
 

@@ -169,3 +169,22 @@ def test_binomials_takes_the_whole_group_after_choose():
     assert binomials("{n \\choose k}") == "{\\binom{n}{k}}"  # the group ends at its own '}'
     assert binomials("{n \\choose k} + 1") == "{\\binom{n}{k}} + 1"  # ... and what follows it stays outside
     assert binomials("{n \\choose {k}} + 1") == "{\\binom{n}{{k}}} + 1"
+
+
+# ---------------------------------------------------------------- trailers.py (a second sample, over its own commit)
+# one_sentence reads the first statement as written (its raw text, emphasis and delimiters kept), where the
+# correcting word sits; offered_after needs the sentence that opens with another value to offer it (a case or an
+# endorsement), not only to hold another number.
+TRAILERS = [
+    ("The answer is **3**, wait, the answer is 4.", "4", C, "", ALL),
+    ("Answer: 3, sorry, Answer: 4", "4", C, "", ALL),
+    ("The answer is $3$ (oops), the answer is 4.", "4", C, "", ALL),
+    ("\\boxed{4}\n\n3 of the 7 boxes are red.", "4", C, "", ALL),  # an explanation after the answer, no offer
+    ("\\boxed{4}\n\n3 of the 7 boxes would also work.", "4", W, "hedged", ALL),  # the same opening, endorsed
+]
+
+
+@pytest.mark.parametrize("mode,completion,reference,outcome,detail", cases(TRAILERS))
+def test_a_corrected_first_statement_or_an_unendorsed_later_value_is_no_hedge(verifiers, mode, completion, reference,
+                                                                              outcome, detail):
+    check(verifiers, mode, completion, reference, outcome, detail)

@@ -188,3 +188,30 @@ TRAILERS = [
 def test_a_corrected_first_statement_or_an_unendorsed_later_value_is_no_hedge(verifiers, mode, completion, reference,
                                                                               outcome, detail):
     check(verifiers, mode, completion, reference, outcome, detail)
+
+
+# ---------------------------------------------------------------- corrections.py, denials.py (the wider sample of the
+# fourth round's lines). A sentence opener with no sentence start in the 200 characters before it is mid-sentence
+# (no correction); a value restated against the answer is read from the last sentence start within 120 characters;
+# only fillers may stand before it; an opener skipped (here: inside a code fence) does not end the search. One bug:
+# a restatement's line ended at its match, so a value on a line below it was not seen ('Not 5 but 6.\n\n**7**' paid 6).
+CORRECTIONS = [
+    ("\\boxed{5}" + " " * 200 + "No, 6.", "6", C, "", ALL),
+    ("\\boxed{5}" + " " * 201 + "No, 6.", "6", W, "", ALL),  # 201 characters: no sentence start, mid-sentence
+    ("\\boxed{5};" + " " * 115 + "It's 6, not 5.", "6", C, "", ALL),  # ';' lies 121 characters back: not read
+    ("\\boxed{5}\n\nShe said it's 6, not 5.", "5", C, "", ALL),  # 'She said' is no filler: a report, no restatement
+    ("\\boxed{5}\n\n```\nWait, it's 4.\n```\nWait, it's 6.", "6", C, "", ALL),
+    ("\\boxed{5}\n\nNot 5 but 6.\n\n**7**", "6", W, "hedged", ALL),
+    ("\\boxed{5}\n\nNot 5 but 6$.\n\n7", "6", W, "hedged", ALL),
+    ("\\boxed{5}\n\nNot 5 but 6.", "6", C, "", ALL),
+    # a value inside a parenthesis of the statement does not end the search for a denial after it
+    ("Answer: (2+3) 5 👎", "5", U, "", ALL),
+    ("Answer: 5 (2 + 3) ✖", "5", U, "", ALL),
+    ("\\boxed{(2+3) 5} is a red herring.", "5", U, "", ALL),
+]
+
+
+@pytest.mark.parametrize("mode,completion,reference,outcome,detail", cases(CORRECTIONS))
+def test_correction_windows_fillers_fences_and_denials_after_a_parenthesis(verifiers, mode, completion, reference,
+                                                                           outcome, detail):
+    check(verifiers, mode, completion, reference, outcome, detail)

@@ -17,7 +17,8 @@ tests/test_verifiers.py pin them):
   what lies inside a box or an <answer> block belongs to it. An 'Answer:' / '####' line that states no value
   ('this answer is correct because ...', 'Final Answer: The final answer is' cut by the next marker) does not
   overrule an earlier statement; one holding a digit does ('The answer is therefore 4': rlvr.verifiers.math.lines).
-  Without any statement: (mode last_number) the last number, with the number before it when only connectives
+  Without any statement: (mode strict) only a completion that is one plain number ('56', '$56$.': issue 47,
+  rlvr.verifiers.math.bare), (mode last_number) the last number, with the number before it when only connectives
   join them (a hedge: 'It is 3 or 4'), or (mode latex) the last LaTeX environment, bare fraction or plain number
   (rlvr.verifiers.math.latex). In mode latex, 'Answer:' lines and <answer> blocks are read as math-verify reads
   them (their first LaTeX environment, else their text without prose words). An 'Answer:' line's value is its
@@ -68,6 +69,7 @@ from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
 from rlvr.verifiers.math.around import box_problem, denied, fallback_problem, qualified, trailer_problem
+from rlvr.verifiers.math.bare import bare_number
 from rlvr.verifiers.math.boxes import MAX_ANSWER_CHARS, box_spans, last_boxed  # noqa: F401  (re-exported)
 from rlvr.verifiers.math.boxes import RECENT as _RECENT
 from rlvr.verifiers.math.boxes import cut as _cut
@@ -121,7 +123,7 @@ _CORRECTION = re.compile(r"\b(?:wait|actually|mistake|wrong|error|oops|hmm|re-?c
 @dataclass(frozen=True)
 class FinalAnswer:
     text: str  # the final answer
-    kind: str  # "answer_tag" | "boxed" | "answer_line" | "hashes" | "last_number" | "latex"
+    kind: str  # "answer_tag" | "boxed" | "answer_line" | "hashes" | "last_number" | "latex" | "bare_number"
     recent: tuple[str, ...]  # the last answers of that kind, final one last (spam check)
     run: tuple[str, ...]  # the final answer and the ones right before it with only connectives between
     listed: bool = False  # a run of several joined only by commas and 'and' (a list, not alternatives)
@@ -291,6 +293,9 @@ def _final(text: str, mode: Mode, tags: bool = True, fallback: bool = True) -> F
         return replace(final, problem=final.problem or corrected) if isinstance(corrected, str) else final
     if not fallback:
         return None
+    if mode == "strict":  # a completion that is only a number ('56' to 'Give only the number'): issue 47, bare.py
+        number = bare_number(text)
+        return None if number is None else FinalAnswer(number, "bare_number", (number,), (number,), written=number)
     if mode == "latex" and not _BOX_OR_TAG.search(text):  # a box or tag that never closed is no answer
         text = tail(text)  # the last environment or number is in the last paragraphs (math_scan)
         candidates = [Candidate(span.text, span.start, span.end, kind="latex")

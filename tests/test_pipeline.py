@@ -77,6 +77,8 @@ def test_builtin_recipes_resolve_with_their_stages():
     # a phrasing never trained on, rejection sampling gates on stated steps, the last RL pass trains on the misses
     assert r1.stages[0].config.task.train_levels == [1, 2, 3] and r1.stages[0].config.task.phrasing == "mixed"
     assert {(s["level"], s["phrasing"]) for s in r1.evaluation.eval.sets} >= {(3, "symbols"), (3, "words_new")}
+    # issue 47: and the problems asked as a user would, outside the training template
+    assert {(s["level"], s["phrasing"]) for s in r1.evaluation.eval.sets} >= {(1, "plain"), (3, "plain")}
     assert r1.stages[2].config.task.verifiers["steps"] > 0 and r1.stages[2].config.sample.select == "shortest"
     assert r1.stages[4].focus_from == "rejection_sampling"
     assert r1.evaluation.eval.recheck_size >= 100  # a fall beyond 2 SE is looked at again (README, recheck.py)

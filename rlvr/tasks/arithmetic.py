@@ -18,7 +18,9 @@ every problem as a story from the training or the never-trained templates, with 
 ("arithmetic-l1/eval/words/7 * 8"), so one problem in two phrasings never shares an id. mixed draws symbols or words
 with probability 1/2 per train prompt from a private RNG seeded by the seed (the same stream on resume); its
 held-out prompts alternate symbols, words, ... along the fixed held-out order (itself the sha256 ranking), so every
-eval.size is half and half and a problem's phrasing never changes.
+eval.size is half and half and a problem's phrasing never changes. plain (rlvr/tasks/plain.py, issue 47) asks the
+problem as a user would, in one user turn without the system turn, the example or task.instruction (id
+"arithmetic-l1/eval/plain/7 * 8"), from the same held-out split.
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ from rlvr.tasks.base import first, sample_forever
 from rlvr.tasks.chat import EXAMPLE_CANONICAL, build_messages
 from rlvr.tasks.phrasings import operators as operators_of
 from rlvr.tasks.phrasings import word_question
+from rlvr.tasks.plain import PLAIN, plain_messages
 from rlvr.types import Prompt
 
 MIN_HELD_OUT = 200  # enough problems for a pass@1 estimate with a usable confidence interval
@@ -109,18 +112,22 @@ class ArithmeticTask:
         self.train, self.held_out = splits(self.level)
 
     def prompt(self, problem: Problem, split: str, phrasing: str | None = None) -> Prompt:
-        """The problem asked in `phrasing` (symbols, words or words_new); None = the task's own, which task.phrasing
-        =mixed does not fix (its callers draw one)."""
+        """The problem asked in `phrasing` (symbols, words, words_new or plain); None = the task's own, which
+        task.phrasing=mixed does not fix (its callers draw one)."""
         phrasing = phrasing or self.config.phrasing
+        key = f"{phrasing}/{problem.canonical}"  # the phrasing in the id: one problem in two never shares one
         if phrasing == "symbols":
-            question, key = question_text(problem), problem.canonical  # the id of every run before phrasings
+            key = problem.canonical  # the id of every run before phrasings
+            messages = build_messages(question_text(problem), self.config)
         elif phrasing in ("words", "words_new"):
-            question, key = word_question(problem, phrasing), f"{phrasing}/{problem.canonical}"
+            messages = build_messages(word_question(problem, phrasing), self.config)
+        elif phrasing == PLAIN:  # one user turn of its own: no system turn, example or task.instruction (issue 47)
+            messages = plain_messages(problem)
         else:
-            raise ValueError(f"prompt phrasing must be symbols, words or words_new, got {phrasing!r}")
+            raise ValueError(f"prompt phrasing must be symbols, words, words_new or plain, got {phrasing!r}")
         return Prompt(
             id=f"arithmetic-l{self.level}/{split}/{key}",
-            messages=build_messages(question, self.config),
+            messages=messages,
             reference=str(problem.value),
             # per-level / per-op / per-phrasing evaluation breakdown; "set" names one cell, e.g. "L3 words_new"
             columns={"level": self.level, "op": operators(problem), "phrasing": phrasing,

@@ -18,8 +18,9 @@ and RL see identical prompts. Rows come only from the TRAIN split; the held-out 
     with max_new_tokens ~ 64 stay cheap on a CPU and are never truncated. A prompt asked as a story
     (task.phrasing words or mixed, rlvr/tasks/phrasings.py) first states the expression it asks for, "That is
     3 + 4 * 5.", then derives it; such a completion is at most 59 tokens at levels 1-3 with the preferred
-    derivation and at most 63 with any other. task.phrasing=words_new is refused: those stories stay out of
-    training. mixed draws symbols or words per row (1/2 each, seeded).
+    derivation and at most 63 with any other. task.phrasing=words_new and plain are refused: those stay out of
+    training (plain, issue 47: its instructions ask for other answer forms than the traces write). mixed draws
+    symbols or words per row (1/2 each, seeded).
     Levels: the rows cover task.train_levels (or task.level alone), each level with its own train split and
     derivations; see Sizes.
   * qa: the dataset's own worked solution is the think block when the answer column carries one (GSM8K
@@ -282,6 +283,9 @@ def _arithmetic_rows(task: TaskConfig, size: int, seed: int) -> list[dict[str, A
     if task.phrasing == "words_new":
         raise ColdStartError("sft.data=cold_start with task.phrasing=words_new: those stories are kept out of "
                              "training to measure transfer; use symbols, words or mixed for the cold start")
+    if task.phrasing == "plain":  # its own instructions ('Give only the number') are not the traces' 'Answer:' line
+        raise ColdStartError("sft.data=cold_start with task.phrasing=plain: plain questions measure the model outside "
+                             "its training template (issue 47); use symbols, words or mixed for the cold start")
     sources = [ArithmeticTask(task.model_copy(update={"level": level}))
                for level in sorted(task.train_levels or [task.level])]
     rows = []

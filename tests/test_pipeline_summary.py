@@ -1,6 +1,7 @@
 """The recipe's summary table (rlvr/pipeline/summary.py): one row per model, the paired change of pass@1."""
 from __future__ import annotations
 
+from rlvr.cli.eval import eval_table
 from rlvr.pipeline.manifest import DONE, Manifest, StageRecord
 from rlvr.pipeline.summary import summary_table
 
@@ -57,7 +58,7 @@ def test_per_set_tables_pair_each_set_and_mark_a_fall_beyond_noise():
     manifest = Manifest(recipe="r1", base_model="m", base_eval=base, stages=[record("cold", "sft", sft)])
     text = summary_table(manifest)
     cold = [line for line in text.splitlines() if line.startswith("| cold ")]
-    assert len(cold) == 4  # the overall table, pass@1 per set, greedy per set, reasoning
+    assert len(cold) == 5  # the overall table, pass@1 per set, greedy per set, reasoning, ended per set
     cells = [[c.strip() for c in line.split("|")[2:-1]] for line in cold[1:]]
     # level=1: d = [-1, -1, -1, 0], mean -0.75, variance (3 x 0.0625 + 0.5625) / 3 = 0.25, SE sqrt(0.25 / 4) =
     # 0.25: -0.75 + 2 x 0.25 < 0 -> ▼. level=3: d = [0.5, 0, 0.5, 0], mean 0.25, SE 0.14434 -> 0.289, no mark
@@ -100,3 +101,39 @@ def test_evaluation_keeps_each_problems_greedy_verdict():
     assert summary.per_problem_greedy == [1.0, 0.0, 1.0] and summary.greedy == 2 / 3
     assert summary.as_json()["per_problem_greedy"] == [1.0, 0.0, 1.0]
     assert summarize([Samples([1.0], None)], [1]).per_problem_greedy == []  # no greedy run: nothing to pair
+
+
+def test_ended_is_one_minus_the_truncated_share_per_stage_and_per_set():
+    """issue 47 item 2: the share of completions that end their turn within the token budget, per stage and per set."""
+    base = {**set_eval({"level=1": {"pass@1": 0.5, "truncated": 0.0}, "level=1 phrasing=plain":
+                        {"pass@1": 0.25, "truncated": 0.25}}), "truncated": 0.125}
+    rl = {**set_eval({"level=1": {"pass@1": 0.5, "truncated": 0.5}, "level=1 phrasing=plain":
+                      {"pass@1": 0.0, "truncated": 1.0}}), "truncated": 0.75}
+    old = {"pass@1": 0.5, "mean_length": 9.0}  # an evaluation written before "truncated" was kept: no number
+    manifest = Manifest(recipe="r1", base_model="m", base_eval=base, stages=[
+        record("rl", "grpo", rl), record("rs", "sample", result={"rows_kept": 1, "prompts_done": 2}),
+        record("old", "sft", old)])
+    text = summary_table(manifest)
+    header = [c.strip() for c in text.splitlines()[1].split("|")[1:-1]]
+    column = header.index("ended")
+    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in text.splitlines() if line.startswith("| ")]
+    main = {row[0]: row[column] for row in rows[1:5]}
+    # ended = 1 - truncated: base 1 - 0.125 = 0.875, rl 1 - 0.75 = 0.250; a sample stage and an old record: blank
+    assert main == {"base": "0.875", "rl": "0.250", "rs": "", "old": ""}
+    ended = text.split("ended: the share")[1].splitlines()
+    assert "| model | L1    | L1 plain |" in ended[1]
+    # per set: base 1 - 0.0 = 1.000 and 1 - 0.25 = 0.750; rl 1 - 0.5 = 0.500 and 1 - 1.0 = 0.000
+    cells = [[c.strip() for c in line.split("|")[1:-1]] for line in ended[3:5]]
+    assert cells == [["base", "1.000", "0.750"], ["rl", "0.500", "0.000"]]
+
+
+def test_rlvr_eval_prints_the_ended_share_overall_and_per_set():
+    data = {"task": "arithmetic", "problems": 4, "samples_per_problem": 2, "temperature": 0.6, "pass@1": 0.5,
+            "mean_length": 30.0, "truncated": 0.375, "greedy": None,
+            "breakdown": {"set": {"L1": {"pass@1": 0.5, "problems": 2, "truncated": 0.25},
+                                  "L1 plain": {"pass@1": 0.5, "problems": 2, "truncated": 0.5}},
+                          "op": {"*": {"pass@1": 0.5, "problems": 4, "truncated": 0.375}}}}
+    text = eval_table(data)
+    # 1 - 0.375 = 0.625 overall; per set 1 - 0.25 = 0.750 and 1 - 0.5 = 0.500; no ended line for other breakdowns
+    assert "| ended 0.625 |" in text
+    assert "ended by set: L1 0.750, L1 plain 0.500" in text and "ended by op" not in text

@@ -11,6 +11,7 @@ from typing import Any
 
 from rlvr.config.run import RunConfig, validate_config
 from rlvr.evaluation.target import InferenceInputError, int_list, output_path, resolve_target
+from rlvr.pipeline.set_tables import ended_share, format_number
 from rlvr.seeding import seed_everything
 
 
@@ -83,19 +84,24 @@ def _write(output: Path, data: dict[str, Any]) -> None:
 
 
 def eval_table(data: dict[str, Any]) -> str:
-    """A few lines for a human: the estimators per k, length, truncation, greedy, reasoning, and the breakdowns."""
+    """A few lines for a human: the estimators per k, length, the share that ended its turn, greedy, reasoning, and the
+    breakdowns (with each evaluation set's ended share)."""
     ks = sorted(int(key.split("@")[1]) for key in data if key.startswith("pass@"))
     cell = lambda key: "-" if data.get(key) is None else f"{data[key]:.3f}"  # noqa: E731
     lines = [f"{data['task']}: {data['problems']} held-out problems, n={data['samples_per_problem']} samples "
              f"(T {data['temperature']:g})", f"{'k':>4} | {'pass@k':>6} | {'maj@k':>6} | {'best-of-k':>9}"]
     lines += [f"{k:>4} | {cell(f'pass@{k}'):>6} | {cell(f'maj@{k}'):>6} | {cell(f'best_of_{k}'):>9}" for k in ks]
-    lines.append(f"mean length {data['mean_length']:.1f} tokens | truncated {data['truncated']:.2f} | "
+    # ended: completions that end their turn within the token budget, 1 - truncated (issue 47)
+    lines.append(f"mean length {data['mean_length']:.1f} tokens | ended {format_number(ended_share(data))} | "
                  f"greedy {cell('greedy')}")
     lines.append(f"think words {cell('think_words')} | reflection {cell('reflection_rate')} | steps stated "
                  f"{cell('steps_stated')}, all right {cell('steps_right')}")
     for key, values in data.get("breakdown", {}).items():
         cells = [f"{value} {v['pass@1']:.3f} ({v['problems']})" for value, v in values.items()]
         lines.append(f"pass@1 by {key}: " + ", ".join(cells))
+        if key == "set":  # each evaluation set's own (issue 47): a set asked outside the template may not stop
+            lines.append("ended by set: " + ", ".join(f"{value} {format_number(ended_share(v))}"
+                                                      for value, v in values.items()))
     return "\n".join(lines)
 
 

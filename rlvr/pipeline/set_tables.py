@@ -1,6 +1,7 @@
 """Per-set tables of a recipe's summary (issue 27): when the evaluation covers several sets (eval.sets: levels,
 phrasings), one row per model and one column per set for pass@1 (with its paired change against the model before),
-greedy accuracy, and the reasoning the completions show (think length, reflection, intermediate results right).
+greedy accuracy, the reasoning the completions show (think length, reflection, intermediate results right), and
+the share of completions that end their turn within the token budget (issue 47).
 
 A change is "lowered beyond noise" (marked ▼) when pass@1, or greedy accuracy, fell by more than twice its paired
 standard error: the issue's bar for a stage that costs what an earlier one bought. (Greedy verdicts are 1/0 per
@@ -59,6 +60,14 @@ def paired_change(after: dict[str, Any], before: dict[str, Any], key: str = PER_
     return f"{mean:+.3f} ± {2 * standard_error:.3f}{mark}"
 
 
+def ended_share(evaluation: dict[str, Any]) -> float | None:
+    """The share of sampled completions that end their turn with the end-of-turn token within the token budget
+    (rollout.max_new_tokens): 1 - the evaluation's "truncated" share (issue 47: a model that does not stop is no
+    usable model, whatever its answer line says); None for an evaluation that has none."""
+    truncated = evaluation.get("truncated")
+    return None if truncated is None else 1.0 - truncated
+
+
 def format_number(value: Any, spec: str = ".3f") -> str:
     """A table cell: "" for a missing value."""
     return "" if value is None else format(value, spec)
@@ -97,12 +106,13 @@ def set_tables(manifest: Manifest) -> list[str]:
     if len(labels) < 2:
         return []
     heads = [short_label(label) for label in labels]
-    accuracy, greedy, reasoning = [], [], []
+    accuracy, greedy, reasoning, ended = [], [], [], []
     previous: dict[str, Any] | None = None
     for name, evaluation in models:
         accuracy.append([name, *(_with_change(evaluation, previous, label, "pass@1", PER_PROBLEM) for label in labels)])
         greedy.append([name, *(_with_change(evaluation, previous, label, "greedy", PER_PROBLEM_GREEDY)
                                for label in labels)])
+        ended.append([name, *(_num(ended_share(per_set(evaluation, label))) for label in labels)])
         reasoning.append([name, _num(evaluation.get("think_words"), ".1f"), _num(evaluation.get("reflection_rate")),
                           *(_num(per_set(evaluation, label).get("steps_right")) for label in labels)])
         previous = evaluation
@@ -112,4 +122,6 @@ def set_tables(manifest: Manifest) -> list[str]:
             markdown("reasoning: mean think words, reflection rate (all sets), and the share of samples whose "
                      "stated intermediate results are all right, per set",
                      ["model", "think words", "reflection", *(f"steps right {head}" for head in heads)],
-                     reasoning)]
+                     reasoning),
+            markdown("ended: the share of sampled completions that end their turn (end-of-turn token within "
+                     "rollout.max_new_tokens; 1 - truncated), per set (issue 47)", ["model", *heads], ended)]

@@ -1,12 +1,13 @@
-"""The table printed at the end of a recipe: pass@1, maj@k and mean length of the base and after every stage."""
+"""The table printed at the end of a recipe: pass@1, maj@k, mean length and the share of completions that end their
+turn (issue 47) of the base and after every stage."""
 from __future__ import annotations
 
 from typing import Any
 
 from rlvr.pipeline.manifest import Manifest
 from rlvr.pipeline.recheck import recheck_table
+from rlvr.pipeline.set_tables import ended_share, paired_change, set_tables
 from rlvr.pipeline.set_tables import format_number as _num
-from rlvr.pipeline.set_tables import paired_change, set_tables
 
 
 def _largest_maj(evals: list[dict[str, Any]]) -> str | None:
@@ -18,14 +19,16 @@ def summary_table(manifest: Manifest) -> str:
     """One row for the base model and one per stage, in stage order; a sample stage shows what it kept."""
     evals = [manifest.base_eval or {}] + [s.eval for s in manifest.stages if s.eval]
     maj = _largest_maj(evals)
-    header = ["stage", "kind", "pass@1", "change (± 2 SE)", *([maj] if maj else []), "mean length", "seconds"]
+    # ended: the share of completions that end their turn within the token budget (issue 47; set_tables.ended_share)
+    header = ["stage", "kind", "pass@1", "change (± 2 SE)", *([maj] if maj else []), "mean length", "ended",
+              "seconds"]
     previous = manifest.base_eval or {}
     rows = [_row("base", "model", previous, "", maj, "")]
     for s in manifest.stages:
         seconds = f"{s.seconds:.0f}" if s.seconds else ""
         if s.kind == "sample":
             kept = f"kept {s.result.get('rows_kept', '?')} rows of {s.result.get('prompts_done', '?')} prompts"
-            rows.append([s.name, s.kind, kept, "", *([""] if maj else []), "", seconds])
+            rows.append([s.name, s.kind, kept, "", *([""] if maj else []), "", "", seconds])
         else:
             rows.append(_row(s.name, s.kind, s.eval or {}, paired_change(s.eval or {}, previous), maj, seconds))
             previous = s.eval or {}
@@ -44,4 +47,4 @@ def summary_table(manifest: Manifest) -> str:
 
 def _row(name: str, kind: str, result: dict[str, Any], change: str, maj: str | None, seconds: str) -> list[str]:
     return [name, kind, _num(result.get("pass@1")), change, *([_num(result.get(maj))] if maj else []),
-            _num(result.get("mean_length"), ".1f"), seconds]
+            _num(result.get("mean_length"), ".1f"), _num(ended_share(result)), seconds]

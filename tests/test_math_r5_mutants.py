@@ -215,3 +215,58 @@ CORRECTIONS = [
 def test_correction_windows_fillers_fences_and_denials_after_a_parenthesis(verifiers, mode, completion, reference,
                                                                            outcome, detail):
     check(verifiers, mode, completion, reference, outcome, detail)
+
+
+# ---------------------------------------------------------------- a second sample over the merged round: a value
+# restated in a parenthesis keeps every digit; two framed values after the answer are a hedge (they paid the last:
+# a bug, fixed); a framed value is read as a correction; 'and not' is looked for within 40 characters of the value.
+SECOND = [
+    ("\\boxed{4} (I mean 12)", "12", C, "", ALL),
+    ("\\boxed{4}\n\n\\framebox{3} or \\framebox{5}", "5", W, "hedged", ALL),
+    ("\\boxed{4}\n\n\\framebox{3} \\framebox{5}", "3", W, "hedged", ALL),
+    ("\\boxed{4}\n\n\\framebox{3}\n\n\\framebox{4}", "4", W, "hedged", ALL),
+    ("\\boxed{4}\n\n\\framebox{3}\n\n\\framebox{3}", "3", C, "", ALL),  # the same value twice offers one
+    ("It is $5$" + " " * 30 + "and not $6$.", "5", C, "", ("latex",)),
+    ("It is $5$" + " " * 40 + "and not $6$.", "5", U, "negated", ("latex",)),  # 'and not' begins 41 back: unread
+]
+
+
+@pytest.mark.parametrize("mode,completion,reference,outcome,detail", cases(SECOND))
+def test_restated_digits_framed_hedges_and_the_and_not_window(verifiers, mode, completion, reference, outcome,
+                                                                detail):
+    check(verifiers, mode, completion, reference, outcome, detail)
+
+
+def test_a_framed_value_after_the_answer_is_read_as_a_correction():
+    from rlvr.verifiers.math.extract import final_answer
+    assert final_answer("\\boxed{4}\n\n\\framebox{3}", "latex").kind == "correction"
+
+
+# ---------------------------------------------------------------- a third sample (the merged rounds at 20 a file):
+# a restatement corrects the answer only when what it rejects is the answer; empty and back-to-back fences; a
+# membership test charges only a container searched for in a list.
+def test_a_restatement_rejecting_another_value_is_no_correction(verifiers):
+    # '6, not 7' does not correct 5: 6 is not read as the answer (it would be for "It's 6, not 5.")
+    for mode in MODES:
+        assert verifiers[mode].verify("\\boxed{5}. It's 6, not 7.", "6").outcome is W
+        assert verifiers[mode].verify("\\boxed{5}. It's 6, not 5.", "6").outcome is C
+
+
+def test_fences_closed_at_once_or_opened_again_at_once():
+    # '``````x': a fence closed by the very next three backticks spans 0..6; '```a``````b```': the second fence
+    # opens where the first closes (7) and closes at 11, so it spans 7..14 (not an unclosed one from 11)
+    assert fenced("``````x") == [(0, 6)]
+    assert fenced("```a``````b```") == [(0, 7), (7, 14)]
+
+
+def test_a_membership_test_is_charged_only_for_a_container_in_a_sequence(monkeypatch):
+    from rlvr.verifiers.code import decimals
+    charged: list[float] = []
+    monkeypatch.setattr(decimals, "check", charged.append)
+    decimals.member_bound(5, list(range(5000)))  # a number found by ==, in C: no charge
+    decimals.member_bound([5], {1: 2})  # a dict finds by hash: no charge
+    assert charged == []
+    # a list of 1 item searched in 5,000 one-item lists: 5,000 + 5,000 (their items) + 5,000 * (2 - 1) = 15,000,
+    # over FREE_WEIGHT (4,096): charged 15,000 * SCAN_S
+    decimals.member_bound([5], [[i] for i in range(5000)])
+    assert charged == [pytest.approx(15_000 * decimals.SCAN_S)]

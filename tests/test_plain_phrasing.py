@@ -84,3 +84,11 @@ def test_every_instruction_is_graded_by_the_task_verifier():
 def test_the_cold_start_refuses_plain_questions():
     with pytest.raises(ColdStartError, match="phrasing=plain"):  # its instructions are not the traces' answer form
         cold_start_rows(TaskConfig(phrasing="plain"), 10, seed=0)
+
+
+def test_a_style_is_a_value_that_cannot_change():
+    # the style is read from the problem's hash once; a mutable one could be changed by a caller after the fact
+    import dataclasses
+    style = plain_style(Problem("7 * 8", 56))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        style.words = not style.words  # type: ignore[misc]

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from rlvr.verifiers.math.verifier import MODES, MathVerifier
+
 
 def tiny_llama(seed: int = 0, tied: bool = False):
     """The unit tests' model: a random 2-layer Llama (vocabulary 64, hidden 32, grouped-query attention 4/2), fp32,
@@ -89,3 +91,10 @@ def pytest_runtest_makereport(item, call):
     if missing and missing.group(1).split(".")[0] in TEST_EXTRA_MODULES:
         report.outcome = "failed"
         report.longrepr = f"{reason} (CI=true: the `test` extra installs {missing.group(1)}; its tests must run)"
+
+
+@pytest.fixture(scope="module")
+def verifiers():
+    """The math verifier in each answer mode, one set per test module (its math-verify workers live that long): the
+    tables of hand-labelled rows (tests/math_cases.py) check every row in the modes it names."""
+    return {mode: MathVerifier(mode, timeout_s=30) for mode in MODES}

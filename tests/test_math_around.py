@@ -23,12 +23,6 @@ HEDGED = "hedged: several answers"
 ALL, S, N, L = MODES, ("strict",), ("last_number",), ("latex",)
 
 
-@pytest.fixture(scope="module")
-def verifiers():
-    return {mode: MathVerifier(mode, timeout_s=30) for mode in MODES}
-
-
-
 # ---------------------------------------------------------------- A1-A5: the value is the first clause; what follows
 AROUND = [
     # A1: a later sentence on the answer's line is not the answer; another value there makes it a hedge

@@ -11,16 +11,11 @@ import pytest
 from math_cases import cases, check
 from rlvr.types import Outcome
 from rlvr.verifiers.math.bare import MAX_BARE, bare_number
-from rlvr.verifiers.math.verifier import MODES, MathVerifier
+from rlvr.verifiers.math.verifier import MODES
 
 C, W, U = Outcome.CORRECT, Outcome.WRONG, Outcome.UNPARSEABLE
 ALL = MODES
 NO_ANSWER = "no final answer found (expected"  # strict's message when nothing is read
-
-
-@pytest.fixture(scope="module")
-def verifiers():
-    return {mode: MathVerifier(mode, timeout_s=30) for mode in MODES}
 
 
 READ = [

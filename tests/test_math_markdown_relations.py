@@ -80,11 +80,6 @@ MARKS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def verifiers():
-    return {mode: MathVerifier(mode, timeout_s=30) for mode in MODES}
-
-
 def _cases(table):
     return [pytest.param(mode, *case[:3], id=f"{mode}-{i}:{case[0][:30]}:{case[1][:8]}")
             for i, case in enumerate(table) for mode in case[3]]

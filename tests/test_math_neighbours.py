@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from rlvr.types import Outcome
-from rlvr.verifiers.math.verifier import MODES, MathVerifier
+from rlvr.verifiers.math.verifier import MODES
 
 C, W, U = Outcome.CORRECT, Outcome.WRONG, Outcome.UNPARSEABLE
 ALL, LN = MODES, ("latex", "last_number")
@@ -46,11 +46,6 @@ HONEST = [
     ("So $x = 3$, the value of $2x$ is 6 and the answer is 3.", "3", C, "", LN),
     ("Hence the inequality holds exactly when $x \\geq 2$.", "x >= 2", C, "", ("latex",)),
 ]
-
-
-@pytest.fixture(scope="module")
-def verifiers():
-    return {mode: MathVerifier(mode, timeout_s=30) for mode in MODES}
 
 
 @pytest.mark.parametrize("mode, completion, reference, outcome, detail",

@@ -13,19 +13,13 @@ import pytest
 
 from math_cases import cases, check
 from rlvr.types import Outcome
-from rlvr.verifiers.math.verifier import MODES, MathVerifier
+from rlvr.verifiers.math.verifier import MODES
 
 C, W, U = Outcome.CORRECT, Outcome.WRONG, Outcome.UNPARSEABLE
 ALL, S, N, L = MODES, ("strict",), ("last_number",), ("latex",)
 LN = ("latex", "last_number")
 RETRACTED, QUALIFIED = "retracted", "bound, estimate or qualify"
 HEDGED, PART = "hedged", "part of"
-
-
-@pytest.fixture(scope="module")
-def verifiers():
-    return {mode: MathVerifier(mode, timeout_s=30) for mode in MODES}
-
 
 
 # ---------------------------------------------------------------- 2c: negated, retracted, qualified statements

@@ -13,7 +13,7 @@ import pytest
 
 from math_cases import cases, check
 from rlvr.types import Outcome
-from rlvr.verifiers.math.verifier import MODES, MathVerifier
+from rlvr.verifiers.math.verifier import MODES
 
 C, W, U = Outcome.CORRECT, Outcome.WRONG, Outcome.UNPARSEABLE
 ALL = MODES
@@ -53,11 +53,6 @@ CORRECTIONS = [
     ("The answer is really 6.", "6", C, "", ALL), (B + "The answer is actually 6.", "6", C, "", ALL),
     ("The answer is actually 6.", "5", W, "", ALL),
 ]
-
-
-@pytest.fixture(scope="module")
-def verifiers():
-    return {mode: MathVerifier(mode, timeout_s=30) for mode in MODES}
 
 
 @pytest.mark.parametrize("mode, completion, reference, outcome, detail", cases(CORRECTIONS))

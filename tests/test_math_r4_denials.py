@@ -8,7 +8,7 @@ import pytest
 
 from math_cases import cases, check
 from rlvr.types import Outcome
-from rlvr.verifiers.math.verifier import MODES, MathVerifier
+from rlvr.verifiers.math.verifier import MODES
 
 C, W, U = Outcome.CORRECT, Outcome.WRONG, Outcome.UNPARSEABLE
 ALL = MODES
@@ -65,11 +65,6 @@ DENIALS = [
     ("It's false that 6 works, so the answer is \\boxed{5}.", "5", C, "", ALL),
     ("The total is 5, but that took a while.", "5", C, "", ("latex", "last_number")),
 ]
-
-
-@pytest.fixture(scope="module")
-def verifiers():
-    return {mode: MathVerifier(mode, timeout_s=30) for mode in MODES}
 
 
 @pytest.mark.parametrize("mode, completion, reference, outcome, detail", cases(DENIALS))

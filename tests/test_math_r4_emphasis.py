@@ -8,7 +8,7 @@ import pytest
 
 from math_cases import cases, check
 from rlvr.types import Outcome
-from rlvr.verifiers.math.verifier import MODES, MathVerifier
+from rlvr.verifiers.math.verifier import MODES
 
 C, W, U = Outcome.CORRECT, Outcome.WRONG, Outcome.UNPARSEABLE
 ALL = MODES
@@ -33,11 +33,6 @@ EMPHASIS = [
     # a power stays a power: nothing closes the '**'
     ("\\boxed{5}**2", "5", W, "", ALL), ("2**\\boxed{5}", "5", W, "", ALL), ("**\\boxed{5}**2", "5", W, "", ALL),
 ]
-
-
-@pytest.fixture(scope="module")
-def verifiers():
-    return {mode: MathVerifier(mode, timeout_s=30) for mode in MODES}
 
 
 @pytest.mark.parametrize("mode, completion, reference, outcome, detail", cases(EMPHASIS))

@@ -9,7 +9,7 @@ import pytest
 
 from math_cases import cases, check
 from rlvr.types import Outcome
-from rlvr.verifiers.math.verifier import MODES, MathVerifier
+from rlvr.verifiers.math.verifier import MODES
 
 C, W = Outcome.CORRECT, Outcome.WRONG
 ALL = MODES
@@ -40,11 +40,6 @@ RELATIONS = [
     ("\\boxed{\\geq 5}", "\\geq 5", C, "", ALL), ("\\boxed{{\\geq} 5}", "\\geq 5", C, "", ALL),
     ("\\boxed{\\simeq 5}", "\\simeq 5", C, "", ALL), ("\\boxed{\\simeq 5}", "\\geq 5", W, REL, ALL),
 ]
-
-
-@pytest.fixture(scope="module")
-def verifiers():
-    return {mode: MathVerifier(mode, timeout_s=30) for mode in MODES}
 
 
 @pytest.mark.parametrize("mode, completion, reference, outcome, detail", cases(RELATIONS))

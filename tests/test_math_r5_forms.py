@@ -16,15 +16,10 @@ import pytest
 
 from math_cases import cases, check
 from rlvr.types import Outcome
-from rlvr.verifiers.math.verifier import MODES, MathVerifier
+from rlvr.verifiers.math.verifier import MODES
 
 C, W = Outcome.CORRECT, Outcome.WRONG
 ALL = MODES
-
-
-@pytest.fixture(scope="module")
-def verifiers():
-    return {mode: MathVerifier(mode, timeout_s=30) for mode in MODES}
 
 
 CHOOSE = [

@@ -19,16 +19,11 @@ from rlvr.verifiers.math.displayed import same
 from rlvr.verifiers.math.forms import bracket_kind
 from rlvr.verifiers.math.hidden import fenced, unhidden
 from rlvr.verifiers.math.operators import binomials
-from rlvr.verifiers.math.verifier import MODES, MathVerifier
+from rlvr.verifiers.math.verifier import MODES
 
 C, W, U = Outcome.CORRECT, Outcome.WRONG, Outcome.UNPARSEABLE
 ALL = MODES
 FALLBACK = ("last_number", "latex")
-
-
-@pytest.fixture(scope="module")
-def verifiers():
-    return {mode: MathVerifier(mode, timeout_s=30) for mode in MODES}
 
 
 # ---------------------------------------------------------------- arith.py

@@ -17,16 +17,11 @@ import pytest
 
 from math_cases import cases, check
 from rlvr.types import Outcome
-from rlvr.verifiers.math.verifier import MODES, MathVerifier
+from rlvr.verifiers.math.verifier import MODES
 
 C, W, U = Outcome.CORRECT, Outcome.WRONG, Outcome.UNPARSEABLE
 ALL = MODES
 RUNNING = ("latex", "last_number")
-
-
-@pytest.fixture(scope="module")
-def verifiers():
-    return {mode: MathVerifier(mode, timeout_s=30) for mode in MODES}
 
 
 _CLEAR = ["**Final Answer**\n3", "Final Answer\n3", "Ans: 3", "Ans. 3", "ANS: 3", "Result: 3", "Final result: 3",

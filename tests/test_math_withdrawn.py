@@ -12,16 +12,11 @@ from __future__ import annotations
 import pytest
 
 from rlvr.types import Outcome
-from rlvr.verifiers.math.verifier import MODES, MathVerifier
+from rlvr.verifiers.math.verifier import MODES
 
 C, W, U = Outcome.CORRECT, Outcome.WRONG, Outcome.UNPARSEABLE
 ZERO = (W, U)  # not paid, whichever refusal
 B = "The answer is \\boxed{5}.\n\n"
-
-
-@pytest.fixture(scope="module")
-def verifiers():
-    return {mode: MathVerifier(mode, timeout_s=30) for mode in MODES}
 
 
 def _cases(table):

@@ -250,7 +250,8 @@ def test_recipe_r1_runs_sft_grpo_sample_and_evaluations(tiny_model_dir, tmp_path
                  "rollout.prompts_per_step=2", "optimizer.micro_batch_size=4", "reward.workers=0",
                  "samples_per_step=0", "stages.cold_start.sft.cold_start_size=4", "stages.cold_start.sft.epochs=1",
                  "stages.cold_start.sft.batch_size=2", "stages.cold_start.sft.batching=padding_free",
-                 "stages.reasoning_rl.max_steps=1", "stages.rejection_sampling.sample.prompts=2",
+                 "stages.plain_answers.sample.prompts=2", "stages.plain_answers.sample.samples=2",
+                 "stages.plain_answers.sample.batch_size=2", "stages.rejection_sampling.sample.prompts=2",
                  "stages.rejection_sampling.sample.samples=2", "stages.rejection_sampling.sample.batch_size=2",
                  "stages.sft_on_samples.sft.batch_size=2", "stages.final_rl.max_steps=1",
                  "evaluation.eval.size=2", "evaluation.eval.samples=2"])

@@ -141,6 +141,9 @@ def test_mixed_train_stream_is_seeded_and_mixes_both_phrasings():
     assert 10 <= phrasings.count("words") <= 30  # Binomial(40, 1/2): mean 20, sd 3.2
     symbols = ArithmeticTask(TaskConfig(level=1)).train_prompts(3)
     assert [p.id.split("/")[-1] for p in drawn] == [p.id.split("/")[-1] for p in itertools.islice(symbols, 40)]
+    # the stream itself, pinned (issue 47 added phrasing=all beside it: mixed must not change)
+    assert ids(drawn[:4]) == ["arithmetic-l1/train/11 * 11", "arithmetic-l1/train/2 + 7",
+                              "arithmetic-l1/train/words/2 * 5", "arithmetic-l1/train/12 + 6"]
 
 
 def test_mixed_eval_alternates_along_the_held_out_order():

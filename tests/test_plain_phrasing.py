@@ -84,6 +84,27 @@ def test_every_instruction_is_graded_by_the_task_verifier():
 def test_the_cold_start_refuses_plain_questions():
     with pytest.raises(ColdStartError, match="phrasing=plain"):  # its instructions are not the traces' answer form
         cold_start_rows(TaskConfig(phrasing="plain"), 10, seed=0)
+    with pytest.raises(ColdStartError, match="phrasing=all"):  # a third of its rows would be plain
+        cold_start_rows(TaskConfig(phrasing="all"), 10, seed=0)
+
+
+def test_phrasing_all_draws_every_phrasing_a_third_each_and_leaves_mixed_as_it_was():
+    # issue 47: R1's last RL stage trains over every kind of prompt (sec. 2.3.4)
+    config = TaskConfig(level=1, phrasing="all")
+    first, again = (ArithmeticTask(config).train_prompts(s) for s in (3, 3))
+    drawn = list(itertools.islice(first, 60))
+    assert [p.id for p in drawn] == [p.id for p in itertools.islice(again, 60)]  # seeded: exact on resume
+    phrasings = [p.columns["phrasing"] for p in drawn]
+    assert set(phrasings) == {"symbols", "words", "plain"}
+    assert all(10 <= phrasings.count(name) <= 30 for name in set(phrasings))  # Binomial(60, 1/3): mean 20, sd 3.7
+    plain = [p for p in drawn if p.columns["phrasing"] == "plain"]
+    assert all(len(p.messages) == 1 and "/train/plain/" in p.id for p in plain)  # one user turn, its own id
+    symbols = ArithmeticTask(TaskConfig(level=1)).train_prompts(3)  # the same problems: only the asking differs
+    assert [p.id.split("/")[-1] for p in drawn] == [p.id.split("/")[-1] for p in itertools.islice(symbols, 60)]
+    held_out = ArithmeticTask(config).eval_prompts(30)
+    assert [p.columns["phrasing"] for p in held_out[:6]] == ["symbols", "words", "plain"] * 2  # in turn
+    mixed = list(itertools.islice(ArithmeticTask(TaskConfig(level=1, phrasing="mixed")).train_prompts(3), 60))
+    assert {p.columns["phrasing"] for p in mixed} == {"symbols", "words"}  # mixed never draws plain
 
 
 def test_a_style_is_a_value_that_cannot_change():

@@ -29,9 +29,10 @@ C, W = Outcome.CORRECT, Outcome.WRONG
 MATH = {"math": 1.0}
 
 
-def cand(index, length, reward=1.0, text=None, verdicts=None, scorable=True) -> Candidate:
+def cand(index, length, reward=1.0, text=None, verdicts=None, scorable=True, ended=True) -> Candidate:
     return Candidate(index=index, text=text if text is not None else f"answer {index}", length=length,
-                     reward=reward, verdicts=verdicts if verdicts is not None else {"math": C}, scorable=scorable)
+                     reward=reward, verdicts=verdicts if verdicts is not None else {"math": C}, scorable=scorable,
+                     ended=ended)
 
 
 # --- correctness ---------------------------------------------------------------------------------------
@@ -47,6 +48,20 @@ def test_correct_needs_every_positive_weight_verifier_but_not_the_reward_model()
 def test_unscorable_or_ungated_is_never_correct():
     assert not is_correct(cand(0, 3, scorable=False), MATH)  # the reference could not be read
     assert not is_correct(cand(0, 3, verdicts={"reward_model": C}), {"reward_model": 1.0})  # nothing verifies
+
+
+def test_a_candidate_built_without_an_end_counts_as_ended():
+    # callers written before issue 47 build candidates without `ended`: they keep their meaning
+    assert Candidate(index=0, text="4", length=2, reward=1.0, verdicts={"math": C}).ended is True
+    assert is_correct(Candidate(index=0, text="4", length=2, reward=1.0, verdicts={"math": C}), MATH)
+
+
+def test_a_completion_cut_by_the_token_budget_is_never_kept():
+    # issue 47: trained on with an end-of-turn token after it, a cut text would teach stopping mid-text
+    cut, whole = cand(0, 2, ended=False), cand(1, 9)
+    assert not is_correct(cut, MATH) and is_correct(whole, MATH)
+    selection = select_best([cut, whole], keep=1, rule="shortest", weights=MATH)
+    assert selection.kept == (whole,) and selection.correct == 1  # the shorter cut one is neither kept nor counted
 
 
 # --- selection -------------------------------------------------------------------------------------------
@@ -165,12 +180,20 @@ def test_batch_seed_depends_on_seed_and_batch_only():
 
 
 def test_progress_round_trip_and_torn_line(tmp_path):
-    record = PromptRecord("p1", 0, (cand(0, 3, 1.5, verdicts={"math": C, "format": W}), cand(1, 4, scorable=False)))
+    record = PromptRecord("p1", 0, (cand(0, 3, 1.5, verdicts={"math": C, "format": W}), cand(1, 4, scorable=False),
+                                    cand(2, 5, ended=False)))
     append_progress(tmp_path, [record])
     (tmp_path / PROGRESS).open("a").write('{"id": "p2", "batch": 1, "cand')  # killed mid-write
     done = load_progress(tmp_path)
     assert list(done) == ["p1"] and done["p1"] == record
     assert (tmp_path / PROGRESS).read_text().count("\n") == 1 and "p2" not in (tmp_path / PROGRESS).read_text()
+
+
+def test_progress_written_before_candidates_had_an_end_reads_them_as_ended(tmp_path):
+    line = {"id": "p1", "batch": 0, "candidates": [{"text": "4", "length": 2, "reward": 1.0, "scorable": True,
+                                                    "verdicts": {"math": "correct"}}]}
+    (tmp_path / PROGRESS).write_text(json.dumps(line) + "\n")
+    assert load_progress(tmp_path)["p1"].candidates[0].ended is True
 
 
 def test_model_step_reads_checkpoints_and_final(tmp_path):

@@ -5,11 +5,13 @@ The tiny model never solves arithmetic, so the math verifier is replaced by a de
 (correct when the completion's character codes sum to a multiple of 3) plus a constant 'reward_model'."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
 
 import pytest
+import torch
 
 from rlvr.cli.main import main
 from rlvr.config.run import ConfigError, load_config
@@ -34,6 +36,20 @@ def fake_rewarder(monkeypatch):
     monkeypatch.setattr("rlvr.sampling.run.make_rewarder",
                         lambda config: Rewarder({"math": (third, config.task.verifiers["math"]),
                                                  "reward_model": (critic, 0.5)}))
+
+
+REAL_GENERATE = HFRolloutEngine.generate
+
+
+@pytest.fixture(autouse=True)
+def rollouts_that_end(monkeypatch):
+    """The tiny random model rarely writes its end-of-turn token within 8 tokens, and a completion cut by the budget
+    is never kept (issue 47): these tests of the dataset machinery mark every completion as ended, except
+    test_cut_completions_are_counted_and_never_kept, which puts REAL_GENERATE back."""
+    def ended(self, prompts, group_size, sampling):
+        rollouts = REAL_GENERATE(self, prompts, group_size, sampling)
+        return dataclasses.replace(rollouts, truncated=torch.zeros_like(rollouts.truncated))
+    monkeypatch.setattr(HFRolloutEngine, "generate", ended)
 
 
 def overrides(model_dir, out, *extra):
@@ -94,6 +110,29 @@ def test_misses_list_the_prompts_not_every_sample_solved(tiny_model_dir, tmp_pat
     assert any("+" in p for p in done) and all("*" in m["id"] for m in expected)
     assert any(0 < m["correct"] < 4 for m in expected)  # partly solved prompts are misses too
     assert load_config(out / "config.yaml").output_dir == str(out)
+
+
+def test_cut_completions_are_counted_and_never_kept(tiny_model_dir, tmp_path, monkeypatch):
+    def every_third_cut(self, prompts, group_size, sampling):  # rows 0, 3, 6, ... cut by the budget
+        rollouts = REAL_GENERATE(self, prompts, group_size, sampling)
+        return dataclasses.replace(rollouts, truncated=torch.arange(len(rollouts.truncated)) % 3 == 0)
+    monkeypatch.setattr(HFRolloutEngine, "generate", every_third_cut)
+    result = rejection_sample(load_config(None, overrides(tiny_model_dir, tmp_path / "run")))
+    candidates = [c for r in load_progress(tmp_path / "run").values() for c in r.candidates]
+    assert [c.ended for c in candidates] == [row % 3 != 0 for row in _batch_rows(candidates)]  # per completion
+    assert result.cut == sum(not c.ended for c in candidates) == 9  # batches of 16 and 8 rows: 6 + 3 cut, 15 not
+    paid = [c for c in candidates if c.verdicts["math"].value == "correct"]
+    assert any(not c.ended for c in paid) and any(c.ended for c in paid)  # both kinds occur: the test can fail
+    assert result.correct == sum(c.ended for c in paid)
+    kept = {row["messages"][-1]["content"] for row in rows_of(result.path)}
+    assert kept and kept <= {c.text for c in paid if c.ended}  # keep=2, yet no cut completion is among them
+    assert "9 cut by the token budget" in result.line()
+
+
+def _batch_rows(candidates) -> list[int]:
+    """The row of each completion in its generation batch (4 prompts x 4 samples, then 2 x 4): the cut pattern's
+    index."""
+    return [(i % 16) if i < 16 else i - 16 for i in range(len(candidates))]
 
 
 def test_sigterm_then_resume_writes_the_uninterrupted_dataset(tiny_model_dir, tmp_path, monkeypatch):

@@ -239,20 +239,27 @@ def weights(path) -> dict[str, torch.Tensor]:
     return load_file(path / "model.safetensors")
 
 
+def stop_after_step(monkeypatch, step: int):
+    """Send a real SIGTERM once SFT has logged `step` (GracefulStop finishes the step and checkpoints); returns the
+    original SFTLogger.log_step, to put back."""
+    log_step = SFTLogger.log_step
+
+    def stop(self, record):
+        log_step(self, record)
+        if record["step"] == step:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(SFTLogger, "log_step", stop)
+    return log_step
+
+
 def test_sigterm_then_resume_is_bit_exact(tiny_model_dir, tmp_path, monkeypatch, capsys):
     data = write_data(tmp_path / "d.jsonl")  # 6 rows x 3 epochs / 4 per step = 5 steps, the last of 2 rows
     extra = ("sft.epochs=3",)
     straight = sft(load_config(None, overrides(tiny_model_dir, tmp_path / "straight", data, *extra)))
     assert straight.name == "final"
 
-    log_step = SFTLogger.log_step
-
-    def stop_after_step_2(self, record):
-        log_step(self, record)
-        if record["step"] == 2:
-            os.kill(os.getpid(), signal.SIGTERM)  # a real signal: GracefulStop finishes the step and checkpoints
-
-    monkeypatch.setattr(SFTLogger, "log_step", stop_after_step_2)
+    log_step = stop_after_step(monkeypatch, 2)
     out = tmp_path / "stopped"
     stopped = sft(load_config(None, overrides(tiny_model_dir, out, data, *extra)))
     assert stopped == out / "checkpoints" / "step-000002" and not (out / "final").exists()

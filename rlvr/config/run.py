@@ -85,11 +85,12 @@ class TaskConfig(_Section):
     instruction: str = Field("End with 'Answer: <number>'.", description="appended to every question")
     system_prompt: str | None = Field(None, description="system turn; None keeps the chat template's default")
     one_shot: bool = Field(True, description="prepend one solved example turn showing the answer format")
-    phrasing: Literal["symbols", "words", "mixed", "words_new", "plain"] = Field(
+    phrasing: Literal["symbols", "words", "mixed", "words_new", "plain", "all"] = Field(
         "symbols", description="arithmetic only: how a problem is asked: symbols ('What is 3 + 4?') | words (a story "
         "from the training templates) | mixed (train prompts symbols or words, 1/2 each; held-out half each) | "
         "words_new (stories from templates never trained on: transfer); rlvr/tasks/phrasings.py | plain (as a user "
-        "would: one user turn, no system turn, example or task.instruction; rlvr/tasks/plain.py, issue 47)")
+        "would: one user turn, no system turn, example or task.instruction; rlvr/tasks/plain.py, issue 47) | all "
+        "(train prompts symbols, words or plain, 1/3 each; held-out a third each)")
     verifiers: dict[str, float] = Field(default_factory=lambda: {"math": 1.0},
                                         description="verifier name -> weight in the total reward; left at this "
                                                     "default, an environment task uses its own (filesystem: none)")

@@ -65,6 +65,13 @@ class SFTConfig(_Section):
                                      "into one sequence with per-row positions")
     bad_rows: Literal["skip", "error"] = Field("skip", description="no usable assistant turn: skip+count it, or stop")
     cold_start_size: int = Field(0, ge=0, description="cold_start rows to generate (0 = one per train problem)")
+    # R1 sec. 2.3.3 mixes ~200k non-reasoning rows into its 800k SFT rows so that the model keeps its ordinary
+    # answers (issue 47): here, e.g., the base model's own verified answers to plain questions.
+    mix_data: str | None = Field(None, description="chat data mixed into sft.data (any form sft.data takes), e.g. "
+                                                   "rows that keep the model's ordinary answers")
+    mix_ratio: float = Field(0.0, ge=0, le=0.9, description="share of the training rows drawn from sft.mix_data "
+                                                           "(with replacement when it holds too few); at most 0.9, "
+                                                           "9 mixed rows per row of sft.data")
 
 
 class SampleConfig(_Section):

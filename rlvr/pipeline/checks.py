@@ -28,8 +28,8 @@ def before_any_stage(recipe: Recipe, manifest: Manifest) -> None:
             raise ConfigError(f"{where}: model.lora applies to grpo stages only (set it under stages.NAME.model)")
         if config.model.name_or_path not in produced:
             _check_model(config.model.name_or_path, f"{where}: model.name_or_path")
-        if record.kind == "sft" and config.sft.data not in produced and config.sft.data != "cold_start":
-            _check_data(config.sft.data, f"{where}: sft.data")
+        if record.kind == "sft":
+            _check_sft(config, produced, where)
         if record.kind == "sample" and config.sample.mix_path:
             _check_data(config.sample.mix_path, f"{where}: sample.mix_path")
         if config.task.focus and config.task.focus not in produced:
@@ -38,6 +38,24 @@ def before_any_stage(recipe: Recipe, manifest: Manifest) -> None:
             _check_data(config.task.path, f"{where}: task.path")
         if record.kind == "sample" and config.sample.student:
             _check_student(config, produced, manifest, where)
+
+
+def _check_sft(config: RunConfig, produced: set[str], where: str) -> None:
+    """sft.data and sft.mix_data exist (or an earlier stage writes them), the mix settings come together (issue 47),
+    and a cold start can be written in the task's phrasing."""
+    from rlvr.sft.data import COLD_START, check_mix
+    from rlvr.tasks.cold_start import ColdStartError, check_cold_start_phrasing
+
+    if config.sft.data not in produced and config.sft.data != COLD_START:
+        _check_data(config.sft.data, f"{where}: sft.data")
+    try:
+        check_mix(config, files=False)  # the files: below, where an earlier stage may write them
+        if COLD_START in (config.sft.data, config.sft.mix_data) and config.task.name == "arithmetic":
+            check_cold_start_phrasing(config.task)
+    except (ConfigError, ColdStartError) as err:
+        raise ConfigError(f"{where}: {err}") from None
+    if config.sft.mix_data and config.sft.mix_data not in produced and config.sft.mix_data != COLD_START:
+        _check_data(config.sft.mix_data, f"{where}: sft.mix_data")
 
 
 def _check_model(name_or_path: str, where: str) -> None:

@@ -90,6 +90,8 @@ def plan(recipe: Recipe, run_dir: Path) -> Manifest:
             data["sft"]["data"] = datasets[spec.data_from]
         if spec.focus_from is not None:
             data["task"]["focus"] = misses[spec.focus_from]
+        if spec.mix_from is not None:
+            data["sft"]["mix_data"] = datasets[spec.mix_from]
         if spec.kind == "sample" and data["sample"]["student"] in models:
             data["sample"]["student"] = models[data["sample"]["student"]]  # "base" or a stage's name
         data.update(output_dir=str(directory))

@@ -12,6 +12,8 @@ A recipe file:
         model: base | <stage>     # whose model it starts from; default: the previous model stage's, else base
         data: <sample stage>      # sft only: train on that stage's dataset (default: the latest sample stage,
                                   # unless the stage sets sft.data itself)
+        mix: <sample stage>       # sft only: mix that stage's dataset into the data (sft.mix_data), as
+                                  # sft.mix_ratio says (rlvr/sft/mix.py; issue 47)
         focus: <sample stage>     # grpo only: train on the prompts that sample stage's model still missed
                                   # (its misses.jsonl as task.focus; rlvr/tasks/focus.py)
         seed_offset: 1            # optional: this stage runs with seed + 1, so a second RL stage draws fresh
@@ -36,7 +38,7 @@ from rlvr.config.run import ConfigError, RunConfig, _merge, parse_overrides, val
 BUILTIN = ("r1", "r1-zero", "distill")
 KINDS = ("sft", "grpo", "sample")
 MODEL_KINDS = ("sft", "grpo")  # stages that produce a model (and are evaluated); sample produces data
-STAGE_KEYS = {"name", "kind", "model", "data", "focus", "seed_offset", "config"}
+STAGE_KEYS = {"name", "kind", "model", "data", "mix", "focus", "seed_offset", "config"}
 TOP_KEYS = {"description", "base", "evaluation", "stages"}
 
 
@@ -49,6 +51,7 @@ class StageSpec:
     config: RunConfig  # resolved; model.name_or_path and sft.data are filled in by the runner from the sources
     raw: dict[str, Any] = field(default_factory=dict)  # the stage's own sections, as written
     focus_from: str | None = None  # grpo: the sample stage whose misses it trains on (task.focus)
+    mix_from: str | None = None  # sft: the sample stage whose dataset is mixed in (sft.mix_data)
 
 
 @dataclass
@@ -136,17 +139,33 @@ def _stage(raw: Any, index: int, base: dict[str, Any], earlier: list[StageSpec])
     if offset:
         config = config.model_copy(update={"seed": config.seed + offset})
     return StageSpec(name, kind, model_from, _data_source(raw, kind, own, earlier, where), config, own,
-                     _focus_source(raw, kind, earlier, where))
+                     _focus_source(raw, kind, earlier, where), _mix_source(raw, kind, config, earlier, where))
+
+
+def _sample_stage(raw: dict, key: str, kind: str, takes: str, earlier: list[StageSpec], where: str) -> str | None:
+    """The earlier sample stage that the stage key `key` (focus, mix) names; only `takes` stages may name one."""
+    if raw.get(key) is None:
+        return None
+    samplers = [s.name for s in earlier if s.kind == "sample"]
+    if kind != takes or raw[key] not in samplers:
+        raise ConfigError(f"{where}: {key} {raw[key]!r} must name an earlier sample stage "
+                          f"({', '.join(samplers) or 'none'}) and only {takes} stages take it")
+    return str(raw[key])
 
 
 def _focus_source(raw: dict, kind: str, earlier: list[StageSpec], where: str) -> str | None:
-    if raw.get("focus") is None:
-        return None
-    samplers = [s.name for s in earlier if s.kind == "sample"]
-    if kind != "grpo" or raw["focus"] not in samplers:
-        raise ConfigError(f"{where}: focus {raw['focus']!r} must name an earlier sample stage "
-                          f"({', '.join(samplers) or 'none'}) and only grpo stages take it")
-    return str(raw["focus"])
+    return _sample_stage(raw, "focus", kind, "grpo", earlier, where)
+
+
+def _mix_source(raw: dict, kind: str, config: RunConfig, earlier: list[StageSpec], where: str) -> str | None:
+    source = _sample_stage(raw, "mix", kind, "sft", earlier, where)
+    if source is not None and config.sft.mix_ratio == 0:
+        raise ConfigError(f"{where}: mix {source!r} needs sft.mix_ratio > 0 in the stage's config (the share "
+                          "of training rows drawn from it)")
+    if source is not None and config.sft.mix_data:  # one source of mixed rows: neither may replace the other
+        raise ConfigError(f"{where}: mix {source!r} and sft.mix_data {config.sft.mix_data!r} both name the rows "
+                          "to mix in; keep one")
+    return source
 
 
 def _data_source(raw: dict, kind: str, own: dict, earlier: list[StageSpec], where: str) -> str | None:

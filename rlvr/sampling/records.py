@@ -65,12 +65,14 @@ def batch_seed(seed: int, batch: int) -> int:
 
 def candidate_json(candidate: Candidate) -> dict[str, Any]:
     return {"text": candidate.text, "length": candidate.length, "reward": round(candidate.reward, 6),
-            "scorable": candidate.scorable, "verdicts": {k: v.value for k, v in candidate.verdicts.items()}}
+            "scorable": candidate.scorable, "ended": candidate.ended,
+            "verdicts": {k: v.value for k, v in candidate.verdicts.items()}}
 
 
 def candidate_from_json(index: int, data: dict[str, Any]) -> Candidate:
     return Candidate(index=index, text=data["text"], length=int(data["length"]), reward=float(data["reward"]),
-                     verdicts={k: Outcome(v) for k, v in data["verdicts"].items()}, scorable=bool(data["scorable"]))
+                     verdicts={k: Outcome(v) for k, v in data["verdicts"].items()}, scorable=bool(data["scorable"]),
+                     ended=bool(data.get("ended", True)))  # progress files written before issue 47 have no key
 
 
 def append_progress(run_dir: Path, records: Iterable[PromptRecord]) -> None:

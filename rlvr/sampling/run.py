@@ -66,7 +66,8 @@ class SampleResult:
     prompts_wanted: int  # sample.prompts
     split_exhausted: bool  # the train split held fewer distinct prompts than wanted
     sampled: int  # completions generated
-    correct: int  # completions every gating verifier accepted (duplicates included)
+    correct: int  # completions every gating verifier accepted and that ended their turn (duplicates included)
+    cut: int  # completions cut by rollout.max_new_tokens: never kept, whatever the verifiers say (issue 47)
     rows_kept: int  # rejection-sampled rows in the dataset
     rows_general: int  # general rows mixed in
     outcomes: dict[str, int] = field(default_factory=dict)  # "math/correct" -> count, every component/outcome
@@ -79,7 +80,7 @@ class SampleResult:
     def line(self) -> str:
         """The one-line summary `rlvr sample` ends with."""
         head = (f"{self.prompts_done} prompts, {self.sampled} sampled, {self.correct} correct (acceptance rate "
-                f"{self.acceptance_rate:.1%}), {self.rows_kept} kept")
+                f"{self.acceptance_rate:.1%}; {self.cut} cut by the token budget), {self.rows_kept} kept")
         if not self.complete:
             return (f"stopped: {head} so far; finish with checkpoint.resume=auto output_dir={self.run_dir} "
                     "(same command)")
@@ -279,13 +280,14 @@ def sample_batch(sampler: Sampler, prompts: tuple[Prompt, ...], index: int) -> l
     rollouts = sampler.engine.generate(list(prompts), s.samples, params)
     scored = sampler.rewarder.score_rollout(rollouts)
     lengths = rollouts.completion_mask.sum(dim=-1).tolist()  # [N*G] tokens per completion, EOS included
+    truncated = rollouts.truncated.tolist()  # [N*G] cut by max_new_tokens before the end-of-turn token
     records = []
     for g, prompt in enumerate(prompts):
         rows = range(g * s.samples, (g + 1) * s.samples)
         candidates = tuple(Candidate(
             index=j, text=rollouts.completions[row], length=int(lengths[row]), reward=float(scored.rewards[row]),
             verdicts={name: verdicts[row].outcome for name, verdicts in scored.verdicts.items()},
-            scorable=bool(scored.scorable[row])) for j, row in enumerate(rows))
+            scorable=bool(scored.scorable[row]), ended=not truncated[row]) for j, row in enumerate(rows))
         records.append(PromptRecord(prompt.id, index, candidates))
     return records
 
@@ -344,7 +346,8 @@ def _result(sampler: Sampler, done: dict[str, PromptRecord], complete: bool, row
                 for name in weights for o in Outcome}
     return SampleResult(path=sampler.output, run_dir=sampler.run_dir, complete=complete, prompts_done=len(records),
                         prompts_wanted=sampler.config.sample.prompts, split_exhausted=sampler.drawn.exhausted,
-                        sampled=len(candidates), correct=correct, rows_kept=rows_kept, rows_general=rows_general,
+                        sampled=len(candidates), correct=correct, cut=sum(not c.ended for c in candidates),
+                        rows_kept=rows_kept, rows_general=rows_general,
                         outcomes=outcomes)
 
 

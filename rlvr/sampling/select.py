@@ -1,7 +1,9 @@
 """Which of a prompt's N sampled completions are kept (pure; R1 paper sec. 2.3.3, issue #10 item 3).
 
-A completion is *correct* when every verifier with a positive weight says CORRECT and its reference could be
-read. The learned reward model is not a verifier: its score only ever reaches CORRECT at exactly 1.0, so it
+A completion is *correct* when every verifier with a positive weight says CORRECT, its reference could be
+read and it ended its turn (issue 47: a completion cut by rollout.max_new_tokens, trained on with the chat
+template's end-of-turn token after it, would teach the model to stop in mid-text and to write on past its answer).
+The learned reward model is not a verifier: its score only ever reaches CORRECT at exactly 1.0, so it
 is left out of correctness (it still counts in the total reward that `select="reward"` ranks by).
 Correct completions that are the same text up to whitespace are one completion (the R1 stage-3 data was
 filtered for duplicates); of the distinct ones the best k are kept:
@@ -31,6 +33,7 @@ class Candidate:
     reward: float  # total weighted reward (rlvr.rewards.rewarder.weigh)
     verdicts: Mapping[str, Outcome] = field(default_factory=dict)  # component name -> outcome
     scorable: bool = True  # False when a verifier could not read the reference: never correct
+    ended: bool = True  # False when rollout.max_new_tokens cut it before the end-of-turn token: never correct
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,7 @@ def gating_components(weights: Mapping[str, float]) -> list[str]:
 
 def is_correct(candidate: Candidate, weights: Mapping[str, float]) -> bool:
     gates = gating_components(weights)
-    return candidate.scorable and bool(gates) and all(
+    return candidate.scorable and candidate.ended and bool(gates) and all(
         candidate.verdicts.get(name) is Outcome.CORRECT for name in gates)
 
 

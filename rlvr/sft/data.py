@@ -107,6 +107,22 @@ def data_source(config: RunConfig) -> str:
     return data
 
 
+def check_mix(config: RunConfig, files: bool = True) -> None:
+    """sft.mix_ratio and sft.mix_data come together (either alone would be ignored without a word), and the ratio
+    mixes at least one row; with `files`, a missing local mix file is one error naming the key."""
+    s = config.sft
+    if s.mix_ratio > 0 and not s.mix_data:
+        raise SFTDataError(f"sft.mix_ratio={s.mix_ratio} needs sft.mix_data (chat rows to mix into sft.data)")
+    if s.mix_data and s.mix_ratio == 0:
+        raise SFTDataError(f"sft.mix_data={s.mix_data!r} is set but sft.mix_ratio is 0: set the share of training "
+                           "rows to draw from it (e.g. sft.mix_ratio=0.25), or unset sft.mix_data")
+    if files and s.mix_data and s.mix_data != COLD_START:
+        local = Path(s.mix_data).expanduser()
+        looks_local = s.mix_data.startswith(("/", ".", "~")) or local.suffix.lower() in LOCAL_SUFFIXES
+        if not local.exists() and looks_local:
+            raise SFTDataError(f"sft.mix_data: {s.mix_data!r} does not exist")
+
+
 def load_chat_rows(config: RunConfig, screen: RowScreen) -> list[ChatRow]:
     """Every usable row of the configured source, in source order; bad ones go to `screen`."""
     source = data_source(config)

@@ -31,8 +31,9 @@ from rlvr.model.load import context_length, load_model, load_tokenizer, save_mod
 from rlvr.model.lora import refuse_outside_grpo
 from rlvr.seeding import seed_everything
 from rlvr.sft.batching import row_stream, total_steps
-from rlvr.sft.data import BadRow, RowScreen, SFTDataError, data_source, load_chat_rows, source_name
+from rlvr.sft.data import BadRow, RowScreen, SFTDataError, check_mix, data_source, load_chat_rows, source_name
 from rlvr.sft.masking import Example, encode_row
+from rlvr.sft.mix import draw_mix, mix_source_config, say_mix
 from rlvr.sft.step import StepSettings, sft_step
 from rlvr.training.guards import check_skips
 from rlvr.training.optim import build_optimizer
@@ -72,7 +73,21 @@ class SFTRun:
 
 
 def load_examples(config: RunConfig, tokenizer, max_length: int) -> list[Example]:
-    """Every usable row, tokenised with its mask; bad rows are counted in one line (or stop the run)."""
+    """Every usable row of sft.data, then the rows drawn from sft.mix_data (rlvr/sft/mix.py), tokenised with
+    their masks; bad rows are counted in one line per source (or stop the run)."""
+    examples = _encoded(config, tokenizer, max_length)
+    if config.sft.mix_ratio == 0:
+        return examples
+    pool = _encoded(mix_source_config(config), tokenizer, max_length)
+    draw = draw_mix(len(pool), len(examples), config.sft.mix_ratio, config.seed)
+    if not draw.indices:  # the share rounds to no row: the setting would be ignored without a word
+        raise SFTDataError(f"sft.mix_ratio={config.sft.mix_ratio} of {len(examples)} rows of sft.data rounds to 0 "
+                           "mixed rows; raise it, or unset sft.mix_data and sft.mix_ratio")
+    say_mix(draw, len(examples), config)
+    return examples + [pool[i] for i in draw.indices]
+
+
+def _encoded(config: RunConfig, tokenizer, max_length: int) -> list[Example]:
     screen = RowScreen(source_name(config), config.sft.bad_rows)
     examples = []
     for row in load_chat_rows(config, screen):
@@ -111,6 +126,7 @@ def sft(config: RunConfig, run_dir: Path | str | None = None) -> Path:
     runs/<date-time>) must be new or empty, unless checkpoint.resume continues it."""
     refuse_outside_grpo(config.model.lora.enabled, "rlvr sft")
     data_source(config)  # sft.data unset or missing: one error before a run directory is claimed
+    check_mix(config)
     return resume.run_in_directory(config, Path(run_dir) if run_dir is not None else None, setup, _loop,
                                    close=lambda run: run.logger.close())  # the bar, TensorBoard, W&B
 

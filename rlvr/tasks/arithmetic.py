@@ -20,7 +20,9 @@ with probability 1/2 per train prompt from a private RNG seeded by the seed (the
 held-out prompts alternate symbols, words, ... along the fixed held-out order (itself the sha256 ranking), so every
 eval.size is half and half and a problem's phrasing never changes. plain (rlvr/tasks/plain.py, issue 47) asks the
 problem as a user would, in one user turn without the system turn, the example or task.instruction (id
-"arithmetic-l1/eval/plain/7 * 8"), from the same held-out split.
+"arithmetic-l1/eval/plain/7 * 8"), from the same held-out split. all does for symbols, words and plain what mixed
+does for symbols and words (a third each): R1's last RL stage trains over every kind of prompt (Guo et al. 2025,
+sec. 2.3.4), so the recipe's model keeps answering outside its template (issue 47).
 """
 from __future__ import annotations
 
@@ -98,6 +100,10 @@ def operators(problem: Problem) -> str:
     return operators_of(problem.canonical)
 
 
+# The phrasings a task.phrasing that draws (mixed, all) chooses among, per train prompt and along the held-out order.
+DRAWN = {"mixed": ("symbols", "words"), "all": ("symbols", "words", PLAIN)}
+
+
 def question_text(problem: Problem) -> str:
     return f"What is {problem.canonical}?"
 
@@ -113,7 +119,7 @@ class ArithmeticTask:
 
     def prompt(self, problem: Problem, split: str, phrasing: str | None = None) -> Prompt:
         """The problem asked in `phrasing` (symbols, words, words_new or plain); None = the task's own, which
-        task.phrasing=mixed does not fix (its callers draw one)."""
+        task.phrasing=mixed or all does not fix (its callers draw one)."""
         phrasing = phrasing or self.config.phrasing
         key = f"{phrasing}/{problem.canonical}"  # the phrasing in the id: one problem in two never shares one
         if phrasing == "symbols":
@@ -136,13 +142,13 @@ class ArithmeticTask:
 
     def train_prompts(self, seed: int) -> Iterator[Prompt]:
         draw = random.Random(f"arithmetic-phrasing/{seed}")  # a str seed hashes with sha512: no hash salt
+        choices = DRAWN.get(self.config.phrasing)
         for problem in sample_forever(self.train, seed):  # the problem stream of every phrasing is the same
-            phrasing = None
-            if self.config.phrasing == "mixed":
-                phrasing = ("symbols", "words")[draw.randrange(2)]
+            phrasing = choices[draw.randrange(len(choices))] if choices else None
             yield self.prompt(problem, "train", phrasing)
 
     def eval_prompts(self, size: int) -> list[Prompt]:
-        if self.config.phrasing != "mixed":
+        choices = DRAWN.get(self.config.phrasing)
+        if not choices:
             return [self.prompt(p, "eval") for p in first(self.held_out, size)]
-        return [self.prompt(p, "eval", ("symbols", "words")[i % 2]) for i, p in enumerate(first(self.held_out, size))]
+        return [self.prompt(p, "eval", choices[i % len(choices)]) for i, p in enumerate(first(self.held_out, size))]

@@ -277,15 +277,22 @@ def level_sizes(train_sizes: Sequence[int], size: int) -> list[int]:
     return [base + (i < extra) for i in range(len(train_sizes))]
 
 
-def _arithmetic_rows(task: TaskConfig, size: int, seed: int) -> list[dict[str, Any]]:
-    from rlvr.tasks.arithmetic import ArithmeticTask
-
+def check_cold_start_phrasing(task: TaskConfig) -> None:
+    """The phrasings a cold start cannot be written in, one ColdStartError each (also checked by a recipe before any
+    stage runs: rlvr/pipeline/checks.py)."""
     if task.phrasing == "words_new":
         raise ColdStartError("sft.data=cold_start with task.phrasing=words_new: those stories are kept out of "
                              "training to measure transfer; use symbols, words or mixed for the cold start")
-    if task.phrasing == "plain":  # its own instructions ('Give only the number') are not the traces' 'Answer:' line
-        raise ColdStartError("sft.data=cold_start with task.phrasing=plain: plain questions measure the model outside "
-                             "its training template (issue 47); use symbols, words or mixed for the cold start")
+    if task.phrasing in ("plain", "all"):  # plain instructions ('Give only the number') are not the traces' 'Answer:'
+        raise ColdStartError(f"sft.data=cold_start with task.phrasing={task.phrasing}: plain questions measure the "
+                             "model outside its training template (issue 47); use symbols, words or mixed for the "
+                             "cold start")
+
+
+def _arithmetic_rows(task: TaskConfig, size: int, seed: int) -> list[dict[str, Any]]:
+    from rlvr.tasks.arithmetic import ArithmeticTask
+
+    check_cold_start_phrasing(task)
     sources = [ArithmeticTask(task.model_copy(update={"level": level}))
                for level in sorted(task.train_levels or [task.level])]
     rows = []

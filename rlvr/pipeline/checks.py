@@ -10,6 +10,8 @@ from rlvr.config.run import ConfigError, ModelConfig, RunConfig
 from rlvr.pipeline.manifest import Manifest
 from rlvr.pipeline.spec import Recipe
 from rlvr.sampling.run import MISSES
+from rlvr.sft.data import COLD_START, check_mix
+from rlvr.tasks.cold_start import check_cold_start_phrasing
 
 HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")  # "openai/gsm8k": cannot be checked offline; the stage reports it
 DATA_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")
@@ -43,16 +45,13 @@ def before_any_stage(recipe: Recipe, manifest: Manifest) -> None:
 def _check_sft(config: RunConfig, produced: set[str], where: str) -> None:
     """sft.data and sft.mix_data exist (or an earlier stage writes them), the mix settings come together (issue 47),
     and a cold start can be written in the task's phrasing."""
-    from rlvr.sft.data import COLD_START, check_mix
-    from rlvr.tasks.cold_start import ColdStartError, check_cold_start_phrasing
-
     if config.sft.data not in produced and config.sft.data != COLD_START:
         _check_data(config.sft.data, f"{where}: sft.data")
     try:
         check_mix(config, files=False)  # the files: below, where an earlier stage may write them
         if COLD_START in (config.sft.data, config.sft.mix_data) and config.task.name == "arithmetic":
             check_cold_start_phrasing(config.task)
-    except (ConfigError, ColdStartError) as err:
+    except ConfigError as err:  # ColdStartError and SFTDataError are ConfigErrors
         raise ConfigError(f"{where}: {err}") from None
     if config.sft.mix_data and config.sft.mix_data not in produced and config.sft.mix_data != COLD_START:
         _check_data(config.sft.mix_data, f"{where}: sft.mix_data")

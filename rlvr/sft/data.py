@@ -98,13 +98,16 @@ def data_source(config: RunConfig) -> str:
     if not data:
         raise SFTDataError("sft.data is required: a .jsonl/.json/.parquet file, a saved dataset directory, "
                            f"a hub dataset id, or '{COLD_START}' (worked solutions for task.name)")
-    if data == COLD_START:
-        return data
-    local = Path(data).expanduser()
-    looks_local = data.startswith(("/", ".", "~")) or local.suffix.lower() in LOCAL_SUFFIXES
-    if not local.exists() and looks_local:
+    if data != COLD_START and missing_local(data):
         raise SFTDataError(f"sft.data: {data!r} does not exist")
     return data
+
+
+def missing_local(data: str) -> bool:
+    """`data` names a local file or directory (a path, or a known data suffix) that is not there; a hub id never is."""
+    local = Path(data).expanduser()
+    looks_local = data.startswith(("/", ".", "~")) or local.suffix.lower() in LOCAL_SUFFIXES
+    return looks_local and not local.exists()
 
 
 def check_mix(config: RunConfig, files: bool = True) -> None:
@@ -116,11 +119,8 @@ def check_mix(config: RunConfig, files: bool = True) -> None:
     if s.mix_data and s.mix_ratio == 0:
         raise SFTDataError(f"sft.mix_data={s.mix_data!r} is set but sft.mix_ratio is 0: set the share of training "
                            "rows to draw from it (e.g. sft.mix_ratio=0.25), or unset sft.mix_data")
-    if files and s.mix_data and s.mix_data != COLD_START:
-        local = Path(s.mix_data).expanduser()
-        looks_local = s.mix_data.startswith(("/", ".", "~")) or local.suffix.lower() in LOCAL_SUFFIXES
-        if not local.exists() and looks_local:
-            raise SFTDataError(f"sft.mix_data: {s.mix_data!r} does not exist")
+    if files and s.mix_data and s.mix_data != COLD_START and missing_local(s.mix_data):
+        raise SFTDataError(f"sft.mix_data: {s.mix_data!r} does not exist")
 
 
 def load_chat_rows(config: RunConfig, screen: RowScreen) -> list[ChatRow]:

@@ -115,7 +115,8 @@ def test_misses_list_the_prompts_not_every_sample_solved(tiny_model_dir, tmp_pat
 def test_cut_completions_are_counted_and_never_kept(tiny_model_dir, tmp_path, monkeypatch):
     def every_third_cut(self, prompts, group_size, sampling):  # rows 0, 3, 6, ... cut by the budget
         rollouts = REAL_GENERATE(self, prompts, group_size, sampling)
-        return dataclasses.replace(rollouts, truncated=torch.arange(len(rollouts.truncated), device=rollouts.truncated.device) % 3 == 0)
+        rows = torch.arange(len(rollouts.truncated), device=rollouts.truncated.device)
+        return dataclasses.replace(rollouts, truncated=rows % 3 == 0)
     monkeypatch.setattr(HFRolloutEngine, "generate", every_third_cut)
     result = rejection_sample(load_config(None, overrides(tiny_model_dir, tmp_path / "run")))
     candidates = [c for r in load_progress(tmp_path / "run").values() for c in r.candidates]

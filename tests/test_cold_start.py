@@ -1,6 +1,7 @@
 """Cold-start rows (issue #10, item 2): verified correct, train split only, the task's own prompts, seeded."""
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import re
@@ -20,6 +21,7 @@ from rlvr.tasks.cold_start import (
     selection,
 )
 from rlvr.tasks.phrasings import expression_line
+from rlvr.tasks.plain import plain_messages, plain_style
 from rlvr.verifiers import build_verifiers
 from rlvr.verifiers.format import ThinkFormatVerifier
 
@@ -279,6 +281,74 @@ def test_word_rows_state_the_expression_then_derive_it():
         cold_start_rows(TaskConfig(name="qa", path="unused.jsonl", phrasing="words"), 0, seed=0)
 
 
+def test_plain_rows_end_in_the_form_their_instruction_asks():
+    """Issue 47: a plain question (one user turn, its own instruction; rlvr/tasks/plain.py) gets the symbols row's
+    think block and then the answer its instruction asks for, so the cold start teaches ending there too. By hand,
+    from plain_style and the level-1 preferred derivations (a fact is stated: '9 * 9 = 81.'):
+      'What is 9 * 9? Give only the number.'             -> think, then '81'
+      '4 plus 9 = ? Put the final answer in \\boxed{}.'   -> think '4 + 9 = 13.', then '\\boxed{13}'
+      'How much is 7 * 4?' (no instruction)              -> think, then 'Answer: 28'
+    Catches one answer form for every instruction, the story's expression line on plain rows, a prompt with the
+    template's system turn or example, and a row the strict grader of the plain evaluation sets would refuse."""
+    rows = {r["id"].split("/")[-1]: r for r in cold_start_rows(TaskConfig(level=1, phrasing="plain"), 0, seed=0)}
+    assert rows["9 * 9"]["messages"] == [{"role": "user", "content": "What is 9 * 9? Give only the number."},
+                                         {"role": "assistant", "content": "<think>\n9 * 9 = 81.\n</think>\n81"}]
+    assert rows["4 + 9"]["messages"][0]["content"] == "4 plus 9 = ? Put the final answer in \\boxed{}."
+    assert assistant(rows["4 + 9"]) == "<think>\n4 + 9 = 13.\n</think>\n\\boxed{13}"
+    assert assistant(rows["7 * 4"]) == "<think>\n7 * 4 = 28.\n</think>\nAnswer: 28"
+    # the question's own instruction decides, not task.instruction (which a plain prompt leaves out)
+    boxed_task = TaskConfig(level=1, phrasing="plain", instruction="Put the final answer in \\boxed{}.")
+    boxed = {r["id"].split("/")[-1]: r for r in cold_start_rows(boxed_task, 0, seed=0)}
+    assert assistant(boxed["7 * 4"]).endswith("\nAnswer: 28") and assistant(boxed["9 * 9"]).endswith("\n81")
+
+
+# the ending each instruction of rlvr/tasks/plain.py asks for, written out (X = the reference)
+ENDING = {"End with 'Answer: <number>'.": "Answer: {}", "Give only the number.": "{}",
+          "Put the final answer in \\boxed{}.": "\\boxed{{{}}}", "": "Answer: {}"}
+
+
+@pytest.mark.parametrize("phrasing", ["plain", "all"])  # `all` is what the R1 recipe trains on
+def test_every_plain_row_ends_as_its_instruction_asks(phrasing):
+    """Every level-3 plain row: its prompt is the plain question alone, its think block the symbols row's preferred
+    derivation, its last line exactly the ending its instruction asks (ENDING), and the strict grader of the plain
+    evaluation sets and think_format accept it. Catches a plain row written as a story under `all`, an instruction
+    read by a looser match ('number' also matches 'Answer: <number>'), and any form swapped."""
+    task = ArithmeticTask(TaskConfig(level=3, phrasing="plain", verifiers={"math": 1.0, "think_format": 1.0}))
+    verifiers = build_verifiers(task.config)  # math in mode strict: the plain evaluation sets' grading
+    endings = Counter()
+    for row in cold_start_rows(TaskConfig(level=3, phrasing=phrasing), 0, seed=0):
+        if "/plain/" not in row["id"]:
+            continue
+        problem = next(p for p in task.train if p.canonical == row["id"].split("/")[-1])
+        assert row["messages"][:-1] == list(plain_messages(problem))  # one user turn: no system turn, no example
+        assert think_of(row) == arithmetic_derivations(problem.canonical, 3)[0]
+        instruction = plain_style(problem).instruction
+        assert assistant(row).rsplit("\n", 1)[1] == ENDING[instruction].format(problem.value), row
+        assert all(v.verify(assistant(row), str(problem.value)).outcome.value == "correct" for v in verifiers.values())
+        endings[instruction] += 1
+    assert set(endings) == set(ENDING), endings  # every instruction met
+
+
+def test_plain_rows_leave_out_the_opening_tag_the_template_writes():
+    # task.think_prefilled: the chat template opens <think> in the prompt (trl#6966), so no row repeats it
+    for row in cold_start_rows(TaskConfig(level=3, train_levels=[1, 3], phrasing="all", think_prefilled=True), 60, 0):
+        assert not assistant(row).startswith("<think>") and "\n</think>\n" in assistant(row)
+        assert ThinkFormatVerifier(think_prefilled=True).verify(assistant(row)).outcome.value == "correct"
+
+
+def test_all_draws_symbols_stories_and_plain_and_mixed_keeps_its_rows():
+    rows = cold_start_rows(TaskConfig(level=2, train_levels=[1, 2], phrasing="all"), 300, seed=0)
+    kinds = Counter("plain" if "/plain/" in r["id"] else "words" if "/words/" in r["id"] else "symbols" for r in rows)
+    # Binomial(300, 1/3) each: mean 100, sd 8.2; catches `all` drawing two phrasings (or mixed's) only
+    assert set(kinds) == {"symbols", "words", "plain"} and all(70 <= n <= 130 for n in kinds.values()), kinds
+    # mixed's rows are the ones every earlier cold start trained on (measured before phrasing all existed)
+    mixed = cold_start_rows(TaskConfig(level=2, train_levels=[1, 2], phrasing="mixed"), 200, seed=0)
+    assert [r["id"] for r in mixed[:4]] == ["arithmetic-l1/train/3 + 5", "arithmetic-l1/train/1 + 11",
+                                           "arithmetic-l2/train/63 - 26", "arithmetic-l2/train/words/21 + 32"]
+    digest = hashlib.sha256(repr([(r["id"], assistant(r)) for r in mixed]).encode()).hexdigest()
+    assert digest == "3752c2106da0a406a5b73d61afb37c829fc8989a18126318b6407730166e7d2d"
+
+
 class Expression:
     """A tiny evaluator over non-negative ints, + - * and parentheses (* binds tighter): no eval()."""
 
@@ -364,3 +434,12 @@ def test_word_rows_fit_short_rollouts():
         every = [completion_text(f"{expression_line(p)}\n{think}", str(p.value), TaskConfig())
                  for p in splits(level)[0] for think in arithmetic_derivations(p.canonical, level)[1:]]
         assert count(every) <= 63, level  # any other derivation (a repeated problem): never truncated
+        # issue 47: a plain row is a symbols row with the answer its instruction asks (\\boxed{282}: 2 tokens more
+        # than 'Answer: 282'), measured at most 50 tokens; every derivation in the longest form, the box
+        plain = [completion_text(think, str(p.value), TaskConfig(), f"\\boxed{{{p.value}}}")
+                 for p in splits(level)[0] for think in arithmetic_derivations(p.canonical, level)]
+        assert count(plain) <= 59, level
+    # and the rows the generator writes, every level it has (level 4 measured at most 58 tokens by the red team)
+    for level in (1, 2, 3, 4):
+        written = cold_start_rows(TaskConfig(level=level, phrasing="plain"), 0, seed=0)
+        assert count([assistant(r) for r in written]) <= 60, level

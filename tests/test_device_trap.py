@@ -254,6 +254,8 @@ def test_recipe_r1_runs_sft_grpo_sample_and_evaluations(tiny_model_dir, tmp_path
                  "stages.plain_answers.sample.batch_size=2", "stages.rejection_sampling.sample.prompts=2",
                  "stages.rejection_sampling.sample.samples=2", "stages.rejection_sampling.sample.batch_size=2",
                  "stages.sft_on_samples.sft.batch_size=2", "stages.final_rl.max_steps=1",
+                 # 5 % of 4 or 2 rows rounds to no mixed row (an error): a third, so that the mix is exercised
+                 "stages.cold_start.sft.mix_ratio=0.34", "stages.sft_on_samples.sft.mix_ratio=0.34",
                  "evaluation.eval.size=2", "evaluation.eval.samples=2"])
     assert json.loads((tmp_path / "r1" / "manifest.json").read_text())["finished"]
 

@@ -81,11 +81,13 @@ def test_every_instruction_is_graded_by_the_task_verifier():
     assert verify("7 * 8 = 56", "56").outcome is Outcome.UNPARSEABLE  # an unmarked equation stays unread
 
 
-def test_the_cold_start_refuses_plain_questions():
-    with pytest.raises(ColdStartError, match="phrasing=plain"):  # its instructions are not the traces' answer form
-        cold_start_rows(TaskConfig(phrasing="plain"), 10, seed=0)
-    with pytest.raises(ColdStartError, match="phrasing=all"):  # a third of its rows would be plain
-        cold_start_rows(TaskConfig(phrasing="all"), 10, seed=0)
+def test_the_cold_start_writes_plain_questions_in_their_own_answer_form():
+    # it refused them until the rows could end in the form each instruction asks (tests/test_cold_start.py has the
+    # forms); the never-trained stories stay refused
+    rows = cold_start_rows(TaskConfig(phrasing="plain"), 10, seed=0)
+    assert len(rows) == 10 and all("/train/plain/" in r["id"] and len(r["messages"]) == 2 for r in rows)
+    with pytest.raises(ColdStartError, match="phrasing=words_new"):
+        cold_start_rows(TaskConfig(phrasing="words_new"), 10, seed=0)
 
 
 def test_phrasing_all_draws_every_phrasing_a_third_each_and_leaves_mixed_as_it_was():

@@ -18,9 +18,14 @@ and RL see identical prompts. Rows come only from the TRAIN split; the held-out 
     with max_new_tokens ~ 64 stay cheap on a CPU and are never truncated. A prompt asked as a story
     (task.phrasing words or mixed, rlvr/tasks/phrasings.py) first states the expression it asks for, "That is
     3 + 4 * 5.", then derives it; such a completion is at most 59 tokens at levels 1-3 with the preferred
-    derivation and at most 63 with any other. task.phrasing=words_new and plain are refused: those stay out of
-    training (plain, issue 47: its instructions ask for other answer forms than the traces write). mixed draws
-    symbols or words per row (1/2 each, seeded).
+    derivation and at most 63 with any other. task.phrasing=words_new is refused: those stories stay out of
+    training. A plain question (rlvr/tasks/plain.py, issue 47: one user turn with its own instruction) gets the
+    symbols row's think block (its first equation names the expression, also when the question says 'times') and
+    then the answer in the form its instruction asks: 'Answer: X', only the number, or \\boxed{X} (no instruction:
+    'Answer: X'), so that the model learns to end its turn on a question asked as a user would ask it; at most 2
+    tokens more than the symbols row (the box). The question's instruction decides, also where the task's verifiers
+    ask for <answer> tags (`format`): a plain prompt carries no task.instruction. mixed draws symbols or words
+    per row (1/2 each, seeded), all symbols, words or plain (1/3 each).
     Levels: the rows cover task.train_levels (or task.level alone), each level with its own train split and
     derivations; see Sizes.
   * qa: the dataset's own worked solution is the think block when the answer column carries one (GSM8K
@@ -41,7 +46,8 @@ import re
 from typing import Any, Callable, Sequence
 
 from rlvr.config.run import ConfigError, TaskConfig
-from rlvr.tasks.phrasings import check_phrasing, expression_line
+from rlvr.tasks.phrasings import HasCanonical, check_phrasing, expression_line
+from rlvr.tasks.plain import PLAIN, plain_style
 from rlvr.types import Prompt
 
 SOURCE = "cold_start"
@@ -65,11 +71,22 @@ def answer_part(reference: str, task: TaskConfig) -> str:
     return f"Answer: {reference}"
 
 
-def completion_text(think: str, reference: str, task: TaskConfig) -> str:
-    """`<think>\\n...\\n</think>\\n<answer part>`; without the opening tag when the chat template already
-    opens the think block in the prompt (task.think_prefilled, trl#6966), as the model would write it."""
+def completion_text(think: str, reference: str, task: TaskConfig, answer: str | None = None) -> str:
+    """`<think>\\n...\\n</think>\\n<answer part>` (`answer`, else the task's answer_part); without the opening tag
+    when the chat template already opens the think block in the prompt (task.think_prefilled, trl#6966), as the
+    model would write it."""
     opening = "" if task.think_prefilled else "<think>\n"
-    return f"{opening}{think.strip()}\n</think>\n{answer_part(reference, task)}"
+    return f"{opening}{think.strip()}\n</think>\n{answer_part(reference, task) if answer is None else answer}"
+
+
+def plain_answer_part(reference: str, instruction: str) -> str:
+    """The answer a plain question's instruction asks for (rlvr/tasks/plain.py INSTRUCTIONS), each read by the math
+    verifier in mode strict: only the number, \\boxed{X}, else 'Answer: X' (also where there is no instruction)."""
+    if "only the number" in instruction:
+        return reference
+    if "\\boxed" in instruction:
+        return f"\\boxed{{{reference}}}"
+    return f"Answer: {reference}"
 
 
 def row(prompt: Prompt, completion: str) -> dict[str, Any]:
@@ -278,35 +295,39 @@ def level_sizes(train_sizes: Sequence[int], size: int) -> list[int]:
 
 
 def check_cold_start_phrasing(task: TaskConfig) -> None:
-    """The phrasings a cold start cannot be written in, one ColdStartError each (also checked by a recipe before any
-    stage runs: rlvr/pipeline/checks.py)."""
+    """The phrasing a cold start is never written in (words_new), one ColdStartError (also checked by a recipe
+    before any stage runs: rlvr/pipeline/checks.py)."""
     if task.phrasing == "words_new":
         raise ColdStartError("sft.data=cold_start with task.phrasing=words_new: those stories are kept out of "
-                             "training to measure transfer; use symbols, words or mixed for the cold start")
-    if task.phrasing in ("plain", "all"):  # plain instructions ('Give only the number') are not the traces' 'Answer:'
-        raise ColdStartError(f"sft.data=cold_start with task.phrasing={task.phrasing}: plain questions measure the "
-                             "model outside its training template (issue 47); use symbols, words or mixed for the "
-                             "cold start")
+                             "training to measure transfer; use symbols, words, plain, mixed or all for the cold "
+                             "start")
+
+
+def _arithmetic_completion(problem: HasCanonical, phrasing: str, think: str, reference: str, task: TaskConfig) -> str:
+    """A story first states the expression it asks for; a plain question ends in the answer form its own instruction
+    asks for (module docstring)."""
+    if phrasing == PLAIN:
+        return completion_text(think, reference, task, plain_answer_part(reference, plain_style(problem).instruction))
+    return completion_text(f"{expression_line(problem)}\n{think}" if phrasing != "symbols" else think, reference, task)
 
 
 def _arithmetic_rows(task: TaskConfig, size: int, seed: int) -> list[dict[str, Any]]:
-    from rlvr.tasks.arithmetic import ArithmeticTask
+    from rlvr.tasks.arithmetic import DRAWN, ArithmeticTask
 
     check_cold_start_phrasing(task)
+    choices = DRAWN.get(task.phrasing, (task.phrasing,))
     sources = [ArithmeticTask(task.model_copy(update={"level": level}))
                for level in sorted(task.train_levels or [task.level])]
     rows = []
     for source, count in zip(sources, level_sizes([len(s.train) for s in sources], size)):
-        draw = random.Random(f"cold_start-phrasing/{seed}/{source.level}")  # mixed: symbols or words per row
+        draw = random.Random(f"cold_start-phrasing/{seed}/{source.level}")  # mixed, all: a phrasing per row
         for item, copy in selection(len(source.train), count, seed):
             problem = source.train[item]
-            phrasing = ("symbols", "words")[draw.randrange(2)] if task.phrasing == "mixed" else task.phrasing
+            phrasing = choices[draw.randrange(len(choices))]  # one choice: always it (the draw feeds nothing else)
             think = _derivation(arithmetic_derivations(problem.canonical, source.level), problem.canonical, copy,
                                 seed)
-            if phrasing != "symbols":  # a story: first the expression it asks for, then its derivation
-                think = f"{expression_line(problem)}\n{think}"
             prompt = source.prompt(problem, "train", phrasing)
-            rows.append(row(prompt, completion_text(think, prompt.reference, task)))
+            rows.append(row(prompt, _arithmetic_completion(problem, phrasing, think, prompt.reference, task)))
     if len(sources) > 1:  # interleave the levels, so that any first rows hold all of them
         random.Random(f"cold_start-levels/{seed}").shuffle(rows)
     return rows
@@ -375,4 +396,4 @@ def cold_start_rows(task: TaskConfig, size: int, seed: int) -> list[dict[str, An
 
 
 __all__ = ["ColdStartError", "GENERATORS", "answer_part", "arithmetic_derivations", "cold_start_rows",
-           "completion_text", "rationale", "selection"]
+           "completion_text", "plain_answer_part", "rationale", "selection"]

@@ -46,6 +46,7 @@ import re
 from typing import Any, Callable, Sequence
 
 from rlvr.config.run import ConfigError, TaskConfig
+from rlvr.tasks.arithmetic import DRAWN, ArithmeticTask
 from rlvr.tasks.phrasings import HasCanonical, check_phrasing, expression_line
 from rlvr.tasks.plain import PLAIN, plain_style
 from rlvr.types import Prompt
@@ -312,8 +313,6 @@ def _arithmetic_completion(problem: HasCanonical, phrasing: str, think: str, ref
 
 
 def _arithmetic_rows(task: TaskConfig, size: int, seed: int) -> list[dict[str, Any]]:
-    from rlvr.tasks.arithmetic import DRAWN, ArithmeticTask
-
     check_cold_start_phrasing(task)
     choices = DRAWN.get(task.phrasing, (task.phrasing,))
     sources = [ArithmeticTask(task.model_copy(update={"level": level}))

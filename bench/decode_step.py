@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rlvr.config.run import load_config  # noqa: E402
 from rlvr.model.load import load_model, load_tokenizer  # noqa: E402
+from rlvr.model.precision import DTYPES  # noqa: E402
 from rlvr.rollout.base import SamplingParams  # noqa: E402
 from rlvr.rollout.hf import HFRolloutEngine  # noqa: E402
 from rlvr.tasks import build_task  # noqa: E402
@@ -134,6 +135,17 @@ def sampled(engine: HFRolloutEngine, ids: torch.Tensor, mask: torch.Tensor, grou
     return out, time.perf_counter() - start
 
 
+def step_bytes(model, rows: int, context: int, itemsize: int) -> dict:
+    """What one decode step must read at least (issue 46): every weight once in the compute dtype (a tied embedding
+    once: the step reads it as the LM head) and the K and V of every cached position of every row (`context`: the mean
+    position over the timed steps)."""
+    c = model.config
+    head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+    weights = sum(p.numel() for p in model.parameters()) * itemsize
+    kv = 2 * c.num_hidden_layers * c.num_key_value_heads * head_dim * itemsize * rows * context
+    return {"weight_bytes": weights, "kv_bytes": kv, "context": context}
+
+
 def chosen_paths(args) -> list[str]:
     """--paths (eager first: the others are compared with it), else eager, graph and with --compile compiled."""
     names = args.paths.split(",") if args.paths else ["eager", "graph"] + (["compiled"] if args.compile else [])
@@ -147,8 +159,9 @@ def measure(args) -> dict:
     # compiled paths of several attentions share the one compiled layer (graph_step.compiled_layer_step): each
     # attention and bucket is a recompile of it, more in one process than a run makes (past the limit: eager)
     torch._dynamo.config.recompile_limit = 64
+    shape = ["model.init=random", f"model.architecture={args.arch}"] if args.arch else []
     config = load_config(None, [f"model.name_or_path={args.model}", f"model.device={args.device}",
-                                f"model.dtype={args.dtype}", "task.one_shot=false"])
+                                f"model.dtype={args.dtype}", "task.one_shot=false", *shape])
     model, tokenizer = load_model(config.model), load_tokenizer(config.model)  # the policy, as training holds it
     prompts = list(build_task(config.task).eval_prompts(args.prompts))
     engines = {name: engine_for(model, tokenizer, PATHS[name]) for name in chosen_paths(args)}
@@ -173,6 +186,12 @@ def measure(args) -> dict:
             result[f"{name}_logprob_max_diff"] = float((eager_lp[same, :width] - got_lp[same, :width]).abs().max())
     if "graph" in engines:
         result["speedup"] = result["eager_ms_per_step"] / result["graph_ms_per_step"]
+    result.update(step_bytes(model, rows, ids.shape[1] + WARM + TIMED // 2, DTYPES[args.dtype].itemsize))
+    if args.device.startswith("cuda"):  # the bound: those bytes at the bandwidth measured here, now
+        from ceilings import copy_bandwidth
+
+        result["bandwidth_tb_s"] = copy_bandwidth(args.device) / 1e12
+        result["hbm_bound_ms"] = (result["weight_bytes"] + result["kv_bytes"]) / (result["bandwidth_tb_s"] * 1e9)
     if args.profile and args.device.startswith("cuda"):
         for name, engine in engines.items():
             try:
@@ -185,7 +204,9 @@ def measure(args) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="embedded:SmolLM2-135M-Instruct")
+    parser.add_argument("--model", default="embedded:SmolLM2-135M-Instruct",
+                        help="the model, or with --arch the tokenizer's model")
+    parser.add_argument("--arch", help="random weights of this shape (model.architecture, issue 46)")
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--prompts", type=int, default=8)

@@ -44,7 +44,38 @@ def sft_data(work: Path) -> Path:
     return path
 
 
-def checks(work: Path, steps: int) -> dict[str, tuple[list[str], int]]:
+def shape_checks(work: Path, steps: int, tokenizer: str) -> dict[str, tuple[list[str], int]]:
+    """Issue 46, item 2: the shapes users train (random weights, rlvr/model/architectures.py) in bf16 mixed precision,
+    8 prompts x G 8, <= 256 new tokens; the ceilings first, so that each figure has its bound from the same card."""
+    trl = [sys.executable, str(ROOT / "bench/vs_trl.py"), "--device", "cuda", "--prompts-per-step", "8",
+           "--max-new", "256", "--steps", str(steps), "--rounds", "1", "--allocator", "system", "--model", tokenizer]
+    decode = [sys.executable, str(ROOT / "bench/decode_step.py"), "--device", "cuda", "--paths", "graph",
+              "--model", tokenizer]
+    made = {"ceilings": ([sys.executable, str(ROOT / "bench/ceilings.py"), "--json", str(work / "ceilings.json")], 40)}
+    # limits: 2026-11-29 on an H200 these took 4, 102, 16, 109, 21 and 44 s; together under one call's 600 s
+    for size, limit, decode_limit in (("0.5b", 140, 60), ("1.5b", 180, 70)):
+        arch = ["--arch", f"qwen2.5-{size}"]
+        made[f"vs_trl_{size}"] = (trl + arch + ["--dtype", "bfloat16", "--json", str(work / f"vs_trl_{size}.json")],
+                                  limit)
+        made[f"decode_{size}"] = (decode + arch + ["--dtype", "bfloat16", "--json", str(work / f"decode_{size}.json")],
+                                  decode_limit)
+    # fp32 at 0.5B, rlvr's side alone: does bf16 win at this size (item 3)?
+    made["vs_trl_0.5b_fp32"] = (trl + ["--arch", "qwen2.5-0.5b", "--only", "rlvr", "--json",
+                                       str(work / "vs_trl_0.5b_fp32.json")], 100)
+    # the next GPU run's first look (group "next"): where the 0.5B step's time and memory go, and rlvr at its own
+    # default micro-batch of 16 rows (vs_trl's work trains all 64 rows in one, as TRL's batch does)
+    mb16 = ["--rlvr-set", "optimizer.micro_batch_size=16"]
+    profile = [sys.executable, str(ROOT / "bench/profile_step.py"), "--arch", "qwen2.5-0.5b", "--model", tokenizer]
+    made["profile_0.5b"] = (profile + ["--json", str(work / "profile_0.5b.json")], 100)
+    made["vs_trl_0.5b_mb16"] = (trl + ["--arch", "qwen2.5-0.5b", "--dtype", "bfloat16", *mb16, "--json",
+                                       str(work / "vs_trl_0.5b_mb16.json")], 150)
+    made["profile_0.5b_mb16"] = (profile + ["--set", "optimizer.micro_batch_size=16", "--json",
+                                            str(work / "profile_0.5b_mb16.json")], 90)
+    return made
+
+
+def checks(work: Path, steps: int, tokenizer: str = "embedded:SmolLM2-135M-Instruct"
+           ) -> dict[str, tuple[list[str], int]]:
     """name -> (command, seconds allowed)."""
     trl = [sys.executable, str(ROOT / "bench/vs_trl.py"), "--device", "cuda", "--prompts-per-step", "8",
            "--max-new", "128", "--steps", str(steps), "--rounds", "2", "--allocator", "system"]
@@ -76,10 +107,20 @@ def checks(work: Path, steps: int) -> dict[str, tuple[list[str], int]]:
         # rlvr's side of vs_trl_fp32 with SDPA in the decode step (fp32's auto is matmul; compare with vs_trl_fp32)
         "vs_trl_fp32_sdpa": (trl + ["--only", "rlvr", "--rlvr-set", "rollout.decode_attention=sdpa", "--json",
                                     str(work / "vs_trl_fp32_sdpa.json")], 90),
+        # issue 46, item 3: the sampler-trainer mismatch (correction/mismatch_kl) of the bf16 check, with an fp32 head
+        "bf16_head32": (RLVR + ["train", CUDA, "model.dtype=bfloat16", "model.lm_head_fp32=true", "max_steps=10",
+                                "eval.at_end=false", f"output_dir={work / 'bf16_head32'}"], 60),
+        **shape_checks(work, steps, tokenizer),
     }
 
 
-EXTRAS = ("compiled", "compiled_bf16", "bf16_cudnn", "vs_trl_fp32_sdpa")
+EXTRAS = ("compiled", "compiled_bf16", "bf16_cudnn", "vs_trl_fp32_sdpa", "bf16_head32", "ceilings", "vs_trl_0.5b",
+          "decode_0.5b", "vs_trl_1.5b", "decode_1.5b", "vs_trl_0.5b_fp32", "profile_0.5b", "vs_trl_0.5b_mb16",
+          "profile_0.5b_mb16")
+# --only may name a group: issue 46's checks, in the order they run (the most wanted first: a cut call keeps them)
+GROUPS = {"shapes": ("ceilings", "vs_trl_0.5b", "decode_0.5b", "vs_trl_1.5b", "decode_1.5b", "vs_trl_0.5b_fp32"),
+          "embedded": ("default", "bf16", "bf16_head32"),
+          "next": ("profile_0.5b", "vs_trl_0.5b_mb16", "profile_0.5b_mb16")}
 
 
 def select(every: dict, only: str | None) -> dict:
@@ -87,7 +128,7 @@ def select(every: dict, only: str | None) -> dict:
     stops here), else every check but the extras."""
     if not only:
         return {k: v for k, v in every.items() if k not in EXTRAS}
-    names = only.split(",")
+    names = [name for given in only.split(",") for name in GROUPS.get(given, (given,))]
     unknown = sorted(set(names) - set(every))
     if unknown:
         raise SystemExit(f"gpu_check: --only names no check {unknown}; the checks are {list(every)}")
@@ -130,6 +171,23 @@ def step_seconds(run_dir: Path) -> tuple[float, int] | None:
     return (statistics.median(times[1:] or times), len(times)) if times else None
 
 
+def profile_line(d: dict) -> str:
+    """bench/profile_step.py's JSON -> each phase's median seconds (GPU synchronised) and peak GB, and the kernels."""
+    phases = ", ".join(f"{name} {p['median_s']:.2f} s ({max(p['peak_gb']):.1f} GB)"
+                       for name, p in d["phases"].items() if p["median_s"] is not None)
+    profile = d.get("profile") or {}
+    kernels = f"{profile.get('kernels', '?')} kernels, {profile.get('kernel_ms', 0):.0f} ms of them"
+    return f"{phases}; profiled step: {kernels}"
+
+
+def mismatch_kl(run_dir: Path) -> float | None:
+    """The median over a run's steps of correction/mismatch_kl (the engine agreement check, issue #11)."""
+    path = run_dir / "metrics.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    values = [r["correction/mismatch_kl"] for r in rows if "correction/mismatch_kl" in r]
+    return statistics.median(values) if values else None
+
+
 def decode_line(d: dict) -> str:
     """bench/decode_step.py's JSON -> one line: ms a step and seconds a generation of each path, and how many rows
     each path sampled token for token as the eager path did."""
@@ -139,8 +197,28 @@ def decode_line(d: dict) -> str:
     samples = joint.join(f"{d[f'{p}_sample_s']:.2f}" for p in paths)
     same = ", ".join(f"{p} {d[f'{p}_rows_identical']}" for p in paths[1:])
     first = f"; compiled's first generation {d['compiled_first_sample_s']:.1f} s" if "compiled" in paths else ""
+    bound = ""
+    if "hbm_bound_ms" in d:  # issue 46: the fastest path against weights + KV bytes at the measured bandwidth
+        fastest = min(paths, key=lambda p: d[f"{p}_ms_per_step"])
+        bound = (f"; HBM bound {d['hbm_bound_ms']:.2f} ms ({d['weight_bytes'] / 1e9:.2f} GB weights + "
+                 f"{d['kv_bytes'] / 1e9:.2f} GB KV at {d['bandwidth_tb_s']:.2f} TB/s): {fastest} "
+                 f"{d[f'{fastest}_ms_per_step'] / d['hbm_bound_ms']:.2f}x the bound")
     return (f"{d['dtype']}: ms a step at {d['rows']} rows {steps}; sampling 128 tokens {samples} s; rows "
-            f"identical to eager: {same}{first}")
+            f"identical to eager: {same}{first}{bound}")
+
+
+def update_rate(data: dict, ceilings: dict | None, dtype: str = "bf16") -> str:
+    """rlvr's update FLOP/s (bench/vs_trl.py's update_flops) against the matrix rate of its dtype (bf16 / fp32)
+    measured on the card."""
+    from vs_trl import update_flops
+
+    rates = [f for f in map(update_flops, data.get("rlvr", [])) if f is not None]
+    if not rates:
+        return ""
+    rate = statistics.median(rates) / 1e12
+    peak = ceilings[f"{dtype}_tflops"] if ceilings else None
+    share = f" = {rate / peak:.0%} of the {peak:.0f} measured in {dtype}" if peak else ""
+    return f"; update {rate:.1f} TFLOP/s{share}"
 
 
 def comparison_line(data: dict) -> str:
@@ -156,17 +234,28 @@ def comparison_line(data: dict) -> str:
     if "trl" not in sides:
         return line
     theirs, theirs_tps, theirs_gb = sides["trl"]
-    return f"{line} vs TRL {theirs:.2f} ({theirs_tps:.0f} tok/s, {theirs_gb:.2f} GB): ratio {mine / theirs:.2f}"
+    return (f"{line} vs TRL {theirs:.2f} ({theirs_tps:.0f} tok/s, {theirs_gb:.2f} GB): ratio {mine / theirs:.2f}, "
+            f"memory {mine_gb / theirs_gb:.2f}")
 
 
 def summarize(name: str, work: Path) -> str:
     """One line of what a finished check measured."""
+    ceilings = json.loads((work / "ceilings.json").read_text()) if (work / "ceilings.json").exists() else None
+    if name == "ceilings":
+        return (f"{ceilings['device']}: copy {ceilings['bandwidth_tb_s']:.2f} TB/s, matmul bf16 "
+                f"{ceilings['bf16_tflops']:.0f} / fp32 {ceilings['fp32_tflops']:.1f} TFLOP/s")
     if name.startswith("decode"):
         return decode_line(json.loads((work / f"{name}.json").read_text()))
+    if name.startswith("profile"):
+        return profile_line(json.loads((work / f"{name}.json").read_text()))
     if name.startswith("vs_trl"):
-        return comparison_line(json.loads((work / f"{name}.json").read_text()))
+        data = json.loads((work / f"{name}.json").read_text())
+        return comparison_line(data) + update_rate(data, ceilings, "fp32" if "fp32" in name else "bf16")
     found = step_seconds(work / name)
     text = f"{found[0]:.2f} s/step over {found[1]} steps" if found else "no metrics"
+    mismatch = mismatch_kl(work / name)
+    if mismatch is not None:
+        text += f"; sampler-trainer mismatch KL median {mismatch:.2e}"
     evals = work / name / "eval.jsonl"
     if evals.exists():
         last = json.loads(evals.read_text().splitlines()[-1])
@@ -179,10 +268,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", tempfile.mkdtemp(prefix="gpu-check-"))))
     parser.add_argument("--only", help="comma-separated check names (the extras run only when named)")
     parser.add_argument("--steps", type=int, default=3, help="vs_trl steps per side and round (the first is warm-up)")
+    parser.add_argument("--tokenizer", default="embedded:SmolLM2-135M-Instruct",
+                        help="the model whose tokenizer the shape checks use (a directory where the hub is absent)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="gpu-check-work-"))
-    chosen = select(checks(work, args.steps), args.only)
+    chosen = select(checks(work, args.steps, args.tokenizer), args.only)
     if not torch.cuda.is_available():
         raise SystemExit("gpu_check: torch sees no CUDA device here")
     print(f"gpu_check on {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)

@@ -96,8 +96,9 @@ def peak_memory_bytes(device: str) -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
 
 
-def timed_rlvr_steps(config, run_dir: Path, prepare=None) -> list[dict]:
-    """rlvr's GRPO steps, timed by phase (also bench/scaling.py's); `prepare(run)` may adjust the run first."""
+def timed_rlvr_steps(config, run_dir: Path, prepare=None, keep_open: bool = False) -> list[dict]:
+    """rlvr's GRPO steps, timed by phase (also bench/scaling.py's); `prepare(run)` may adjust the run first;
+    keep_open leaves the run's engine and verifier pool running (the caller closes it)."""
     from rlvr.grpo.loop import _close
     from rlvr.grpo.setup import setup
     from rlvr.grpo.step import grpo_step
@@ -114,10 +115,12 @@ def timed_rlvr_steps(config, run_dir: Path, prepare=None) -> list[dict]:
             t = {k[5:-2]: v for k, v in record.items() if k.startswith("time/")}
             steps_out.append({"s": took, "reward": record["reward_mean"], "length": record["completion_length"],
                               "tokens": record["completion_length"] * config.batch_size,
+                              "prompt_tokens": record["prompt_length"] * config.batch_size // config.rollout.group_size,
                               "generate": t["rollout"], "score": t["logprobs"] + t["verify_wait"] + t["advantages"],
                               "update": t["train"] + t["sync"]})
     finally:
-        _close(run)
+        if not keep_open:
+            _close(run)
     return steps_out
 
 
@@ -126,7 +129,39 @@ def child_rlvr(model_dir: str, prompts: Path, steps: int, work: Work) -> dict:
 
     out = Path(tempfile.mkdtemp(prefix="vs-trl-rlvr-"))
     config = load_config(None, rlvr_overrides(model_dir, prompts, steps, out / "run", work))
-    return {"side": "rlvr", "steps": timed_rlvr_steps(config, out / "run"), "peak_rss": peak_memory_bytes(work.device)}
+    size = {}
+    steps_out = timed_rlvr_steps(config, out / "run", lambda run: size.update(
+        params=sum(p.numel() for p in run.models.policy.parameters())))
+    return {"side": "rlvr", "steps": steps_out, "peak_rss": peak_memory_bytes(work.device), **size}
+
+
+def update_flops(result: dict) -> float | None:
+    """FLOP a second of rlvr's update (issue 46): 6 x parameters a trained token (forward 2, backward 4), each token
+    once (the prompt once per group, as the update computes it; the completions' real tokens), over the update's
+    seconds; the median over the steps after the first. None for TRL, whose update is not split out so."""
+    if "params" not in result:
+        return None
+    steps = result["steps"][1:] or result["steps"]
+    return statistics.median(6 * result["params"] * (s["prompt_tokens"] + s["tokens"]) / s["update"] for s in steps)
+
+
+def random_model_dir(arch: str, tokenizer_model: str, device: str) -> str:
+    """Random weights of the shape `arch` (model.init=random), saved once with the tokenizer of `tokenizer_model`, so
+    that both sides load the same weights (issue 46: shapes without pretrained weights)."""
+    import torch
+
+    from rlvr.config.run import load_config
+    from rlvr.model.load import load_model, load_tokenizer, save_model
+
+    config = load_config(None, [f"model.name_or_path={tokenizer_model}", "model.init=random",
+                                f"model.architecture={arch}", f"model.device={device}"]).model
+    target = Path(tempfile.mkdtemp(prefix=f"vs-trl-{arch}-")) / "model"
+    model = load_model(config, trainable=False)
+    save_model(model, load_tokenizer(config), target)
+    del model
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+    return str(target)
 
 
 class _Timer:
@@ -267,6 +302,10 @@ def print_table(results: dict[str, list[dict]], work: Work = Work()) -> None:
             print(f"{side:<6}{s['s']:>8.2f}{spread:>14}{s['generate']:>10.2f}"
                   f"{s['score']:>8.2f}{s['update']:>8.2f}{s['tokens_per_s']:>8.1f}{s['peak_gb']:>9.2f}"
                   f"{s['reward']:>8.3f}{s['reward_last_half']:>9.3f}{lengths:>10}")
+    rates = [f for f in map(update_flops, results.get("rlvr", [])) if f is not None]
+    if rates:
+        print(f"rlvr update: {statistics.median(rates) / 1e12:.2f} TFLOP/s useful (6 x "
+              f"{results['rlvr'][0]['params'] / 1e6:.1f}M parameters x trained tokens / update s)")
     if rows.get("rlvr") and rows.get("trl"):
         mine, theirs = ({k: statistics.median(s[k] for s in rows[side]) for k in rows[side][0]
                          if k != "length_range"} for side in ("rlvr", "trl"))
@@ -280,7 +319,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=1, help="alternations of the two sides (order flips)")
-    parser.add_argument("--model", default="embedded:SmolLM2-135M-Instruct")
+    parser.add_argument("--model", default="embedded:SmolLM2-135M-Instruct",
+                        help="the model, or with --arch the model whose tokenizer both sides use")
+    parser.add_argument("--arch", help="random weights of this shape instead (model.architecture, issue 46)")
     parser.add_argument("--only", choices=["rlvr", "trl"], help="run one side (e.g. to profile it)")
     parser.add_argument("--allocator", choices=["tcmalloc", "system"], default="tcmalloc",
                         help="memory allocator of both sides' processes (default: tcmalloc, as `rlvr` uses)")
@@ -304,7 +345,8 @@ def main() -> None:
         return
     from rlvr.model.load import resolve_model_path
 
-    model_dir = resolve_model_path(args.model)  # converts the embedded GGUF once (cached); both sides load it
+    # converts the embedded GGUF once (cached); both sides load it (or with --arch: random weights of that shape)
+    model_dir = random_model_dir(args.arch, args.model, args.device) if args.arch else resolve_model_path(args.model)
     prompts = Path(tempfile.mkdtemp(prefix="vs-trl-")) / "prompts.jsonl"
     write_prompts(prompts)
     sides = [args.only] if args.only else ["rlvr", "trl"]

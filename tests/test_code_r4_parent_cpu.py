@@ -119,7 +119,9 @@ def test_the_reported_sorts_are_refused_before_they_run(value):
     best = min(judged(ANAGRAM, value)[1] for _ in range(3))
     (passed, detail), _ = judged(ANAGRAM, value)
     assert passed is False and "CPU budget" in detail, detail
-    assert best < PARENT_CPU_S, f"{best:.3f} s"  # decoding and the walk only: the sort never ran
+    # decoding and the walk only: the sort never ran (it takes seconds). 1.5x the parent's budget: on a slower machine
+    # of the CI kind, in the full suite, the walk alone took 0.101-0.103 s against 0.1 (2026-11-29)
+    assert best < 1.5 * PARENT_CPU_S, f"{best:.3f} s"
 
 
 @pytest.mark.parametrize("assertion, value", [

@@ -51,3 +51,81 @@ def test_summaries_of_a_decode_a_comparison_and_a_training_run(tmp_path):
             {"time/rollout_s": 0.6, "time/train_s": 0.4}, {"pass@1": 0.9}]  # an evaluation row has no phases
     (tmp_path / "bf16" / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert gpu_check.summarize("bf16", tmp_path) == "0.90 s/step over 3 steps"  # median of 0.8 and 1.0
+
+
+def test_the_shape_checks_run_as_a_group_ceilings_first(tmp_path):
+    every = gpu_check.checks(tmp_path, steps=3, tokenizer="/tok")
+    chosen = gpu_check.select(every, "shapes,bf16")
+    assert list(chosen) == ["ceilings", "vs_trl_0.5b", "decode_0.5b", "vs_trl_1.5b", "decode_1.5b",
+                            "vs_trl_0.5b_fp32", "bf16"]
+    command = chosen["vs_trl_1.5b"][0]
+    assert command[command.index("--arch") + 1] == "qwen2.5-1.5b" and command[command.index("--model") + 1] == "/tok"
+    assert command[command.index("--max-new") + 1] == "256" and "bfloat16" in command
+    assert "--only" in chosen["vs_trl_0.5b_fp32"][0] and "bfloat16" not in chosen["vs_trl_0.5b_fp32"][0]
+    assert "model.lm_head_fp32=true" in every["bf16_head32"][0]
+    assert sum(limit for name, (_, limit) in chosen.items() if name != "bf16") <= 600  # inside one 10-minute call
+
+
+def test_shape_summaries_hold_the_bounds(tmp_path):
+    ceilings = {"device": "NVIDIA H200", "bandwidth_tb_s": 4.0, "bf16_tflops": 800.0, "fp32_tflops": 50.0}
+    (tmp_path / "ceilings.json").write_text(json.dumps(ceilings))
+    assert gpu_check.summarize("ceilings", tmp_path) == ("NVIDIA H200: copy 4.00 TB/s, matmul bf16 800 / fp32 50.0 "
+                                                         "TFLOP/s")
+    # the bound: (1.0e9 + 0.2e9 bytes) / 4 TB/s = 0.30 ms; the graph step's 0.6 ms is 2.00x it
+    decode = {"dtype": "bfloat16", "rows": 64, "paths": ["eager", "graph"], "eager_ms_per_step": 9.0,
+              "graph_ms_per_step": 0.6, "eager_sample_s": 2.0, "graph_sample_s": 0.2, "graph_rows_identical": "64/64",
+              "weight_bytes": 1.0e9, "kv_bytes": 0.2e9, "bandwidth_tb_s": 4.0, "hbm_bound_ms": 0.3}
+    (tmp_path / "decode_0.5b.json").write_text(json.dumps(decode))
+    assert "HBM bound 0.30 ms (1.00 GB weights + 0.20 GB KV at 4.00 TB/s): graph 2.00x the bound" in \
+        gpu_check.summarize("decode_0.5b", tmp_path)
+
+    def run(update_s, params=None):
+        # 6 x 1e9 parameters x (100 prompt + 900 completion tokens) = 6e12 FLOP a step
+        steps = [{"s": 9.0, "tokens": 900, "prompt_tokens": 100, "update": 9.0}] + \
+                [{"s": 2.0, "tokens": 900, "prompt_tokens": 100, "update": u} for u in update_s]
+        return {"steps": steps, "peak_rss": 20e9, **({"params": params} if params else {})}
+    data = {"rlvr": [run([0.02, 0.03], params=1e9)], "trl": [run([1.0, 1.0])]}
+    (tmp_path / "vs_trl_0.5b.json").write_text(json.dumps(data))
+    line = gpu_check.summarize("vs_trl_0.5b", tmp_path)
+    # median update rate of 6e12 / 0.02 = 300 and 6e12 / 0.03 = 200 TFLOP/s: 250, 31 % of 800
+    assert "ratio 1.00, memory 1.00" in line and line.endswith("update 250.0 TFLOP/s = 31% of the 800 measured in bf16")
+    (tmp_path / "vs_trl_0.5b_fp32.json").write_text(json.dumps({"rlvr": data["rlvr"]}))  # fp32: against fp32's 50
+    assert gpu_check.summarize("vs_trl_0.5b_fp32", tmp_path).endswith("250.0 TFLOP/s = 500% of the 50 measured in fp32")
+
+
+def test_the_next_sessions_group_and_its_profile_line(tmp_path):
+    every = gpu_check.checks(tmp_path, steps=3, tokenizer="/tok")
+    chosen = gpu_check.select(every, "next")
+    assert list(chosen) == ["profile_0.5b", "vs_trl_0.5b_mb16", "profile_0.5b_mb16"]
+    assert "optimizer.micro_batch_size=16" in chosen["vs_trl_0.5b_mb16"][0]
+    assert sum(limit for _, limit in chosen.values()) <= 400
+    # the first step is warm-up: medians of the rest (1.0 and 3.0 -> 2.0), peaks over all steps
+    profile = {"phases": {"generate": {"s": [9.0, 1.0, 3.0], "peak_gb": [30.0, 31.5, 31.0], "median_s": 2.0},
+                          "sync": {"s": [], "peak_gb": [], "median_s": None}},
+               "profile": {"kernels": 12000, "kernel_ms": 2345.6}}
+    (tmp_path / "profile_0.5b.json").write_text(json.dumps(profile))
+    assert gpu_check.summarize("profile_0.5b", tmp_path) == ("generate 2.00 s (31.5 GB); profiled step: 12000 "
+                                                             "kernels, 2346 ms of them")
+
+
+def test_a_training_summary_holds_the_mismatch_kl(tmp_path):
+    (tmp_path / "bf16_head32").mkdir()
+    rows = [{"time/rollout_s": 1.0, "correction/mismatch_kl": k} for k in (4e-3, 1e-4, 2e-4)]
+    (tmp_path / "bf16_head32" / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert gpu_check.summarize("bf16_head32", tmp_path) == ("1.00 s/step over 3 steps; sampler-trainer mismatch KL "
+                                                            "median 2.00e-04")
+
+
+def test_the_decode_step_s_bytes_by_hand():
+    """bench/decode_step.py's bound: every weight once plus K and V of every cached position of every row."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from decode_step import step_bytes
+
+    config = SimpleNamespace(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=3)
+    model = SimpleNamespace(config=config, parameters=lambda: [torch.empty(1000), torch.empty(24)])
+    # weights 1024 x 2 bytes; KV 2 (K and V) x 3 layers x 2 KV heads x 16 (= 64 / 4) x 2 bytes x 8 rows x 100 = 307200
+    assert step_bytes(model, rows=8, context=100, itemsize=2) == {"weight_bytes": 2048, "kv_bytes": 307200,
+                                                                  "context": 100}

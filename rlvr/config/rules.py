@@ -122,6 +122,12 @@ def _engine_problems(c: AnyRunConfig) -> list[str]:
                                                                                                   "https://")):
         return [f"rollout.engine.vllm_mode=server needs rollout.engine.vllm_server_url=http://host:port of a running "
                 f"`VLLM_SERVER_DEV_MODE=1 vllm serve` (got {e.vllm_server_url!r})"]
+    if e.kind == "vllm" and c.model.init == "random":  # issue 46
+        return ["model.init=random builds its weights in the trainer, and rollout.engine.kind=vllm loads its own from "
+                "model.name_or_path: it would sample another model; use rollout.engine.kind=hf or hf_process"]
+    if e.kind == "vllm" and c.model.lm_head_fp32:  # issue 46
+        return ["model.lm_head_fp32 with rollout.engine.kind=vllm: vLLM computes its own head in model.dtype, so only "
+                "the trainer's would be fp32 and the sampler-trainer gap would grow; use the hf or hf_process engine"]
     if e.kind == "vllm" and c.model.lora.enabled:
         return ["model.lora with rollout.engine.kind=vllm is not supported yet (vLLM would need its own LoRA adapter "
                 "sync); hf_process and ray.enabled receive the merged weights after every step"]

@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from rlvr.config.base import ConfigError, _Section  # ConfigError is imported from here everywhere
+from rlvr.config.model import EMBEDDED_MODEL, LoraConfig, ModelConfig  # noqa: F401 - imported from here too
 from rlvr.config.rules import run_config_problems
 from rlvr.config.sections import (
     CheckpointConfig,
@@ -26,42 +27,6 @@ from rlvr.config.sections import (
     SampleConfig,
     SFTConfig,
 )
-
-EMBEDDED_MODEL = "embedded:SmolLM2-135M-Instruct"
-
-
-class LoraConfig(_Section):
-    """LoRA adapters through peft (issue #11, item 6); the KL reference is the base model with the adapter off."""
-
-    enabled: bool = Field(False, description="train low-rank adapters (peft) instead of all weights")
-    r: int = Field(16, ge=1, description="adapter rank")
-    alpha: float = Field(32.0, gt=0, description="the adapter's update is scaled by alpha / r (Hu et al. 2021, 4.1)")
-    dropout: float = Field(0.0, ge=0, lt=1, description="adapter dropout; must be 0: the policy runs in eval mode")
-    target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
-                                      "up_proj", "down_proj"], description="Linear layers given adapters (Llama names)")
-
-
-class ModelConfig(_Section):
-    name_or_path: str = Field(EMBEDDED_MODEL, description="HF hub id, local HF directory, or the embedded default")
-    dtype: Literal["float32", "bfloat16", "float16"] = Field(
-        "float32", description="compute dtype of the forwards and backwards (rlvr/model/precision.py); keep float32 on "
-                               "CPU, where bf16 matmul is ~600x slower")
-    master_weights: Literal["float32", "same"] = Field(
-        "float32", description="dtype the weights and AdamW state are stored in: float32 = mixed precision (fp32 "
-                               "master weights, forwards under torch.autocast in model.dtype) | same = pure "
-                               "model.dtype (half the memory; updates below ~2^-8 of a weight round away)")
-    # cpu:0 is the CPU too: the device trap's name for the policy's device (tests/device_trap.py, issue #23)
-    device: str = Field("cpu", pattern=r"^(cpu(:0)?|cuda(:\d+)?|mps)$",
-                        description="torch device for policy, reference and rollouts: cpu, cuda, cuda:N, mps")
-    trust_remote_code: bool = Field(False, description="allow custom modeling code from the model directory")
-    # issue #23, measured on an H100 (README "On a GPU"): with cuDNN's attention (PyTorch's pick in bf16, a plan
-    # built per new shape) the default config's bf16 update took 1.3-1.9 s in steps 1-4, 0.32-0.64 s without
-    cudnn_attention: bool = Field(False, description="let PyTorch use cuDNN's attention kernels (GPU, bf16/fp16); "
-                                                     "false = flash / memory-efficient ones only, for the process")
-    tf32: bool = Field(False, description="fp32 matmuls on TF32 tensor cores (GPU; 10-bit mantissa products, for the "
-                                          "process): the H100 decode step 2.80 -> 1.95 ms (README On a GPU)")
-    lora: LoraConfig = Field(default_factory=LoraConfig)
-
 
 AnswerMode = Literal["strict", "last_number", "latex"]  # = rlvr.verifiers.math.extract.MODES (a test checks)
 

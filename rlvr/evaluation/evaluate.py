@@ -320,7 +320,7 @@ def evaluate_model(config: RunConfig, model_path: str) -> EvalResult:
     from rlvr.verifiers import math_answer_mode
 
     config = config.model_copy(deep=True)
-    config.model.name_or_path = model_path
+    config.model = config.model.at(model_path)  # a random-init run's checkpoint is its trained weights (issue 46)
     # the training reward (verifiers + reward model when reward.model_path is set); a bad task fails before any
     # model loads
     task = build_task(config.task)

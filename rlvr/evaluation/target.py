@@ -38,7 +38,7 @@ def resolve_target(target: str, task_name: str | None, overrides: list[str]) -> 
         model_path = str(model)
     else:
         config, model_path = load_config(preset, overrides), target
-    config.model.name_or_path = model_path
+    config.model = config.model.at(model_path)  # a random-init run's checkpoint is its trained weights (issue 46)
     return model_path, config
 
 

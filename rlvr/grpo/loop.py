@@ -28,6 +28,7 @@ from rlvr.grpo.run_plan import start_of_run_lines
 from rlvr.grpo.setup import Run, setup
 from rlvr.grpo.step import grpo_step
 from rlvr.metrics.diagnostics import Diagnostics, RunFacts
+from rlvr.model.architectures import note_random_run
 from rlvr.model.load import save_model
 from rlvr.rollout.pipelined import saved_cursor
 from rlvr.training.guards import check_skips
@@ -98,9 +99,11 @@ def _train_loop(run: Run, checkpoint: Checkpoint | None) -> Path:
         guard = {"consecutive_skips": state.consecutive_skips, "skipped_steps": state.skipped_steps}
         run.logger.message(f"resumed at step {state.step} from {checkpoint.path} ({state.prompts_drawn} prompts "
                            "drawn so far)")
+    random_line = []  # issue 46: model.init=random says so first, in the log and the run directory
     if run.ranks.is_main:
         dump_config(config, run_dir / "config.yaml")
-    for line in start_of_run_lines(config, run.models.policy.config, run.task, run.models.tokenizer):
+        random_line = note_random_run(run_dir, config.model, run.models.policy)
+    for line in random_line + start_of_run_lines(config, run.models.policy.config, run.task, run.models.tokenizer):
         run.logger.message(line)
     started = time.monotonic()
     diagnostics = Diagnostics(RunFacts.of(config))  # "is it working?" lines (issue #13), knowing the run (#24)

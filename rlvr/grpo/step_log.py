@@ -32,6 +32,7 @@ def step_record(step: int, rollouts: RolloutBatch, scored: ScoredBatch, stats: U
         "kl_max": stats.kl_max,
         "entropy": stats.entropy, "grad_norm": stats.grad_norm, "lr": lr, "skipped": stats.skipped,
         "completion_length": lengths.mean().item(), "completion_length_max": lengths.max().item(),
+        "prompt_length": mean_prompt_tokens(rollouts.prompt_mask),  # the update's tokens (bench FLOP/s, issue 46)
         "truncated_fraction": rollouts.truncated.float().mean().item(),
         **tied,
         **signals,
@@ -44,6 +45,11 @@ def step_record(step: int, rollouts: RolloutBatch, scored: ScoredBatch, stats: U
         **episode_metrics(rollouts),
         **extra,
     }
+
+
+def mean_prompt_tokens(prompt_mask) -> float:
+    """prompt_mask [N, P] (1 = real token, left padding 0) -> the mean real tokens of a prompt."""
+    return prompt_mask.sum(dim=1).float().mean().item()
 
 
 def correction_metrics(stats: CorrectionStats | None) -> dict[str, float]:

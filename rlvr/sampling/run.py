@@ -25,6 +25,7 @@ from rlvr.checkpoint.rundir import claim_run_dir, release_if_unused
 from rlvr.checkpoint.stop import GracefulStop
 from rlvr.config.run import ConfigError, RunConfig, dump_config
 from rlvr.metrics.progress import Reporter, clear_bars
+from rlvr.model.architectures import note_random_run
 from rlvr.model.lora import refuse_outside_grpo
 from rlvr.sampling import SampleError
 from rlvr.sampling.mix import plan_mix, read_general_rows, shuffled
@@ -211,6 +212,8 @@ def _setup(config: RunConfig, run_dir: Path, resumed: bool, rewarder: Any, gener
     dump_config(config, run_dir / "config.yaml")
     (run_dir / PROGRESS).touch()
     say(f"run directory: {run_dir}" + (" (resuming)" if resumed else ""))
+    for line in note_random_run(run_dir, config.model):  # issue 46: samples of random weights
+        say(line)
     seed_everything(config.seed)
     if config.threads:
         torch.set_num_threads(config.threads)

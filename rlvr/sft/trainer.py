@@ -27,6 +27,7 @@ from rlvr.checkpoint.store import Checkpoint
 from rlvr.config.run import RunConfig, dump_config
 from rlvr.metrics.logger import RunLogger
 from rlvr.metrics.sinks import build_sinks
+from rlvr.model.architectures import note_random_run
 from rlvr.model.load import context_length, load_model, load_tokenizer, save_model
 from rlvr.model.lora import refuse_outside_grpo
 from rlvr.seeding import seed_everything
@@ -188,6 +189,8 @@ def _loop(run: SFTRun, checkpoint: Checkpoint | None) -> Path:
         (run_dir / DATA_FILE).write_text(json.dumps({"rows": len(run.examples),
                                                      "sha256": data_fingerprint(run.examples)}) + "\n")
     dump_config(config, run_dir / "config.yaml")
+    for line in note_random_run(run_dir, config.model, run.policy):  # issue 46
+        run.logger.message(line)
     run.logger.message(describe(run))
     with GracefulStop(say=run.logger.message) as stop:
         for step in range(first, run.steps + 1):

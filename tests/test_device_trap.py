@@ -239,7 +239,7 @@ def test_async_engine_process_and_a_report_of_the_run(tiny_model_dir, tmp_path, 
     assert (tmp_path / "report.html").stat().st_size > 10_000
 
 
-def test_recipe_r1_runs_sft_grpo_sample_and_evaluations(tiny_model_dir, tmp_path, monkeypatch):
+def test_recipe_r1_runs_sft_sample_and_evaluations(tiny_model_dir, tmp_path, monkeypatch):
     # a random model is never right: every sample is accepted, so the second SFT stage has rows (as in
     # test_pipeline_signals.py); the first SFT packs its rows (padding_free), the second cuts them into prompt and
     # completion (shared_prefix, the default; length_grouped moves its batch as padding_free does: MicroBatch.to)
@@ -253,7 +253,7 @@ def test_recipe_r1_runs_sft_grpo_sample_and_evaluations(tiny_model_dir, tmp_path
                  "stages.plain_answers.sample.prompts=2", "stages.plain_answers.sample.samples=2",
                  "stages.plain_answers.sample.batch_size=2", "stages.rejection_sampling.sample.prompts=2",
                  "stages.rejection_sampling.sample.samples=2", "stages.rejection_sampling.sample.batch_size=2",
-                 "stages.sft_on_samples.sft.batch_size=2", "stages.final_rl.max_steps=1",
+                 "stages.sft_on_samples.sft.batch_size=2",
                  # 5 % of 4 or 2 rows rounds to no mixed row (an error): a third, so that the mix is exercised
                  "stages.cold_start.sft.mix_ratio=0.34", "stages.sft_on_samples.sft.mix_ratio=0.34",
                  "evaluation.eval.size=2", "evaluation.eval.samples=2"])

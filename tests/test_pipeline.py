@@ -71,10 +71,10 @@ def test_builtin_recipes_resolve_with_their_stages():
         recipe = load_recipe(name)
         assert recipe.stages and recipe.evaluation.task.verifiers == {"math": 1.0}
     r1 = load_recipe("r1")
-    # R1 sec. 2.3 in order, with the non-reasoning data first and the reasoning RL stage cut (issue 47: it added
-    # nothing beyond noise at this scale; docs/results.md)
-    assert [s.kind for s in r1.stages] == ["sample", "sft", "sample", "sft", "grpo"]
-    plain, cold, rs, sft2, final = r1.stages
+    # R1 sec. 2.3 in order, with the non-reasoning data first and both RL stages cut (issue 47: neither added
+    # accuracy beyond noise at this scale, on two seeds; docs/results.md)
+    assert [s.kind for s in r1.stages] == ["sample", "sft", "sample", "sft"]
+    plain, cold, rs, sft2 = r1.stages
     assert plain.model_from == "base" and plain.config.task.phrasing == "plain"  # the base model's own answers
     assert cold.mix_from == sft2.mix_from == "plain_answers"
     # 5 %: at 25 % a third of level-3 plain answers were the base model's essays (docs/results.md, issue 47)
@@ -86,19 +86,25 @@ def test_builtin_recipes_resolve_with_their_stages():
     # evaluation covers every level and a phrasing never trained on, rejection sampling gates on stated steps
     assert cold.config.task.train_levels == [1, 2, 3] and cold.config.task.phrasing == rs.config.task.phrasing == "all"
     assert {(s["level"], s["phrasing"]) for s in r1.evaluation.eval.sets} >= {(3, "symbols"), (3, "words_new")}
-    # issue 47: and the problems asked as a user would, outside the training template; the last RL over every phrasing
+    # issue 47: and the problems asked as a user would, outside the training template
     assert {(s["level"], s["phrasing"]) for s in r1.evaluation.eval.sets} >= {(1, "plain"), (3, "plain")}
     assert rs.config.task.verifiers["steps"] > 0 and rs.config.sample.select == "shortest"
-    assert final.config.task.phrasing == "all" and final.model_from == "sft_on_samples"
+    assert sft2.config.task.phrasing == "all"
     assert r1.evaluation.eval.recheck_size >= 100  # a fall beyond 2 SE is looked at again (README, recheck.py)
 
 
 def test_overrides_reach_base_one_stage_and_evaluation():
-    recipe = load_recipe("r1", ["seed=7", "stages.final_rl.max_steps=3", "evaluation.eval.size=5"])
-    # seed=7 reaches every stage; final_rl's seed_offset 1 keeps its prompt stream apart from the earlier stages'
-    assert [s.config.seed for s in recipe.stages] == [7, 7, 7, 7, 8]
-    assert recipe.stages[4].config.max_steps == 3 and recipe.stages[1].config.max_steps != 3
+    recipe = load_recipe("r1", ["seed=7", "stages.sft_on_samples.sft.epochs=3", "evaluation.eval.size=5"])
+    assert [s.config.seed for s in recipe.stages] == [7, 7, 7, 7]  # seed=7 reaches every stage
+    assert recipe.stages[3].config.sft.epochs == 3 and recipe.stages[1].config.sft.epochs != 3
     assert recipe.evaluation.eval.size == 5
+
+
+def test_seed_offset_gives_a_stage_a_stream_of_its_own(tmp_path, tiny_model_dir):
+    stages = [{"name": "rl", "kind": "grpo"}, {"name": "rl2", "kind": "grpo", "seed_offset": 1}]
+    recipe = load_recipe(write_recipe(tmp_path, tiny_model_dir, stages), ["seed=7"])
+    # a second RL stage draws fresh prompts rather than replaying the first one's stream (seed + 1)
+    assert [s.config.seed for s in recipe.stages] == [7, 8]
 
 
 @pytest.mark.parametrize("stages, message", [

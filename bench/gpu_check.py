@@ -65,7 +65,10 @@ def shape_checks(work: Path, steps: int, tokenizer: str) -> dict[str, tuple[list
     # the next GPU run's first look (group "next"): where the 0.5B step's time and memory go, and rlvr at its own
     # default micro-batch of 16 rows (vs_trl's work trains all 64 rows in one, as TRL's batch does)
     mb16 = ["--rlvr-set", "optimizer.micro_batch_size=16"]
-    profile = [sys.executable, str(ROOT / "bench/profile_step.py"), "--arch", "qwen2.5-0.5b", "--model", tokenizer]
+    # 64 new tokens: at 256 both profiles ran past their limits in the profiler's own work (H200, 2026-11-29); at 64
+    # the call took 56 s (bench/data/profile_0.5b_h200_2026-11-29.json)
+    profile = [sys.executable, str(ROOT / "bench/profile_step.py"), "--arch", "qwen2.5-0.5b", "--model", tokenizer,
+               "--max-new", "64"]
     made["profile_0.5b"] = (profile + ["--json", str(work / "profile_0.5b.json")], 100)
     made["vs_trl_0.5b_mb16"] = (trl + ["--arch", "qwen2.5-0.5b", "--dtype", "bfloat16", *mb16, "--json",
                                        str(work / "vs_trl_0.5b_mb16.json")], 150)

@@ -216,14 +216,16 @@ def test_a_function_with_state_sees_the_calls_in_order(reference):
 
 
 @pytest.mark.sandbox
-def test_a_thousand_calls_stay_within_the_parents_budget():
-    reference = {"check": program("for i in range(1000):\n    assert candidate(i, 1) == i + 1"), "entry": "add"}
+def test_hundreds_of_calls_stay_within_the_parents_budget():
+    # 300 calls: 33 ms of the parent's CPU on a slow 2-core machine (2026-11-30), where 1,000 reached the 0.1 s
+    # budget (about 25 ms on the machine this test was written on): the budget is CPU, so the margin is the machine's
+    reference = {"check": program("for i in range(300):\n    assert candidate(i, 1) == i + 1"), "entry": "add"}
     start = time.process_time()
     verdict = verify("def add(a, b):\n    return a + b", reference)
     cpu = time.process_time() - start
     assert (verdict.outcome, verdict.score) == (Outcome.CORRECT, 1.0), verdict.detail
-    assert cpu < 0.2, cpu  # about 25 ms here; the budget is 0.1 s
-    wrong = verify("def add(a, b):\n    return a + b + (a == 999)", reference)
+    assert cpu < 0.2, cpu
+    wrong = verify("def add(a, b):\n    return a + b + (a == 299)", reference)
     assert wrong.outcome is Outcome.WRONG and "line 3" in wrong.detail
 
 

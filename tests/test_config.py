@@ -184,7 +184,7 @@ def test_task_and_verifier_names_are_the_registries_keys():
 def test_unknown_task_and_verifier_messages_list_the_allowed_names():
     assert config_error(None, ["task.name=arith"]) == (
         "invalid config: task.name: unknown task 'arith'; allowed: arithmetic, qa, reasoning_gym, textarena, "
-        "code_agent, calculator, filesystem")
+        "code_agent, calculator, filesystem, humaneval")
     assert config_error(None, ["task.verifiers={bogus: 1.0, zz: 2}"]) == (
         "invalid config: task.verifiers: unknown verifier(s) ['bogus', 'zz']; allowed: ['answer_format', 'code', "
         "'format', 'language', 'math', 'reasoning_gym', 'steps', 'tag_count', 'think_format', 'tool_call']")

@@ -10,7 +10,7 @@ import torch
 
 from rlvr.cli.main import main
 from rlvr.config.run import ConfigError, EvalConfig, load_config
-from rlvr.evaluation.evaluate import EvalResult, evaluate, evaluate_model
+from rlvr.evaluation.evaluate import EvalResult, evaluate, evaluate_model, problem_samples
 from rlvr.rewards.rewarder import Rewarder
 from rlvr.types import Prompt, RolloutBatch
 from rlvr.verifiers.format import AnswerLineVerifier
@@ -285,3 +285,17 @@ def test_a_config_file_after_the_model_is_the_base_of_the_evaluation_config(tmp_
     (run / "config.yaml").write_text("task: {name: arithmetic}\n")
     with pytest.raises(InferenceInputError, match="run directory: it is evaluated with its own config.yaml"):
         resolve_target(str(run), None, [str(preset)])
+
+
+def test_problem_samples_a_cut_completion_votes_only_with_an_explicit_answer():
+    # The same ramble twice, the first cut at max_new_tokens: in last_number mode the cut one abstains from maj@k
+    # (issue 48), the ended one votes "7"; a cut explicit answer still votes. Catches bool(cut) -> False.
+    texts = ["3 + 4 = 7", "3 + 4 = 7", "So \\boxed{7}.\nCheck"]
+    mask = torch.ones(len(texts), 4)
+    batch = RolloutBatch(prompts=[B], group_size=3, prompt_ids=torch.zeros(1, 1), prompt_mask=torch.ones(1, 1),
+                         completion_ids=mask.long(), completion_mask=mask, sampling_logprobs=torch.zeros(mask.shape),
+                         completions=texts, truncated=torch.tensor([True, False, True]))
+    rewards = Rewarder({"math": (MathVerifier("last_number"), 1.0)})
+    (record,) = problem_samples(batch, rewards.score_rollout(batch), ["math"], "last_number")
+    assert record.answers == (None, "7", "7") and record.truncated == (True, False, True)
+    assert record.correct == (False, True, True)

@@ -185,3 +185,39 @@ def test_eval_scaling_command(tiny_model_dir, tmp_path, capsys, monkeypatch):
     assert [p["n"] for p in data["by_n"]] == [1, 2] and [p["budget"] for p in data["by_budget"]] == [None, 2]
     assert json.loads((tmp_path / "scaling.json").read_text()) == data
     assert (tmp_path / data["plot"]).is_file() and "accuracy against N" in err
+
+
+@pytest.mark.parametrize("mode", ["best_of", "majority"])
+def test_generate_a_cut_ramble_ending_in_the_reference_neither_scores_nor_votes(tiny, mode):
+    # Scripted "3 + 4 = 7" with no EOS, cut at exactly its length: truncated, and its last number is the reference.
+    # In last_number mode it got 1.0 and voted "7" when scored without the cut flag (issue 48); with it, only an
+    # explicit answer counts. Mutations caught: dropping truncated= from the scorer call, or from extracted_answer.
+    model, tokenizer = tiny
+    scorer = Rewarder({"math": (MathVerifier("last_number"), 1.0)})
+    text = "3 + 4 = 7"
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    engine = scripted_engine(tiny, text, eos=False)
+    (cut,) = generate(engine.model, tokenizer, [PROMPT], 2, mode, scorer=scorer, answer_mode="last_number",
+                      sampling=SamplingParams(0.0, 1.0, len(ids)))
+    assert [s.text for s in cut.samples] == [text, text] and all(s.truncated for s in cut.samples)
+    assert [s.score for s in cut.samples] == [0.0, 0.0]
+    assert [s.answer for s in cut.samples] == [None, None] and cut.answer is None and cut.votes == ()
+    ended = scripted_engine(tiny, text, eos=True)  # the same text ended by the model: scores and votes
+    (done,) = generate(ended.model, tokenizer, [PROMPT], 2, mode, scorer=scorer, answer_mode="last_number",
+                       sampling=SamplingParams(0.0, 1.0, len(ids) + 4))
+    assert [s.score for s in done.samples] == [1.0, 1.0] and done.answer == "7"
+
+
+def test_scores_of_passes_the_cut_flags_to_rewarders_and_pools_only():
+    # "3 + 4 = 7" cut: 0 from a Rewarder and from a reward pool (flags passed), while a plain two-argument scorer
+    # is still called as before. Catches dropping the flags on either path, or passing them to a plain callable.
+    from rlvr.config.run import TaskConfig
+    from rlvr.evaluation.generate import scores_of
+    from rlvr.rewards.service import RewardService
+
+    rows, texts = [PROMPT, PROMPT], ["3 + 4 = 7", "3 + 4 = 7"]
+    rewarder = Rewarder({"math": (MathVerifier("last_number"), 1.0)})
+    assert scores_of(rewarder, rows, texts, [True, False]) == [0.0, 1.0]
+    with RewardService.start(TaskConfig(name="qa", answer_mode="last_number"), workers=0) as pool:
+        assert scores_of(pool, rows, texts, [True, False]) == [0.0, 1.0]
+    assert scores_of(lambda prompts, completions: [0.5] * len(completions), rows, texts, [True, False]) == [0.5, 0.5]

@@ -230,7 +230,7 @@ def test_rlvr_sample_reports_prompts_sampled(tiny_model_dir, tmp_path, monkeypat
 
 def test_logging_progress_off_silences_rlvr_sample(tiny_model_dir, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("rlvr.sampling.run.make_rewarder",
-                        lambda config: Rewarder({"math": (lambda p, c, **k: [1.0] * len(c), 1.0)}))
+                        lambda config: Rewarder({"math": (lambda completions, **k: [1.0] * len(completions), 1.0)}))
     config = load_config(None, [f"model.name_or_path={tiny_model_dir}", f"output_dir={tmp_path / 'run'}",
                                 "sample.prompts=2", "sample.samples=2", "rollout.max_new_tokens=4", "threads=1",
                                 "logging.progress=off"])

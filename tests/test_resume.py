@@ -203,8 +203,9 @@ def test_stateful_variants_resume_bit_exact(tiny_model_dir, tmp_path, variant):
 
 
 def test_resume_with_another_thread_count_is_one_clear_error(reference_run, capsys):
-    # threads=1 ran; 2 threads would split the CPU kernels' sums differently (the reason the error gives)
-    assert main(["train", "--resume", str(reference_run), "threads=2"]) == 2
+    # threads=1 ran; 2 threads would split the CPU kernels' sums differently (the reason the error gives). One step
+    # further than it ran: a resume of the finished run as it was says it is finished and trains nothing (FINISHED)
+    assert main(["train", "--resume", str(reference_run), "threads=2", f"max_steps={STEPS + 1}"]) == 2
     err = capsys.readouterr().err
     assert err.count("rlvr: error:") == 1 and "threads: 1 -> 2 (torch's CPU kernels split their sums" in err
     assert "checkpoint.resume_force=true" in err  # the way to go on anyway is named too

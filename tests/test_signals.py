@@ -149,9 +149,13 @@ def test_run_facts_from_the_default_config() -> None:
     from rlvr.metrics.diagnostics import RunFacts
 
     facts = RunFacts.of(with_dynamic_sampling_decided(load_config(None, []), 1))
-    assert facts == RunFacts(updates_per_batch=1, dynamic_sampling=True, max_extra_prompts=12)
+    assert facts == RunFacts(updates_per_batch=1, dynamic_sampling=True, max_extra_prompts=12,
+                             length_budget="rollout.max_new_tokens=32")
     higher = RunFacts.of(with_dynamic_sampling_decided(load_config(None, ["algorithm.clip_epsilon_high=0.28"]), 1))
     assert higher.clip_higher and not higher.curriculum
+    # a small bonus is a bonus: 0.01 is on (mutation: `entropy_coef > 1`)
+    bonus = RunFacts.of(with_dynamic_sampling_decided(load_config(None, ["algorithm.entropy_coef=0.01"]), 1))
+    assert bonus.entropy_bonus and not facts.entropy_bonus
 
 
 def test_reward_rising_while_held_out_falls() -> None:

@@ -173,11 +173,11 @@ def test_qa_saved_dataset_dict_splits(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("row, message", [
-    ({"question": "Q?"}, "row 3: field 'answer' is missing or empty"),
-    ({"question": "Q?", "answer": None}, "row 3: field 'answer' is missing or empty"),
-    ({"question": "  ", "answer": "#### 1"}, "row 3: field 'question' is missing or empty"),
-    ({"question": "Q?", "answer": "no number ####  "}, "row 3: field 'answer' gives an empty reference"),
-    ({"question": "Q?", "answer": "\\boxed{1"}, "row 3: field 'answer' has a \\boxed{ whose braces never close"),
+    ({"question": "Q?"}, "line 4: field 'answer' is missing or empty"),
+    ({"question": "Q?", "answer": None}, "line 4: field 'answer' is missing or empty"),
+    ({"question": "  ", "answer": "#### 1"}, "line 4: field 'question' is missing or empty"),
+    ({"question": "Q?", "answer": "no number ####  "}, "line 4: field 'answer' gives an empty reference"),
+    ({"question": "Q?", "answer": "\\boxed{1"}, "line 4: field 'answer' has a \\boxed{ whose braces never close"),
 ])
 def test_qa_bad_row_names_file_row_and_field(tmp_path: Path, row: dict, message: str, capsys) -> None:
     path = write_jsonl(tmp_path / "data.jsonl", GSM8K[:3] + [row] + GSM8K[3:5])
@@ -198,9 +198,9 @@ def test_qa_bad_lines_and_duplicates_are_skipped_and_counted(tmp_path: Path, cap
     task = build_task(TaskConfig(name="qa", path=str(path)))
     assert len(task.train) + len(task.held_out) == 5
     err = capsys.readouterr().err
-    assert "skipped 4 of 9 rows" in err and "row 1: not valid UTF-8" in err and "row 3: not valid JSON" in err
-    assert "row 5: a JSON list, not an object" in err and "row 7: the same question as row 0" in err
-    with pytest.raises(DatasetError, match="row 1: not valid UTF-8"):
+    assert "skipped 4 of 9 rows" in err and "line 2: not valid UTF-8" in err and "line 4: not valid JSON" in err
+    assert "line 6: a JSON list, not an object" in err and "line 8: the same question as line 1" in err
+    with pytest.raises(DatasetError, match="line 2: not valid UTF-8"):
         build_task(TaskConfig(name="qa", path=str(path), bad_rows="error"))
 
 
@@ -217,14 +217,14 @@ def test_qa_missing_file_and_missing_column(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "math.jsonl", MATH[:3])
     with pytest.raises(DatasetError) as err:
         build_task(TaskConfig(name="qa", path=path))
-    assert str(err.value) == (f"{path}: no column 'question' (task.question_field); "
-                              f"columns: problem, solution, level")
+    assert str(err.value) == (f"{path}: no column 'question' (task.question_field), nor a 'prompt' column (TRL and "
+                              "verl layouts); columns: problem, solution, level")
     assert isinstance(err.value, ConfigError) and isinstance(err.value, ValueError)
 
 
 def test_unknown_task_name() -> None:
     assert set(TASKS) >= {"arithmetic", "qa"}
-    valid = "arithmetic, calculator, code_agent, filesystem, qa, reasoning_gym, textarena"
+    valid = "arithmetic, calculator, code_agent, filesystem, humaneval, qa, reasoning_gym, textarena"
     with pytest.raises(ConfigError, match=rf"unknown task 'arithmetc'; valid tasks: {valid}"):
         build_task(TaskConfig(name="arithmetc"))
 
@@ -242,7 +242,7 @@ def test_qa_prompt_longer_than_the_context_is_a_bad_row(tiny_model_dir, tmp_path
     task, tokenizer = build_task(config.task), load_tokenizer(config.model)
     screen_prompt_lengths(task, tokenizer, config)
     assert len(task.train) + len(task.held_out) == 6
-    assert "row 6: prompt of" in capsys.readouterr().err
+    assert "line 7: prompt of" in capsys.readouterr().err
     config.task.bad_rows = "error"
-    with pytest.raises(DatasetError, match=r"row 6: prompt of \d+ tokens; the context leaves 504"):
+    with pytest.raises(DatasetError, match=r"line 7: prompt of \d+ tokens; the context leaves 504"):
         screen_prompt_lengths(build_task(config.task), tokenizer, config)

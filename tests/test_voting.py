@@ -189,6 +189,17 @@ def test_no_answer_abstains_and_modes_are_the_verifiers():
         extracted_answer("Answer: 1", "loose")
 
 
+def test_a_cut_completion_votes_only_with_a_stated_answer():
+    # issue 48: the verifier scores a completion cut at max_new_tokens only by an explicit answer; its vote follows,
+    # else a cut ramble ending in "42" would vote for 42 while its own verdict says it gave no answer
+    ramble = "so we add them and keep going, 40 and then 42"
+    assert extracted_answer(ramble, "last_number") == "42"
+    assert extracted_answer(ramble, "last_number", truncated=True) is None
+    assert extracted_answer("working... Answer: 42\n", "last_number", truncated=True) == "42"
+    assert extracted_answer("working... Answer: 42", "last_number", truncated=True) is None  # may be 42x, cut
+    assert extracted_answer("it is \\boxed{42} so", "strict", truncated=True) == "42"
+
+
 def test_ranked_votes_order():
     votes = ranked_votes(["3", None, "4", "4", "3", "5"])
     # 3 and 4 both have two votes; 3 appeared first. 5 last with one.

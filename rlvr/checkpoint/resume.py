@@ -41,6 +41,38 @@ from rlvr.distributed.state import check_strategy, is_sharded, load_into_shards,
 
 CHECKPOINTS = "checkpoints"
 LOGS = ("metrics.jsonl", "samples.jsonl", "eval.jsonl", "groups.jsonl")  # JSON lines, each with a "step"
+FINISHED = "FINISHED"  # written by the end of a run whatever checkpoint.save_final keeps: {"step", "max_steps"}
+
+
+class RunFinished(Exception):
+    """The run to resume already ended at its max_steps: nothing to train (not an error, exit 0)."""
+
+    def __init__(self, path: Path, message: str):
+        super().__init__(message)
+        self.path = path
+
+    def __reduce__(self):  # torchrun: rank 0 broadcasts it (pickled) so every rank ends the same way
+        return RunFinished, (self.path, str(self))
+
+
+def mark_finished(run_dir: Path, step: int, max_steps: int) -> None:
+    """The end-of-run marker: with checkpoint.save_final=model or none there is no checkpoint of the last step, so
+    without it a resume could not tell a finished run from a stopped one and would train it again."""
+    (run_dir / FINISHED).write_text(json.dumps({"step": step, "max_steps": max_steps}) + "\n", encoding="utf-8")
+
+
+def _refuse_if_finished(config: RunConfig, path: Path) -> None:
+    """RunFinished when `path`'s marker says it reached this config's max_steps (a run that max_minutes ended
+    earlier is not finished here: a larger max_minutes goes on from its checkpoint)."""
+    try:
+        step = int(json.loads((path / FINISHED).read_text(encoding="utf-8"))["step"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    if step >= config.max_steps:
+        where = path / "final" if (path / "final" / "config.json").is_file() else path
+        raise RunFinished(where, f"{path} already finished: the run already reached max_steps={config.max_steps} "
+                                 f"(it ended at step {step}); nothing to train (set a larger max_steps, with a "
+                                 "checkpoint to go on from, or start a new run with another output_dir)")
 
 
 def open_run(config: RunConfig, run_dir: Path | None) -> tuple[Path, Checkpoint | None]:
@@ -58,6 +90,7 @@ def open_run(config: RunConfig, run_dir: Path | None) -> tuple[Path, Checkpoint 
             raise ConfigError("checkpoint.resume=auto needs output_dir=PATH (the run to continue or start)")
         if not target.exists() or not any(target.iterdir()):
             return claim_run_dir(target), None
+        _refuse_if_finished(config, target)
         if _stopped_before_its_first_checkpoint(config, target):
             return _start_again(target), None
         path = target
@@ -65,7 +98,11 @@ def open_run(config: RunConfig, run_dir: Path | None) -> tuple[Path, Checkpoint 
         path = Path(resume)
     if not (path / "config.yaml").is_file():
         raise ConfigError(f"checkpoint.resume: {str(path)!r} is not an rlvr run directory (no config.yaml)")
+    _refuse_if_finished(config, path)
     checkpoint = latest_good(path / CHECKPOINTS, log=_say)
+    if checkpoint is None and (path / "final" / "config.json").is_file():  # checkpoint.save_final=model
+        raise ConfigError(f"{path} finished (its model is in {path / 'final'}) and kept no checkpoint to go on from "
+                          "(checkpoint.save_final=model); start a new run from that model with another output_dir")
     if checkpoint is None:
         raise ConfigError(f"{path} has no complete checkpoint to resume from (set save_every=N to write them; "
                           "SIGTERM also writes one); start a new run with another output_dir")
@@ -92,6 +129,8 @@ def _stopped_before_its_first_checkpoint(config: RunConfig, target: Path) -> boo
     missing, or torn by the stop itself."""
     if not (target / CLAIM).is_file() or any((c.path / COMPLETE).is_file()
                                                for c in list_checkpoints(target / CHECKPOINTS)):
+        return False
+    if (target / "final" / "config.json").is_file():  # finished with checkpoint.save_final=model: not to redo
         return False
     if not (target / "config.yaml").is_file():
         return True
@@ -163,7 +202,12 @@ def run_in_directory(config: RunConfig, run_dir: Path | None, setup: Callable[[R
     """What every training command (train, sft) does around its loop: open or claim the run directory, lock it,
     set up; a fresh directory is released again when set-up fails before writing anything. Under torchrun rank 0
     alone claims and locks the directory, and the others take its path and checkpoint from it (issue #11)."""
-    run_dir, checkpoint, lock = _open_on_main(config, run_dir, ranks)
+    try:
+        run_dir, checkpoint, lock = _open_on_main(config, run_dir, ranks)
+    except RunFinished as done:  # nothing moved, locked or loaded
+        if ranks.is_main:
+            _say(str(done))
+        return done.path
     config.output_dir = str(run_dir)  # the resolved config names the directory it lives in
     try:
         run = setup(config, run_dir)
@@ -193,9 +237,13 @@ def _open_on_main(config: RunConfig, run_dir: Path | None, ranks: DistContext
                   flush=True)
         except Exception as err:  # noqa: BLE001 - any failure here must reach the other ranks, or they would wait
             failure = err
-    shared = ranks.broadcast(opened if failure is None else f"rank 0 could not open the run directory: {failure}")
+    finished = isinstance(failure, RunFinished)
+    shared = ranks.broadcast(opened if failure is None else failure if finished
+                             else f"rank 0 could not open the run directory: {failure}")
     if failure is not None:
         raise failure
+    if isinstance(shared, RunFinished):
+        raise shared
     if isinstance(shared, str):
         raise ConfigError(shared)
     return shared[0], shared[1], lock
@@ -297,6 +345,18 @@ def _link_tree(source: Path, target: Path) -> None:
                 os.link(path, target / path.name)  # same inode: no second copy of the weights on disk
             except OSError:
                 shutil.copy2(path, target / path.name)
+
+
+def final_save_message(mode: str, where: Path) -> str:
+    """The console line of checkpoint.save_final's end-of-run save (`where`: RUN/final, or with none the run)."""
+    if mode == "full":  # "saved final checkpoint": bench/memory_plan.py tells the final evaluation's phase by it
+        return (f"saved final checkpoint to {where} (the model) and under {where.parent / CHECKPOINTS} (with the "
+                "optimizer state, for --resume)")
+    if mode == "model":
+        return (f"saved final model to {where} (checkpoint.save_final=model: no optimizer state, so --resume can "
+                "only go on from an earlier save_every checkpoint)")
+    return (f"checkpoint.save_final=none: no final model or checkpoint written; {where} keeps the logs, the "
+            "evaluation and any save_every checkpoints")
 
 
 def stop_message(run_dir: Path, step: int, signal_name: str, started: float) -> str:

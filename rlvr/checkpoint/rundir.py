@@ -46,3 +46,37 @@ def release_if_unused(path: Path) -> None:
     if {p.name for p in path.iterdir()} <= {CLAIM}:
         (path / CLAIM).unlink(missing_ok=True)
         path.rmdir()
+
+
+def disk_use(path: Path) -> int:
+    """Bytes of the files under `path`, each file once: a final checkpoint hard-links its weights to final/ (resume.
+    save), so summing per name would count them twice where the disk holds them once."""
+    seen, total = set(), 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                stat = os.lstat(os.path.join(root, name))
+            except OSError:  # removed meanwhile (a staging directory)
+                continue
+            if (stat.st_dev, stat.st_ino) not in seen:
+                seen.add((stat.st_dev, stat.st_ino))
+                total += stat.st_size
+    return total
+
+
+def format_bytes(count: int) -> str:
+    """1_600_000_000 -> '1.6 GB' (decimal units, as `du --si` and disk vendors count)."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= size:
+            return f"{count / size:.1f} {unit}"
+    return f"{count} bytes"
+
+
+def disk_use_line(run_dir: Path, state: Path | None = None) -> str:
+    """The run's last console line (issue 48): what it keeps on disk; with `state`, the trainer state file of the
+    final checkpoint (checkpoint.save_final=full), how much of that it is (what save_final=model leaves out)."""
+    line = f"run directory {run_dir}: {format_bytes(disk_use(run_dir))}"
+    if state is not None and state.is_file():
+        line += (f" ({format_bytes(state.stat().st_size)} of it the final checkpoint's optimizer and RNG state, "
+                 "for --resume; checkpoint.save_final=model keeps the final model alone)")
+    return line

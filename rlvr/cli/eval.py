@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.config.run import RunConfig, validate_config
-from rlvr.evaluation.target import InferenceInputError, int_list, output_path, resolve_target
+from rlvr.evaluation.target import InferenceInputError, check_model_target, int_list, output_path, resolve_target
 from rlvr.pipeline.set_tables import ended_share, format_number
 from rlvr.seeding import seed_everything
 
@@ -58,6 +58,7 @@ def eval_config(args: argparse.Namespace) -> tuple[str, RunConfig]:
         if k > n:
             raise InferenceInputError(f"--k {args.k}: pass@k and maj@k need 1 <= k <= n, and {k} > n = {n} "
                                       f"(raise --n)")
+    check_model_target(args.model)
     return model_path, config
 
 

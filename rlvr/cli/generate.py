@@ -9,7 +9,7 @@ import sys
 
 from rlvr.cli.eval import register_eval
 from rlvr.config.run import validate_config
-from rlvr.evaluation.target import InferenceInputError, resolve_target
+from rlvr.evaluation.target import InferenceInputError, check_model_target, resolve_target
 
 __all__ = ["register", "register_eval"]
 
@@ -51,6 +51,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if mode == "best_of" and args.reference is None:
         raise InferenceInputError("--mode best-of ranks samples by the task's total reward, which checks answers "
                                   "against a reference: give --reference ANSWER")
+    check_model_target(args.model)
     from rlvr.evaluation.generate import generate
     from rlvr.model.load import load_model, load_tokenizer
     from rlvr.rewards.rewarder import build_rewarder

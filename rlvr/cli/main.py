@@ -19,7 +19,7 @@ class UsageError(UserFacingError):
 # Modules with `register(subparsers)`; their commands raise UserFacingError (rlvr/errors.py) for input
 # problems, which main() prints as one line (exit 2). Imports inside them stay lazy: `--help` loads no torch.
 EXTRA_COMMANDS = ("rlvr.cli.sft", "rlvr.cli.sample", "rlvr.cli.generate", "rlvr.cli.recipe",
-                  "rlvr.cli.report")
+                  "rlvr.cli.report", "rlvr.cli.control", "rlvr.cli.config")
 
 
 def run_config(args: argparse.Namespace) -> RunConfig:
@@ -94,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     ve.set_defaults(func=cmd_verify)
     for module in EXTRA_COMMANDS:  # each subsystem owns its command (issue #10): sft, sample, generate, recipe
         importlib.import_module(module).register(sub)
+    from rlvr.cli.config import point_to_config  # after every command: their --help names `rlvr config`
+
+    point_to_config(sub)
     return parser
 
 

@@ -1,12 +1,13 @@
 """`rlvr verify`: score a JSONL file of completions with one verifier, to debug rewards before training.
 
 Input: one JSON object per line with `completion` and `reference` (or `answer`, e.g. a GSM8K '#### 42'
-solution). Output: one verdict per input line, `{"line": n, "outcome", "score", "detail"}`, in input order,
-so output line i always belongs to input line i. A line that cannot be used (not UTF-8, not JSON, not an
-object, a missing or mistyped field, a blank line) gets an `error` verdict whose detail names the problem;
-it is counted in the summary and the command still exits 0. Problems with the command itself (unknown
-verifier, unreadable input, unwritable output) raise VerifyInputError before anything is written, which
-`rlvr.cli.main.main` prints as one `rlvr: error: ...` line with exit code 2.
+solution), and optionally `"truncated": true` for a completion cut at max_new_tokens (the math verifier then
+counts only an explicit final answer, as in training). Output: one verdict per input line, `{"line": n,
+"outcome", "score", "detail"}`, in input order, so output line i always belongs to input line i. A line that
+cannot be used (not UTF-8, not JSON, not an object, a missing or mistyped field, a blank line) gets an `error`
+verdict whose detail names the problem; it is counted in the summary and the command still exits 0. Problems
+with the command itself (unknown verifier, unreadable input, unwritable output) raise VerifyInputError before
+anything is written, which `rlvr.cli.main.main` prints as one `rlvr: error: ...` line with exit code 2.
 
 The summary (stderr) counts every outcome, zeros included, as the training metrics do (rewards.outcome_counts).
 
@@ -107,7 +108,9 @@ def build_check(name: str, task: TaskConfig, episode: EpisodeConfig | None = Non
     if name == STATE_VERIFIER:
         return _state_check(task, episode), True
     verifier = build_verifier(name, task)
-    return (lambda line: safe_verify(verifier, line.completion, line.reference)), _reference_required(verifier)
+    # "truncated": true (samples.jsonl records it): cut at max_new_tokens, so only an explicit answer counts (issue 48)
+    return (lambda line: safe_verify(verifier, line.completion, line.reference, line.record.get("truncated") is True),
+            _reference_required(verifier))
 
 
 def _reference_required(verifier: Verifier) -> bool:
@@ -148,6 +151,8 @@ def parse_line(raw: bytes, needs_reference: bool, state: bool = False) -> Line |
     completion = record["completion"]
     if not isinstance(completion, str):
         return f"bad input line: field 'completion' must be a string, got {_type_name(completion)}"
+    if "truncated" in record and not isinstance(record["truncated"], bool):  # "true", 1: not silently "not cut"
+        return f"bad input line: field 'truncated' must be true or false, got {_type_name(record['truncated'])}"
     field = next((name for name in REFERENCE_FIELDS if name in record), None)
     if field is None:
         if needs_reference:

@@ -41,8 +41,8 @@ class VerifierActor:
     def names(self) -> list[str]:
         return list(self.verifiers)
 
-    def verify(self, completion: str, reference: str) -> list[Verdict]:
-        return [safe_verify(v, completion, reference) for v in self.verifiers.values()]
+    def verify(self, completion: str, reference: str, truncated: bool = False) -> list[Verdict]:
+        return [safe_verify(v, completion, reference, truncated) for v in self.verifiers.values()]
 
 
 @dataclass
@@ -140,7 +140,8 @@ class RayRewardService:
                 return
             (row,) = job.rows
             slot.job, slot.deadline = job, time.monotonic() + pool.settings.deadline_s
-            slot.ref = slot.actor.verify.remote(job.future.completions[row], job.future.references[row])
+            slot.ref = slot.actor.verify.remote(job.future.completions[row], job.future.references[row],
+                                                job.future.truncated[row])
 
     def _receive(self, pool: VerifierPool, slot: _Slot) -> None:
         from ray import exceptions as rex

@@ -17,7 +17,7 @@ AnyRunConfig = Any
 # agree): names are checked against these, so config imports no registry (issue 25). task.name and task.verifiers
 # stay plain `str` fields: a TaskConfig built in code still reaches build_task, whose message names the valid tasks.
 TaskName = Literal["arithmetic", "qa", "reasoning_gym", "textarena", "code_agent", "calculator",
-                   "filesystem"]
+                   "filesystem", "humaneval"]
 # The tasks that play multi-turn episodes (their task object has `environment(...)`, rlvr/agents/wiring.py; a test
 # checks this list against the registry). Their rules: _episode_problems.
 EPISODE_TASKS: tuple[str, ...] = ("textarena", "code_agent", "calculator", "filesystem")
@@ -208,6 +208,19 @@ def _task_problems(c: AnyRunConfig) -> list[str]:
         return [f"task.name={c.task.name} with task.verifiers={dict(c.task.verifiers)}: the reasoning_gym task and "
                 "the reasoning_gym verifier go together (set task.verifiers={reasoning_gym: 1.0}; others may be "
                 "added beside it)"]
+    return _benchmark_problems(c)
+
+
+def _benchmark_problems(c: AnyRunConfig) -> list[str]:
+    """issue 48: HumanEval's answers are functions, judged by its check programs through the code verifier; and
+    task.train_on_benchmark means something for a task with no train split only."""
+    if c.task.name == "humaneval" and "code" not in c.task.verifiers:
+        return [f"task.name=humaneval with task.verifiers={dict(c.task.verifiers)}: HumanEval is scored by the code "
+                "verifier (set task.verifiers={code: 1.0}, or start from configs/benchmarks/humaneval.yaml, which "
+                "also gives a whole function room: rlvr eval MODEL configs/benchmarks/humaneval.yaml)"]
+    if c.task.train_on_benchmark and c.task.name != "humaneval":
+        return [f"task.train_on_benchmark=true: task {c.task.name!r} has a train split of its own; the flag is for "
+                "humaneval, a benchmark without one"]
     return []
 
 

@@ -1,7 +1,8 @@
 """Typed configuration: one model per component, composed into RunConfig. Defaults live here and only here
-(and in config/sections.py: the sections of the pipeline stages and of scale-out). Load order: defaults < YAML file
-< `dotted.key=value` overrides. Every problem (unknown key, wrong type, impossible combination) becomes one
-ConfigError naming the key and what is allowed, raised before any model loads (issue #2, item 2).
+(and in config/sections.py: the sections of the pipeline stages and of scale-out; config/reward.py: the reward).
+Load order: defaults < YAML file < `dotted.key=value` overrides. Every problem (unknown key, wrong type, impossible
+combination) becomes one ConfigError naming the key and what is allowed, raised before any model loads (issue #2,
+item 2).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 
 from rlvr.config.base import ConfigError, _Section  # ConfigError is imported from here everywhere
 from rlvr.config.model import EMBEDDED_MODEL, LoraConfig, ModelConfig  # noqa: F401 - imported from here too
+from rlvr.config.reward import RewardConfig  # noqa: F401 - imported from here too
 from rlvr.config.rules import run_config_problems
 from rlvr.config.sections import (
     CheckpointConfig,
@@ -43,8 +45,13 @@ class TaskConfig(_Section):
     subset: str | None = Field(None, description="qa: hub dataset configuration name, e.g. 'main' for openai/gsm8k")
     split: str = Field("train", description="qa: dataset split used for training")
     eval_split: str | None = Field(None, description="qa: held-out split; None = hold out a hashed 10% of rows")
-    question_field: str = Field("question", description="qa: column holding the problem text")
+    question_field: str = Field("question", description="qa: column holding the problem text (or chat messages)")
     answer_field: str = Field("answer", description="qa: column holding the reference (GSM8K '####' or \\boxed ok)")
+    format: Literal["auto", "plain", "trl", "verl"] = Field(
+        "auto", description="qa: the dataset's layout (docs/data.md): plain = question_field + answer_field | trl = "
+                            "TRL prompt-only ('prompt': text or chat messages) + answer_field | verl = 'prompt' "
+                            "messages + reward_model.ground_truth | auto = verl with a 'reward_model' column, else "
+                            "plain when question_field exists, else trl")
     bad_rows: Literal["skip", "error"] = Field("skip", description="qa: rows with a missing/unreadable answer, bad "
                                                "UTF-8/JSON or a duplicate question: skip and count them, or stop")
     instruction: str = Field("End with 'Answer: <number>'.", description="appended to every question")
@@ -81,6 +88,10 @@ class TaskConfig(_Section):
                                                   "come from the seed after them, minus questions also in train")
     textarena_env: str = Field("GuessTheNumber-v0", description="textarena: a single-player TextArena game id "
                                                                 "(offline games only), played over several turns")
+    train_on_benchmark: bool = Field(
+        False, description="humaneval (a benchmark with no train split): let training draw from its 164 problems, "
+                           "which every evaluation also scores (contaminated: a smoke test, never a result); "
+                           "false = training on it is refused")
 
     @field_validator("train_levels")
     @classmethod
@@ -88,21 +99,6 @@ class TaskConfig(_Section):
         if levels is not None and len(set(levels)) != len(levels):  # [1, 1, 2] would read as a 2:1 weighting
             raise ValueError(f"task.train_levels: each level once (they are drawn uniformly), got {levels}")
         return levels
-
-
-class RewardConfig(_Section):
-    workers: int = Field(2, ge=0, description="verifier worker processes (0 = verify inside the trainer process)")
-    deadline_s: float = Field(30.0, gt=0, description="per-sample deadline in a worker; past it: timeout verdict")
-    retries: int = Field(1, ge=0, description="re-runs of a sample whose worker crashed, then an error verdict")
-    overlong_buffer: int = Field(0, ge=0, description="DAPO soft overlong punishment: the last N tokens before "
-                                                      "max_new_tokens cost up to overlong_penalty (0 = off)")
-    overlong_penalty: float = Field(1.0, ge=0, description="reward lost by a completion that reaches max_new_tokens")
-    model_path: str | None = Field(None, description="a HF sequence-classification reward model added as one more "
-                                                     "reward component 'reward_model' (R1's last RL pass)")
-    model_weight: float = Field(1.0, ge=0, description="weight of the reward model's score in the total reward")
-    model_batch_size: int = Field(16, ge=1, description="completions per reward-model forward pass")
-    model_device: str | None = Field(None, pattern=r"^(cpu(:0)?|cuda(:\d+)?|mps)$",
-                                     description="device for the reward model; None = model.device")
 
 
 class DynamicSamplingConfig(_Section):
@@ -297,6 +293,8 @@ def _override_value(item: str, raw: str) -> Any:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError as err:
         raise ConfigError(f"override {item!r}: value is not valid YAML ({str(err).splitlines()[0]})") from None
+    if isinstance(value, str) and raw.strip()[:1] in ("'", '"'):
+        return value  # a quoted YAML string ('rlvr config' quotes defaults that way): its text, quotes removed
     return value if isinstance(value, (list, dict)) or value is None else raw.strip()
 
 

@@ -230,3 +230,10 @@ class CheckpointConfig(_Section):
                                                   "seed, algorithm, ...) differ from the saved config")
     save_total_limit: int = Field(2, ge=1, description="complete checkpoints kept (old go once a newer is complete)")
     max_consecutive_skips: int = Field(3, ge=1, description="non-finite steps skipped in a row; then stop, diagnosed")
+    # issue 48: the optimizer state (AdamW: two fp32 numbers per weight) is twice the weights on disk, and only a
+    # run that will be continued needs it
+    save_final: Literal["full", "model", "none"] = Field(
+        "full", description="what the end of a run writes: full = RUN/final (weights, tokenizer, config) and a last "
+                            "checkpoint with the optimizer state, so --resume can go on to more steps | model = "
+                            "RUN/final only (what rlvr eval and a recipe's next stage load) | none = neither (the "
+                            "logs, the evaluation and any save_every checkpoints stay)")

@@ -12,8 +12,8 @@ columns, with each value's per-problem pass rates, so two models can be compared
 eval.sets is given.)
 
 A sample is correct when every verifier with weight > 0 says CORRECT (format as well as answer), except the
-learned reward model ("reward_model"): its score is a preference, not a check, so it counts in best-of-k's
-score and never in correctness.
+learned reward model ("reward_model") and the reward functions (reward.functions): their score is a preference or a
+shaping term, not a check, so it counts in best-of-k's score and never in correctness.
 """
 from __future__ import annotations
 
@@ -55,8 +55,10 @@ def correct_mask(scored: ScoredBatch, names: list[str] | None = None) -> torch.T
 
 
 def gated_names(rewarder: Rewarder) -> list[str]:
-    """The components a correct sample must pass: weight > 0 (weight 0 is logged only), reward model excluded."""
-    return [name for name, (_, weight) in rewarder.components.items() if weight > 0 and name not in UNGATED]
+    """The components a correct sample must pass: weight > 0 (weight 0 is logged only), reward model and reward
+    functions excluded (rlvr/rewards/functions.py: a function's value is not a check)."""
+    return [name for name, (component, weight) in rewarder.components.items()
+            if weight > 0 and name not in UNGATED and getattr(component, "gates_correctness", True)]
 
 
 def answer_mode_of(rewarder: Rewarder) -> str | None:
@@ -88,8 +90,9 @@ def problem_samples(batch: RolloutBatch, scored: ScoredBatch, gated: list[str], 
     with `phrases` (default RunConfig's reflection_phrases)."""
     correct = correct_mask(scored, gated).tolist()  # [B]
     lengths = batch.completion_mask.sum(dim=1).tolist()  # [B]
-    answers = [extracted_answer(text, answer_mode) if answer_mode else None for text in batch.completions]
     rewards, truncated, g = scored.rewards.tolist(), batch.truncated.tolist(), batch.group_size
+    answers = [extracted_answer(text, answer_mode, bool(cut)) if answer_mode else None
+               for text, cut in zip(batch.completions, truncated, strict=True)]
     phrases = default_phrases() if phrases is None else phrases
     measured = [sample_reasoning(text, phrases) for text in batch.completions]
     words, reflection, steps = zip(*measured) if measured else ((), (), ())

@@ -3,6 +3,7 @@ majority vote over extracted answers, by the best score (best-of-N), or none (pl
 a thinking budget. The choices use the same rules as the evaluation's estimators (rlvr.evaluation.voting)."""
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Sequence
 
@@ -15,7 +16,8 @@ from rlvr.types import Prompt, RolloutBatch, ScoredBatch
 
 Mode = Literal["sample", "majority", "best_of"]
 MODES: tuple[str, ...] = ("sample", "majority", "best_of")
-# (prompts, completions) -> one score per completion; a Rewarder (whose call returns a ScoredBatch) works too
+# (prompts, completions) -> one score per completion; a Rewarder (whose call returns a ScoredBatch) or a reward pool
+# (rlvr.rewards.pool.VerifierPool, scored through its submit) works too
 Scorer = Callable[[list[Prompt], list[str]], Any]
 _EVAL, _ROLLOUT = EvalConfig(), RolloutConfig()  # defaults come from rlvr.config.run only
 
@@ -62,8 +64,23 @@ def as_prompt(prompt: Prompt | str, index: int) -> Prompt:
     return Prompt(id=f"prompt/{index}", messages=({"role": "user", "content": prompt},), reference="")
 
 
-def scores_of(scorer: Scorer, prompts: list[Prompt], completions: list[str]) -> list[float]:
-    result = scorer(prompts, completions)
+def _takes_truncated(scorer: Scorer) -> bool:
+    try:
+        return "truncated" in inspect.signature(scorer).parameters
+    except (TypeError, ValueError):  # builtins and some C callables have no signature
+        return False
+
+
+def scores_of(scorer: Scorer, prompts: list[Prompt], completions: list[str],
+              truncated: Sequence[bool] | None = None) -> list[float]:
+    """A scorer that takes `truncated` (Rewarder.score, the reward pool) gets the cut flags, so a completion cut at
+    max_new_tokens scores as in training (issue 48); a plain (prompts, completions) callable is called as before."""
+    if truncated is not None and callable(getattr(scorer, "submit", None)):  # a reward pool (VerifierPool)
+        result = scorer.submit(prompts, completions, truncated=list(truncated)).result()  # type: ignore[attr-defined]
+    elif truncated is not None and _takes_truncated(scorer):
+        result = scorer(prompts, completions, truncated=list(truncated))
+    else:
+        result = scorer(prompts, completions)
     values = result.rewards.tolist() if isinstance(result, ScoredBatch) else [float(x) for x in result]
     if len(values) != len(completions):
         raise ValueError(f"scorer returned {len(values)} scores for {len(completions)} completions")
@@ -86,7 +103,8 @@ def choose(mode: str, answers: Sequence[str | None], scores: Sequence[float] | N
 def _generations(batch: RolloutBatch, mode: str, answer_mode: str, scores: list[float] | None) -> list[Generation]:
     g, forced = batch.group_size, getattr(batch, "forced", None)
     lengths, truncated = batch.completion_mask.sum(dim=1).tolist(), batch.truncated.tolist()
-    samples = [Sample(text, extracted_answer(text, answer_mode), int(lengths[i]), bool(truncated[i]),
+    cut = [bool(x) for x in truncated]  # a cut completion votes only with an explicit answer (issue 48)
+    samples = [Sample(text, extracted_answer(text, answer_mode, cut[i]), int(lengths[i]), cut[i],
                       bool(forced[i]) if forced is not None else False, None if scores is None else scores[i])
                for i, text in enumerate(batch.completions)]
     out = []
@@ -123,6 +141,7 @@ def generate(model, tokenizer, prompts: Sequence[Prompt | str], n: int, mode: Mo
     for start in range(0, len(items), batch_size):
         batch = engine.generate(items[start:start + batch_size], n, sampling)
         rows = [batch.prompt_of(i) for i in range(batch.size)]
-        scores = scores_of(scorer, rows, batch.completions) if scorer is not None else None
+        cut = [bool(x) for x in batch.truncated.tolist()]
+        scores = scores_of(scorer, rows, batch.completions, cut) if scorer is not None else None
         out += _generations(batch, mode, answer_mode, scores)
     return out

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rlvr.config.model import EMBEDDED_ALIASES, EMBEDDED_MODEL
 from rlvr.config.run import RunConfig, load_config
 from rlvr.errors import UserFacingError
+from rlvr.paths import local_or_hub
 
 
 class InferenceInputError(UserFacingError, ValueError):
@@ -34,12 +36,39 @@ def resolve_target(target: str, task_name: str | None, overrides: list[str]) -> 
         config = load_config(path / "config.yaml", overrides)
         model = path / "final"
         if not (model / "config.json").is_file():
-            raise InferenceInputError(f"run {target!r} has no final checkpoint at {model} (did training finish?)")
+            raise InferenceInputError(_no_final_model(target, path, config))
         model_path = str(model)
     else:
         config, model_path = load_config(preset, overrides), target
     config.model = config.model.at(model_path)  # a random-init run's checkpoint is its trained weights (issue 46)
     return model_path, config
+
+
+def check_model_target(target: str) -> None:
+    """A model target that names a missing path, or a hub id while the hub cannot be reached: one line now, before
+    anything loads (rlvr/paths.py), rather than a minute of the hub's retries. Called once the command's other
+    inputs are checked, so a bad flag is reported as itself."""
+    if target.lower() in EMBEDDED_ALIASES or target == EMBEDDED_MODEL or (Path(target) / "config.yaml").is_file():
+        return
+    local_or_hub(target, "model", InferenceInputError, "model or run directory")
+
+
+def _no_final_model(target: str, path: Path, config: RunConfig) -> str:
+    """Why a run directory has no final/ model, and which weights it does hold (issue 48: checkpoint.save_final)."""
+    newest = newest_checkpoint_model(path)
+    hold = (f"; its newest checkpoint's weights are at {newest} (rlvr eval {newest})" if newest else
+            "; it holds no checkpoint either")
+    if config.checkpoint.save_final == "none":
+        return f"run {target!r} has no final model: it ran with checkpoint.save_final=none" + hold
+    return f"run {target!r} has no final checkpoint at {path / 'final'} (did training finish?)" + (
+        hold if newest else "")
+
+
+def newest_checkpoint_model(run_dir: Path) -> Path | None:
+    """RUN/checkpoints/step-N/model of the highest complete step (torch-free: by name and marker, unverified)."""
+    steps = sorted((p for p in (run_dir / "checkpoints").glob("step-*") if (p / "COMPLETE").is_file()
+                    and (p / "model" / "config.json").is_file()), key=lambda p: (len(p.name), p.name))
+    return steps[-1] / "model" if steps else None
 
 
 def int_list(text: str, flag: str) -> list[int]:

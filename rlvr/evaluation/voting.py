@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Sequence
 
-from rlvr.verifiers.math.extract import MODES, as_number, canonical, final_answer
+from rlvr.verifiers.math.cut import cut_mid_answer
+from rlvr.verifiers.math.extract import EXPLICIT_KINDS, MODES, as_number, canonical, final_answer
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -44,12 +45,14 @@ def normalise_answer(text: str) -> str:
     return "".join(canonical(text).split())
 
 
-def extracted_answer(completion: str, answer_mode: str = "strict") -> str | None:
-    """The normalised final answer of a completion as the math verifier reads it; None = no answer (abstains)."""
+def extracted_answer(completion: str, answer_mode: str = "strict", truncated: bool = False) -> str | None:
+    """The normalised final answer of a completion as the math verifier reads it; None = no answer (abstains).
+    A completion cut at max_new_tokens votes only with an answer it stated as one (EXPLICIT_KINDS), as the verifier
+    scores it (issue 48): a fallback reading would vote for a number its own verdict calls no answer."""
     if answer_mode not in MODES:
         raise ValueError(f"answer_mode must be one of {', '.join(MODES)}, got {answer_mode!r}")
     found = final_answer(completion, answer_mode)  # type: ignore[arg-type]
-    if found is None:
+    if found is None or (truncated and (found.kind not in EXPLICIT_KINDS or cut_mid_answer(completion, found))):
         return None
     key = normalise_answer(found.text)
     return key or None

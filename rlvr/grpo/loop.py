@@ -14,7 +14,8 @@ from functools import partial
 from pathlib import Path
 
 from rlvr.checkpoint import resume
-from rlvr.checkpoint.state import MODEL_DIR, rng_state
+from rlvr.checkpoint.rundir import disk_use_line
+from rlvr.checkpoint.state import MODEL_DIR, STATE_FILE, rng_state
 from rlvr.checkpoint.stop import GracefulStop
 from rlvr.checkpoint.store import Checkpoint, checkpoint_name
 from rlvr.config.run import RunConfig, dump_config
@@ -30,6 +31,7 @@ from rlvr.grpo.step import grpo_step
 from rlvr.metrics.diagnostics import Diagnostics, RunFacts
 from rlvr.model.architectures import note_random_run
 from rlvr.model.load import save_model
+from rlvr.rewards.functions import RewardFuncs, sort_passed, with_functions
 from rlvr.rollout.pipelined import saved_cursor
 from rlvr.training.guards import check_skips
 
@@ -48,20 +50,24 @@ def run_eval(run: Run, step: int) -> EvalResult:
     return result
 
 
-def train(config: RunConfig, run_dir: Path | str | None = None) -> Path:
-    """Run GRPO up to config.max_steps; returns the final model directory, or the checkpoint written when a
-    SIGTERM/SIGINT stopped the run early.
+def train(config: RunConfig, run_dir: Path | str | None = None, reward_funcs: RewardFuncs | None = None) -> Path:
+    """Run GRPO up to config.max_steps; returns the final model directory (the run directory with
+    checkpoint.save_final=none), or the checkpoint written when a SIGTERM/SIGINT stopped the run early.
 
     A fresh run directory (run_dir, else config.output_dir, else a new runs/<date-time>) must be new or empty;
     it is claimed before any model loads and removed again if the run fails before writing anything. With
     checkpoint.resume the run continues from its newest complete checkpoint instead (rlvr/checkpoint/).
+    reward_funcs: TRL-style reward functions added to the reward, a list (weight 1 each) or {function: weight};
+    config.yaml records those it can as reward.functions (rlvr/rewards/functions.py).
     """
+    passed = sort_passed(reward_funcs)
+    config = with_functions(config, passed.recorded)
     rank, world, local = from_env()  # torchrun's settings are checked before any process group or model
     check_supported(config, DistContext(rank, world, local, None))
     ranks = init_distributed(config.distributed.backend)
     try:
         final = resume.run_in_directory(config, Path(run_dir) if run_dir is not None else None,
-                                        partial(setup, ranks=ranks), _train_loop,
+                                        partial(setup, ranks=ranks, passed=passed), _train_loop,
                                         close=_close, ranks=ranks)
     except BaseException:
         shutdown(ranks, finished=False)
@@ -138,9 +144,12 @@ def _train_loop(run: Run, checkpoint: Checkpoint | None) -> Path:
         run.logger.message(f"the run already reached max_steps={config.max_steps}; set a larger max_steps to go on")
         return run_dir / "final"
     final = _save_final(run, guard, done_at)
-    run.logger.message(f"saved final checkpoint to {final}")
     if config.eval.at_end:  # after the final model is safe on disk; an eval-only row closes the curve
         run.logger.log_eval(done_at, run_eval(run, done_at).metrics())
+    if run.ranks.is_main:
+        state = run_dir / resume.CHECKPOINTS / checkpoint_name(done_at) / STATE_FILE
+        resume.mark_finished(run_dir, done_at, config.max_steps)  # what a resume of this run reads as "finished"
+        run.logger.message(disk_use_line(run_dir, state if config.checkpoint.save_final == "full" else None))
     return final
 
 
@@ -184,10 +193,19 @@ def _save(run: Run, step: int, guard: dict[str, int], model_from: Path | None = 
 
 
 def _save_final(run: Run, guard: dict[str, int], step: int) -> Path:
-    m = run.models
-    model, _ = savable(m.wrapped, None)
+    """What checkpoint.save_final keeps of the last step: RUN/final, and with `full` its checkpoint (the weights
+    hard-linked, plus the optimizer state); returns RUN/final, or with `none` the run directory."""
+    mode, m = run.config.checkpoint.save_final, run.models
+    if mode == "none":
+        run.logger.message(resume.final_save_message(mode, run.run_dir))
+        return run.run_dir
+    model, _ = savable(m.wrapped, None)  # under FSDP2 every rank joins the gathering of the full weights
     final = run.run_dir / "final"
     if run.ranks.is_main:
         save_model(model if model is not None else m.lora or m.policy, m.tokenizer, final)
-    _save(run, step, guard, model_from=final)
+    if mode == "full":
+        _save(run, step, guard, model_from=final)
+    else:
+        run.ranks.barrier()  # as _save: no rank runs ahead of the one writing
+    run.logger.message(resume.final_save_message(mode, final))
     return final

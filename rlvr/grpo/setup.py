@@ -7,7 +7,7 @@ close); the stages receive the parts, never the run. Which family member runs is
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ from rlvr.agents.scoring import EpisodeScoring
 from rlvr.agents.wiring import EpisodeParts, episode_engine, episode_parts, episode_plan, episode_rewarder
 from rlvr.checkpoint.state import CountingStream
 from rlvr.config.rules import with_dynamic_sampling_decided
-from rlvr.config.run import ModelConfig, RunConfig
+from rlvr.config.run import ConfigError, ModelConfig, RunConfig
 from rlvr.distributed.checks import seed_rank
 from rlvr.distributed.context import SINGLE, DistContext
 from rlvr.distributed.wrap import WrappedPolicy, distribute_policy
@@ -31,6 +31,8 @@ from rlvr.metrics.logger import RunLogger
 from rlvr.metrics.sinks import build_sinks
 from rlvr.model.load import context_length, load_model, load_tokenizer
 from rlvr.model.lora import AdapterOffReference, LoraPolicy, wrap_policy
+from rlvr.rewards.control import ControlledService, training_weights
+from rlvr.rewards.functions import PassedFunctions
 from rlvr.rewards.pool import VerifierPool
 from rlvr.rewards.rewarder import Rewarder, build_rewarder
 from rlvr.rollout.pipelined import Prefetched
@@ -95,24 +97,35 @@ class Run:
     eval_prompts: list[Prompt] | None = None  # eval.sets' prompts (evaluation/sets.py); None = the task's own
 
 
-def setup(config: RunConfig, run_dir: Path, ranks: DistContext = SINGLE) -> Run:
+def setup(config: RunConfig, run_dir: Path, ranks: DistContext = SINGLE, passed: PassedFunctions | None = None) -> Run:
+    """`passed`: train()'s reward functions that config.yaml cannot record (rlvr/rewards/functions.py)."""
     config = with_dynamic_sampling_decided(config, ranks.world_size)
     seed_everything(config.seed)
     if config.threads:
         torch.set_num_threads(config.threads)
     # Task and verifiers first: a bad dataset or verifier fails before any model loads.
     task = build_task(config.task)
+    if hasattr(task, "check_trainable"):  # a benchmark without a train split refuses here (humaneval, issue 48)
+        task.check_trainable()
     episodes = episode_parts(task, config)  # None unless the task plays multi-turn episodes (issue 26)
-    rewarder = build_rewarder(config) if episodes is None else episode_rewarder(episodes)  # + reward.model_path
+    single_turn_only(config, episodes, passed)
+    # + reward.model_path, reward.functions
+    rewarder = build_rewarder(config, passed) if episodes is None else episode_rewarder(episodes)
     # eval.sets: each set's task is built here, so a bad set fails before any model (the task's own held-out split is
     # read at the first evaluation, as before: a run may train before an empty held-out split is reported)
     eval_prompts = evaluation_prompts(config, task) if config.eval.sets is not None else None
+    weights = training_weights(rewarder.components, config.reward.control)
     plan = step_plan(config) if episodes is None else episode_plan(step_plan(episodes.config), rewarder)
+    # every component the rewarder weighs (reward functions and the reward model too) reaches the advantages, with
+    # the control's weights; step_plan alone knows only task.verifiers
+    plan = replace(plan, reward=replace(plan.reward, verifiers=tuple(weights.items())))
     # a missing tensorboard/wandb fails before any model
     sinks = build_sinks(config.logging, config.model_dump(mode="json"), run_dir, writes=ranks.is_main)
     models = build_models(config, plan, task, ranks)
     optim = build_optimisation(config, plan, models, ranks)
     service = reward_service(config, rewarder, episodes)  # worker processes, or Ray actors (backends.py)
+    if config.reward.control != "none":  # issue 48: the update sees the control's reward; evaluation the real one
+        service = ControlledService(service, config.reward.control, weights)
     curriculum = PassRateCurriculum(config.curriculum, config.seed) if config.curriculum.enabled else None
     if ranks.enabled:
         seed_rank(config.seed, ranks)  # each rank samples its own completions
@@ -127,6 +140,8 @@ def setup(config: RunConfig, run_dir: Path, ranks: DistContext = SINGLE) -> Run:
         raise
     logger = RunLogger(run_dir, config.max_steps, writes=ranks.is_main, sinks=sinks,
                        progress_mode=config.logging.progress, interval_s=config.logging.progress_interval_s)
+    if passed is not None and passed.warning():
+        logger.message(passed.warning())
     feed = RolloutFeed(engine, CountingStream(task.train_prompts(config.seed)), curriculum, engine_weights)
     estimator = build_estimator(plan.advantage, plan.kl.beta, models.critic)
     if episodes is not None and config.episode.credit == "process":  # per-turn credit (issue 26, item 3)
@@ -135,6 +150,19 @@ def setup(config: RunConfig, run_dir: Path, ranks: DistContext = SINGLE) -> Run:
                                         config.algorithm.std_epsilon)
     return Run(config, plan, run_dir, models, feed, optim, estimator, task, rewarder, service, logger, ranks,
                eval_prompts)
+
+
+def single_turn_only(config: RunConfig, episodes: EpisodeParts | None, passed: PassedFunctions | None) -> None:
+    """Control runs and train()'s unrecordable functions are wired for single-turn tasks; a multi-turn task's reward
+    also holds its environment's state check, which neither knows."""
+    if episodes is None:
+        return
+    if config.reward.control != "none":
+        raise ConfigError(f"reward.control={config.reward.control} is for single-turn tasks; task {config.task.name!r} "
+                          "plays multi-turn episodes (set reward.control=none)")
+    if passed is not None and passed.unrecorded:
+        raise ConfigError(f"reward functions {', '.join(passed.unrecorded)} cannot be recorded, and a multi-turn task "
+                          "takes its functions from reward.functions only: define them in an importable module")
 
 
 def reward_service(config: RunConfig, rewarder, episodes: EpisodeParts | None):

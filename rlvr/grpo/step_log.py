@@ -68,6 +68,7 @@ def sample_rows(step: int, rollouts: RolloutBatch, scored: ScoredBatch, limit: i
         prompt = rollouts.prompt_of(i)
         rows.append({"step": step, "prompt_id": prompt.id, "question": prompt.messages[-1]["content"],
                      "reference": prompt.reference, "completion": rollouts.completions[i],
+                     "truncated": bool(rollouts.truncated[i]),  # `rlvr verify` re-checks it as training did
                      "reward": scored.rewards[i].item(),
                      "verdicts": {name: v[i].as_json() for name, v in scored.verdicts.items()},
                      **({} if rollouts.turns is None else episode_sample(rollouts.turns.records[i], prompt))})

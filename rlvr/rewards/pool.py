@@ -34,13 +34,14 @@ COUNTS = ("submitted", "completed", "timeouts", "crashes", "errors", "retries", 
 
 
 def combine(prompts: Sequence[Prompt], completions: Sequence[str], verdicts: Mapping[str, Sequence[Verdict]],
-            weights: Mapping[str, float], reward_functions: Mapping[str, tuple[Callable, float]] | None = None
-            ) -> ScoredBatch:
-    """Verdicts computed elsewhere, plus TRL-style reward functions run here -> ScoredBatch."""
+            weights: Mapping[str, float], reward_functions: Mapping[str, tuple[Callable, float]] | None = None,
+            completion_ids: Sequence[list[int]] | None = None) -> ScoredBatch:
+    """Verdicts computed elsewhere, plus TRL-style reward functions run here (the trainer process: functions.py says
+    why) -> ScoredBatch."""
     from rlvr.rewards.rewarder import call_reward_function, weigh  # imports torch: parent only
 
     functions = reward_functions or {}
-    all_verdicts = {**verdicts, **{name: call_reward_function(fn, prompts, completions)
+    all_verdicts = {**verdicts, **{name: call_reward_function(fn, prompts, completions, completion_ids)
                                    for name, (fn, _) in functions.items()}}
     return weigh(all_verdicts, {**weights, **{name: w for name, (_, w) in functions.items()}})
 
@@ -59,11 +60,13 @@ class PoolSettings:
 class ScoreFuture:
     """The pending ScoredBatch of one `submit`; `result()` waits for every sample's verdicts."""
 
-    def __init__(self, pool: VerifierPool, prompts: Sequence[Prompt], completions: Sequence[str]):
+    def __init__(self, pool: VerifierPool, prompts: Sequence[Prompt], completions: Sequence[str],
+                 completion_ids: Sequence[list[int]] | None = None, truncated: Sequence[bool] | None = None):
         self._pool, self._scored = pool, None
-        self.prompts, self.completions = list(prompts), list(completions)
+        self.prompts, self.completions, self.completion_ids = list(prompts), list(completions), completion_ids
         self.references = [prompt.reference for prompt in self.prompts]
         n = self._missing = len(self.completions)
+        self.truncated = [False] * n if truncated is None else list(truncated)  # cut at max_new_tokens (issue 48)
         self.attempts = [0] * n  # worker deaths charged to each sample
         self._verdicts: list[list[Verdict] | None] = [None] * n
         self._done = threading.Event()  # set by the supervisor when _missing reaches 0
@@ -84,7 +87,8 @@ class ScoreFuture:
         if self._scored is None:
             pool = self._pool
             by_name = {name: [row[k] for row in self._verdicts] for k, name in enumerate(pool.names)}
-            self._scored = combine(self.prompts, self.completions, by_name, pool.weights, pool.reward_functions)
+            self._scored = combine(self.prompts, self.completions, by_name, pool.weights, pool.reward_functions,
+                                   self.completion_ids)
         return self._scored
 
 
@@ -145,11 +149,15 @@ class VerifierPool:
             self._thread = threading.Thread(target=self._supervise, name=thread_name, daemon=True)
             self._thread.start()
 
-    def submit(self, prompts: Sequence[Prompt], completions: Sequence[str]) -> ScoreFuture:
-        """Queue completion i against prompts[i]; returns at once (without a supervisor, once scored)."""
+    def submit(self, prompts: Sequence[Prompt], completions: Sequence[str],
+               completion_ids: Sequence[list[int]] | None = None, truncated: Sequence[bool] | None = None
+               ) -> ScoreFuture:
+        """Queue completion i against prompts[i]; returns at once (without a supervisor, once scored).
+        completion_ids: handed to the reward functions (TRL's argument), when known."""
         if len(prompts) != len(completions):
             raise ValueError(f"{len(prompts)} prompts for {len(completions)} completions")
-        future, n, s = ScoreFuture(self, prompts, completions), len(completions), self.settings
+        future = ScoreFuture(self, prompts, completions, completion_ids, truncated)
+        n, s = len(completions), self.settings
         size = min(s.max_chunk, max(1, math.ceil(n / (4 * max(s.workers, 1)))))
         with self._lock:
             if self._closed:
@@ -163,7 +171,11 @@ class VerifierPool:
         return future
 
     def submit_rollout(self, batch: RolloutBatch) -> ScoreFuture:  # row i is checked against batch.prompt_of(i)
-        return self.submit([batch.prompt_of(row) for row in range(batch.size)], batch.completions)
+        from rlvr.rewards.rewarder import completion_id_lists  # imports torch: parent only
+
+        ids = completion_id_lists(batch) if self.reward_functions else None
+        return self.submit([batch.prompt_of(row) for row in range(batch.size)], batch.completions, ids,
+                           batch.truncated.tolist())
 
     def score(self, prompts: Sequence[Prompt], completions: Sequence[str]) -> ScoredBatch:
         return self.submit(prompts, completions).result()  # blocking, as Rewarder.score

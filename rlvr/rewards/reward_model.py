@@ -7,7 +7,7 @@ exposed to the Rewarder as the TRL-style reward function named "reward_model" wi
 
     reward[i] = sum_k weight_k * verifier_k[i]  +  model_weight * rm_score[i]
 
-What the score is (`preference_score`), always in [0, 1) because the Rewarder clamps every score to [0, 1]:
+What the score is (`preference_score`), a probability in [0, MAX_SCORE] (the Rewarder clamps no score, issue 48):
   * num_labels = 1 (Bradley-Terry reward models, e.g. TRL's RewardTrainer): sigmoid(logit), the modelled
     probability that this completion is preferred over one scored 0. The map is monotonic, so the order of a
     group's completions, which is all GRPO's group-normalised advantage uses, is the model's own order.
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from rlvr.config.run import ModelConfig, RewardConfig
 
 NAME = "reward_model"  # the component name; evaluation excludes it from correctness gating
-MAX_SCORE = 1.0 - 1e-6  # < 1: rewards.verdict_from_value calls only exactly 1.0 CORRECT
+MAX_SCORE = 1.0 - 1e-6  # < 1: rewards.verdict_from_value calls a score from 1 up CORRECT
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 

@@ -70,9 +70,9 @@ def _worker_main() -> None:
     replies.send(("ready", list(verifiers)))
     with contextlib.suppress(EOFError):  # EOF: closed by the parent, or the parent is gone
         for samples in iter(requests.recv, None):
-            for index, (completion, reference) in enumerate(samples):
+            for index, (completion, reference, truncated) in enumerate(samples):
                 # One reply per sample: the deadline is per sample, and a crash is blamed on one sample.
-                verdicts = [safe_verify(v, completion, reference) for v in verifiers.values()]
+                verdicts = [safe_verify(v, completion, reference, truncated) for v in verifiers.values()]
                 replies.send(("verdicts", index, verdicts))
 
 
@@ -190,7 +190,8 @@ class RewardService:
             if job is None:
                 return
             try:
-                worker.requests.send([(job.future.completions[r], job.future.references[r]) for r in job.rows])
+                f = job.future
+                worker.requests.send([(f.completions[r], f.references[r], f.truncated[r]) for r in job.rows])
             except OSError:  # it died since its last reply: the job never reached it, so nothing is charged
                 pool.requeue(job, 0)
                 self._lost(pool, worker)
@@ -266,8 +267,8 @@ class _InProcess:
     def serve(self, pool: VerifierPool) -> None:
         while (job := pool.next_job()) is not None:
             for row in job.rows:
-                completion, reference = job.future.completions[row], job.future.references[row]
-                pool.finish(job.future, row, [safe_verify(v, completion, reference) for v in self.verifiers.values()])
+                sample = job.future.completions[row], job.future.references[row], job.future.truncated[row]
+                pool.finish(job.future, row, [safe_verify(v, *sample) for v in self.verifiers.values()])
 
     def ready(self) -> int:
         return 0

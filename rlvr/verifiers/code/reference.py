@@ -60,6 +60,7 @@ class CodeTests:
     time_limit_s: float | None
     rel_tol: float | None = None  # floats match within math.isclose(rel_tol=...) when given; else Python's ==
     check: CheckProgram | None = None  # a `check(candidate)` program (issue 43): one more test, run after the asserts
+    prompt: str | None = None  # the code the answer completes (issue 48, code/prompted.py); needs entry
 
 
 def parse_reference(reference: str) -> CodeTests:
@@ -85,6 +86,9 @@ def parse_reference(reference: str) -> CodeTests:
         raise BadReference(f"'time_limit_s' must be a positive number, got {limit!r}")
     if rel_tol is not None and not (type(rel_tol) in (int, float) and 0 <= rel_tol < 1):
         raise BadReference(f"'rel_tol' must be a number in [0, 1), got {rel_tol!r}")
+    prompt = spec.get("prompt")
+    if prompt is not None and not (isinstance(prompt, str) and entry is not None):
+        raise BadReference("'prompt' must be a string, with an 'entry' (the function the answer completes)")
     tests, tested, expected = [], set(), {}
     for source in asserts:
         for stmt in _assert_statements(source):
@@ -105,7 +109,7 @@ def parse_reference(reference: str) -> CodeTests:
                                "reference an 'entry'); the sample is unscorable")
     return CodeTests(tuple(tests), tuple((c.get("input", ""), c["output"]) for c in io), entry,
                      None if limit is None else min(float(limit), MAX_TIME_LIMIT_S),
-                     None if rel_tol is None else float(rel_tol), check)
+                     None if rel_tol is None else float(rel_tol), check, prompt)
 
 
 def _assert_statements(source: str) -> list[ast.Assert]:

@@ -2,7 +2,8 @@
 
 Reference (a JSON string): {"asserts": ["assert add(1, 2) == 3", ...]}, {"check": "def check(candidate): ..."}
 (a HumanEval test program, issue 43; needs "entry") and/or {"io": [{"input": "1 2\\n", "output": "3\\n"}, ...]},
-optional "entry" (the function under test, also bound as `candidate`, HumanEval style), "time_limit_s" (per
+optional "entry" (the function under test, also bound as `candidate`, HumanEval style), "prompt" (the code the
+answer completes, HumanEval's signature and docstring: code/prompted.py; needs "entry"), "time_limit_s" (per
 sandbox run, capped at 60 s) and "rel_tol" (two floats then match within math.isclose(rel_tol=...); without it,
 `==` is exactly Python's). docs/verifiers.md (its Code section) lists what is read and what is refused.
 
@@ -31,6 +32,7 @@ from rlvr.types import Outcome, Verdict
 from rlvr.verifiers.base import error_verdict
 from rlvr.verifiers.code.budget import Budget
 from rlvr.verifiers.code.check_program import run_check
+from rlvr.verifiers.code.prompted import after_prompt
 from rlvr.verifiers.code.reference import BadReference, CodeTests, judge_asserts, parse_reference, short
 from rlvr.verifiers.code.sandbox import SandboxConfig, SandboxUnavailable, probe, run_sandboxed, warn_unsandboxed
 from rlvr.verifiers.code.session import Session
@@ -112,6 +114,8 @@ class CodeVerifier:
             return Verdict(Outcome.UNPARSEABLE, 0.0, "no Python code found (expected a ```python block)")
         if len(code.encode("utf-8", "replace")) > MAX_CODE_BYTES:
             return Verdict(Outcome.UNPARSEABLE, 0.0, f"code longer than {MAX_CODE_BYTES} bytes; not run")
+        if tests.prompt is not None:  # HumanEval's form: the whole function, or the body continuing the prompt
+            code = after_prompt(tests.prompt, code, tests.entry)
         config = self.sandbox if tests.time_limit_s is None else replace(self.sandbox, time_limit_s=tests.time_limit_s)
         results: list[tuple[bool, str]] = []  # (passed, what went wrong) per test
         problems: list[str] = []  # per run: "timeout", "sandbox failed: ...", "code failed to load: ..."

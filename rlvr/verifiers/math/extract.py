@@ -100,6 +100,10 @@ from rlvr.verifiers.math.units import unit_around
 Mode = Literal["strict", "last_number", "latex"]
 MODES: tuple[str, ...] = get_args(Mode)
 
+# The kinds a completion cut at max_new_tokens may be scored by (issue 48): an answer the model stated as one. A
+# fallback reading (the last number, the last LaTeX, a bare number, a prose correction) of a text that was cut off
+# is the number the ramble happened to stop on; listed as allowed, so a new kind is a fallback until named here.
+EXPLICIT_KINDS = frozenset({"answer_tag", "boxed", "answer_line", "hashes"})
 NO_ANSWER = "no final answer found (expected \\boxed{}, 'Answer:' or '####')"
 NO_ANSWER_OR_NUMBER = "no final answer found (no \\boxed{}, 'Answer:', '####' or number)"
 NO_ANSWER_LATEX = "no final answer found (no \\boxed{}, 'Answer:', '####', LaTeX or readable last number)"

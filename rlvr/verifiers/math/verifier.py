@@ -36,7 +36,9 @@ from pathlib import Path
 
 from rlvr.types import Outcome, Verdict
 from rlvr.verifiers.base import error_verdict
+from rlvr.verifiers.math.cut import CUT_ANSWER, cut_mid_answer
 from rlvr.verifiers.math.extract import (  # noqa: F401  (re-exported: tests and rlvr.tasks.qa use them)
+    EXPLICIT_KINDS,
     MAX_ANSWER_CHARS,
     MODES,
     NO_ANSWER,
@@ -61,6 +63,7 @@ from rlvr.verifiers.math.units import unit_problem, without_rate
 from rlvr.verifiers.math.words import approximation_problem, exact_part
 
 _NO_ANSWER = {"strict": NO_ANSWER, "last_number": NO_ANSWER_OR_NUMBER, "latex": NO_ANSWER_LATEX}
+TRUNCATED = "cut at max_new_tokens without an explicit final answer (\\boxed{}, 'Answer:', '####' or <answer>)"
 
 _HAVE_MATH_VERIFY = importlib.util.find_spec("math_verify") is not None
 MAX_NESTING = 10  # bracket depth; antlr parse time grows steeply with it (12 nested braces: ~2 s)
@@ -249,6 +252,7 @@ class MathVerifier:
     """Final-answer math checker; registered as "math" (see rlvr.verifiers.VERIFIERS)."""
 
     name = "math"
+    reads_truncation = True  # verify() takes `truncated` (rlvr.verifiers.base.safe_verify passes it)
 
     def __init__(self, mode: Mode = "strict", timeout_s: float = 5.0, worker: MathVerifyWorker | None = None):
         if mode not in MODES:
@@ -262,13 +266,15 @@ class MathVerifier:
         # the full budget (plus a worker restart) each time. Replies are deterministic given the budget.
         self._replies: dict[tuple[str, str], dict] = {}
 
-    def verify(self, completion: str, reference: str) -> Verdict:
+    def verify(self, completion: str, reference: str, truncated: bool = False) -> Verdict:
+        """`truncated`: the completion was cut at max_new_tokens, not ended by the model; then only an explicit final
+        answer counts (EXPLICIT_KINDS): a cut ramble ending in the right number scored 1 before (issue 48)."""
         try:
-            return self._verify(completion, reference)
+            return self._verify(completion, reference, truncated)
         except Exception as err:  # total: a verifier bug is an ERROR verdict, never a crash or a reward
             return error_verdict("math verifier failed", err)
 
-    def _verify(self, completion: str, reference: str) -> Verdict:
+    def _verify(self, completion: str, reference: str, truncated: bool) -> Verdict:
         if not isinstance(completion, str) or not isinstance(reference, str):
             return error_verdict(f"expected str inputs, got {type(completion).__name__}, "
                                  f"{type(reference).__name__}")
@@ -285,6 +291,11 @@ class MathVerifier:
             inside_think = tagged and final_answer(completion.replace("<think>", " ").replace("</think>", " "),
                                                    self.mode)
             return Verdict(Outcome.UNPARSEABLE, 0.0, ONLY_IN_THINK if inside_think else _NO_ANSWER[self.mode])
+        if truncated and final.kind not in EXPLICIT_KINDS:
+            return Verdict(Outcome.UNPARSEABLE, 0.0, f"{TRUNCATED}: its {final.kind.replace('_', ' ')} "
+                                                     f"{_short(final.text)!r} does not count")
+        if truncated and cut_mid_answer(completion, final):
+            return Verdict(Outcome.UNPARSEABLE, 0.0, f"cut at max_new_tokens: {CUT_ANSWER} ({_short(final.text)!r})")
         pred = answer_text(final, gold)  # several boxes joined when the reference lists several values
         if len(pred) > MAX_ANSWER_CHARS:
             return Verdict(Outcome.UNPARSEABLE, 0.0,

@@ -1,0 +1,166 @@
+"""A completion cut at max_new_tokens is never scored by a fallback reading (issue 48, item 3): only an explicit final
+answer (\\boxed{}, 'Answer:', '####', <answer>) counts in it, in the verifier and on every path the flag travels
+(Rewarder, the reward service's worker processes and in-process transport, `rlvr verify`)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from rlvr.cli.main import main
+from rlvr.cluster.ray_rewards import VerifierActor
+from rlvr.config.run import TaskConfig
+from rlvr.evaluation.voting import extracted_answer
+from rlvr.grpo.step_log import sample_rows
+from rlvr.rewards.rewarder import Rewarder
+from rlvr.rewards.service import RewardService
+from rlvr.types import Outcome, Prompt, RolloutBatch, Verdict
+from rlvr.verifiers.base import safe_verify
+from rlvr.verifiers.math.extract import EXPLICIT_KINDS, final_answer
+from rlvr.verifiers.math.verifier import MathVerifier
+
+# A word problem's ramble that stops on the reference number: the latex fallback reads its last number, 42.
+RAMBLE = "Each box holds 6 rows of 7 eggs, so there are 6 * 7 = 42 eggs in the first box, and the second box has 42"
+
+
+@pytest.mark.parametrize("mode", ["latex", "last_number"])
+def test_a_truncated_ramble_ending_in_the_reference_scores_zero(mode: str) -> None:
+    verifier = MathVerifier(mode=mode)
+    assert verifier.verify(RAMBLE, "42").outcome is Outcome.CORRECT  # not truncated: as before, the fallback reads 42
+    cut = verifier.verify(RAMBLE, "42", truncated=True)
+    assert (cut.outcome, cut.score) == (Outcome.UNPARSEABLE, 0.0)
+    assert cut.detail.startswith("cut at max_new_tokens without an explicit final answer")
+    assert "'42'" in cut.detail
+
+
+@pytest.mark.parametrize("ending", ["Answer: 42\n", "so the total is \\boxed{42}", "#### 42\nCheck",
+                                    "<answer>42</answer>", "The answer is 42. So", "Answer: 42 eggs"])
+def test_an_explicit_final_answer_still_counts_when_truncated(ending: str) -> None:
+    verdict = MathVerifier(mode="latex").verify(f"{RAMBLE} eggs.\n{ending}", "42", truncated=True)
+    assert (verdict.outcome, verdict.score) == (Outcome.CORRECT, 1.0)
+
+
+def test_a_truncated_bare_number_is_a_fallback_too() -> None:
+    # strict mode reads a completion that is only a number (issue 47); cut, it may be the start of a longer one
+    assert MathVerifier(mode="strict").verify("42", "42").outcome is Outcome.CORRECT
+    assert MathVerifier(mode="strict").verify("42", "42", truncated=True).outcome is Outcome.UNPARSEABLE
+
+
+def test_safe_verify_hands_the_flag_only_to_verifiers_that_read_it() -> None:
+    class TwoArguments:  # a user's verifier written against the two-argument contract
+        name = "mine"
+
+        def verify(self, completion: str, reference: str) -> Verdict:
+            return Verdict(Outcome.CORRECT, 1.0)
+
+    assert safe_verify(TwoArguments(), RAMBLE, "42", truncated=True).outcome is Outcome.CORRECT  # not an ERROR
+    assert safe_verify(MathVerifier(mode="latex"), RAMBLE, "42", truncated=True).outcome is Outcome.UNPARSEABLE
+
+
+def batch(completions: list[str], truncated: list[bool]) -> RolloutBatch:
+    n, zeros = len(completions), torch.zeros(len(completions), 3, dtype=torch.long)
+    return RolloutBatch(prompts=[Prompt("p", ({"role": "user", "content": "q"},), "42")], group_size=n,
+                        prompt_ids=zeros[:1], prompt_mask=zeros[:1], completion_ids=zeros, completion_mask=zeros,
+                        sampling_logprobs=zeros.float(), completions=completions,
+                        truncated=torch.tensor(truncated, dtype=torch.bool))
+
+
+# one prompt, G = 3: the same ramble cut and not cut, and a cut completion with an explicit answer: rewards [0, 1, 1]
+ROWS = batch([RAMBLE, RAMBLE, f"{RAMBLE}.\nAnswer: 42\n"], [True, False, True])
+LATEX = TaskConfig(name="qa", answer_mode="latex")
+
+
+def test_the_rewarder_reads_the_rollouts_truncation() -> None:
+    assert Rewarder.from_task(LATEX).score_rollout(ROWS).rewards.tolist() == [0.0, 1.0, 1.0]
+
+
+@pytest.mark.parametrize("workers", [0, 1])  # in the trainer's process, and in a worker process
+def test_the_reward_service_reads_the_rollouts_truncation(workers: int) -> None:
+    with RewardService.start(LATEX, workers=workers) as service:
+        scored = service.submit_rollout(ROWS).result()
+    assert scored.rewards.tolist() == [0.0, 1.0, 1.0]
+    assert scored.verdicts["math"][0].detail.startswith("cut at max_new_tokens")
+
+
+def test_rlvr_verify_reads_a_lines_truncated_field(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "in.jsonl"
+    lines = [{"completion": RAMBLE, "reference": "42", "truncated": True}, {"completion": RAMBLE, "reference": "42"}]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert main(["verify", "task.answer_mode=latex", "--verifier", "math", "--input", str(path)]) == 0
+    outcomes = [json.loads(line)["outcome"] for line in capsys.readouterr().out.splitlines()]
+    assert outcomes == ["unparseable", "correct"]
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_a_plain_submit_without_the_flag_is_not_truncated(workers: int) -> None:
+    # `submit` (evaluation, sampling: no RolloutBatch) without `truncated`: every completion ended, so the ramble's
+    # fallback reading still counts there as before
+    prompt = Prompt("p", ({"role": "user", "content": "q"},), "42")
+    with RewardService.start(LATEX, workers=workers) as service:
+        scored = service.submit([prompt], [RAMBLE]).result()
+    assert scored.rewards.tolist() == [1.0]
+
+
+@pytest.mark.parametrize(("ending", "reference"), [("Answer: 1", "1"), ("Answer: 0.", "0"), ("#### 42", "42"),
+                                                   ("The answer is 42.", "42"), ("Answer: 42 ", "42"),
+                                                   ("Answer: 42\nSo the answer is 42", "42")])
+def test_a_cut_answer_line_running_to_the_end_may_be_cut_mid_value(ending: str, reference: str) -> None:
+    # "Answer: 1" cut could have been 12, "Answer: 0." 0.5: with nothing after the value before the cut (no line
+    # break, no text after a space) it does not count. Catches dropping the cut_mid_answer check in the verifier.
+    completion = f"{RAMBLE} eggs.\n{ending}"
+    assert MathVerifier().verify(completion, reference).outcome is Outcome.CORRECT  # ended by the model: counts
+    cut = MathVerifier().verify(completion, reference, truncated=True)
+    assert (cut.outcome, cut.score) == (Outcome.UNPARSEABLE, 0.0) and "may have been cut" in cut.detail
+    assert extracted_answer(completion, "strict", truncated=True) is None  # nor votes (catches it in voting)
+    assert extracted_answer(completion, "strict") == reference
+
+
+def test_an_unclosed_box_or_answer_tag_is_no_answer_when_cut() -> None:
+    for ending in ("\\boxed{4", "<answer>4"):
+        verdict = MathVerifier().verify(f"{RAMBLE} eggs.\n{ending}", "42", truncated=True)
+        assert verdict.outcome is Outcome.UNPARSEABLE
+
+
+def test_a_prose_correction_is_not_an_explicit_answer() -> None:
+    # "\boxed{3}. Wait... the total is 4" is read as the correction 4; cut, that is the ramble's last word, not an
+    # answer the model stated. Catches adding "correction" to EXPLICIT_KINDS.
+    completion = "\\boxed{3}. Wait, the total is 4"
+    assert final_answer(completion, "strict").kind == "correction" and "correction" not in EXPLICIT_KINDS
+    assert MathVerifier().verify(completion, "4").outcome is Outcome.CORRECT
+    assert MathVerifier().verify(completion, "4", truncated=True).outcome is Outcome.UNPARSEABLE
+    assert extracted_answer(completion, "strict", truncated=True) is None
+
+
+@pytest.mark.parametrize("value", ['"true"', "1", '"yes"', "null", "0"])
+def test_rlvr_verify_a_mistyped_truncated_field_is_that_lines_error(tmp_path: Path, capsys, value: str) -> None:
+    # only JSON true/false counts; "true" was read as not truncated, so the cut ramble scored 1. Catches dropping the
+    # type check in parse_line (the line would then come out "correct").
+    path = tmp_path / "in.jsonl"
+    path.write_text(f'{{"completion": {json.dumps(RAMBLE)}, "reference": "42", "truncated": {value}}}\n'
+                    f'{{"completion": {json.dumps(RAMBLE)}, "reference": "42", "truncated": false}}\n')
+    main(["verify", "task.answer_mode=latex", "--verifier", "math", "--input", str(path)])
+    first, second = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    assert first["outcome"] == "error" and "field 'truncated' must be true or false" in first["detail"]
+    assert second["outcome"] == "correct"
+
+
+def test_samples_jsonl_rows_record_truncation_and_verify_rechecks_them(tmp_path: Path, capsys) -> None:
+    # the rows the trainer writes to samples.jsonl carry the flag, so `rlvr verify` re-scores them as training did:
+    # [0, 1, 1]. Catches dropping the "truncated" key in step_log.sample_rows (every row would re-check as ended).
+    rows = sample_rows(3, ROWS, Rewarder.from_task(LATEX).score_rollout(ROWS), limit=3)
+    assert [row["truncated"] for row in rows] == [True, False, True]
+    path = tmp_path / "samples.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert main(["verify", "task.answer_mode=latex", "--verifier", "math", "--input", str(path)]) == 0
+    outcomes = [json.loads(line)["outcome"] for line in capsys.readouterr().out.splitlines()]
+    assert outcomes == ["unparseable", "correct", "correct"]
+
+
+def test_the_ray_verifier_actor_passes_the_flag_on() -> None:
+    # VerifierActor is a plain class (Ray wraps it with ray.remote): called directly, no cluster. Catches dropping
+    # `truncated` from its safe_verify call (the cut ramble would score 1).
+    actor = VerifierActor(LATEX)
+    assert [v.outcome for v in actor.verify(RAMBLE, "42", True)] == [Outcome.UNPARSEABLE]
+    assert [v.outcome for v in actor.verify(RAMBLE, "42")] == [Outcome.CORRECT]

@@ -169,8 +169,10 @@ def test_pathological_inputs_end_quickly_and_the_verifier_survives(mode):
 
 def test_adversarial_completions_cost_little_parent_cpu():
     # Issue 24, part 2: <= 0.2 s of the trainer's CPU per ~1 MB completion (was 1-2 s, up to 5 s for 1 MB of
-    # '{'); ~0.05 s at worst after the bounded scans of rlvr/verifiers/math/scan.py. CPU time, not wall time,
-    # so the 4x margin is not eaten by other processes on the machine.
+    # '{'); about 0.1 s at worst here after the bounded scans of rlvr/verifiers/math/scan.py, the 16 <answer> blocks
+    # read (extract._ANSWER_BLOCKS: 64 of them cost 0.25 s on tags_of_boxes, which failed CI) and an 'Answer:' value
+    # searched in its first 2400 characters (around.value_end). CPU time, not wall time, so other processes on the
+    # machine do not eat the margin.
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
     import math_adversarial
 
@@ -183,6 +185,17 @@ def test_adversarial_completions_cost_little_parent_cpu():
             if cost > math_adversarial.BUDGET_S:  # measured again before failing: the machine may be loaded
                 cost = math_adversarial.parent_cpu(verifiers[mode], case, tries=2)
             assert cost <= math_adversarial.BUDGET_S, (case.name, mode, cost)
+
+
+def test_answer_spam_in_many_blocks_is_still_seen(verifier):
+    # Only the last 16 <answer> blocks are read (extract._ANSWER_BLOCKS); spam needs more than 3 different declared
+    # answers (hedges.MAX_DISTINCT_ANSWERS), so 40 blocks of different answers are still spam, while three different
+    # values over 41 blocks are a model changing its mind, and the last one stands.
+    attempts = "\n\nAnother attempt follows.\n\n"
+    spam = verifier.verify(attempts.join(f"<answer>{i}</answer>" for i in range(40)), "39")
+    assert spam.outcome is Outcome.WRONG and "answer spam" in spam.detail, spam
+    settled = attempts.join([f"<answer>{i % 2}</answer>" for i in range(40)] + ["<answer>5</answer>"])
+    assert verifier.verify(settled, "5").outcome is Outcome.CORRECT
 
 
 def _verify_in_child(case: tuple[str, str, str]) -> str:

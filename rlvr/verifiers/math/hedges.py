@@ -26,6 +26,7 @@ rlvr.verifiers.math.extract):
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from rlvr.verifiers.math.gaps import GLUE
 from rlvr.verifiers.math.numbers import as_number
@@ -57,6 +58,7 @@ _ASSIGNED = re.compile(r"\s*[A-Za-z](?:_\{?\w+\}?)?\s*=\s*(.+)", re.DOTALL)
 _VALUE_KEY_SPACE = re.compile(r"\s+")
 
 
+@lru_cache(maxsize=256)  # hedge_problem keys the same answers up to three times; 1 MB of hedges costs 3x without
 def _value_key(answer: str) -> str:
     value = as_number(answer)
     return f"={value}" if value is not None else _VALUE_KEY_SPACE.sub("", answer)

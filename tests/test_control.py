@@ -11,7 +11,6 @@ from rlvr.cli.control import control_recipe, control_table
 from rlvr.cli.main import main
 from rlvr.config.run import ConfigError, load_config
 from rlvr.evaluation.voting import paired_difference
-from rlvr.grpo.setup import setup
 from rlvr.pipeline.manifest import Manifest, StageRecord, load_manifest
 from rlvr.rewards.control import ANSWER_VERIFIERS, FORMAT_VERIFIERS, format_only, shuffled, training_weights
 from rlvr.rewards.functions import UserFunction
@@ -158,10 +157,43 @@ def test_rlvr_control_end_to_end_on_a_tiny_model(tiny_model_dir, tmp_path, capsy
     assert (out / "summary.md").read_text().startswith("control runs: held-out pass@1")
 
 
-def test_a_control_of_a_multi_turn_task_is_refused_before_any_model(tmp_path):
-    config = load_config(None, ["task.name=calculator", "reward.control=random", "model.name_or_path=/nonexistent"])
-    with pytest.raises(ConfigError, match="reward.control=random is for single-turn tasks"):
-        setup(config, tmp_path)  # the model path does not exist: the refusal comes first
+EPISODES = ["task.name=filesystem", "task.one_shot=false", "episode.list_tools=false", "episode.max_turns=2",
+            "episode.tokens_per_turn=6", "episode.tokens_per_episode=40"]
+
+
+def test_a_control_with_process_credit_is_refused_before_any_run(tiny_model_dir, tmp_path, capsys):
+    # per-turn credit pays the turns that did the work: neither control hides that, so such a "control" would learn
+    # from the real signal; refused when the three configs are built, before the real run trains for minutes
+    out = tmp_path / "control"
+    assert main(["control", f"model.name_or_path={tiny_model_dir}", *EPISODES, "episode.credit=process",
+                 "--output-dir", str(out)]) == 2
+    assert "use episode.credit=outcome for the run and its controls" in capsys.readouterr().err
+    assert not out.exists()
+    with pytest.raises(ConfigError, match="reward.control=random hides which answer"):
+        load_config(None, [*EPISODES, "episode.credit=process", "reward.control=random"])
+
+
+def test_rlvr_control_runs_a_multi_turn_task(tiny_model_dir, tmp_path, capsys):
+    out = tmp_path / "control"
+    code = main(["control", f"model.name_or_path={tiny_model_dir}", *EPISODES, "max_steps=1", "seed=3",
+                 "rollout.group_size=2", "rollout.prompts_per_step=2", "optimizer.micro_batch_size=4",
+                 "reward.workers=0", "eval.size=2", "eval.samples=2", "eval.greedy=false", "logging.progress=off",
+                 "--output-dir", str(out)])
+    assert code == 0, capsys.readouterr().err
+    first = {name: json.loads((out / "stages" / f"{i + 1:02d}-{name}" / "metrics.jsonl").read_text().splitlines()[0])
+             for i, name in enumerate(("real", "random", "format_only"))}
+    # a random tiny model never reaches the goal: the environment judges every final state WRONG, so the real reward
+    # and its shuffle pay 0, while format_only pays the state it could judge (state_weight 1 x 1 per episode)
+    assert first["real"]["reward_mean"] == first["random"]["reward_mean"] == 0.0
+    assert first["format_only"]["reward_mean"] == 1.0
+    assert "control runs: held-out pass@1" in capsys.readouterr().out
+
+
+def test_the_state_component_is_the_episode_scorings():
+    from rlvr.agents.scoring import STATE as SCORED
+    from rlvr.rewards.control import STATE
+
+    assert STATE == SCORED  # format_only re-scores the environment's verdict by this name
 
 
 def test_the_controlled_service_passes_stats_and_close_to_the_service():

@@ -89,6 +89,10 @@ def _episode_problems(c: AnyRunConfig) -> list[str]:
         problems.append("rollout.dynamic_sampling judges a group by its rewards before episode.process_reward scores "
                         "its turns, so it would drop groups the process scorer separates; set "
                         "rollout.dynamic_sampling.enabled=false (auto leaves it off)")
+    if c.episode.credit == "process" and c.reward.control != "none":
+        problems.append(f"{name}: reward.control={c.reward.control} hides which answer earned the outcome reward, not "
+                        "which turns did the work that episode.credit=process pays; use episode.credit=outcome for the "
+                        "run and its controls (issue 48)")
     if c.episode.credit == "process" and c.algorithm.advantage == "gae":
         problems.append(f"{name}: episode.credit=process adds a per-turn term to group advantages; with "
                         "algorithm.advantage=gae GAE already credits each token (use credit=outcome)")

@@ -153,13 +153,10 @@ def setup(config: RunConfig, run_dir: Path, ranks: DistContext = SINGLE, passed:
 
 
 def single_turn_only(config: RunConfig, episodes: EpisodeParts | None, passed: PassedFunctions | None) -> None:
-    """Control runs and train()'s unrecordable functions are wired for single-turn tasks; a multi-turn task's reward
-    also holds its environment's state check, which neither knows."""
+    """train()'s unrecordable functions are wired for single-turn tasks: a multi-turn task's reward also holds its
+    environment's state check, and its functions come from the recorded config only."""
     if episodes is None:
         return
-    if config.reward.control != "none":
-        raise ConfigError(f"reward.control={config.reward.control} is for single-turn tasks; task {config.task.name!r} "
-                          "plays multi-turn episodes (set reward.control=none)")
     if passed is not None and passed.unrecorded:
         raise ConfigError(f"reward functions {', '.join(passed.unrecorded)} cannot be recorded, and a multi-turn task "
                           "takes its functions from reward.functions only: define them in an importable module")

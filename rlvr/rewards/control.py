@@ -15,6 +15,11 @@ format_only: the format verifiers (FORMAT_VERIFIERS: they never check the answer
     format reward, and a signal even for a run whose only verifier is math. Reward functions and the reward model
     weigh 0 (logged, not paid): rlvr cannot tell whether a function reads the answer column.
 
+Multi-turn tasks (agents) take both: the environment's verdict on an episode's final state is one more answer check
+(format_only pays a state it could judge, right or wrong), and a shuffle moves whole episodes' rewards. Per-turn
+process credit (episode.credit=process) is refused with a control: it pays the turns that did the work, which neither
+control hides (rlvr/config/rules.py).
+
 In both, the verdicts in samples.jsonl and the outcome counts in metrics.jsonl stay the real ones (the control's
 own accuracy is visible as it trains), the length shaping (reward.overlong_*) and the KL stay as in the real run,
 and evaluation scores with the real verifiers: only the reward the update sees is changed.
@@ -33,6 +38,7 @@ from rlvr.types import Outcome, Prompt, RolloutBatch, ScoredBatch, Verdict
 # must be classified before format_only can run with it.
 FORMAT_VERIFIERS = ("format", "answer_format", "think_format", "tag_count", "language")  # never check the answer
 ANSWER_VERIFIERS = ("math", "code", "tool_call", "reasoning_gym", "steps")  # check the answer (or its steps)
+STATE = "environment"  # an episode's final-state verdict (rlvr.agents.scoring.STATE): an answer check too
 READ = (Outcome.CORRECT, Outcome.WRONG)  # an answer verifier found an answer to check
 
 
@@ -46,7 +52,7 @@ def training_weights(components: Mapping[str, tuple[Any, float]], control: str) 
 
 def format_only(scored: ScoredBatch, weights: Mapping[str, float]) -> ScoredBatch:
     """Answer verifiers' verdicts re-scored 1 where an answer was read, 0 elsewhere; the total re-weighed."""
-    verdicts = {name: [_answer_read(v) for v in found] if name in ANSWER_VERIFIERS else list(found)
+    verdicts = {name: [_answer_read(v) for v in found] if name in ANSWER_VERIFIERS + (STATE,) else list(found)
                 for name, found in scored.verdicts.items()}
     return weigh(verdicts, weights)
 

@@ -170,9 +170,9 @@ def test_pathological_inputs_end_quickly_and_the_verifier_survives(mode):
 def test_adversarial_completions_cost_little_parent_cpu():
     # Issue 24, part 2: <= 0.2 s of the trainer's CPU per ~1 MB completion (was 1-2 s, up to 5 s for 1 MB of
     # '{'); about 0.1 s at worst here after the bounded scans of rlvr/verifiers/math/scan.py, the 16 <answer> blocks
-    # read (extract._ANSWER_BLOCKS: 64 of them cost 0.25 s on tags_of_boxes, which failed CI) and an 'Answer:' value
-    # searched in its first 2400 characters (around.value_end). CPU time, not wall time, so other processes on the
-    # machine do not eat the margin.
+    # read as completions (extract._ANSWER_BLOCKS: 64 of them cost 0.25 s on tags_of_boxes, which failed CI) and the
+    # explanation search tried only where a run of spaces starts (around._EXPLANATION: 64 lines of 2500 spaces cost
+    # 22 s). CPU time, not wall time, so other processes on the machine do not eat the margin.
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
     import math_adversarial
 
@@ -183,7 +183,7 @@ def test_adversarial_completions_cost_little_parent_cpu():
         for mode in MODES:
             cost = math_adversarial.parent_cpu(verifiers[mode], case)
             if cost > math_adversarial.BUDGET_S:  # measured again before failing: the machine may be loaded
-                cost = math_adversarial.parent_cpu(verifiers[mode], case, tries=2)
+                cost = math_adversarial.parent_cpu(verifiers[mode], case, tries=3)
             assert cost <= math_adversarial.BUDGET_S, (case.name, mode, cost)
 
 
@@ -196,6 +196,19 @@ def test_answer_spam_in_many_blocks_is_still_seen(verifier):
     assert spam.outcome is Outcome.WRONG and "answer spam" in spam.detail, spam
     settled = attempts.join([f"<answer>{i % 2}</answer>" for i in range(40)] + ["<answer>5</answer>"])
     assert verifier.verify(settled, "5").outcome is Outcome.CORRECT
+
+
+@pytest.mark.parametrize("completion, reference, mode, outcome", [
+    # a fresh-eyes attack on the cheaper scans (issue 43): each kept the verdict it had before them
+    ("\n\nNext.\n\n".join(["<answer>1</answer>", "<answer>2</answer>", "<answer>3</answer>"]
+                          + ["<answer>4</answer>"] * 16), "4", "strict", Outcome.WRONG),  # spam before the last 16
+    ("Answer: $41$ $42$ " + "$$\\,$$" * 17, "42", "latex", Outcome.WRONG),  # a hedge padded with 68 '$'
+    ("Answer: 42 (not 6 " + "x" * 2400 + " because)", "42", "strict", Outcome.UNPARSEABLE),  # over-long value
+    ("Answer: 42" + " " * 2400 + " because", "42", "strict", Outcome.CORRECT),  # spaces, then why: the value is 42
+    ("Answer: 42." + " " * 2400 + "The end.", "42", "strict", Outcome.CORRECT),
+])
+def test_cheaper_scans_keep_their_verdicts(completion, reference, mode, outcome):
+    assert MathVerifier(mode, timeout_s=10).verify(completion, reference).outcome is outcome
 
 
 def _verify_in_child(case: tuple[str, str, str]) -> str:

@@ -113,9 +113,9 @@ _MARKER = re.compile(r"####|\\boxed|\\fbox|<answer>")
 _BOX_OR_TAG = re.compile(r"\\boxed|\\fbox|<answer>")
 _LIST_WORD = re.compile(r",|\band\b")
 _HEDGE_WORD = re.compile(r"\b(?:or|either|maybe|perhaps)\b", re.IGNORECASE)
-# <answer> blocks read, from the last back: each is read as a completion of its own (up to RECENT statements of each
-# kind), so reading RECENT of them cost RECENT**2 statements: 0.25 s on 1 MB of boxed blocks. Sixteen still show answer
-# spam (more than MAX_DISTINCT_ANSWERS different ones) and any run of alternatives an honest completion writes.
+# <answer> blocks read as completions of their own (up to RECENT statements of each kind), from the last back: reading
+# RECENT of them so cost RECENT**2 statements, 0.25 s on 1 MB of boxed blocks. The RECENT - 16 before them are read as
+# their whole cleaned text: enough to count different answers (spam), and no honest completion writes 17 blocks.
 _ANSWER_BLOCKS = 16
 _DELIMITED = ("answer_tag", "boxed", "latex")  # kinds whose extent is marked, unlike a line's
 # Between two statements, a word that offers the second as an alternative ('\\boxed{3} (if n is even), \\boxed{4}',
@@ -189,7 +189,11 @@ def _answer_tags(text: str, mode: Mode) -> list[Candidate]:
             break
         found.append((start, close))
         pos = close + len("</answer>")
-    candidates = []
+    candidates, found = [], found[-_RECENT:]
+    for start, close in found[:-_ANSWER_BLOCKS]:  # older blocks: their whole text, enough to count them as answers
+        inner = _cut(text, start + len("<answer>"), close)
+        if inner:
+            candidates.append(Candidate(inner, start, close + len("</answer>"), inner))
     for start, close in found[-_ANSWER_BLOCKS:]:
         inner = text[start + len("<answer>"):close]
         final = _final(inner, mode, tags=False, fallback=False)

@@ -40,7 +40,6 @@ from rlvr.verifiers.math.prose import keeps_value, lead_end
 from rlvr.verifiers.math.words import DOTS, value_word
 
 RECENT = 64  # candidates kept from the end of the text (enough to see a run of alternatives)
-MAX_REGION_DOLLARS = 64  # '$' signs in an answer region read as environments (refine)
 _DELIMITERS = re.compile(r"\\\\|\\\$|\$\$|\$|\\\[|\\\]|\\\(|\\\)")
 _CLOSE = {"$$": "$$", "$": "$", "\\[": "\\]", "\\(": "\\)"}
 _ONE_LINE = ("$", "\\(")  # math-verify's inline environments do not span lines
@@ -324,11 +323,7 @@ def _kept(word: str) -> bool:
 
 def refine(region: str) -> str:
     """The answer in an 'Answer:' line or an <answer> block (see the module docstring). When a digit follows the first
-    environments ('$3$ is what I first got, but really it's 4'), the whole region is the answer (issue 43). A region
-    with more than MAX_REGION_DOLLARS '$' is read as plain text: no answer has that many environments, and reading
-    them cost 0.1 s on 64 'Answer:' lines of 2000 '$' each."""
-    if region.count("$") > MAX_REGION_DOLLARS:
-        return trim_prose(clean(region))
+    environments ('$3$ is what I first got, but really it's 4'), the whole region is the answer (issue 43)."""
     envs = latex_envs(region)
     stated = stated_value(region, envs)
     if stated or not envs:

@@ -198,6 +198,20 @@ def test_answer_spam_in_many_blocks_is_still_seen(verifier):
     assert verifier.verify(settled, "5").outcome is Outcome.CORRECT
 
 
+@pytest.mark.parametrize("mode", ["latex", "strict"])
+def test_blocks_before_the_last_16_are_read_whole_and_end_at_their_tag(mode):
+    # 17 blocks: the first is older than the last 16, which are read by their last statement ('4'). Reading the first
+    # 16 as older (found[:+16]) adds their whole texts, 16 different answers: spam, 0 instead of 1.
+    worked = ["<answer>4</answer>"] + [f"<answer>x{i} = {i}, so the answer is 4</answer>" for i in range(1, 17)]
+    assert MathVerifier(mode=mode).verify("\n".join(worked), "4").outcome is Outcome.CORRECT
+    # An older block offered as an alternative to the next ('3 or 4') is a hedge: that needs its end at '</answer>';
+    # an end 9 characters short leaves '</answer> or ' between them, no alternative, and the hedge passed (1).
+    hedge = "<answer>3</answer> or <answer>4</answer>\n" + "\n".join(["<answer>4</answer>"] * 16)
+    assert MathVerifier(mode=mode).verify(hedge, "4").outcome is Outcome.WRONG
+    corrected = hedge.replace(" or ", " Wait, no. ")  # a correction between them: the later block stands
+    assert MathVerifier(mode=mode).verify(corrected, "4").outcome is Outcome.CORRECT
+
+
 @pytest.mark.parametrize("completion, reference, mode, outcome", [
     # a fresh-eyes attack on the cheaper scans (issue 43): each kept the verdict it had before them
     ("\n\nNext.\n\n".join(["<answer>1</answer>", "<answer>2</answer>", "<answer>3</answer>"]

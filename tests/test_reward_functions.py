@@ -314,6 +314,22 @@ def test_a_raising_function_stops_train_with_one_line(tiny_model_dir, tmp_path, 
     assert "Traceback" not in err
 
 
+def test_a_reserved_column_is_refused_before_the_model_loads(tiny_model_dir, tmp_path, capsys, monkeypatch):
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps({"question": f"{i} + 1?", "answer": str(i + 1), "completions": "x"}) + "\n"
+                            for i in range(40)))
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model was loaded before the dataset's columns were checked")
+
+    monkeypatch.setattr("rlvr.grpo.setup.build_models", no_model)
+    code = main(["train", *tiny_overrides(tiny_model_dir, tmp_path / "run"), "task.name=qa", f"task.path={data}",
+                 'reward.functions={"tests.test_reward_functions:length_penalty": 1.0}'])
+    # catches dropping the check in setup (the AssertionError of no_model then ends the run instead)
+    assert code == 2
+    assert "the dataset has a column named 'completions'" in capsys.readouterr().err
+
+
 def test_the_reward_section_keeps_its_defaults_and_bounds_after_its_move():
     # RewardConfig moved from rlvr/config/run.py to rlvr/config/reward.py (issue 48): the defaults README states
     # (one retry of a crashed worker's sample, a reward model weighing 1, a cut completion losing 1.0) and the bounds

@@ -84,6 +84,16 @@ def test_the_reward_service_reads_the_rollouts_truncation(workers: int) -> None:
     assert scored.verdicts["math"][0].detail.startswith("cut at max_new_tokens")
 
 
+@pytest.mark.parametrize("workers", [0, 1])
+def test_the_services_blocking_score_takes_the_flag_as_the_rewarders_does(workers: int) -> None:
+    # score() stands in for Rewarder.score (evaluate() takes either): it took no `truncated` before, so a caller
+    # passing the flag got a TypeError. Catches score() dropping the flag on its way to submit (rewards [1, 1, 1]).
+    prompts = [ROWS.prompt_of(row) for row in range(ROWS.size)]
+    with RewardService.start(LATEX, workers=workers) as service:
+        scored = service.score(prompts, ROWS.completions, truncated=ROWS.truncated.tolist())
+    assert scored.rewards.tolist() == [0.0, 1.0, 1.0]
+
+
 def test_rlvr_verify_reads_a_lines_truncated_field(tmp_path: Path, capsys) -> None:
     path = tmp_path / "in.jsonl"
     lines = [{"completion": RAMBLE, "reference": "42", "truncated": True}, {"completion": RAMBLE, "reference": "42"}]

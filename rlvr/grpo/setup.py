@@ -34,7 +34,7 @@ from rlvr.model.lora import AdapterOffReference, LoraPolicy, wrap_policy
 from rlvr.rewards.control import ControlledService, training_weights
 from rlvr.rewards.functions import PassedFunctions
 from rlvr.rewards.pool import VerifierPool
-from rlvr.rewards.rewarder import Rewarder, build_rewarder
+from rlvr.rewards.rewarder import Rewarder, batch_columns, build_rewarder, reward_functions
 from rlvr.rollout.pipelined import Prefetched
 from rlvr.seeding import seed_everything
 from rlvr.tasks import Task, build_task
@@ -111,6 +111,8 @@ def setup(config: RunConfig, run_dir: Path, ranks: DistContext = SINGLE, passed:
     single_turn_only(config, episodes, passed)
     # + reward.model_path, reward.functions
     rewarder = build_rewarder(config, passed) if episodes is None else episode_rewarder(episodes)
+    if episodes is None and reward_functions(rewarder):  # a column named as TRL's own arguments: refused now, not
+        batch_columns([next(task.train_prompts(config.seed))])  # at the first step (a dataset's rows share columns)
     # eval.sets: each set's task is built here, so a bad set fails before any model (the task's own held-out split is
     # read at the first evaluation, as before: a run may train before an empty held-out split is reported)
     eval_prompts = evaluation_prompts(config, task) if config.eval.sets is not None else None

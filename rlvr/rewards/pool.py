@@ -177,8 +177,10 @@ class VerifierPool:
         return self.submit([batch.prompt_of(row) for row in range(batch.size)], batch.completions, ids,
                            batch.truncated.tolist())
 
-    def score(self, prompts: Sequence[Prompt], completions: Sequence[str]) -> ScoredBatch:
-        return self.submit(prompts, completions).result()  # blocking, as Rewarder.score
+    def score(self, prompts: Sequence[Prompt], completions: Sequence[str],
+              completion_ids: Sequence[list[int]] | None = None, truncated: Sequence[bool] | None = None
+              ) -> ScoredBatch:
+        return self.submit(prompts, completions, completion_ids, truncated).result()  # blocking, as Rewarder.score
 
     def score_rollout(self, batch: RolloutBatch) -> ScoredBatch:  # as Rewarder.score_rollout (e.g. evaluate())
         return self.submit_rollout(batch).result()

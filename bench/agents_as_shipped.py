@@ -1,11 +1,12 @@
-"""The agent commands README gives, run exactly as written, with the held-out evaluation before and after (issue 42).
+"""The agent commands docs/agents.md gives, run as written, with the held-out evaluation before and after (issue 42).
 
     .venv/bin/python bench/agents_as_shipped.py                       # every command, ~30 min each on 2 cores
     .venv/bin/python bench/agents_as_shipped.py --only calculator     # those whose preset name has a word
     .venv/bin/python bench/agents_as_shipped.py --list                # the commands it found, nothing run
 
-It reads README's "Agents that act" section for lines `rlvr train configs/agents/NAME.yaml` (the shipped presets:
-what makes a small model work lives in what the command loads, never in a paragraph), and for each:
+It reads the opening section of docs/agents.md ("Agents that act") for lines `rlvr train configs/agents/NAME.yaml`
+(the shipped presets: what makes a small model work lives in what the command loads, never in a paragraph), and
+for each:
 1. evaluates the embedded base model on the preset's task and held-out split (`rlvr eval embedded PRESET`),
 2. runs the command verbatim from the repository root (the preset bounds its own time with max_minutes, then
    evaluates the final model on the held-out split: that evaluation, in the run's eval.jsonl, is the "after"),
@@ -30,17 +31,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RLVR = ROOT / ".venv" / "bin" / "rlvr"
 _COMMAND = re.compile(r"^(rlvr train (configs/agents/[\w.-]+\.ya?ml))\s*(?:#.*)?$")
-SECTION = "## Agents that act"
+PAGE = ROOT / "docs" / "agents.md"
+SECTION = "# Agents that act"
 
 
-def shipped_commands(readme: str) -> list[tuple[str, str]]:
-    """(command, preset path) of each `rlvr train configs/agents/...` line in README's agents section, in order."""
-    start = readme.find(SECTION)
+def shipped_commands(page: str) -> list[tuple[str, str]]:
+    """(command, preset path) of each `rlvr train configs/agents/...` line in the agents page's opening section (up
+    to its first `## ` heading), in order."""
+    start = page.find(SECTION)
     if start < 0:
-        raise SystemExit(f"README has no {SECTION!r} section")
-    end = readme.find("\n## ", start + len(SECTION))
+        raise SystemExit(f"{PAGE} has no {SECTION!r} section")
+    end = page.find("\n## ", start + len(SECTION))
     found = []
-    for line in readme[start:end if end > 0 else None].splitlines():
+    for line in page[start:end if end > 0 else None].splitlines():
         match = _COMMAND.match(line.strip())
         if match and match.group(1) not in [c for c, _ in found]:
             found.append((match.group(1), match.group(2)))
@@ -152,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=None, help="folder for the JSON (default bench/data/...)")
     args = parser.parse_args(argv)
     words = [w for w in args.only.split(",") if w]
-    commands = [(c, p) for c, p in shipped_commands((ROOT / "README.md").read_text())
+    commands = [(c, p) for c, p in shipped_commands(PAGE.read_text())
                 if not words or any(w in Path(p).stem for w in words)]
     if args.list or not commands:
         print("\n".join(c for c, _ in commands) or "no command matched")

@@ -1,4 +1,4 @@
-import itertools  # a new environment in under 50 lines (README, "Agents that act")
+import itertools  # a new environment in under 50 lines (docs/agents.md)
 import json
 import sys
 

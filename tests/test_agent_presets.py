@@ -1,5 +1,6 @@
-"""The shipped agent presets (issue 42, item 1): README's agent commands are `rlvr train configs/agents/NAME.yaml`,
-typed as written; what makes the small model work lives in the preset, and each bounds its own time."""
+"""The shipped agent presets (issue 42, item 1): the agent commands of docs/agents.md are
+`rlvr train configs/agents/NAME.yaml`, typed as written; what makes the small model work lives in the preset, and each
+bounds its own time."""
 from __future__ import annotations
 
 import importlib.util
@@ -23,10 +24,10 @@ def _bench():
     return module
 
 
-def test_readme_gives_one_command_per_shipped_preset_and_the_bench_finds_them():
-    """The bench parses README: a preset missing from README (or a command the parser cannot read) would leave
-    that environment unmeasured. Catches a _COMMAND pattern that misses a line and a preset left out of README."""
-    commands = _bench().shipped_commands((ROOT / "README.md").read_text(encoding="utf-8"))
+def test_the_agents_page_gives_one_command_per_shipped_preset_and_the_bench_finds_them():
+    """The bench parses docs/agents.md: a preset missing from it (or a command the parser cannot read) would leave
+    that environment unmeasured. Catches a _COMMAND pattern that misses a line and a preset left out of the page."""
+    commands = _bench().shipped_commands((ROOT / "docs" / "agents.md").read_text(encoding="utf-8"))
     assert [preset for _, preset in commands] == [f"configs/agents/{p.name}" for p in
                                                  sorted(PRESETS, key=lambda p: ["calculator", "filesystem",
                                                                                 "code_agent"].index(p.stem))]
@@ -35,7 +36,7 @@ def test_readme_gives_one_command_per_shipped_preset_and_the_bench_finds_them():
 
 @pytest.mark.parametrize("preset", PRESETS, ids=lambda p: p.stem)
 def test_each_preset_names_an_environment_task_and_bounds_its_own_time(preset):
-    """A preset that trains an environment task within the ~15 minutes its README line promises on a 2-core CPU:
+    """A preset that trains an environment task within the ~15 minutes its docs/agents.md line promises on a 2-core CPU:
     max_minutes set and below 15 (the step in flight when it runs out still finishes), observations in the user role
     (SmolLM2 was never trained on a tool role), and a task whose environment builds."""
     config = load_config(preset)

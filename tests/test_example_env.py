@@ -1,4 +1,4 @@
-"""README's "a new environment in under 50 lines" (issue 26, item 8) is examples/capitals.py, verbatim, and it
+"""docs/agents.md's "A new environment in under 50 lines" (issue 26, item 8) is examples/capitals.py, verbatim, and it
 trains: run as a user would (its own process), on the tiny model, its episodes are scored by its state check."""
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "capitals.py"
 
 
-def test_the_readme_shows_the_example_file_as_it_is_and_it_is_under_50_lines():
+def test_the_agents_page_shows_the_example_file_as_it_is_and_it_is_under_50_lines():
     text = EXAMPLE.read_text()
     assert len(text.splitlines()) < 50
-    assert f"```python\n{text}```" in (ROOT / "README.md").read_text()
+    assert f"```python\n{text}```" in (ROOT / "docs" / "agents.md").read_text()
 
 
 def test_the_example_trains_on_its_own_task_and_environment(tiny_model_dir, tmp_path, monkeypatch, capsys):

@@ -14,8 +14,8 @@ output kept in DIR/<check>.log. The checks, on the first CUDA device:
 Extras (--only): compiled / compiled_bf16, the default config for 10 steps with rollout.compile_decode=true in fp32 /
 bf16; bf16_cudnn, the bf16 check with model.cudnn_attention=true (cuDNN's attention, off by default since the
 2026-11-27 runs); vs_trl_fp32_sdpa, rlvr's side of vs_trl_fp32 with rollout.decode_attention=sdpa.
-README's "On a GPU" has the figures of a run.
-Nothing here is a unit test: CI has no GPU. The numbers go to README's "On a GPU" section with the card's name.
+docs/gpu.md ("Measured") has the figures of a run.
+Nothing here is a unit test: CI has no GPU. The numbers go to docs/gpu.md ("Measured") with the card's name.
 """
 from __future__ import annotations
 

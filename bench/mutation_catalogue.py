@@ -1,7 +1,8 @@
 """The one-line mutations bench/mutations.py applies, one at a time (issue 24, part 1).
 
-Each names the README claim it attacks, the line (stripped; it must occur exactly once in the file), its
-broken replacement, and the tests that must fail. Add one whenever README gains a claim that a test protects.
+Each names the claim it attacks (README or a docs/ page and section), the line (stripped; it must occur exactly
+once in the file), its broken replacement, and the tests that must fail. Add one whenever the docs gain a claim
+that a test protects.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from mutation_kind import Mutation, _m
 __all__ = ["CATALOGUE", "Mutation"]
 
 
-# --- the math: advantages, objectives, KL, aggregation, pass@k (README "Algorithms") ------------------------
+# --- the math: advantages, objectives, KL, aggregation, pass@k (docs/algorithms.md) ------------------------
 MATH = [
     _m("advantage sign", "rlvr/algorithms/advantages.py",
        "return torch.where(keep, (grouped - mean) / (std + eps), 0.0).view(-1)",
@@ -65,7 +66,7 @@ MATH = [
        "tests/test_update.py::test_grad_clipping_scheduler_and_zero_grad"),
 ]
 
-# --- runs that survive: resume, RNG, the lock, OOM retry, pipeline stages (README "Runs that survive") ---------
+# --- runs that survive: resume, RNG, the lock, OOM retry, pipeline stages (docs/runs.md "Runs that survive") ---------
 RESUME = [
     _m("resume restores the weights", "rlvr/checkpoint/resume.py",
        "load_policy_weights(parts.policy, checkpoint.path / MODEL_DIR)", "pass",
@@ -111,7 +112,7 @@ RESUME = [
        "tests/test_cold_start.py::test_token_lengths_fit_short_rollouts"),
 ]
 
-# --- the math verifier's guards (README "Verifiers", issue 24 part 3) -----------------------------------------
+# --- the math verifier's guards (docs/verifiers.md "Math", issue 24 part 3) -----------------------------------------
 MATH_VERIFIER = [
     _m("math: a rounded decimal is no fraction", "rlvr/verifiers/math/forms.py",
        "MACHINE_DIGITS = 15  # significant digits a double always prints correctly (DBL_DIG)",
@@ -177,7 +178,7 @@ MATH_VERIFIER = [
        "tests/test_math_statements.py::test_forms"),
 ]
 
-# --- the code verifier decides in the parent, as Python would (README "Verifiers", issue 24 part 2) -----------
+# --- the code verifier decides in the parent, as Python would (docs/verifiers.md "Code", issue 24 part 2) -----------
 CODE_VERIFIER = [
     _m("code: floats compare exactly", "rlvr/verifiers/code/values.py",
        "return bool(got == want)", "return _close(got, want, 1e-9, [0])",
@@ -228,7 +229,7 @@ CODE_VERIFIER = [
        "tests/test_sandbox.py::test_stream_over_its_cap_is_closed"),
 ]
 
-# --- Ray: weights reach the actors; each rank keeps its own RNG (README "Ray") -------------------------------
+# --- Ray: weights reach the actors; each rank keeps its own RNG (docs/scaling.md "Ray") -------------------------------
 RAY = [
     _m("ray weight sync sends the weights", "rlvr/cluster/ray_backend.py",
        'named = [(name, p.detach().to("cpu", copy=True)) for name, p in synced_parameters(model)]', "named = []",
@@ -239,7 +240,7 @@ RAY = [
        "tests/test_ray_trainers.py::test_sigterm_stops_the_ranks_at_a_checkpoint_and_resume_continues"),
 ]
 
-# --- same seed, same weights (README "Exactness promised", issue 28) -------------------------------------------
+# --- same seed, same weights (docs/runs.md "Exactness promised", issue 28) -------------------------------------------
 DETERMINISM = [
     _m("packed states read in one order", "rlvr/model/logprobs.py",
        "return out.last_hidden_state[0].index_select(0, packed.state_index)",
@@ -256,7 +257,7 @@ DETERMINISM = [
        "tests/test_determinism.py::test_two_runs_of_one_seed_are_bit_identical"),
 ]
 
-# --- data parallel: the full-batch gradient is the sum of the ranks' (README "Scale-out") -------------------
+# --- data parallel: the full-batch gradient is the sum of the ranks' (docs/scaling.md "Several processes")
 DISTRIBUTED = [
     _m("ddp gradient sum", "rlvr/distributed/wrap.py",
        "return dist.all_reduce(bucket.buffer(), async_op=True).get_future().then(lambda fut: fut.value()[0])",
@@ -276,7 +277,7 @@ DISTRIBUTED = [
        "tests/test_rank_exit.py::test_exit_rank_keeps_what_a_normal_exit_does"),
 ]
 
-# --- the console's notes fit the run (README "What the log says", issue 24 part 4) ----------------------------
+# --- the console's notes fit the run (docs/runs.md "What the log says", issue 24 part 4) ----------------------------
 NOTES = [
     _m("converged is not collapsed", "rlvr/metrics/diagnostics.py", "CONVERGED = 0.75", "CONVERGED = 0.95",
        "tests/test_signals.py::test_the_measured_default_run_gets_no_advice_to_change_a_default"),
@@ -295,7 +296,7 @@ NOTES = [
        "tests/test_signals.py::test_tied_advice_knows_what_the_run_does"),
 ]
 
-# --- multi-turn episodes (README "Agents that act", issue 26) --------------------------------------------------
+# --- multi-turn episodes (docs/agents.md, issue 26) --------------------------------------------------
 AGENTS = [
     _m("environment tokens carry no loss", "rlvr/agents/episodes.py",
        "self.sampled += [int(logprobs is not None)] * len(ids)", "self.sampled += [1] * len(ids)",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mutation_kind import _m
 
-# --- speed paths that must not change the result (README "How one step works") ----------------------------
+# --- speed paths that must not change the result (docs/design.md "How one step works") ----------------------------
 SPEED = [
     _m("rows skipped only without a KL term", "rlvr/algorithms/loss.py",
        "if spec.beta > 0 or spec.entropy_coef != 0:", "if spec.entropy_coef != 0:",

@@ -1,10 +1,10 @@
-"""Mutation check: does a test fail when the code behind a README claim is broken? (issue 24, part 1)
+"""Mutation check: does a test fail when the code behind a documented claim is broken? (issue 24, part 1)
 
 Each mutation in bench/mutation_catalogue.py replaces one line of rlvr/ with a plausible bug (a restore that
 restores nothing, a flipped sign, a dropped guard). For each, this script copies the repository's tracked files
 to a scratch directory, applies the one-line change there (never in the working tree), runs only the tests named
 for it, and records whether they failed. A mutation no test catches means a claim no test protects: give it a
-test or take the claim out of README.
+test or take the claim out of the docs.
 
     .venv/bin/python bench/mutations.py                    # all of them, ~10-15 min on 2 CPU cores
     .venv/bin/python bench/mutations.py --only resume,kl   # names containing any of these words

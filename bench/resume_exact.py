@@ -4,7 +4,7 @@ the same (all but wall clock, memory and the reward service's per-process counte
 group view the same, plus the checkpoint's size and the wall time.
 
 Two configs (issue 28: the small one said bit-identical while the default run did not):
-  small    2 prompts x G 4, micro-batch 8, threads=2 (the figure README quoted since issue #9)
+  small    2 prompts x G 4, micro-batch 8, threads=2 (the figure docs/runs.md quotes, since issue #9)
   default  the default config as `rlvr train` runs it (4 x G 8, 2 micro-batches of 16, 2 reward workers, dynamic
            sampling, group view, all cores), seed 3 as in the issue, stopped after step 2 of 3
 

@@ -1,4 +1,4 @@
-"""Screenshots of `rlvr report` and `rlvr dashboard` for the README, from a real run directory (headless
+"""Screenshots of `rlvr report` and `rlvr dashboard` for docs/runs.md, from a real run directory (headless
 Chromium, 1400 px wide): OUT_DIR/dashboard.png (the live page's curves), OUT_DIR/report.png (the report's
 group view) and OUT_DIR/explainer.png; with --full, the whole pages instead (report-full.png, dashboard-full.png).
 
@@ -29,7 +29,7 @@ def wait_for_charts(driver, timeout_s: float = 10.0) -> None:
 
 
 def section(driver, section_id: str, target: Path) -> None:
-    """One section of the page as a PNG (the page is taller than a README wants)."""
+    """One section of the page as a PNG (the page is taller than a docs page wants)."""
     driver.set_window_size(1400, 4000)  # the element must fit the viewport to be captured whole
     driver.find_element("id", section_id).screenshot(str(target))
 
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("out_dir", type=Path)
-    parser.add_argument("--full", action="store_true", help="whole pages instead of the README's sections")
+    parser.add_argument("--full", action="store_true", help="whole pages instead of the docs' sections")
     args = parser.parse_args(argv)
     reason = missing()
     if reason:

@@ -238,7 +238,7 @@ def test_after_last_call_reads_the_text_parse_turn_reads_with_special_tokens_ski
 
 
 def test_list_tools_false_leaves_the_tools_out_of_the_prompt_and_the_default_lists_them(tokenizer):
-    """episode.list_tools=false: the tools are left to the task's worked examples (README, for small models); the
+    """episode.list_tools=false: the tools are left to the task's worked examples (docs/agents.md: small models); the
     default declares them (the tiny template ignores tools=, so as a system message)."""
     answer = [[chars(tokenizer, "ok") + [tokenizer.eos_token_id]]]
     listing = "You can use these tools:\n" + json.dumps(ECHO.as_openai(), sort_keys=True)

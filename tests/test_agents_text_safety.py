@@ -115,7 +115,7 @@ def test_invalid_escapes_and_oversized_or_deep_json_are_one_error_each():
 
 def test_error_messages_quoting_what_the_model_wrote_are_cut():
     """jsonschema quotes the instance (a 50,000-character key here), an unknown tool is quoted by name: each message
-    is cut to 300 characters (README's figure, written out: comparing with MAX_ERROR_CHARS itself let 299 and 301
+    is cut to 300 characters (docs/agents.md's figure as a number: comparing with MAX_ERROR_CHARS itself let 299 and 301
     through), not a 50 kB observation. Mutations caught: clip() removed from _one_call, MAX_ERROR_CHARS changed."""
     key_schema = ToolSpec("echo", "", {"type": "object", "properties": {"text": {"type": "string"}},
                                        "additionalProperties": False})

@@ -1,5 +1,5 @@
 """Strict tool calls (rlvr/agents/tool_calls.py, issue 26 item 1; counting settled in issue 41): which blocks of a
-turn are calls, how many errors a turn counts (README: "each one counted error"), and how a call is run."""
+turn are calls, how many errors a turn counts (docs/agents.md: "each one counted error"), and how a call is run."""
 from __future__ import annotations
 
 import json
@@ -103,7 +103,7 @@ def test_calls_past_the_limit_are_not_run_and_each_is_one_error():
 
 
 def test_a_tool_past_its_time_limit_is_reported_as_timed_out_and_counted_invalid():
-    """README: a tool past episode.tool_time_limit_s is reported as timed out. The tool below needs 0.3 s and the
+    """docs/agents.md: a tool past episode.tool_time_limit_s is reported timed out. The tool below needs 0.3 s and the
     limit is 0.1 s: the observation says so at the limit, without waiting for the tool."""
     def slow(text: str) -> str:
         time.sleep(0.3)

@@ -49,7 +49,7 @@ def checkpointed(run_dir: Path, step: int = 1) -> None:
 
 
 def test_resume_auto_restarts_a_run_killed_before_its_first_checkpoint(tmp_path, capsys):
-    """README, "Runs that survive": `output_dir=runs/long checkpoint.resume=auto` is the same line for a fresh start
+    """docs/runs.md: `output_dir=runs/long checkpoint.resume=auto` is the same line for a fresh start
     and every restart. A run preempted after writing its config.yaml but before its first checkpoint has nothing to
     resume: the same line starts it again, its files moved aside, never deleted (issue 41, fresh eyes G: it was
     refused with "start a new run with another output_dir")."""

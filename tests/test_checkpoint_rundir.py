@@ -1,4 +1,4 @@
-"""Run directories are claimed atomically and never reused (rlvr/checkpoint/rundir.py, README "Runs that survive"): of
+"""Run directories are claimed atomically and never reused (rlvr/checkpoint/rundir.py, docs/runs.md): of
 two runs started on one directory exactly one gets it, two started in the same second get different directories,
 and a directory holding anything is never written into. The races are made deterministic by letting "the other run"
 act at the exact moment between this run's check and its claim."""

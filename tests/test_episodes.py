@@ -128,7 +128,7 @@ def test_malformed_and_unknown_calls_are_counted_errors_not_exceptions(tokenizer
 
 
 def test_a_call_with_keys_besides_name_and_arguments_is_a_counted_error():
-    """README: extra keys are one counted error told back to the model (issue 41: an "id" key was accepted)."""
+    """docs/agents.md: extra keys are one counted error told back to the model (issue 41: an "id" key was accepted)."""
     from rlvr.agents.tool_calls import parse_turn
 
     call = '{"name": "echo", "arguments": {"text": "x"}}'

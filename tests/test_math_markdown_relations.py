@@ -118,7 +118,7 @@ COSTLY = {  # (completion, share of the budget): headings over work count toward
     "4000 headings over work": (("## Answer\n" + "First, 3 + 4 = 7 and " * 10 + "\n") * 4000, 0.5),
     "500 headings over 2 KB lines": (("## Answer\n" + "First x " * 240 + "\n") * 500, 0.5),
     # 1 MB of '!': 0.105-0.108 s on a slower machine of the CI kind (2026-11-29), 0.11-0.155 s on a slower one still
-    # (2026-11-30, inside a full suite run): held to README's claim itself, at most the budget's 0.2 s
+    # (2026-11-30, inside a full suite run): held to the claim of docs/verifiers.md itself, at most the budget's 0.2 s
     "1 MB of '!' after a value": ("Answer: 5" + "!" * 1_000_000, 1.0),
     "64 answer lines of '`'": (("Answer: " + "`" * 1990 + "\n") * 64, 1.0),
 }

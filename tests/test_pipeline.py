@@ -90,7 +90,7 @@ def test_builtin_recipes_resolve_with_their_stages():
     assert {(s["level"], s["phrasing"]) for s in r1.evaluation.eval.sets} >= {(1, "plain"), (3, "plain")}
     assert rs.config.task.verifiers["steps"] > 0 and rs.config.sample.select == "shortest"
     assert sft2.config.task.phrasing == "all"
-    assert r1.evaluation.eval.recheck_size >= 100  # a fall beyond 2 SE is looked at again (README, recheck.py)
+    assert r1.evaluation.eval.recheck_size >= 100  # a fall beyond 2 SE is looked at again (recheck.py)
 
 
 def test_overrides_reach_base_one_stage_and_evaluation():

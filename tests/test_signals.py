@@ -104,7 +104,7 @@ def test_zero_loss_note_covers_what_prints_as_zero() -> None:
 
 
 def test_kl_alarm_needs_two_steps_and_names_the_largest_token() -> None:
-    # README's default-run step 18: KL 1.77 for one step (one token with k3 = 562), 0.08 the next: no note
+    # docs/runs.md's default-run step 18: KL 1.77 for one step (one token with k3 = 562), 0.08 the next: no note
     assert _diagnose([{"kl": 0.2}, {"kl": 1.77, "kl_max": 562.0}, {"kl": 0.08}]) == [[], [], []]
     out = _diagnose([{"kl": 1.5}, {"kl": 1.6, "kl_max": 842.0}, {"kl": 1.7}, {"kl": float("nan")}, {"kl": 1.2}])
     assert [len(lines) for lines in out] == [0, 1, 0, 0, 0]  # onset at the second high step; NaN breaks the run

@@ -1,4 +1,4 @@
-"""Run directories are claimed atomically and never reused: no data or checkpoint is ever lost (README)."""
+"""Run directories are claimed atomically and never reused: no data or checkpoint is ever lost (docs/runs.md)."""
 from __future__ import annotations
 
 import os

@@ -37,7 +37,7 @@ SHAPES: dict[str, dict] = {
 ARCHITECTURES = tuple(SHAPES)
 EMBEDDED_ALIASES = ("embedded", "smollm2-135m-instruct")  # name_or_path values that mean EMBEDDED_MODEL too
 
-# model.dtype=auto (issue 46, item 3; README "On a GPU", one H200, 2026-11-29): bf16 mixed precision ran the default
+# model.dtype=auto (issue 46, item 3; docs/gpu.md, one H200, 2026-11-29): bf16 mixed precision ran the default
 # config (135M parameters) at 0.96 s a step against fp32's 0.91, and a 0.5B model at 2.97 against 5.19. So auto is
 # bf16 on a CUDA GPU from a size between the two measured up, fp32 below it, and fp32 always on a CPU (bf16 matrix
 # products are ~600x slower there) and on MPS.
@@ -113,12 +113,12 @@ class ModelConfig(_Section):
     device: str = Field("cpu", pattern=r"^(cpu(:0)?|cuda(:\d+)?|mps)$",
                         description="torch device for policy, reference and rollouts: cpu, cuda, cuda:N, mps")
     trust_remote_code: bool = Field(False, description="allow custom modeling code from the model directory")
-    # issue #23, measured on an H100 (README "On a GPU"): with cuDNN's attention (PyTorch's pick in bf16, a plan
+    # issue #23, measured on an H100 (docs/gpu.md): with cuDNN's attention (PyTorch's pick in bf16, a plan
     # built per new shape) the default config's bf16 update took 1.3-1.9 s in steps 1-4, 0.32-0.64 s without
     cudnn_attention: bool = Field(False, description="let PyTorch use cuDNN's attention kernels (GPU, bf16/fp16); "
                                                      "false = flash / memory-efficient ones only, for the process")
     tf32: bool = Field(False, description="fp32 matmuls on TF32 tensor cores (GPU; 10-bit mantissa products, for the "
-                                          "process): the H100 decode step 2.80 -> 1.95 ms (README On a GPU)")
+                                          "process): the H100 decode step 2.80 -> 1.95 ms (docs/gpu.md)")
     lm_head_fp32: bool = Field(False, description="under bf16/fp16 mixed precision, the LM head's product in fp32 in "
                                                   "the sampler and the trainer (ScaleRL, MiniMax-M1): less sampler-"
                                                   "trainer mismatch for one fp32 [tokens, vocabulary] product")

@@ -22,7 +22,7 @@ TaskName = Literal["arithmetic", "qa", "reasoning_gym", "textarena", "code_agent
 # checks this list against the registry). Their rules: _episode_problems.
 EPISODE_TASKS: tuple[str, ...] = ("textarena", "code_agent", "calculator", "filesystem")
 # Tasks a user registered at run time (rlvr.tasks.register_task: a script that defines its own task or environment,
-# README "Agents that act"): name -> plays episodes. Filled by rlvr.tasks only, so config still imports no registry.
+# docs/agents.md): name -> plays episodes. Filled by rlvr.tasks only, so config still imports no registry.
 REGISTERED_TASKS: dict[str, bool] = {}
 VerifierName = Literal["math", "format", "answer_format", "think_format", "tag_count", "language", "tool_call", "code",
                        "reasoning_gym", "steps"]

@@ -119,7 +119,7 @@ class EngineConfig(_Section):
                                 "separate `vllm serve` at vllm_server_url, weights sent over NCCL")
     vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1, description="colocate: vLLM's share of GPU memory")
     vllm_server_url: str | None = Field(None, description="server mode: http://host:port of the vLLM server "
-                                                          "(`VLLM_SERVER_DEV_MODE=1 vllm serve ...`, see README)")
+                                                          "(`VLLM_SERVER_DEV_MODE=1 vllm serve ...`: docs/scaling.md)")
     vllm_request_timeout_s: float = Field(600.0, gt=0, description="server mode: the longest one HTTP call to the "
                                                                    "server (a generation, a weight update) may take "
                                                                    "before it is an error")
@@ -196,7 +196,7 @@ class EpisodeConfig(_Section):
                                                     "in order); >= rows per batch: a turn waits one turn budget")
     observation_role: Literal["tool", "user"] = Field(
         "tool", description="role of the environment's turns (and of the tool turns in a task's worked examples); "
-                            "user for models never trained on a tool role (SmolLM2: README, Agents that act)")
+                            "user for models never trained on a tool role (SmolLM2: docs/agents.md)")
     list_tools: bool = Field(True, description="declare the tools to the model (chat template tools=, else a system "
                                                "message); false: the task's worked examples alone show them")
     state_weight: float = Field(1.0, ge=0, description="weight of the environment's final-state verdict in the "

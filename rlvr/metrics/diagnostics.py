@@ -72,7 +72,7 @@ HACKING_DROP = 0.05  # a fall of held-out pass@1 this large while the training r
 # Steps in a row a pattern must hold before its note: one step is noise, not a pattern. On the default run of
 # 2026-11-26 (30 steps) a step whose 16 drawn problems all tied (step 20: entropy 0.009, 3 groups always right, 1
 # always wrong) was followed by one with 4 informative groups, and a KL above 1 came as one-step spikes in an earlier
-# default run (README's step-18 example): advice would change settings for what the next step undoes.
+# default run (the step-18 example of docs/runs.md): advice would change settings for what the next step undoes.
 PERSIST = {"kl": 2, "tied": 2, "entropy": 2}
 # Issue 48: the default 32 new tokens cut 84-91 % of word-problem answers and nothing said so. Above this share of a
 # step's completions cut at the length cap, the reward mostly measures where the cut fell: said once per run.

@@ -18,7 +18,7 @@ rotary stay in the parameters' dtype, the order autocast gives the trainer's for
 log-probs agree to bf16 rounding. Without a GPU (tests) the same step runs eagerly; tests/test_graph_step.py
 checks it samples the very tokens of the eager FusedStepper for the same seed. rollout.compile_decode compiles the
 layer (layer_step) with inductor before the graphs are recorded: fewer, fused kernels (1.42 ms a step at 64 rows in
-bf16 on an H100 against 2.45 ms, README "On a GPU").
+bf16 on an H100 against 2.45 ms, docs/gpu.md).
 """
 from __future__ import annotations
 
@@ -174,7 +174,7 @@ def matmul_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, 
                      scale: float) -> torch.Tensor:
     """The same attention as two batched products around an fp32 softmax. Why: in fp32 on an H100 no flash kernel
     exists and the memory-efficient one tiles 64 query rows where a decode step has g = 3 (1.09 of 3.52 ms of kernel
-    time a step, README "On a GPU"); a batched [g, d] x [d, C] product per (row, KV head) streams the cache once.
+    time a step, docs/gpu.md); a batched [g, d] x [d, C] product per (row, KV head) streams the cache once.
     Meant for fp32, where the scores are SDPA's to rounding. In bf16 the scores are rounded to bf16 before the fp32
     softmax (SDPA keeps them fp32): ~2-4x SDPA's error, so `auto` leaves bf16 to SDPA. fp16 products could overflow
     (max 65504), so fp16 scores are taken in fp32."""
@@ -189,7 +189,7 @@ ATTENTION = {"sdpa": sdpa_attention, "matmul": matmul_attention}  # the static s
 
 def default_attention(compute_dtype: torch.dtype) -> str:
     """rollout.decode_attention=auto: matmul in fp32, where an H100 measured it faster (bench/decode_step.py at 64
-    rows, 2026-11-27, README "On a GPU": graphs 3.70 -> 3.43 ms a step, compiled 3.25 -> 2.80); SDPA in half
+    rows, 2026-11-27, docs/gpu.md: graphs 3.70 -> 3.43 ms a step, compiled 3.25 -> 2.80); SDPA in half
     precision (compiled bf16 measured 1.42 -> 1.28 ms with matmul, but its scores round to bf16: see above)."""
     return "matmul" if compute_dtype == torch.float32 else "sdpa"
 

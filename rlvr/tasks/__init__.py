@@ -78,7 +78,7 @@ TASKS: dict[str, Callable[[TaskConfig], Task]] = {
 
 
 def register_task(name: str, factory: Callable[[TaskConfig], Task], episodes: bool = False) -> None:
-    """Add a task defined outside rlvr (a script's own task or environment task; README, "Agents that act") under
+    """Add a task defined outside rlvr (a script's own task or environment task; docs/agents.md) under
     `name`, for this process: config validation then accepts task.name=<name>, and `episodes` says whether it plays
     multi-turn episodes (its task has `environment(episode_config)`), which selects the episode rules."""
     if name in TASKS and name not in REGISTERED_TASKS:

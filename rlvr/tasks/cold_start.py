@@ -234,7 +234,7 @@ def arithmetic_derivations(canonical: str, level: int) -> list[str]:
         # derivation (measured: held-out pass@1 0.49 after a cold start whose level-1 solutions were mostly
         # multi-step, 0.71 with one-step statements; issue #10). A one-step rule comes first where one applies
         # (a rule could carry over to held-out problems, a recalled fact cannot), although the trained model
-        # seldom writes it: see the README's cold-start paragraph. The derivations stay as further options.
+        # seldom writes it: docs/notes/2026-11-23-cold-start-level-1.md. The derivations stay as further options.
         steps = _add(a, b) if op == "+" else _times_small(a, b)
         direct = f"{canonical} = {a + b if op == '+' else a * b}."
         rule = _level1_rule(a, op, b)

@@ -239,7 +239,7 @@ def listing(tree: Tree) -> str:
 
 def signatures(tools: tuple[ToolSpec, ...]) -> str:
     """"ls(path), mv(src, dst), ...": the tools in one line. With episode.list_tools=false (the setting small models
-    need, README "Agents that act") the model saw only the tools its worked examples use and invented others
+    need, docs/agents.md) the model saw only the tools its worked examples use and invented others
     ("rename", "delete", "replace_text"); this line in the question took SmolLM2-135M from 2 to 6 successes and from
     19 to 34 valid calls in 80 held-out episodes (issue 26)."""
     return ", ".join(f"{t.name}({', '.join(t.parameters['properties'])})" for t in tools)

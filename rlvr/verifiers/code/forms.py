@@ -1,7 +1,7 @@
 """Which assert forms the parent evaluates: checked when the reference is read (issue #8).
 
 A form outside this set makes the reference unscorable with a detail naming the form, so a pass is never
-decided in the sandbox. README's "Assert forms the code verifier evaluates" lists the same set.
+decided in the sandbox. docs/verifiers.md, "Assert forms the code verifier evaluates", lists the same set.
 
 Each candidate name is also recorded as *tested* (in the first operand of a comparison that has one, or outside
 comparisons) or *expected* (in a later operand: `Fraction` in `f(3) == Fraction(1, 3)`). Without an "entry",
@@ -26,7 +26,7 @@ def check_supported(test: ast.expr, source: str, entry: str | None) -> tuple[fro
     try:
         checker.visit(test, frozenset())
     except _Unsupported as err:
-        raise BadReference(f"{source[:80]!r} uses {err}, which rlvr does not evaluate (README: supported assert "
+        raise BadReference(f"{source[:80]!r} uses {err}, which rlvr does not evaluate (docs/verifiers.md: assert "
                            "forms); the sample is unscorable") from None
     return (frozenset(root for root, expected in checker.roots if not expected),
             frozenset(root for root, expected in checker.roots if expected))

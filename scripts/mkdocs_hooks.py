@@ -27,12 +27,15 @@ _EXTERNAL = re.compile(r"^([a-z][a-z0-9+.-]*:|//|#|/)", re.IGNORECASE)  # a sche
 
 
 def on_files(files, config):
+    if files.get_file_from_path("index.md") is not None:
+        log.warning(f"{DOCS}/index.md: the home page is {HOME} (scripts/mkdocs_hooks.py); delete {DOCS}/index.md")
+        return files
     files.append(File.generated(config, "index.md", content=_repo(config).joinpath(HOME).read_text(encoding="utf-8")))
     return files
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
-    source = HOME if page.file.src_uri == "index.md" and page.file.generated_by else f"{DOCS}/{page.file.src_uri}"
+    source = HOME if page.file.src_uri == "index.md" else f"{DOCS}/{page.file.src_uri}"
     lines, fenced = [], False
     for line in markdown.split("\n"):
         if _FENCE.match(line):

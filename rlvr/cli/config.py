@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import re
 import types
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -22,6 +23,7 @@ from pydantic.fields import FieldInfo
 from rlvr.config.base import ConfigError
 from rlvr.config.run import RunConfig
 
+PAGE_COMMAND = "rlvr config --markdown > docs/configuration.md"
 POINTER = "Every key, with its type, default and description: `rlvr config [SECTION]` (e.g. `rlvr config rollout`)."
 _BOUNDS = ((annotated_types.Ge, "ge", ">="), (annotated_types.Gt, "gt", ">"), (annotated_types.Le, "le", "<="),
            (annotated_types.Lt, "lt", "<"))
@@ -40,6 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Every key that a YAML config file or a dotted.key=value override can set, with "
                                    "its type, default and description.")
     p.add_argument("section", nargs="?", help="only this section (rollout, rollout.dynamic_sampling, ...) or key")
+    p.add_argument("--markdown", action="store_true", help=f"the whole listing as a Markdown page ({PAGE_COMMAND})")
     p.set_defaults(func=cmd_config)
 
 
@@ -51,7 +54,11 @@ def point_to_config(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    print(table(select(config_rows(RunConfig), args.section)))
+    if args.markdown and args.section is not None:
+        raise ConfigError(f"--markdown prints every section (the page of `{PAGE_COMMAND}`); leave out "
+                          f"{args.section!r}")
+    print(markdown_page() if args.markdown else table(select(config_rows(RunConfig), args.section)), end=(
+        "" if args.markdown else "\n"))
     return 0
 
 
@@ -160,3 +167,75 @@ def _default(field: FieldInfo) -> Any:
 
 def _section(annotation: Any) -> type[BaseModel] | None:
     return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
+# docs/configuration.md's text above the tables; the tables are read from the typed config (issue 44).
+PAGE_INTRO = f"""# Configuration
+
+<!-- Generated from the typed config (rlvr/config/*.py) by `{PAGE_COMMAND}`:
+edit the descriptions there and run that command; tests/test_docs_site.py fails while this page is behind. -->
+
+Every key a run reads, with its type, default and description, grouped by section. A key's value is, the later
+one winning:
+
+1. its default (below, held in `rlvr/config/` and nowhere else);
+2. a YAML file given first on the command line, holding the same sections as mappings (`configs/` has presets);
+3. `dotted.key=value` overrides after it, each value read as YAML (`null`, `true`, `1e-5`, `[1, 2]`,
+   `{{math: 1.0, format: 0.2}}`; quote one that holds spaces or brackets for the shell).
+
+```yaml
+max_steps: 50
+rollout:
+  group_size: 4
+  dynamic_sampling:
+    enabled: false
+```
+
+```bash
+rlvr train configs/dapo.yaml max_steps=50 rollout.group_size=4 'task.train_levels=[1, 2]'
+rlvr config rollout                      # one section in the terminal, as on this page
+rlvr config rollout.dynamic_sampling     # a nested section (or one key: rlvr config max_steps)
+```
+
+An unknown key, a wrong type or an impossible combination is refused before any model loads, with the key and
+what is allowed; a run writes the config it resolved to `RUN/config.yaml`, which `--resume` reads back.
+"""
+
+
+def markdown_page(model: type[BaseModel] = RunConfig) -> str:
+    """docs/configuration.md: PAGE_INTRO, the top-level keys, then one table per section with its docstring."""
+    rows = config_rows(model)
+    parts = [PAGE_INTRO, "## Top-level keys\n", _markdown_table([row for row in rows if "." not in row.key])]
+    for name, field in model.model_fields.items():
+        section = _section(field.annotation)
+        if section is not None:
+            doc = " ".join((section.__dict__.get("__doc__") or "").split())
+            parts += [f"## {name}\n", *([f"{_cell(doc)}\n"] if doc else []), _markdown_table(select(rows, name))]
+    return "\n".join(parts)
+
+
+def _markdown_table(rows: list[KeyRow]) -> str:
+    lines = ["| key | type | default | description |", "|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| `{r.key}` | {_escape(r.type)} | {_code(r.default)} | {_cell(r.description)} |")
+    return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    """Text for a Markdown table cell that GitHub and Python-Markdown (the site) render alike: its `code` spans
+    kept, the rest escaped. A pipe inside a code span splits GitHub's cell, and its escape shows in the site's."""
+    parts = text.split("`")
+    if len(parts) % 2 == 0:  # an unpaired backtick: no spans
+        return _escape(text)
+    return "".join(_code(part) if index % 2 else _escape(part) for index, part in enumerate(parts))
+
+
+def _code(text: str) -> str:
+    return f"`{text}`" if text.strip() and not re.search(r"[|`]", text) else _escape(f"`{text}`")
+
+
+def _escape(text: str) -> str:
+    """Backslash before what Markdown would read as markup: a pipe, `*`, a backtick, a backslash, `_` at a word's
+    edge (emphasis; `name_or_path` is none); `<` as an entity, since `<think>` would be an HTML tag."""
+    text = re.sub(r"([\\`*|])", r"\\\1", text)
+    return re.sub(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])", r"\\_", text).replace("<", "&lt;")

@@ -220,9 +220,9 @@ def _setup(config: RunConfig, run_dir: Path, resumed: bool, rewarder: Any, gener
     if config.threads:
         torch.set_num_threads(config.threads)
     from rlvr.agents.wiring import refuse_episodes
-    from rlvr.grpo.setup import screen_prompt_lengths
     from rlvr.model.load import load_tokenizer
     from rlvr.tasks import build_task
+    from rlvr.tasks.screening import screen_prompt_lengths
 
     task = build_task(config.task)
     refuse_episodes(task, "rlvr sample")

@@ -354,7 +354,7 @@ def test_textarena_survives_generated_moves(tokenizer):
     special-token text in moves. GuessTheNumber echoes no move, so this guards the adapter's own paths (an
     invalid move, a finished game) rather than chat.py's escaping."""
     pytest.importorskip("textarena")
-    from rlvr.agents.envs.textarena_adapter import ArenaRef, TextArenaEnvironment
+    from rlvr.tasks.envs.textarena_adapter import ArenaRef, TextArenaEnvironment
 
     environment = TextArenaEnvironment("GuessTheNumber-v0")
     prompt = Prompt("textarena/3", ({"role": "user", "content": "Guess my number in 1..20, e.g. [5]."},),

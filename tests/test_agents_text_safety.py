@@ -12,11 +12,11 @@ import json
 import pytest
 
 from rlvr.agents.chat import EnvironmentTurn
-from rlvr.agents.envs.fs_tree import BadTree, FileTree, canonical_json, parse_tree
 from rlvr.agents.protocol import ModelTurn, ToolCall, ToolSpec
 from rlvr.agents.text_safety import name_problem, shown, shown_name
 from rlvr.agents.tool_calls import parse_turn, run_calls
 from rlvr.config.run import ModelConfig
+from rlvr.tasks.envs.fs_tree import BadTree, FileTree, canonical_json, parse_tree
 
 ECHO = ToolSpec("echo", "repeat a text", {"type": "object", "properties": {"text": {}}, "required": ["text"],
                                           "additionalProperties": False})  # any JSON value: the check is ours
@@ -207,10 +207,10 @@ def test_the_code_tools_in_the_real_sandbox_with_adversarial_programs(tokenizer)
     ESC, invalid UTF-8 and special-token text, source with a NUL, a visible test of a function returning NUL, and
     a lone surrogate in the code (a direct call: parse_turn refuses it before). Each observation is tokenized as
     shown() text. Mutation caught: chat.py's escaping removed (the printed NUL and ESC decode raw)."""
-    from rlvr.agents.envs.code import CodeEnvironment
     from rlvr.config.run import TaskConfig
     from rlvr.config.sections import EpisodeConfig
     from rlvr.tasks import build_task
+    from rlvr.tasks.envs.code import CodeEnvironment
 
     task = build_task(TaskConfig(name="code_agent"))
     episode = CodeEnvironment(TaskConfig(name="code_agent"), EpisodeConfig()).start(task.eval_prompts(1)[0])

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 
-from rlvr.agents.envs import code as code_env
-from rlvr.agents.envs.code import EXAMPLE_CODE
-from rlvr.agents.envs.code_tasks import second_example
 from rlvr.agents.tool_calls import parse_turn
 from rlvr.config.run import TaskConfig
 from rlvr.config.sections import EpisodeConfig
 from rlvr.tasks import build_task
+from rlvr.tasks.envs import code as code_env
+from rlvr.tasks.envs.code import EXAMPLE_CODE
+from rlvr.tasks.envs.code_tasks import second_example
 from rlvr.verifiers.code.verifier import extract_code
 
 

@@ -9,14 +9,14 @@ from fractions import Fraction
 
 import pytest
 
-from rlvr.agents.envs import calculator
-from rlvr.agents.envs.calculator import CALCULATE, CalculatorTask, evaluate, splits
-from rlvr.agents.envs.common import split_by_hash
 from rlvr.agents.protocol import Environment, Episode
 from rlvr.agents.tool_calls import parse_turn
 from rlvr.config.run import ConfigError, TaskConfig
 from rlvr.config.sections import EpisodeConfig
 from rlvr.tasks import build_task
+from rlvr.tasks.base import split_by_hash
+from rlvr.tasks.envs import calculator
+from rlvr.tasks.envs.calculator import CALCULATE, CalculatorTask, evaluate, splits
 from rlvr.types import Outcome
 from rlvr.verifiers import build_verifiers
 

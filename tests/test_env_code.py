@@ -13,18 +13,6 @@ from typing import get_args
 
 import pytest
 
-from rlvr.agents.envs import code as code_env
-from rlvr.agents.envs.code import EXAMPLE_CODE, START_AND_CLEANUP_S, STDOUT_CHARS, example_tool_text
-from rlvr.agents.envs.code_tasks import (
-    EXAMPLE_CANONICAL,
-    MIN_HELD_OUT,
-    SECOND_EXAMPLE_CANONICAL,
-    TEMPLATES,
-    make_problem,
-    second_example,
-    splits,
-)
-from rlvr.agents.envs.common import call_text
 from rlvr.agents.protocol import ModelTurn, ToolCall
 from rlvr.agents.scoring import EpisodeRewarder
 from rlvr.agents.tool_calls import parse_turn
@@ -32,6 +20,18 @@ from rlvr.config.rules import TaskName
 from rlvr.config.run import TaskConfig
 from rlvr.config.sections import EpisodeConfig
 from rlvr.tasks import build_task
+from rlvr.tasks.base import MIN_HELD_OUT
+from rlvr.tasks.envs import code as code_env
+from rlvr.tasks.envs.code import EXAMPLE_CODE, START_AND_CLEANUP_S, STDOUT_CHARS, example_tool_text
+from rlvr.tasks.envs.code_tasks import (
+    EXAMPLE_CANONICAL,
+    SECOND_EXAMPLE_CANONICAL,
+    TEMPLATES,
+    make_problem,
+    second_example,
+    splits,
+)
+from rlvr.tasks.envs.common import call_text
 from rlvr.types import Outcome
 from rlvr.verifiers.code import sandbox
 from rlvr.verifiers.code.evaluate import MISSING, CallResult
@@ -91,7 +91,7 @@ def test_tests_are_right_and_hidden_ones_stay_apart():
 def test_the_problem_set_by_hand():
     """The problems are the templates times their constants: 14 templates over k = 2..49 (48 each) = 672, "count"
     over k = 0..11 = 12, three string templates over k = 1..12 = 36; 720 less the example "add 3" = 719. A fifth is
-    143 < MIN_HELD_OUT = 200, so 200 are held out and 519 train (common.py's rule)."""
+    143 < MIN_HELD_OUT = 200, so 200 are held out and 519 train (rlvr.tasks.base.split_by_hash's rule)."""
     train, held = splits()
     assert (len(train), len(held)) == (519, 200)
     by_key = {t.key: t for t in TEMPLATES}

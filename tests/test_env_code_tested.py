@@ -9,8 +9,6 @@ from dataclasses import replace
 
 import pytest
 
-from rlvr.agents.envs.code import TESTS_FIRST, code_digest
-from rlvr.agents.envs.common import call_text
 from rlvr.agents.protocol import Deadline, ModelTurn
 from rlvr.agents.scoring import EpisodeRewarder, state_verdict
 from rlvr.agents.tool_calls import parse_turn
@@ -18,6 +16,8 @@ from rlvr.config.run import TaskConfig
 from rlvr.config.sections import EpisodeConfig
 from rlvr.evaluation.evaluate import gated_names
 from rlvr.tasks import build_task
+from rlvr.tasks.envs.code import TESTS_FIRST, code_digest
+from rlvr.tasks.envs.common import call_text
 from rlvr.types import Outcome
 from rlvr.verifiers.code.sandbox import SandboxConfig
 from rlvr.verifiers.code.verifier import CodeVerifier

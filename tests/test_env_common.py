@@ -1,13 +1,15 @@
-"""What the built-in environment tasks share (rlvr/agents/envs/common.py): the hashed held-out split's guards, the
-one-shot exchange's system turn, and SplitTask's contract."""
+"""What the built-in environment tasks share: the hashed held-out split's guards (rlvr/tasks/base.py, every
+enumerated task's split), and from rlvr/tasks/envs/common.py the one-shot exchange's system turn and SplitTask's
+contract."""
 from __future__ import annotations
 
 import dataclasses
 
 import pytest
 
-from rlvr.agents.envs.common import Example, ExampleTurn, SplitTask, one_shot_messages, split_by_hash
 from rlvr.config.run import TaskConfig
+from rlvr.tasks.base import split_by_hash
+from rlvr.tasks.envs.common import Example, ExampleTurn, SplitTask, one_shot_messages
 
 
 def test_a_split_refuses_duplicate_identities():

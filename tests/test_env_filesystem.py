@@ -10,14 +10,14 @@ from dataclasses import replace
 
 import pytest
 
-from rlvr.agents.envs import filesystem
-from rlvr.agents.envs.filesystem import TOOLS, FilesystemTask, score_tree, splits
-from rlvr.agents.envs.fs_tree import MAX_DEPTH, MAX_ENTRIES, BadTree, FileTree, FsError, canonical_json, parse_tree
 from rlvr.agents.protocol import Environment, Episode
 from rlvr.agents.tool_calls import parse_turn
 from rlvr.config.run import ConfigError, TaskConfig
 from rlvr.config.sections import EpisodeConfig
 from rlvr.tasks import build_task
+from rlvr.tasks.envs import filesystem
+from rlvr.tasks.envs.filesystem import TOOLS, FilesystemTask, score_tree, splits
+from rlvr.tasks.envs.fs_tree import MAX_DEPTH, MAX_ENTRIES, BadTree, FileTree, FsError, canonical_json, parse_tree
 from rlvr.types import Outcome
 
 

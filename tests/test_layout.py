@@ -1,12 +1,15 @@
 """The layout of rlvr stays findable (issue 25): the import contracts of pyproject.toml ([tool.importlinter]) hold,
 no modules (and no subpackages) import each other in a circle, and ruff finds nothing.
 
-An import circle is counted whichever way it is spelled: at module level, inside a function (a "lazy" import) or
-under `if TYPE_CHECKING:`. Each still says that two modules cannot be understood, tested or moved one without the
-other, which is what the layout is for.
+An import circle is counted whichever way it is spelled: at module level, inside a function (a "lazy" import),
+under `if TYPE_CHECKING:`, as `importlib.import_module("rlvr.x.y")` with the name written out (grimp does not see
+those; a command loaded that way once hid a circle, issue 44, item 6), or as a built-in task's entry in
+rlvr/config/task_catalog.py (rlvr.tasks imports each when the task is built). Each still says that two modules
+cannot be understood, tested or moved one without the other, which is what the layout is for.
 """
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -62,8 +65,35 @@ def _describe(circle: frozenset[str], imports: dict[str, set[str]]) -> str:
     return f"{sorted(circle)}: " + ", ".join(edges)
 
 
+def importlib_imports(source: str, modules: set[str]) -> set[str]:
+    """The rlvr modules a source may import through importlib: when it calls `import_module` (as
+    `importlib.import_module` or imported by name), every string in it that names one of `modules`, whether passed
+    directly (`import_module("rlvr.cli.sft")`) or kept in a list the call walks (how rlvr/cli/main.py once loaded
+    its commands)."""
+    tree = ast.parse(source)
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
+    if not any((f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)) == "import_module"
+               for f in (call.func for call in calls)):
+        return set()
+    return {node.value for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in modules}
+
+
+def _all_imports(graph: grimp.ImportGraph) -> dict[str, set[str]]:
+    """grimp's direct imports, plus the importlib imports with a written-out name and the task catalogue's."""
+    from rlvr.config.task_catalog import BUILTIN_TASKS
+
+    imports = {m: set(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
+    for module in graph.modules:
+        path = ROOT / Path(*module.split("."))
+        file = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+        imports[module] |= importlib_imports(file.read_text(encoding="utf-8"), set(imports)) - {module}
+    imports["rlvr.tasks"] |= {task.where.partition(":")[0] for task in BUILTIN_TASKS.values()}
+    return imports
+
+
 def test_no_module_imports_itself_through_others(graph):
-    imports = {m: graph.find_modules_directly_imported_by(m) for m in graph.modules}
+    imports = _all_imports(graph)
     found = circles(imports)
     new = [_describe(c, imports) for c in found - set(ALLOWED_CYCLES)]
     assert not new, "modules that import each other (cut the circle; see tests/test_layout.py):\n" + "\n".join(new)
@@ -74,9 +104,8 @@ def test_no_module_imports_itself_through_others(graph):
 def test_no_subpackage_imports_itself_through_others(graph):
     """The same one level up: rlvr.X imports rlvr.Y and rlvr.Y imports rlvr.X, whichever modules do it."""
     imports: dict[str, set[str]] = {}
-    for m in graph.modules:
-        imports.setdefault(_package(m), set()).update(
-            _package(n) for n in graph.find_modules_directly_imported_by(m) if _package(n) != _package(m))
+    for m, imported in _all_imports(graph).items():
+        imports.setdefault(_package(m), set()).update(_package(n) for n in imported if _package(n) != _package(m))
     found = [_describe(c, imports) for c in circles(imports)]
     assert not found, "subpackages that import each other:\n" + "\n".join(found)
 
@@ -96,6 +125,26 @@ def test_circles_finds_what_it_should():
     """The search itself: a two-node and a three-node circle are found, a chain and a self-import are not."""
     imports = {"a": {"b"}, "b": {"a", "c"}, "c": {"d"}, "d": {"e"}, "e": {"c"}, "f": {"a", "f"}, "g": set()}
     assert circles(imports) == {frozenset({"a", "b"}), frozenset({"c", "d", "e"})}
+
+
+def test_an_importlib_import_of_a_written_out_name_counts():
+    """A module name passed to import_module, or listed for it in a tuple, counts, whether importlib is named or
+    not; a name in a module that never calls import_module does not, nor does a string naming no module. Catches a
+    search that drops either spelling, or that ignores names kept in a list (the circle of issue 44, item 6)."""
+    modules = {"rlvr.cli.sft", "rlvr.cli.sample", "rlvr.cli.main"}
+    direct = "import importlib\nimportlib.import_module('rlvr.cli.sft')\n"
+    listed = ("from importlib import import_module\nCOMMANDS = ('rlvr.cli.sample', 'rlvr.nope')\n"
+              "for name in COMMANDS:\n    import_module(name)\n")
+    assert importlib_imports(direct, modules) == {"rlvr.cli.sft"}
+    assert importlib_imports(listed, modules) == {"rlvr.cli.sample"}
+    assert importlib_imports("NAME = 'rlvr.cli.main'\nopen(NAME)\n", modules) == set()
+
+
+def test_every_task_in_the_catalogue_is_a_module_that_exists(graph):
+    """The catalogue's entries are import edges of rlvr.tasks (above); one naming no module would add none."""
+    from rlvr.config.task_catalog import BUILTIN_TASKS
+
+    assert {task.where.partition(":")[0] for task in BUILTIN_TASKS.values()} <= set(graph.modules)
 
 
 def test_the_old_entry_point_still_trains():

@@ -15,10 +15,10 @@ from fractions import Fraction
 
 import pytest
 
-from rlvr.agents.envs import calculator, filesystem
 from rlvr.agents.protocol import ModelTurn, ToolCall
 from rlvr.config.run import TaskConfig
 from rlvr.config.sections import EpisodeConfig
+from rlvr.tasks.envs import calculator, filesystem
 
 
 @functools.lru_cache(maxsize=None)
@@ -321,7 +321,7 @@ def test_the_step_records_are_values_that_no_turn_can_change_in_place():
     alter what another turn is paid against. Catches frozen=True dropped from Step, Work or Progress."""
     from dataclasses import FrozenInstanceError
 
-    from rlvr.agents.envs.calc_steps import Progress, Step, Work
+    from rlvr.tasks.envs.calc_steps import Progress, Step, Work
 
     step = Step("+", Fraction(6), Fraction(5), Fraction(11))
     work, progress = Work((step,), (5, 6), Fraction(11)), Progress(frozenset({0}), 2)

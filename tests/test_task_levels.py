@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from rlvr.agents.envs.calculator import CalculatorEnvironment, splits
 from rlvr.config.run import ConfigError, TaskConfig, load_config
 from rlvr.config.sections import EpisodeConfig
 from rlvr.tasks import build_task
+from rlvr.tasks.envs.calculator import CalculatorEnvironment, splits
 from rlvr.tasks.levels import LevelMix
 
 

@@ -232,8 +232,8 @@ def test_unknown_task_name() -> None:
 def test_qa_prompt_longer_than_the_context_is_a_bad_row(tiny_model_dir, tmp_path: Path, capsys) -> None:
     # the tiny model has 512 positions and one token per character: a 600-character question cannot fit
     from rlvr.config.run import load_config
-    from rlvr.grpo.setup import screen_prompt_lengths
     from rlvr.model.load import load_tokenizer
+    from rlvr.tasks.screening import screen_prompt_lengths
 
     rows = GSM8K[:6] + [{"question": "x" * 600, "answer": "#### 3"}]
     path = write_jsonl(tmp_path / "data.jsonl", rows)

@@ -1,4 +1,4 @@
-"""TextArena through rlvr's Environment protocol (issue 26, item 6): rlvr/agents/envs/textarena_adapter.py and
+"""TextArena through rlvr's Environment protocol (issue 26, item 6): rlvr/tasks/envs/textarena_adapter.py and
 its task, rlvr/tasks/textarena.py.
 
 Most tests run a fake `textarena` module (put in sys.modules), so the mapping is tested without the optional
@@ -18,12 +18,12 @@ import types
 
 import pytest
 
-from rlvr.agents.envs import textarena_adapter as adapter
 from rlvr.agents.protocol import Environment, Episode, ModelTurn
 from rlvr.agents.scoring import EpisodeRewarder
 from rlvr.config.run import ConfigError, TaskConfig
 from rlvr.config.sections import EpisodeConfig
 from rlvr.tasks import textarena as arena
+from rlvr.tasks.envs import textarena_adapter as adapter
 from rlvr.types import Outcome, Prompt
 
 

@@ -20,7 +20,7 @@ import yaml
 from pydantic import BaseModel
 from yaml import YAMLError
 
-from rlvr.checkpoint.rundir import CLAIM, claim_run_dir, release_if_unused
+from rlvr.checkpoint.rundir import CLAIM, claim_run_dir, open_run_dir, release_if_unused
 from rlvr.checkpoint.state import (
     MODEL_DIR,
     CountingStream,
@@ -81,21 +81,9 @@ def open_run(config: RunConfig, run_dir: Path | None) -> tuple[Path, Checkpoint 
     checkpoint was complete starts again (_start_again) when it was started with this config (or before it wrote
     its config.yaml). One started with another config, or whose complete checkpoints all fail verification, is
     refused: those are for the user to look at, not to start over."""
-    resume = config.checkpoint.resume
-    target = run_dir if run_dir is not None else (Path(config.output_dir) if config.output_dir else None)
-    if resume is None:
-        return claim_run_dir(target), None
-    if resume == "auto":
-        if target is None:
-            raise ConfigError("checkpoint.resume=auto needs output_dir=PATH (the run to continue or start)")
-        if not target.exists() or not any(target.iterdir()):
-            return claim_run_dir(target), None
-        _refuse_if_finished(config, target)
-        if _stopped_before_its_first_checkpoint(config, target):
-            return _start_again(target), None
-        path = target
-    else:
-        path = Path(resume)
+    path, resumed = open_run_dir(config, run_dir, "run", lambda target: _start_again_if_stopped_early(config, target))
+    if not resumed:
+        return path, None
     if not (path / "config.yaml").is_file():
         raise ConfigError(f"checkpoint.resume: {str(path)!r} is not an rlvr run directory (no config.yaml)")
     _refuse_if_finished(config, path)
@@ -111,6 +99,13 @@ def open_run(config: RunConfig, run_dir: Path | None) -> tuple[Path, Checkpoint 
         raise ConfigError("resuming with a different config would not continue the run exactly: "
                           + "; ".join(differences) + " (set checkpoint.resume_force=true to resume anyway)")
     return path, checkpoint
+
+
+def _start_again_if_stopped_early(config: RunConfig, target: Path) -> Path | None:
+    """resume=auto on a directory that holds files: RunFinished if it finished, the directory to start afresh in if
+    it stopped before its first checkpoint, else None (continue it)."""
+    _refuse_if_finished(config, target)
+    return _start_again(target) if _stopped_before_its_first_checkpoint(config, target) else None
 
 
 def _differences(config: RunConfig, saved: dict[str, Any]) -> list[str]:

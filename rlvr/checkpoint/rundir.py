@@ -4,8 +4,9 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Callable
 
-from rlvr.config.run import ConfigError
+from rlvr.config.run import ConfigError, RunConfig
 
 CLAIM = ".rlvr-run"  # created with O_EXCL: of two runs started on one directory, exactly one gets it
 
@@ -39,6 +40,27 @@ def claim_run_dir(path: Path | None) -> Path:
     if not _claim(path):
         raise ConfigError(f"output_dir {str(path)!r} was just claimed by another run; choose a new output_dir=PATH")
     return path
+
+
+def open_run_dir(config: RunConfig, run_dir: Path | None, kind: str = "run",
+                 start_again: Callable[[Path], Path | None] = lambda target: None) -> tuple[Path, bool]:
+    """(directory, resumed?) as checkpoint.resume says, for every command that keeps a run directory (train and
+    sft: resume.open_run; sample: sampling/run.py), each of which then checks that a resumed one is its kind of run.
+    No resume: a new or empty directory, claimed. 'auto': run_dir or output_dir, claimed when new or empty, else
+    continued, unless `start_again` (given the directory) returns the directory to start afresh in. A path: that
+    run, continued. `kind` names the run in the message."""
+    resume = config.checkpoint.resume
+    target = run_dir if run_dir is not None else (Path(config.output_dir) if config.output_dir else None)
+    if resume is None:
+        return claim_run_dir(target), False
+    if resume != "auto":
+        return Path(resume), True
+    if target is None:
+        raise ConfigError(f"checkpoint.resume=auto needs output_dir=PATH (the {kind} to continue or start)")
+    if not target.exists() or not any(target.iterdir()):
+        return claim_run_dir(target), False
+    fresh = start_again(target)
+    return (target, True) if fresh is None else (fresh, False)
 
 
 def release_if_unused(path: Path) -> None:

@@ -71,11 +71,11 @@ def control_table(manifest) -> str:
 
 def cmd_control(args: argparse.Namespace) -> int:
     from rlvr.checkpoint.resume import hold_run_lock
-    from rlvr.cli.main import _config_from_args, refuse_trainer_ranks
+    from rlvr.cli.args import config_from_args, refuse_trainer_ranks
     from rlvr.pipeline import checks
     from rlvr.pipeline.runner import plan, run_recipe
 
-    config = refuse_trainer_ranks("control", _config_from_args(args.config, args.overrides))
+    config = refuse_trainer_ranks("control", config_from_args(args.config, args.overrides))
     recipe = control_recipe(config)
     stem = Path(args.config).stem if args.config and Path(args.config).is_file() else "default"
     # A fixed default directory, as `rlvr recipe`'s: re-running the very same command continues the runs

@@ -15,7 +15,7 @@ from rlvr.pipeline.set_tables import ended_share, format_number
 from rlvr.seeding import seed_everything
 
 
-def register_eval(sub) -> None:
+def register(sub) -> None:
     ev = sub.add_parser("eval", help="pass@k, maj@k, best-of-k and greedy accuracy on a task's held-out split; "
                                      "--scaling: accuracy against samples N and thinking budget")
     ev.add_argument("model", help="run directory, model directory, hub id, or 'embedded'")

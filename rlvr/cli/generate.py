@@ -1,17 +1,14 @@
 """`rlvr generate MODEL_OR_RUN --prompt "What is 7 * 8?" --n 8 --mode majority --think-budget 32` (issue #10,
 item 5): n samples of one question in the task's chat format, one chosen by majority vote, best-of-N or none;
-the chosen completion on stdout, the vote on stderr. Also registers `rlvr eval` (rlvr.cli.eval)."""
+the chosen completion on stdout, the vote on stderr. `rlvr eval` is rlvr/cli/eval.py."""
 from __future__ import annotations
 
 import argparse
 import json
 import sys
 
-from rlvr.cli.eval import register_eval
 from rlvr.config.run import validate_config
 from rlvr.evaluation.target import InferenceInputError, check_model_target, resolve_target
-
-__all__ = ["register", "register_eval"]
 
 CLI_MODES = {"majority": "majority", "best-of": "best_of", "sample": "sample"}
 

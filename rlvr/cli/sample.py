@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 
+from rlvr.cli.args import config_from_args, refuse_trainer_ranks
+
 
 def cmd_sample(args: argparse.Namespace) -> int:
-    from rlvr.cli.main import _config_from_args, refuse_trainer_ranks
     from rlvr.sampling.run import rejection_sample
 
-    result = rejection_sample(refuse_trainer_ranks("sample", _config_from_args(args.config, args.overrides)))
+    result = rejection_sample(refuse_trainer_ranks("sample", config_from_args(args.config, args.overrides)))
     print(f"rlvr sample: {result.line()}", flush=True)
     return 0
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import argparse
 
+from rlvr.cli.args import refuse_trainer_ranks, run_config
+
 
 def cmd_sft(args: argparse.Namespace) -> int:
-    from rlvr.cli.main import refuse_trainer_ranks, run_config
-
     config = refuse_trainer_ranks("sft", run_config(args))  # the same config and --resume rules as `rlvr train`
     from rlvr.sft.trainer import sft
 

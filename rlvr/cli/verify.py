@@ -20,6 +20,7 @@ task's environment against the recorded task row (prompt id, question, reference
 """
 from __future__ import annotations
 
+import argparse
 import inspect
 import json
 import os
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable
 
+from rlvr.cli.args import config_from_args
 from rlvr.config.run import TaskConfig
 from rlvr.config.sections import EpisodeConfig
 from rlvr.errors import UserFacingError
@@ -276,3 +278,26 @@ def verify_file(verifier_name: str, input_path: Path, task: TaskConfig, output: 
     if output is not None:
         print(f"wrote {output}", file=sys.stderr)
     return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    # The same config and overrides as `rlvr train` (issue #8), so rewards are debugged exactly as training
+    # computes them: `rlvr verify task.code_reward_mode=all task.code_time_limit_s=2 --verifier code ...`.
+    extra = [f"task.answer_mode={args.answer_mode}"] if args.answer_mode else []
+    config = config_from_args(args.config, args.overrides + extra)
+    return verify_file(args.verifier, Path(args.input), config.task, Path(args.output) if args.output else None,
+                       config.episode)
+
+
+def register(sub) -> None:
+    ve = sub.add_parser("verify", help="score a JSONL file of completions with one verifier")
+    ve.add_argument("config", nargs="?", help="YAML config file (optional; its task section is used)")
+    ve.add_argument("overrides", nargs="*", help="dotted.key=value overrides, as for train, e.g. "
+                                                  "task.code_reward_mode=all task.code_time_limit_s=2")
+    ve.add_argument("--verifier", required=True, help="verifier name, e.g. math, format, answer_format; "
+                                                       "environment: a multi-turn run's recorded final states")
+    ve.add_argument("--input", required=True, help="JSONL with 'completion' and 'reference' (or 'answer') fields, "
+                                                    "e.g. a run's samples.jsonl (re-checked against its verdicts)")
+    ve.add_argument("--answer-mode", default=None, help="shorthand for task.answer_mode=...")
+    ve.add_argument("--output", default=None, help="write verdict lines here instead of stdout")
+    ve.set_defaults(func=cmd_verify)

@@ -1,2 +1,3 @@
 """Typed run configuration: sections, the run config and its loader, and the rules that decide derived values.
-Imports no registry: task and verifier names are Literals checked against the registries by a test."""
+Imports no registry: the built-in tasks are listed once in task_catalog.py (rlvr.tasks makes its registry from it);
+verifier names are a Literal checked against the registry by a test."""

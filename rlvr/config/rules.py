@@ -9,18 +9,21 @@ from typing import Any, Literal, get_args
 
 from pydantic import ValidationError
 
+from rlvr.config.task_catalog import BUILTIN_TASKS
+
 # A RunConfig (config/run.py), typed loosely on purpose: run.py calls these rules from RunConfig's validator, so
 # naming the class here, even for type checkers only, would make the two modules import each other (issue 25: no
 # import circles, tests/test_layout.py).
 AnyRunConfig = Any
-# The keys of rlvr.tasks.TASKS and rlvr.verifiers.VERIFIERS, in their order (tests/test_config.py checks that they
-# agree): names are checked against these, so config imports no registry (issue 25). task.name and task.verifiers
-# stay plain `str` fields: a TaskConfig built in code still reaches build_task, whose message names the valid tasks.
-TaskName = Literal["arithmetic", "qa", "reasoning_gym", "textarena", "code_agent", "calculator",
-                   "filesystem", "humaneval"]
+# The names config validation accepts, checked here so that config imports no registry (issue 25): the built-in
+# tasks come from their one list (rlvr/config/task_catalog.py, which rlvr.tasks.TASKS is made from), the verifiers
+# are the keys of rlvr.verifiers.VERIFIERS in their order (tests/test_config.py checks that they agree). task.name
+# and task.verifiers stay plain `str` fields: a TaskConfig built in code still reaches build_task, whose message
+# names the valid tasks.
+TaskName = Literal[tuple(BUILTIN_TASKS)]  # type: ignore[valid-type]  # read with get_args, never as a field type
 # The tasks that play multi-turn episodes (their task object has `environment(...)`, rlvr/agents/wiring.py; a test
 # checks this list against the registry). Their rules: _episode_problems.
-EPISODE_TASKS: tuple[str, ...] = ("textarena", "code_agent", "calculator", "filesystem")
+EPISODE_TASKS: tuple[str, ...] = tuple(name for name, task in BUILTIN_TASKS.items() if task.episodes)
 # Tasks a user registered at run time (rlvr.tasks.register_task: a script that defines its own task or environment,
 # docs/agents.md): name -> plays episodes. Filled by rlvr.tasks only, so config still imports no registry.
 REGISTERED_TASKS: dict[str, bool] = {}

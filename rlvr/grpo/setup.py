@@ -29,7 +29,7 @@ from rlvr.grpo.estimators import AdvantageEstimator, TurnCreditEstimator, build_
 from rlvr.grpo.plan import StepPlan, step_plan
 from rlvr.metrics.logger import RunLogger
 from rlvr.metrics.sinks import build_sinks
-from rlvr.model.load import context_length, load_model, load_tokenizer
+from rlvr.model.load import load_model, load_tokenizer
 from rlvr.model.lora import AdapterOffReference, LoraPolicy, wrap_policy
 from rlvr.rewards.control import ControlledService, training_weights
 from rlvr.rewards.functions import PassedFunctions
@@ -38,7 +38,7 @@ from rlvr.rewards.rewarder import Rewarder, batch_columns, build_rewarder, rewar
 from rlvr.rollout.pipelined import Prefetched
 from rlvr.seeding import seed_everything
 from rlvr.tasks import Task, build_task
-from rlvr.tasks.screening import prompt_fits
+from rlvr.tasks.screening import screen_prompt_lengths
 from rlvr.training.optim import build_optimizer
 from rlvr.training.update import UpdateSettings
 from rlvr.types import Prompt
@@ -212,11 +212,3 @@ def build_optimisation(config: RunConfig, plan: StepPlan, models: Models, ranks:
                               config.rollout.max_new_tokens, plan.correction, ranks)
     return Optimisation(optimizer, scheduler, settings)
 
-
-def screen_prompt_lengths(task: Task, tokenizer, config: RunConfig) -> None:
-    """Rows whose prompt leaves less than max_new_tokens of the context are bad rows (issue #9), found before
-    any weights load. Tasks with generated prompts (arithmetic) have no such rows and no `screen_prompts`."""
-    screen = getattr(task, "screen_prompts", None)
-    limit = context_length(config.model) if screen is not None else None
-    if screen is not None and limit is not None:
-        screen(prompt_fits(tokenizer, limit - config.rollout.max_new_tokens))

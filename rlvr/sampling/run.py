@@ -21,7 +21,7 @@ from typing import Any, Callable
 import yaml
 
 from rlvr.checkpoint.resume import hold_run_lock
-from rlvr.checkpoint.rundir import claim_run_dir, release_if_unused
+from rlvr.checkpoint.rundir import open_run_dir, release_if_unused
 from rlvr.checkpoint.stop import GracefulStop
 from rlvr.config.run import ConfigError, RunConfig, dump_config
 from rlvr.metrics.progress import Reporter, clear_bars
@@ -162,20 +162,12 @@ def _check_inputs(config: RunConfig, say: Callable[[str], None]) -> tuple[Any, l
 
 
 def open_sampling_run(config: RunConfig, run_dir: Path | None) -> tuple[Path, bool]:
-    """(run directory, resumed?). As rlvr.checkpoint.resume.open_run: no checkpoint.resume -> a new or empty
-    directory; 'auto' -> continue output_dir if it holds a sampling run, else start it; a path -> continue it."""
-    resume = config.checkpoint.resume
-    target = run_dir if run_dir is not None else (Path(config.output_dir) if config.output_dir else None)
-    if resume is None:
-        return claim_run_dir(target), False
-    if resume == "auto":
-        if target is None:
-            raise ConfigError("checkpoint.resume=auto needs output_dir=PATH (the sampling run to continue or start)")
-        if not target.exists() or not any(target.iterdir()):
-            return claim_run_dir(target), False
-        path = target
-    else:
-        path = Path(resume)
+    """(run directory, resumed?), chosen as for a training run (rlvr.checkpoint.rundir.open_run_dir): no
+    checkpoint.resume -> a new or empty directory; 'auto' -> continue output_dir if it holds files, else start it; a
+    path -> continue it. A run to continue must be a sampling run, with the same sampling settings."""
+    path, resumed = open_run_dir(config, run_dir, "sampling run")
+    if not resumed:
+        return path, False
     if not (path / "config.yaml").is_file() or not (path / PROGRESS).is_file():
         raise ConfigError(f"checkpoint.resume: {str(path)!r} is not an rlvr sampling run (no config.yaml and "
                           f"{PROGRESS}); start a new one with another output_dir")
@@ -220,9 +212,9 @@ def _setup(config: RunConfig, run_dir: Path, resumed: bool, rewarder: Any, gener
     if config.threads:
         torch.set_num_threads(config.threads)
     from rlvr.agents.wiring import refuse_episodes
-    from rlvr.grpo.setup import screen_prompt_lengths
     from rlvr.model.load import load_tokenizer
     from rlvr.tasks import build_task
+    from rlvr.tasks.screening import screen_prompt_lengths
 
     task = build_task(config.task)
     refuse_episodes(task, "rlvr sample")

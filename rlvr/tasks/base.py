@@ -6,17 +6,22 @@ A Task has two views of its problems that never overlap:
   * `eval_prompts(size)`: the first `size` problems of the held-out split in a fixed order. When fewer than
     `size` exist, all of them are returned (callers read `len()`; nothing is padded or repeated).
 
+The held-out split of the tasks that enumerate their problems (arithmetic, calculator, filesystem, code) is written
+once here: `split_by_hash`.
+
 Apart from rlvr/tasks/__init__.py (the TASKS registry, which imports the tasks) so that a task imports this
 module and not the package that imports it (issue 25: no import circles).
 """
 from __future__ import annotations
 
+import hashlib
 import random
-from typing import Iterator, Protocol, Sequence, TypeVar, runtime_checkable
+from typing import Callable, Iterator, Protocol, Sequence, TypeVar, runtime_checkable
 
 from rlvr.types import Prompt
 
 T = TypeVar("T")
+MIN_HELD_OUT = 200  # enough problems for a pass@1 estimate with a usable confidence interval
 
 
 @runtime_checkable
@@ -46,3 +51,24 @@ def first(items: Sequence[T], size: int) -> list[T]:
     if size < 0:
         raise ValueError(f"eval size must be >= 0, got {size}")
     return list(items[:size])
+
+
+def held_out_size(total: int) -> int:
+    """How many of `total` problems are held out: a fifth, and at least MIN_HELD_OUT."""
+    return max(MIN_HELD_OUT, total // 5)
+
+
+def split_by_hash(problems: Sequence[T], canonical: Callable[[T], str]) -> tuple[tuple[T, ...], tuple[T, ...]]:
+    """(train, held_out), held_out in its fixed evaluation order. A problem's identity is its canonical text; ranking
+    every problem by the sha256 of that text gives an order that depends on nothing else (not the seed, not Python's
+    hash salt, not the enumeration order); the first held_out_size(n) are held out, the rest train. Fails loudly on
+    duplicate identities (two problems with one canonical text would put the same id in both splits) and on a
+    split that leaves nothing to train on."""
+    names = [canonical(p) for p in problems]
+    if len(set(names)) != len(names):
+        raise ValueError("two problems share a canonical text; the held-out split would leak")
+    ranked = sorted(problems, key=lambda p: hashlib.sha256(canonical(p).encode()).hexdigest())
+    held = held_out_size(len(ranked))
+    if held >= len(ranked):
+        raise ValueError(f"{len(ranked)} problems leave none to train on after {held} held out")
+    return tuple(ranked[held:]), tuple(ranked[:held])

@@ -23,12 +23,11 @@ from functools import lru_cache
 from typing import Any, Iterator
 
 from rlvr.config.run import ConfigError, TaskConfig
-from rlvr.tasks.base import first, sample_forever
+from rlvr.tasks.base import first, held_out_size, sample_forever
 from rlvr.tasks.chat import user_turn
 from rlvr.types import Prompt
 from rlvr.verifiers.reasoning_gym import GymRow, import_reasoning_gym, make_dataset
 
-MIN_HELD_OUT = 200  # as rlvr/tasks/arithmetic.py: enough rows for a pass@1 estimate with a usable interval
 INSTRUCTION = "Put only the final answer between <answer> and </answer>."
 TRAIN_SEED = 0
 RESERVED = ("seed", "size")  # set by the split, never by task.gym_config
@@ -85,7 +84,7 @@ def _rows(dataset: str, config: dict[str, Any], seed: int, size: int) -> list[Gy
 def _splits(dataset: str, config_json: str, size: int) -> GymSplits:
     config = json.loads(config_json)
     _check_config(dataset, config)
-    held_size = max(MIN_HELD_OUT, size // 5) + 1  # + the one-shot example, row 0 of the held-out stream
+    held_size = held_out_size(size) + 1  # + the one-shot example, row 0 of the held-out stream
     held_stream = _rows(dataset, config, size, held_size)
     example = held_stream[0]
     example_answer = str(make_dataset(dataset, config, size, held_size)[0]["answer"])

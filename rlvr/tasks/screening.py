@@ -1,7 +1,8 @@
 """Bad dataset rows (issue #9): each row that cannot be used is skipped and counted at start, with its row
 number and why, or stops the run when `task.bad_rows=error`; a dataset with no usable row fails before any
-model loads. Local JSONL files are read line by line when a line is not valid UTF-8 or not a JSON object,
-which would otherwise make the whole file unreadable."""
+model loads (screen_prompt_lengths: the rows whose prompt leaves too little of the model's context, at set-up of
+`rlvr train` and `rlvr sample`). Local JSONL files are read line by line when a line is not valid UTF-8 or not a
+JSON object, which would otherwise make the whole file unreadable."""
 from __future__ import annotations
 
 import json
@@ -10,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from rlvr.config.run import RunConfig
+from rlvr.tasks.base import Task
 from rlvr.tasks.positions import Label, row_label
 
 SHOWN = 5  # rows named in the start-up summary; the count covers all
@@ -98,3 +101,14 @@ def prompt_fits(tokenizer: Any, budget: int) -> Callable[[Any], str | None]:
         tokens = len(tokenizer(render_prompts(tokenizer, [prompt])[0], add_special_tokens=False)["input_ids"])
         return None if tokens <= budget else f"prompt of {tokens} tokens; the context leaves {budget} for it"
     return check
+
+
+def screen_prompt_lengths(task: Task, tokenizer: Any, config: RunConfig) -> None:
+    """Rows whose prompt leaves less than max_new_tokens of the context are bad rows (issue #9), found before
+    any weights load. Tasks with generated prompts (arithmetic) have no such rows and no `screen_prompts`."""
+    from rlvr.model.load import context_length  # torch: only when a run is set up, never for reading a dataset
+
+    screen = getattr(task, "screen_prompts", None)
+    limit = context_length(config.model) if screen is not None else None
+    if screen is not None and limit is not None:
+        screen(prompt_fits(tokenizer, limit - config.rollout.max_new_tokens))

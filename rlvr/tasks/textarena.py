@@ -1,6 +1,6 @@
 """TextArena's single-player games as a task (issue 26, item 6; optional extra `textarena`): `task.name=textarena`,
 `task.textarena_env` the game id. Prompts are the game's opening message (after one example move where the game is
-in EXAMPLE_MOVES); `environment(episode)` plays them through rlvr/agents/envs/textarena_adapter.py.
+in EXAMPLE_MOVES); `environment(episode)` plays them through rlvr/tasks/envs/textarena_adapter.py.
 
 Split (held-out by seed, disjoint by game): seeds 0..SEED_POOL-1 are started once; each seed's key is the hash
 of its starting observation and hidden game state (GuessTheNumber's secret number, Mastermind's code). Keys are
@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterator
 
-from rlvr.agents.envs.textarena_adapter import ArenaRef, Game, TextArenaEnvironment, TextArenaEpisode
 from rlvr.agents.protocol import ModelTurn
 from rlvr.config.run import ConfigError, TaskConfig
 from rlvr.config.sections import EpisodeConfig
 from rlvr.tasks.base import first, sample_forever
+from rlvr.tasks.envs.textarena_adapter import ArenaRef, Game, TextArenaEnvironment, TextArenaEpisode
 from rlvr.types import Prompt
 
 SEED_POOL = 1000  # seeds started to build the split; resets take well under a millisecond in most games

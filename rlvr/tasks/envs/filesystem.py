@@ -1,11 +1,11 @@
 """The filesystem environment and its task (issue 26, item 5b): reach a target tree on an in-memory filesystem with
-the tools ls, cat, write, mkdir, mv and rm (rlvr/agents/envs/fs_tree.py).
+the tools ls, cat, write, mkdir, mv and rm (rlvr/tasks/envs/fs_tree.py).
 
 A task row is a starting tree (Prompt.columns["start"], canonical JSON) and a goal in words ("Create a folder
 docs and move notes.txt into it."); its reference is the target tree (canonical JSON). Rows come from templates
 with the names and texts varied: level 1 goals take one operation, level 2 goals two. Trees start with 1-3
 entries (a 135M model has to be able to do this). A row's identity is "<template>|<names...>"; the held-out
-split hashes it (rlvr/agents/envs/common.py).
+split hashes it (rlvr.tasks.base.split_by_hash).
 
 Scoring is on the state only: the model ends with a turn without a tool call whose text is not checked, so the
 task's answer_verifiers is {} (the episode driver then scores with `score_state` alone; task.verifiers, "math"
@@ -21,12 +21,13 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Callable
 
-from rlvr.agents.envs.common import Example, ExampleTurn, SplitTask, one_shot_messages, split_by_hash
-from rlvr.agents.envs.fs_tree import BadTree, FileTree, canonical_json, flatten, parse_tree
 from rlvr.agents.protocol import Episode, ModelTurn, Observation, ToolSpec
 from rlvr.agents.tool_calls import ToolFailure, run_calls, tool_failure
 from rlvr.config.run import ConfigError, TaskConfig
 from rlvr.config.sections import EpisodeConfig
+from rlvr.tasks.base import split_by_hash
+from rlvr.tasks.envs.common import Example, ExampleTurn, SplitTask, one_shot_messages
+from rlvr.tasks.envs.fs_tree import BadTree, FileTree, canonical_json, flatten, parse_tree
 from rlvr.types import Outcome, Prompt, Verdict
 from rlvr.verifiers.base import error_verdict
 

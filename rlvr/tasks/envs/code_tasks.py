@@ -4,23 +4,23 @@ Prompt.reference, for the "code" verifier that scores the final answer).
 
 A problem is a template ("add", "returns x plus {k}") and a constant k; its identity is "<template> <k>" (e.g.
 "add 7"). Expected values come from the template's own reference function, run here on our own inputs: this is
-our code, never the model's (model code runs only in the sandbox, rlvr/agents/envs/code.py). Tests are written as
+our code, never the model's (model code runs only in the sandbox, rlvr/tasks/envs/code.py). Tests are written as
 asserts on literals (`assert f(10) == 17`), the form the code verifier judges in the parent
 (rlvr/verifiers/code/reference.py), so the reference is {"asserts": [...hidden...], "entry": "f"}.
 
-Split as rlvr/tasks/arithmetic.py: ranking every problem by the sha256 of its identity gives an order that depends
-on nothing else; the first max(200, n // 5) are held out, the rest train. The one-shot example ("add 3") is in
-neither split, nor is the second ("sum 1", whose first code fails a visible test).
+Split as every enumerated task (rlvr.tasks.base.split_by_hash): ranking every problem by the sha256 of its identity
+gives an order that depends on nothing else; the first max(200, n // 5) are held out, the rest train. The one-shot
+example ("add 3") is in neither split, nor is the second ("sum 1", whose first code fails a visible test).
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable
 
-MIN_HELD_OUT = 200  # enough problems for a pass@1 estimate with a usable confidence interval
+from rlvr.tasks.base import split_by_hash
+
 VISIBLE_TESTS = 2  # the first inputs of a problem; the rest are hidden
 ENTRY = "f"  # every problem asks for `f`: one name less for a 135M model to get wrong
 EXAMPLE_CANONICAL = "add 3"
@@ -88,17 +88,11 @@ def make_problem(template: Template, k: int) -> Problem:
     return Problem(f"{template.key} {k}", template.key, question, tests[:VISIBLE_TESTS], tests[VISIBLE_TESTS:])
 
 
-def _rank(problem: Problem) -> str:
-    return hashlib.sha256(problem.canonical.encode()).hexdigest()
-
-
 @lru_cache(maxsize=1)
 def splits() -> tuple[tuple[Problem, ...], tuple[Problem, ...]]:
     """(train, held_out); held_out in its fixed evaluation order."""
     problems = [make_problem(t, k) for t in TEMPLATES for k in t.constants]
-    problems = sorted((p for p in problems if p.canonical != EXAMPLE_CANONICAL), key=_rank)
-    held = max(MIN_HELD_OUT, len(problems) // 5)
-    return tuple(problems[held:]), tuple(problems[:held])
+    return split_by_hash([p for p in problems if p.canonical != EXAMPLE_CANONICAL], lambda p: p.canonical)
 
 
 def example() -> Problem:

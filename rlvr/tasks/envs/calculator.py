@@ -15,7 +15,7 @@ Calls: each worked example writes its whole expression in one call ("3 * 4 + 2" 
 at every level, so what level 1 teaches (reading the operation from the words) carries over to level 2 (0.050 ->
 0.288 in 15 minutes, episode.credit=process).
 
-Step rewards (read with episode.credit=process; rlvr/agents/envs/calc_steps.py) pay computing, checked against
+Step rewards (read with episode.credit=process; rlvr/tasks/envs/calc_steps.py) pay computing, checked against
 the known solution: a call reaches a step of the reference by performing its operation on the same operands (one
 call per operation, or the whole expression in one), or by another order of the same work (the question's numbers,
 the reference's operators, its value: "5 - 8 + 12" for 5 + 12 - 8). A turn earns share x precision: the steps it
@@ -35,7 +35,7 @@ when every step stays a whole non-negative number. Level 2 is the measured task 
 the same stories with one operation, the first rung of a curriculum (task.train_levels=[1,2]): the 135M base gets
 ~2 % of level-2 episodes right, so GRPO's groups there almost always tie, and level 1 several times more (issue 26).
 A problem's identity is "<template> <numbers>" (e.g. "apples 3 5 2"); the held-out split hashes it
-(rlvr/agents/envs/common.py). The two worked examples' templates are in no split.
+(rlvr.tasks.base.split_by_hash). The two worked examples' templates are in no split.
 """
 from __future__ import annotations
 
@@ -46,19 +46,14 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import lru_cache
 
-from rlvr.agents.envs.calc_steps import Progress, Step, Work, numbers_in, turn_reward
-from rlvr.agents.envs.common import (
-    Example,
-    ExampleTurn,
-    SplitTask,
-    one_shot_messages,
-    split_by_hash,
-    user_turn,
-)
 from rlvr.agents.protocol import Episode, ModelTurn, Observation, ToolSpec
 from rlvr.agents.tool_calls import run_calls, tool_failure
 from rlvr.config.run import ConfigError, TaskConfig
 from rlvr.config.sections import EpisodeConfig
+from rlvr.tasks.base import split_by_hash
+from rlvr.tasks.chat import user_turn
+from rlvr.tasks.envs.calc_steps import Progress, Step, Work, numbers_in, turn_reward
+from rlvr.tasks.envs.common import Example, ExampleTurn, SplitTask, one_shot_messages
 from rlvr.types import Prompt, Verdict
 
 MAX_EXPRESSION_CHARS = 200  # a word problem's expression is ~20 characters
@@ -149,7 +144,7 @@ def evaluate(expression: object) -> str:
 def calculation(expression: object) -> tuple[str, Work | None]:
     """The episode's `calculate` tool: (its answer, what it computed; None for a failed call). As `evaluate`,
     except that an expression without an operation ("17", "(17)", "-17") is a failed call: it computes nothing
-    (issue 42; rlvr/agents/envs/calc_steps.py)."""
+    (issue 42; rlvr/tasks/envs/calc_steps.py)."""
     try:
         value, steps = worked(expression)
     except CalcError as err:

@@ -43,12 +43,12 @@ import json
 import threading
 import time
 
-from rlvr.agents.envs.code_tasks import ENTRY, Problem, example, second_example, splits
-from rlvr.agents.envs.common import Example, ExampleTurn, SplitTask, one_shot_messages
 from rlvr.agents.protocol import Episode, ModelTurn, Observation, ToolSpec
 from rlvr.agents.tool_calls import run_calls
 from rlvr.config.run import TaskConfig
 from rlvr.config.sections import EpisodeConfig
+from rlvr.tasks.envs.code_tasks import ENTRY, Problem, example, second_example, splits
+from rlvr.tasks.envs.common import Example, ExampleTurn, SplitTask, one_shot_messages
 from rlvr.types import Outcome, Prompt, Verdict
 from rlvr.verifiers.code import sandbox
 from rlvr.verifiers.code.reference import parse_reference

@@ -1,40 +1,17 @@
-"""What the built-in environment tasks share (issue 26, item 5): the hashed held-out split, the one-shot exchange
-that shows a tool call, and the train / eval streams over a fixed problem list.
-
-The split follows rlvr/tasks/arithmetic.py: a problem's identity is its canonical text; ranking every problem by
-the sha256 of that text gives an order that depends on nothing else (not the seed, not Python's hash salt, not
-the enumeration order); the first max(200, n // 5) are held out, the rest train.
-
-rlvr.tasks imports these tasks (its registry's factories), so nothing here imports rlvr.tasks (tests/test_layout.py:
-no two subpackages import each other): the few lines of rlvr.tasks.base and chat that the tasks need are restated.
+"""What the built-in environment tasks share (issue 26, item 5): the one-shot exchange that shows a tool call, and
+the train / eval streams over a fixed problem list. Their held-out split is every enumerated task's:
+rlvr.tasks.base.split_by_hash.
 """
 from __future__ import annotations
 
-import hashlib
 import json
-import random
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence, TypeVar
+from typing import Any, Iterator, Sequence
 
 from rlvr.agents.tool_calls import CLOSE, OPEN, response_block
 from rlvr.config.run import TaskConfig
+from rlvr.tasks.base import first, sample_forever
 from rlvr.types import Prompt
-
-MIN_HELD_OUT = 200  # enough problems for a pass@1 estimate with a usable confidence interval
-P = TypeVar("P")
-
-
-def split_by_hash(problems: Sequence[P], canonical: Callable[[P], str]) -> tuple[tuple[P, ...], tuple[P, ...]]:
-    """(train, held_out); held_out is in its fixed evaluation order. Fails loudly on duplicate identities: two
-    problems with one canonical text would put the same id in both splits."""
-    names = [canonical(p) for p in problems]
-    if len(set(names)) != len(names):
-        raise ValueError("two problems share a canonical text; the held-out split would leak")
-    ranked = sorted(problems, key=lambda p: hashlib.sha256(canonical(p).encode()).hexdigest())
-    held = max(MIN_HELD_OUT, len(ranked) // 5)
-    if held >= len(ranked):
-        raise ValueError(f"{len(ranked)} problems leave none to train on after {held} held out")
-    return tuple(ranked[held:]), tuple(ranked[:held])
 
 
 def call_text(name: str, arguments: dict[str, Any]) -> str:
@@ -101,16 +78,7 @@ class SplitTask:
 
     def train_prompts(self, seed: int) -> Iterator[Prompt]:
         """Uniform draws with replacement from a private RNG (the Task contract, rlvr/tasks/base.py)."""
-        rng = random.Random(seed)
-        while True:
-            yield self.prompt(self.train[rng.randrange(len(self.train))], "train")
+        return (self.prompt(problem, "train") for problem in sample_forever(self.train, seed))
 
     def eval_prompts(self, size: int) -> list[Prompt]:
-        if size < 0:
-            raise ValueError(f"eval size must be >= 0, got {size}")
-        return [self.prompt(p, "eval") for p in self.held_out[:size]]
-
-
-def user_turn(question: str, instruction: str) -> str:
-    """`question instruction` with no doubled space when either is empty (as rlvr.tasks.chat.user_turn)."""
-    return " ".join(part for part in (question.strip(), instruction.strip()) if part)
+        return [self.prompt(p, "eval") for p in first(self.held_out, size)]

@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rlvr.cli.args import config_from_args, run_config
 from rlvr.cli.config import config_rows, select
-from rlvr.cli.main import _config_from_args, parse, run_config
+from rlvr.cli.main import parse
 from rlvr.config.run import RunConfig
 from rlvr.errors import UserFacingError
 from rlvr.evaluation.target import check_model_target, resolve_target
@@ -121,9 +122,9 @@ def _eval_like(args: argparse.Namespace) -> None:
 # The dry run of each command: what it checks before any model loads, and nothing after.
 DRY_RUNS = {
     "train": run_config, "sft": run_config,
-    "sample": lambda a: _config_from_args(a.config, a.overrides),
-    "control": lambda a: _config_from_args(a.config, a.overrides),
-    "verify": lambda a: _config_from_args(a.config, a.overrides),
+    "sample": lambda a: config_from_args(a.config, a.overrides),
+    "control": lambda a: config_from_args(a.config, a.overrides),
+    "verify": lambda a: config_from_args(a.config, a.overrides),
     "eval": _eval_like, "generate": _eval_like,
     "recipe": lambda a: load_recipe(a.recipe, a.overrides),
     "config": lambda a: select(config_rows(RunConfig), a.section),

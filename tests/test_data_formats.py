@@ -274,6 +274,18 @@ def test_a_csv_whitespace_only_line_does_not_shift_later_lines(tmp_path: Path, c
     assert "line 4: field 'answer' is missing or empty" in capsys.readouterr().err
 
 
+def test_a_csv_record_with_an_empty_first_cell_is_a_record(tmp_path: Path, capsys) -> None:
+    # line 2's question is empty (a bad row itself), line 3 lacks its answer: each named by its own line. Reading a
+    # record whose first cell is empty as a blank line (an `or` for the `and` in positions._csv_record_lines) names
+    # the second one line 2.
+    path = tmp_path / "d.csv"
+    path.write_text('question,answer\n,7\n"No answer?",\n"Five?",5\n"Six?",6\n')
+    qa(str(path))
+    err = capsys.readouterr().err
+    assert "line 2: field 'question' is missing or empty" in err
+    assert "line 3: field 'answer' is missing or empty" in err
+
+
 @pytest.mark.parametrize(("ground_truth", "kind"), [(["3"], "list"), (True, "bool")])
 def test_a_verl_ground_truth_of_the_wrong_type_says_so(tmp_path: Path, capsys, ground_truth, kind) -> None:
     rows = verl_rows(6)

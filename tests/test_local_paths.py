@@ -196,3 +196,13 @@ def test_a_repo_in_the_local_caches_is_used_without_asking_the_hub(hub, tmp_path
     (tmp_path / "xdg" / "huggingface" / "hub" / "datasets--org--xdg" / "snapshots").mkdir(parents=True)
     assert paths.local_or_hub("org/xdg", "dataset", Boom, "dataset file") == "org/xdg"
     assert hub.calls == [("org/ready", "model")]
+
+
+def test_hf_hub_cache_alone_names_the_hub_cache(hub, tmp_path, monkeypatch):
+    # HF_HUB_CACHE set and its older spelling HUGGINGFACE_HUB_CACHE not: the hub cache is HF_HUB_CACHE (an `and`
+    # between the two would fall back to HF_HOME/hub and ask the hub for a repo already on disk)
+    monkeypatch.delenv("HUGGINGFACE_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "elsewhere"))
+    (tmp_path / "elsewhere" / "models--org--moved" / "snapshots").mkdir(parents=True)
+    assert paths.local_or_hub("org/moved", "model", Boom, "model path") == "org/moved"
+    assert hub.calls == []

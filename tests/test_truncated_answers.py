@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -18,6 +19,7 @@ from rlvr.rewards.rewarder import Rewarder
 from rlvr.rewards.service import RewardService
 from rlvr.types import Outcome, Prompt, RolloutBatch, Verdict
 from rlvr.verifiers.base import safe_verify
+from rlvr.verifiers.math.cut import cut_mid_answer
 from rlvr.verifiers.math.extract import EXPLICIT_KINDS, final_answer
 from rlvr.verifiers.math.verifier import MathVerifier
 
@@ -174,3 +176,30 @@ def test_the_ray_verifier_actor_passes_the_flag_on() -> None:
     actor = VerifierActor(LATEX)
     assert [v.outcome for v in actor.verify(RAMBLE, "42", True)] == [Outcome.UNPARSEABLE]
     assert [v.outcome for v in actor.verify(RAMBLE, "42")] == [Outcome.CORRECT]
+
+
+def cut(completion: str, text: str, written: str | None = None) -> bool:
+    return cut_mid_answer(completion, SimpleNamespace(kind="answer_line", text=text, written=written or text))
+
+
+def test_cut_mid_answer_reads_the_last_line_and_what_follows_the_value() -> None:
+    # Each case decided by hand from the rule: the value may be a prefix of what the model was writing only when
+    # nothing (no line break, no text after a space) follows it before the cut. A mutation each case catches:
+    assert cut("Work.\nAnswer: 5\n", "5") is False  # a line break ends it (the last line taken 2 chars early: True)
+    assert cut("Answer: 5\nthen 5", "5") is False  # stated on an earlier line (`span not in head`: True)
+    assert cut("5 is 5", "5") is False  # text follows its first place on the line (search from 1: the second, True)
+    assert cut("Answer: 0.5", "0.5", written="1/2") is True  # the written form is absent: the value runs to the cut
+    # (taking a span found nowhere, start -1, reads 'swer: 0.5' after it: False)
+    assert cut("Answer: 5\nAnswer: x", "5") is False  # the last line's marker holds no 5: stated earlier
+    # (`not any(span not in head)`: True)
+    assert cut("Work.\nAnswer: 12", "12") is True  # runs to the cut: may be 120
+
+
+def test_two_unrecordable_functions_keep_two_names() -> None:
+    from rlvr.rewards.functions import sort_passed
+
+    first, second = (lambda completions, **_: [0.0]), (lambda completions, **_: [1.0])
+    names = list(sort_passed([first, second]).unrecorded)
+    # "<module>:<lambda>" then "#2" (a count from the other side, '#0', would read as a first of something)
+    assert names == [names[0], f"{names[0]}#2"] and names[0].endswith(":test_two_unrecordable_functions_keep_two_names"
+                                                                       ".<locals>.<lambda>")

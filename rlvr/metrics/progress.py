@@ -1,4 +1,4 @@
-"""Progress of the long phases: training, evaluation, sampling (issue #13, item 2).
+"""Progress of the long phases: training, evaluation, sampling.
 
     with progress("evaluating", total=800, unit="samples") as bar:
         bar.update(64)

@@ -241,8 +241,8 @@ def _number(value: str) -> Fraction | None:
 
 
 # ---------------------------------------------------------------- next to a box
-# '*' is a product, but '**' is markdown bold ('**Final Answer:** \\boxed{42}', 'is **\\boxed{42}**''s third
-# red team) unless glued to the box after a word or bracket ('x**\\boxed{2}', '(x+1)**\\boxed{2}') or set
+# '*' is a product, but '**' is markdown bold ('**Final Answer:** \\boxed{42}', 'is **\\boxed{42}**'; red
+# team) unless glued to the box after a word or bracket ('x**\\boxed{2}', '(x+1)**\\boxed{2}') or set
 # apart by spaces on both sides (' ** ' is no markdown emphasis); after a digit, the digit refuses it
 _BEFORE_BOX = re.compile(r"(?:(?:[+/^_×÷·\d<≤≥≠≈∼~]|(?<!\*)\*(?!\*)|(?<=[\w)}\]])\*\*(?=\Z)|(?<=\s)\*\*(?=\s)"
                          r"|(?<![-=])>"

@@ -1,4 +1,4 @@
-"""Time budgets of episodes (issue 42, item 4): the wall-clock of one turn of 32 rows whose every tool call loops,
+"""Time budgets of episodes: the wall-clock of one turn of 32 rows whose every tool call loops,
 against the turn budget (episode.turn_time_limit_s), with the rows' calls on a pool of episode.tool_workers threads;
 and the old behaviour (rows one after another, each call its own limit, no turn budget) when --old asks for it,
 else its time computed (rows x calls x tool limit: every call runs to its limit).

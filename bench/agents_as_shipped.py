@@ -1,4 +1,4 @@
-"""The agent commands docs/agents.md gives, run as written, with the held-out evaluation before and after (issue 42).
+"""The agent commands docs/agents.md gives, run as written, with the held-out evaluation before and after.
 
     .venv/bin/python bench/agents_as_shipped.py                       # every command, ~30 min each on 2 cores
     .venv/bin/python bench/agents_as_shipped.py --only calculator     # those whose preset name has a word

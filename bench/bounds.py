@@ -1,4 +1,4 @@
-"""Decode step and update phase against the bounds measured on this machine (issue #12, items 2 and 3).
+"""Decode step and update phase against the bounds measured on this machine.
 
     .venv/bin/python bench/bounds.py [--rows 16] [--new 48] [--model embedded:SmolLM2-135M-Instruct]
                                      [--allocator tcmalloc|system]

@@ -1,4 +1,4 @@
-"""The card's own ceilings, measured in the process that compares against them (issue 46, item 2): the memory bandwidth
+"""The card's own ceilings, measured in the process that compares against them: the memory bandwidth
 a decode step is bound by and the bf16 matrix rate an update is bound by.
 
     python bench/ceilings.py [--device cuda] [--json F]

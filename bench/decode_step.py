@@ -1,4 +1,4 @@
-"""One decode step on a GPU, eager against replayed from a CUDA graph (issue #23, item 4).
+"""One decode step on a GPU, eager against replayed from a CUDA graph.
 
     .venv/bin/python bench/decode_step.py --device cuda [--dtype bfloat16] [--prompts 8 --group 8] [--json F]
 
@@ -14,7 +14,7 @@ seconds its first generation took (compiling every bucket it meets). --paths pic
 *_matmul paths take the batched-product attention (graph_step.matmul_attention) instead of SDPA, *_tf32 lets fp32
 matmuls use TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32) and graph_cudnn turns SDPA's cuDNN backend
 on (model.cudnn_attention's default is off), each only while that path runs (read when a graph is recorded).
-Goal (issue #23): <= 2 ms a step at 64 rows (the eager step measured ~10 ms on an H100).
+Goal: <= 2 ms a step at 64 rows (the eager step measured ~10 ms on an H100).
 """
 from __future__ import annotations
 
@@ -136,7 +136,7 @@ def sampled(engine: HFRolloutEngine, ids: torch.Tensor, mask: torch.Tensor, grou
 
 
 def step_bytes(model, rows: int, context: int, itemsize: int) -> dict:
-    """What one decode step must read at least (issue 46): every weight once in the compute dtype (a tied embedding
+    """What one decode step must read at least: every weight once in the compute dtype (a tied embedding
     once: the step reads it as the LM head) and the K and V of every cached position of every row (`context`: the mean
     position over the timed steps)."""
     c = model.config
@@ -206,7 +206,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="embedded:SmolLM2-135M-Instruct",
                         help="the model, or with --arch the tokenizer's model")
-    parser.add_argument("--arch", help="random weights of this shape (model.architecture, issue 46)")
+    parser.add_argument("--arch", help="random weights of this shape (model.architecture)")
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--prompts", type=int, default=8)

@@ -1,4 +1,4 @@
-"""The GPU check (issue #23, item 5): one prepared run that fits one device call of <= 8 minutes and prints one table.
+"""The GPU check: one prepared run that fits one device call of <= 8 minutes and prints one table.
 
     python bench/gpu_check.py [--out DIR] [--only decode_fp32,default,...] [--steps 3]
 
@@ -45,7 +45,7 @@ def sft_data(work: Path) -> Path:
 
 
 def shape_checks(work: Path, steps: int, tokenizer: str) -> dict[str, tuple[list[str], int]]:
-    """Issue 46, item 2: the shapes users train (random weights, rlvr/model/architectures.py) in bf16 mixed precision,
+    """The shapes users train (random weights, rlvr/model/architectures.py) in bf16 mixed precision,
     8 prompts x G 8, <= 256 new tokens; the ceilings first, so that each figure has its bound from the same card."""
     trl = [sys.executable, str(ROOT / "bench/vs_trl.py"), "--device", "cuda", "--prompts-per-step", "8",
            "--max-new", "256", "--steps", str(steps), "--rounds", "1", "--allocator", "system", "--model", tokenizer]
@@ -110,7 +110,7 @@ def checks(work: Path, steps: int, tokenizer: str = "embedded:SmolLM2-135M-Instr
         # rlvr's side of vs_trl_fp32 with SDPA in the decode step (fp32's auto is matmul; compare with vs_trl_fp32)
         "vs_trl_fp32_sdpa": (trl + ["--only", "rlvr", "--rlvr-set", "rollout.decode_attention=sdpa", "--json",
                                     str(work / "vs_trl_fp32_sdpa.json")], 90),
-        # issue 46, item 3: the sampler-trainer mismatch (correction/mismatch_kl) of the bf16 check, with an fp32 head
+        # the sampler-trainer mismatch (correction/mismatch_kl) of the bf16 check, with an fp32 head
         "bf16_head32": (RLVR + ["train", CUDA, "model.dtype=bfloat16", "model.lm_head_fp32=true", "max_steps=10",
                                 "eval.at_end=false", f"output_dir={work / 'bf16_head32'}"], 60),
         **shape_checks(work, steps, tokenizer),
@@ -120,7 +120,7 @@ def checks(work: Path, steps: int, tokenizer: str = "embedded:SmolLM2-135M-Instr
 EXTRAS = ("compiled", "compiled_bf16", "bf16_cudnn", "vs_trl_fp32_sdpa", "bf16_head32", "ceilings", "vs_trl_0.5b",
           "decode_0.5b", "vs_trl_1.5b", "decode_1.5b", "vs_trl_0.5b_fp32", "profile_0.5b", "vs_trl_0.5b_mb16",
           "profile_0.5b_mb16")
-# --only may name a group: issue 46's checks, in the order they run (the most wanted first: a cut call keeps them)
+# --only may name a group: its checks, in the order they run (the most wanted first: a cut call keeps them)
 GROUPS = {"shapes": ("ceilings", "vs_trl_0.5b", "decode_0.5b", "vs_trl_1.5b", "decode_1.5b", "vs_trl_0.5b_fp32"),
           "embedded": ("default", "bf16", "bf16_head32"),
           "next": ("profile_0.5b", "vs_trl_0.5b_mb16", "profile_0.5b_mb16")}
@@ -184,7 +184,7 @@ def profile_line(d: dict) -> str:
 
 
 def mismatch_kl(run_dir: Path) -> float | None:
-    """The median over a run's steps of correction/mismatch_kl (the engine agreement check, issue #11)."""
+    """The median over a run's steps of correction/mismatch_kl (the engine agreement check)."""
     path = run_dir / "metrics.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
     values = [r["correction/mismatch_kl"] for r in rows if "correction/mismatch_kl" in r]
@@ -201,7 +201,7 @@ def decode_line(d: dict) -> str:
     same = ", ".join(f"{p} {d[f'{p}_rows_identical']}" for p in paths[1:])
     first = f"; compiled's first generation {d['compiled_first_sample_s']:.1f} s" if "compiled" in paths else ""
     bound = ""
-    if "hbm_bound_ms" in d:  # issue 46: the fastest path against weights + KV bytes at the measured bandwidth
+    if "hbm_bound_ms" in d:  # the fastest path against weights + KV bytes at the measured bandwidth
         fastest = min(paths, key=lambda p: d[f"{p}_ms_per_step"])
         bound = (f"; HBM bound {d['hbm_bound_ms']:.2f} ms ({d['weight_bytes'] / 1e9:.2f} GB weights + "
                  f"{d['kv_bytes'] / 1e9:.2f} GB KV at {d['bandwidth_tb_s']:.2f} TB/s): {fastest} "

@@ -1,6 +1,6 @@
 """Adversarial math completions (about 1 MB each) and the trainer-process CPU the math verifier spends on each.
 
-Issue 24, part 2: extracting the final answer of a 1 MB completion took 1-2 s of the trainer's CPU; the goal
+Extracting the final answer of a 1 MB completion took 1-2 s of the trainer's CPU; the goal
 is <= 0.2 s per completion. `math_adversarial_cases()` returns the completions used for that (bench/verifiers.py
 times them too); every case is scored against reference "1" with the math-verify worker stubbed out, so what is
 timed is the parent's own work: extraction, hedge checks and the exact number path.
@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rlvr.verifiers.math.verifier import MODES, MathVerifier  # noqa: E402
 
 MB = 1_000_000
-BUDGET_S = 0.2  # parent CPU per completion (issue 24, part 2)
+BUDGET_S = 0.2  # parent CPU per completion
 
 
 class AdversarialCase(NamedTuple):
@@ -58,7 +58,7 @@ _UNITS = {  # name -> (repeated unit, tail)
     "assignments": ("x = ", "1"), "prices": ("\\$5 ", ""), "currency_pairs": ("$5 and ", ""),
     "thousands": ("1,000,", ""), "latex_thousands": ("11,\\!111,\\!", "111"), "unicode_minus": ("\u22121 ", ""),
     "text_groups": ("1 \\text{ million} ", ""), "arrows": ("3 \\to ", "4"),
-    # issue 43's red team: wrappers cleaned one per pass (quadratic), a lookahead per '=' (quadratic)
+    # wrappers cleaned one per pass (quadratic), a lookahead per '=' (quadratic)
     "answer_lines_of_stars": ("Answer: " + "**" * 990 + "1\n", ""),
     "boxes_of_stars": ("\\boxed{" + "**" * 990 + "1}\n", ""),
     "answer_lines_of_dollars": ("Answer: " + "$" * 995 + "1" + "$" * 995 + "\n", ""),
@@ -78,7 +78,7 @@ def math_adversarial_cases() -> list[AdversarialCase]:
     # an answer early, then 1 MB of padding (thinking, or prose) after it
     cases.append(AdversarialCase("think_then_box", "<think>" + "so 2 + 2 " * (MB // 9) + "</think>\\boxed{1}", "1"))
     cases.append(AdversarialCase("box_then_padding", "\\boxed{1}" + " " * MB, "1"))
-    # issue 43's red team: an 'Answer:' line whose value ends in a parenthesis (read as a restatement of it)
+    # an 'Answer:' line whose value ends in a parenthesis (read as a restatement of it)
     for name, unit in (("answer_degrees_paren", "^\\circ"), ("answer_units_paren", "\\text{ cm}^2"),
                        ("answer_parens", " (1)"), ("answer_triple_parens", " (((1)))"),
                        ("answer_nested_parens", " " + "(" * 20 + "1" + ")" * 20)):

@@ -1,7 +1,7 @@
 """Agreement of the math verifier with hand labels, per answer mode, and of plain math-verify on the same rows.
 
 The corpus (bench/data/math_corpus.jsonl, one {"completion", "reference", "label", "form"} per line) holds
-completions written the way models and datasets write answers (issue 8, section 2), correct and wrong, with
+completions written the way models and datasets write answers, correct and wrong, with
 hedges, spam, answers only inside <think>, distractor numbers and full solutions. label is the hand verdict:
 true when the completion commits to one final answer, outside its reasoning, equal to the reference.
 

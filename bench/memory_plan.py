@@ -1,4 +1,4 @@
-"""The start-of-run memory plan against the measured peak RSS of `rlvr train` (issue #13, item 7; goal: within 30 %).
+"""The start-of-run memory plan against the measured peak RSS of `rlvr train` (goal: within 30 %).
 
     .venv/bin/python bench/memory_plan.py [--steps N] [dotted.key=value ...]
 

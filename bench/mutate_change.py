@@ -1,4 +1,4 @@
-"""Machine-made mutants of the lines a change touches, each run against the tests that execute it (issue 41).
+"""Machine-made mutants of the lines a change touches, each run against the tests that execute it.
 
     .venv/bin/python bench/mutate_change.py BASE                       # lines of rlvr/ changed since BASE
     .venv/bin/python bench/mutate_change.py BASE --paths rlvr/agents   # only under these paths

@@ -1,4 +1,4 @@
-"""The one-line mutations bench/mutations.py applies, one at a time (issue 24, part 1).
+"""The one-line mutations bench/mutations.py applies, one at a time.
 
 Each names the claim it attacks (README or a docs/ page and section), the line (stripped; it must occur exactly
 once in the file), its broken replacement, and the tests that must fail. Add one whenever the docs gain a claim
@@ -112,7 +112,7 @@ RESUME = [
        "tests/test_cold_start.py::test_token_lengths_fit_short_rollouts"),
 ]
 
-# --- the math verifier's guards (docs/verifiers.md "Math", issue 24 part 3) -----------------------------------------
+# --- the math verifier's guards (docs/verifiers.md "Math") -----------------------------------------
 MATH_VERIFIER = [
     _m("math: a rounded decimal is no fraction", "rlvr/verifiers/math/forms.py",
        "MACHINE_DIGITS = 15  # significant digits a double always prints correctly (DBL_DIG)",
@@ -139,12 +139,12 @@ MATH_VERIFIER = [
        "tests/test_math_forms.py::test_worker_reads_chains_and_inequalities"),
     _m("math: a thin space before a unit", "rlvr/verifiers/math/hedges.py",
        "if ch in \",;\" and i and text[i - 1] == \"\\\\\":"
-       "  # '\\\\,' '\\\\;' are spacing ('12\\\\,\\\\text{cm}', issue 24)",
+       "  # '\\\\,' '\\\\;' are spacing ('12\\\\,\\\\text{cm}')",
        "if False:", "tests/test_math_forms.py::test_equivalent_forms_are_correct"),
     _m("math: bounded scans of long completions", "rlvr/verifiers/math/scan.py",
        "FALLBACK_CHARS = 16_384  # the tail read by the fallbacks; a final sentence or paragraph is far shorter",
        "FALLBACK_CHARS = 10**7", "tests/test_math_attacks.py::test_adversarial_completions_cost_little_parent_cpu"),
-    # issue 43: one rule for "the answer" and the forms a careful grader reads (docs/verifiers.md)
+    # one rule for "the answer" and the forms a careful grader reads (docs/verifiers.md)
     _m("math43: the last statement wins, kinds unranked", "rlvr/verifiers/math/extract.py",
        "for c in find(text)), key=lambda c: (c.start, -c.end))",
        "for c in find(text)), key=lambda c: (c.kind == \"boxed\", c.start, -c.end))",
@@ -178,7 +178,7 @@ MATH_VERIFIER = [
        "tests/test_math_statements.py::test_forms"),
 ]
 
-# --- the code verifier decides in the parent, as Python would (docs/verifiers.md "Code", issue 24 part 2) -----------
+# --- the code verifier decides in the parent, as Python would (docs/verifiers.md "Code") -----------
 CODE_VERIFIER = [
     _m("code: floats compare exactly", "rlvr/verifiers/code/values.py",
        "return bool(got == want)", "return _close(got, want, 1e-9, [0])",
@@ -192,13 +192,13 @@ CODE_VERIFIER = [
        'OrderedDict: lambda x, d: {"d": pairs(OrderedDict.items(x), d)},',
        "tests/test_code_semantics.py::test_forged_pass_is_wrong"),
     _m("code: no candidate names on the expected side", "rlvr/verifiers/code/reference.py",
-       "if entry is None and name not in tested:  # issue #24: the candidate could define it to match", "if False:",
+       "if entry is None and name not in tested:  # the candidate could define it to match", "if False:",
        "tests/test_code_semantics.py::test_form_the_parent_cannot_evaluate_is_unscorable"),
     _m("code: Fraction is the parent's", "rlvr/verifiers/code/values.py",
        'NAMES: dict[str, Any] = {**BUILTINS, "Counter": Counter, "OrderedDict": OrderedDict, "Fraction": Fraction,',
        'NAMES: dict[str, Any] = {**BUILTINS, "Counter": Counter, "OrderedDict": OrderedDict,',
        "tests/test_code_semantics.py::test_forged_pass_is_wrong"),
-    # issue 43: standard-library results, subclasses, a live session, check programs, constant asserts
+    # standard-library results, subclasses, a live session, check programs, constant asserts
     _m("code: a subclass is sent as one", "rlvr/verifiers/code/harness_main.py",
        'return {"sub": encode(content(x), depth + 1)}', "return encode(content(x), depth + 1)",
        "tests/test_code_wire_types.py::test_classes_are_seen_as_python_sees_them"),
@@ -216,7 +216,7 @@ CODE_VERIFIER = [
        "if guards.tripped or spent() or trips() != tripped_before:", "if spent():",
        "tests/test_code_check_program.py::test_costly_operations_on_candidate_values_stop_even_when_caught"),
     _m("code: a constant assert is ignored", "rlvr/verifiers/code/reference.py",
-       "if not names and not wanted:  # a constant assert tests nothing: ignored (issue 43)", "if False:",
+       "if not names and not wanted:  # a constant assert tests nothing: ignored", "if False:",
        "tests/test_code_check_program.py::test_constant_asserts_are_ignored_not_refused"),
     _m("code: the parent's CPU budget", "rlvr/verifiers/code/budget.py",
        "if time.thread_time() + cost_s > self.deadline:", "if False:",
@@ -240,7 +240,7 @@ RAY = [
        "tests/test_ray_trainers.py::test_sigterm_stops_the_ranks_at_a_checkpoint_and_resume_continues"),
 ]
 
-# --- same seed, same weights (docs/runs.md "Exactness promised", issue 28) -------------------------------------------
+# --- same seed, same weights (docs/runs.md "Exactness promised") -------------------------------------------
 DETERMINISM = [
     _m("packed states read in one order", "rlvr/model/logprobs.py",
        "return out.last_hidden_state[0].index_select(0, packed.state_index)",
@@ -277,7 +277,7 @@ DISTRIBUTED = [
        "tests/test_rank_exit.py::test_exit_rank_keeps_what_a_normal_exit_does"),
 ]
 
-# --- the console's notes fit the run (docs/runs.md "What the log says", issue 24 part 4) ----------------------------
+# --- the console's notes fit the run (docs/runs.md "What the log says") ----------------------------
 NOTES = [
     _m("converged is not collapsed", "rlvr/metrics/diagnostics.py", "CONVERGED = 0.75", "CONVERGED = 0.95",
        "tests/test_signals.py::test_the_measured_default_run_gets_no_advice_to_change_a_default"),
@@ -296,7 +296,7 @@ NOTES = [
        "tests/test_signals.py::test_tied_advice_knows_what_the_run_does"),
 ]
 
-# --- multi-turn episodes (docs/agents.md, issue 26) --------------------------------------------------
+# --- multi-turn episodes (docs/agents.md) --------------------------------------------------
 AGENTS = [
     _m("environment tokens carry no loss", "rlvr/agents/episodes.py",
        "self.sampled += [int(logprobs is not None)] * len(ids)", "self.sampled += [1] * len(ids)",

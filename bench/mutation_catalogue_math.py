@@ -1,4 +1,4 @@
-"""Issue 43, the red team's findings on the math verifier: the mutations that must be caught (joined into CATALOGUE by
+"""The red team's findings on the math verifier: the mutations that must be caught (joined into CATALOGUE by
 bench/mutation_catalogue.py). The first group are the red team's surviving mutations on the lines as they stand
 now; the second the decisions made for its findings (docs/verifiers.md, "What stands around the answer")."""
 from __future__ import annotations
@@ -35,9 +35,9 @@ MATH_RED_TEAM = [
        'tests/test_math_around.py::test_words_and_units_around_a_number'),
     _m("math43rt: 'twelve hundred'", 'rlvr/verifiers/math/numerals.py',
        ('elif word == "hundred" and last in ("ones", "tens", "a") and 0 < group < 100:  #'
-        " 'twelve hundred' (issue 43)"),
+        " 'twelve hundred'"),
        ('elif word == "hundred" and last in ("ones", "tens", "a") and 0 < group < 10:  # '
-        "'twelve hundred' (issue 43)"),
+        "'twelve hundred'"),
        'tests/test_math_around.py::test_words_and_units_around_a_number'),
     _m("math43rt: 'and' after a scale", 'rlvr/verifiers/math/numerals.py',
        'if word == "and" and last in ("hundred", "scale") and i + 1 < len(words):',
@@ -45,7 +45,7 @@ MATH_RED_TEAM = [
        'tests/test_math_around.py::test_words_and_units_around_a_number'),
     _m("math43rt: 'KM' is km", 'rlvr/verifiers/math/units.py',
        ("short = [word, lower] if len(word) == 2 and word.isupper() else [word]  # 'KM' i"
-        "s km; 'M' is not 'm' (issue 43)"),
+        "s km; 'M' is not 'm'"),
        'short = [word]',
        'tests/test_math_around.py::test_words_and_units_around_a_number'),
     _m('math43rt: a cube is a power', 'rlvr/verifiers/math/units.py',
@@ -63,8 +63,8 @@ MATH_RED_TEAM = [
        'tests/test_math_around.py::test_words_and_units_around_a_number'),
     _m("math43rt: '≈' before a number", 'rlvr/verifiers/math/numbers.py',
        ('r"|(?<!\\S)~|[≈∼]|\\\\(?:approx|sim)(?![A-Za-z]))\\s*$")  # an estimate: \'~5\' is not'
-        ' 5 (issue 43)'),
-       'r"|(?<!\\S)~|\\\\(?:approx|sim)(?![A-Za-z]))\\s*$")  # an estimate: \'~5\' is not 5 (issue 43)',
+        ' 5'),
+       'r"|(?<!\\S)~|\\\\(?:approx|sim)(?![A-Za-z]))\\s*$")  # an estimate: \'~5\' is not 5',
        'tests/test_math_around.py::test_words_and_units_around_a_number'),
     _m("math43rt: '5bn' is changed", 'rlvr/verifiers/math/numbers.py',
        '_GLUED_PREFIXES = frozenset({"k", "K", "M", "B", "bn", "mn"})',
@@ -149,7 +149,7 @@ MATH_RED_TEAM = [
        'tests/test_math_around.py::test_words_and_units_around_a_number'),
     _m('math43rt: an unknown word where the reference has a unit', 'rlvr/verifiers/math/units.py',
        ("if theirs and not mine and my_words:  # '5 furlongs' for '5 m': a word that is no "
-        'unit we know (issue 43)'),
+        'unit we know'),
        'if False:',
        'tests/test_math_around.py::test_words_and_units_around_a_number'),
     _m("math43rt: a digit after a line's first environments", 'rlvr/verifiers/math/latex.py',

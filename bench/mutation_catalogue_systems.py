@@ -1,4 +1,4 @@
-"""The mutation catalogue's speed paths (issues 12 and 23) and the R1 recipe's data and gates (issue 27): split from
+"""The mutation catalogue's speed paths and the R1 recipe's data and gates: split from
 bench/mutation_catalogue.py, which joins them into CATALOGUE."""
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ SPEED = [
     _m("shared-opening prefill gathers each row's own opening", "rlvr/rollout/prefill.py",
        "cache.batch_select_indices(shared.rows)", "cache.batch_select_indices(torch.sort(shared.rows).values.flip(0))",
        "tests/test_prefill.py::test_prefill_with_shared_openings_equals_the_whole_contexts"),
-    # issue 23: rollout.compile_decode and model.cudnn_attention
+    # rollout.compile_decode and model.cudnn_attention
     _m("the decoder layer compiles as one graph", "rlvr/rollout/graph_step.py",
        "heads, kv_heads, head_dim = shape", "heads, kv_heads, head_dim = shape; torch._dynamo.graph_break()",
        "tests/test_compiled_decode.py::test_the_layer_compiles_once_per_bucket_not_once_per_layer"),
@@ -44,7 +44,7 @@ SPEED = [
     _m("model.tf32 turns TF32 on", "rlvr/model/load.py",
        "torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True", "pass",
        "tests/test_precision.py::test_tf32_lets_fp32_matmuls_use_tf32_only_when_asked"),
-    # issue 23: the static step's attention as two batched products (rollout.decode_attention)
+    # the static step's attention as two batched products (rollout.decode_attention)
     _m("matmul attention scales the scores", "rlvr/rollout/graph_step.py",
        "scores = torch.matmul(q, keys.transpose(-1, -2)).float() * scale + mask.float()  # [b, kv heads, g, C]",
        "scores = torch.matmul(q, keys.transpose(-1, -2)).float() + mask.float()  # [b, kv heads, g, C]",
@@ -75,7 +75,7 @@ SPEED = [
        "tests/test_decode_attention.py::test_the_setting_reaches_the_training_engine"),
 ]
 
-# issue 27: the recipe's data, its gates and its tables
+# the recipe's data, its gates and its tables
 RECIPE = [
     _m("a focused stream lets every prompt through", "rlvr/tasks/focus.py",
        "if prompt.id in ids:", "if prompt.id in ids or True:",

@@ -1,4 +1,4 @@
-"""pytest plugin for bench/mutate_change.py's coverage run (issue 41): which test ran each line.
+"""pytest plugin for bench/mutate_change.py's coverage run: which test ran each line.
 
 Loaded with `-p mutation_context` while coverage measures the suite. Before each test it switches coverage's
 dynamic context to the test's id in this process and exports the id as RLVR_MUTANT_CONTEXT, which the coverage

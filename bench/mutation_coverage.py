@@ -1,4 +1,4 @@
-"""Which tests run each line (issue 41): one coverage.py run of the suite with a context per test, for
+"""Which tests run each line: one coverage.py run of the suite with a context per test, for
 bench/mutate_change.py to give each mutant only the tests that execute it.
 
 Subprocesses count: a test that starts `rlvr train` or torchrun ranks covers the lines those processes run. The

@@ -1,4 +1,4 @@
-"""A pytest runner that imports the heavy libraries once and forks a fresh child per mutant (issue 41).
+"""A pytest runner that imports the heavy libraries once and forks a fresh child per mutant.
 
 bench/mutate_change.py starts one per scratch copy (cwd and PYTHONPATH: the copy). Most of a small test run is
 importing torch and transformers (~3-5 s on this machine); here that happens once. The parent never imports rlvr:

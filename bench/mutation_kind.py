@@ -1,4 +1,4 @@
-"""What one entry of the mutation catalogue is (bench/mutation_catalogue.py; issue 24, part 1)."""
+"""What one entry of the mutation catalogue is (bench/mutation_catalogue.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,4 +1,4 @@
-"""The mutation operators bench/mutate_change.py applies (issue 41): cosmic-ray's own, trimmed to one or two
+"""The mutation operators bench/mutate_change.py applies: cosmic-ray's own, trimmed to one or two
 replacements a site, plus four of ours written against cosmic-ray's Operator interface (parso trees).
 
 Why trimmed: cosmic-ray replaces each binary operator by all eleven others and each comparison by all seven

@@ -1,13 +1,13 @@
-"""Named sets of code for `bench/mutate_change.py --scope NAME` (issue 41): a run others can repeat exactly.
+"""Named sets of code for `bench/mutate_change.py --scope NAME`: a run others can repeat exactly.
 
 Each entry is a file, a folder (its .py files) or FILE::NAME (one function, class or Class.method).
 """
 from __future__ import annotations
 
 SCOPES = {
-    # the code issues 23-28 added (issue 41, item 2): agents and their wiring into rollouts, levels, prefill,
+    # agents and their wiring into rollouts, levels, prefill,
     # the recipe's re-check, checkpoints, the row skip, the rank exit, determinism and decode attention
-    "issues-23-28": [
+    "systems-and-agents": [
         "rlvr/agents",
         "rlvr/tasks/levels.py", "rlvr/tasks/__init__.py::build_task", "rlvr/tasks/__init__.py::_with_levels",
         "rlvr/rollout/prefill.py", "rlvr/rollout/hf.py::HFRolloutEngine.continue_tokens",

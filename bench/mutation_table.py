@@ -1,6 +1,6 @@
-"""The per-file table of one or more `bench/mutate_change.py --report` files, as markdown (issue 41: docs/results.md).
+"""The per-file table of one or more `bench/mutate_change.py --report` files, as markdown (docs/results.md).
 
-    .venv/bin/python bench/mutation_table.py .mutants/issues-23-28.json .mutants/final_fix.json
+    .venv/bin/python bench/mutation_table.py .mutants/systems-and-agents.json .mutants/final_fix.json
 
 A file's rows come from the last report that has it: a later run over files changed since the first (with
 `--resume`, so the unchanged ones keep their verdicts) replaces their rows. The rate is the tool's own:

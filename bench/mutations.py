@@ -1,4 +1,4 @@
-"""Mutation check: does a test fail when the code behind a documented claim is broken? (issue 24, part 1)
+"""Mutation check: does a test fail when the code behind a documented claim is broken?
 
 Each mutation in bench/mutation_catalogue.py replaces one line of rlvr/ with a plausible bug (a restore that
 restores nothing, a flipped sign, a dropped guard). For each, this script copies the repository's tracked files

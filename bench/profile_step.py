@@ -1,4 +1,4 @@
-"""Where a GRPO step's time and memory go on a GPU (issue 46): each phase timed with the device synchronised at its
+"""Where a GRPO step's time and memory go on a GPU: each phase timed with the device synchronised at its
 end (the step's own phase times are host clocks, and queued GPU work of one phase lands in the next one's), the peak
 memory of each phase, and a profile of one step's kernels and host operations.
 

@@ -1,5 +1,5 @@
 """A recipe stage's change in pass@1 and greedy accuracy over a chosen group of evaluation sets, paired over problems
-(issue 47: "each RL stage's change over the sets it trains on"). The recipe's summary gives the change over all sets
+("each RL stage's change over the sets it trains on"). The recipe's summary gives the change over all sets
 and per set; this pools the sets a stage trains on, from the per-problem results RUN/manifest.json keeps.
 
     python bench/recipe_stage_change.py RUN BEFORE_STAGE AFTER_STAGE [--skip words_new]

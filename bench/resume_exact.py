@@ -1,10 +1,10 @@
-"""Exact resume on the embedded model (issues #9 and 28): per config, one uninterrupted run, and one stopped by SIGTERM
+"""Exact resume on the embedded model: per config, one uninterrupted run, and one stopped by SIGTERM
 mid-run and resumed; prints whether the final weights are bit-identical (torch.equal on every tensor), the metrics
 the same (all but wall clock, memory and the reward service's per-process counters) and the prompts, completions and
 group view the same, plus the checkpoint's size and the wall time.
 
-Two configs (issue 28: the small one said bit-identical while the default run did not):
-  small    2 prompts x G 4, micro-batch 8, threads=2 (the figure docs/runs.md quotes, since issue #9)
+Two configs (the small one said bit-identical while the default run did not):
+  small    2 prompts x G 4, micro-batch 8, threads=2 (the figure docs/runs.md quotes)
   default  the default config as `rlvr train` runs it (4 x G 8, 2 micro-batches of 16, 2 reward workers, dynamic
            sampling, group view, all cores), seed 3 as in the issue, stopped after step 2 of 3
 

@@ -1,4 +1,4 @@
-"""How rlvr's step time grows with the work (issue #12, item 6): s/step and its phases as G, the completion length
+"""How rlvr's step time grows with the work: s/step and its phases as G, the completion length
 and the prompts per step go 1x, 2x, 4x from the vs_trl.py work (2 prompts x G 8, 48 new tokens, one micro-batch),
 each configuration in a fresh child process, in one invocation on one machine.
 

@@ -1,6 +1,6 @@
 """SFT step time by micro-batch layout (sft.batching), same rows, same model, one process, alternating layouts.
 
-The rows are the r1 recipe's cold start (issue 27): levels 1-3, symbols and stories, each prompt carrying the
+The rows are the r1 recipe's cold start: levels 1-3, symbols and stories, each prompt carrying the
 system turn and the one-shot example. `padding_free` is the layout TRL's SFTTrainer offers as its fastest
 (`padding_free=True`); `shared_prefix` runs the rows' common prompt opening once (rlvr/sft/batching.py). Prints
 seconds per row for each layout, its ratio to length_grouped and to padding_free, and the loss of each layout's

@@ -3,7 +3,7 @@ the same harness as a bare subprocess (no bwrap, cgroup, rlimits, seccomp) for t
 math verifications/s (numeric fast path, and LaTeX through math-verify in its worker process).
 
 `--adversarial` instead measures the parent's CPU (time.process_time of this process: the trainer's share, not
-the sandbox's) per completion over adversarial completions built to make the parent work (issue #24): the
+the sandbox's) per completion over adversarial completions built to make the parent work: the
 code set (`adversarial_code_cases`) and the math set (`adversarial_math_cases`). Goal: <= 0.2 s each.
 
     .venv/bin/python bench/verifiers.py [--n 40] [--threads 2 4] [--math-n 2000] [--latex-n 100]
@@ -123,7 +123,7 @@ def bench_math(n: int, latex_n: int) -> None:
           f"{latex_rate:8.1f} verifications/s")
 
 
-# ---------------------------------------------------------------- adversarial completions (issue #24)
+# ---------------------------------------------------------------- adversarial completions
 PARENT_CPU_GOAL_S = 0.2
 
 
@@ -178,10 +178,10 @@ ADVERSARIAL_CODE = {  # name -> (completion, reference); none of them is a right
     "stdout_flood_io": ("import sys\nwhile True:\n    sys.stdout.write('x' * 65536)", _io()),
     "stdout_drip_io": ("import os\nwhile True:\n    os.write(1, b'x')", _io()),
     "newlines_io_cases": ("import sys\nsys.stdout.write('\\n' * ((1 << 20) - 8) + 'x')", _io(8)),  # under the cap
-    # a hanging call in a branch Python does not take: never made (issue 43; it was run last, "speculatively")
+    # a hanging call in a branch Python does not take: never made (it was run last, "speculatively")
     "speculative_hang": ("def ok(x):\n    while x < 0:\n        pass\n    return True\ndef g(x):\n    return x",
                          _asserts("assert any(ok(x) for x in [1, -1])", "assert g(g(1) + 1) == 0")),
-    # issue 43: a live session per completion, and check(candidate) programs run in the parent
+    # a live session per completion, and check(candidate) programs run in the parent
     "channel_drip_in_a_call": ("import os, sys, time\ndef f(n):\n    while True:\n"
                                "        os.write(int(sys.argv[1]), b'1')\n        time.sleep(0.0005)",
                                _asserts("assert f(1) == 1")),
@@ -191,7 +191,7 @@ ADVERSARIAL_CODE = {  # name -> (completion, reference); none of them is a right
                            _check("try:\n        x = 3 ** candidate(1)\n    except BaseException:\n        pass")),
     "check_loop_over_result": ("def f(n):\n    return list(range(60000))",
                                _check("assert sum(x * y for x in candidate(1) for y in range(20)) == 0")),
-    # the red team's (issue 43): a range result is 30 bytes on the wire however many items it stands for
+    # the red team's: a range result is 30 bytes on the wire however many items it stands for
     "range_result_set": ("def f(n):\n    return range(2 ** 63, 2 ** 63 + 10 ** 6)",
                          _asserts("assert set(f(1)) == {1}")),
     "range_result_sent_back": ("def f(n):\n    return range(2 ** 126, 2 ** 126 + 10 ** 6) if n == 0 else 0",

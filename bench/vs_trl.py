@@ -1,4 +1,4 @@
-"""rlvr against Hugging Face TRL's GRPOTrainer at the same work (issue #12, item 1): same model, prompts, G,
+"""rlvr against Hugging Face TRL's GRPOTrainer at the same work: same model, prompts, G,
 lengths, temperature, beta, epsilon, aggregation, learning rate and reward, alternating the two in one
 invocation, each side in a fresh child process (so each peak RSS is its own and neither warms the other's
 caches). Prints per-phase times, s/step, completion tokens/s, peak RSS, the training reward of both sides, and
@@ -8,11 +8,11 @@ the ratios rlvr / TRL.
     .venv/bin/python bench/vs_trl.py [--steps 8] [--rounds 1] [--model embedded:SmolLM2-135M-Instruct]
     .venv/bin/python bench/vs_trl.py --device cuda --dtype bfloat16 --prompts-per-step 8 --max-new 128  # a GPU
 
-On a GPU (issue #23) both sides train in the same precision: fp32, or bf16 mixed precision (TRL's bf16=True:
+On a GPU both sides train in the same precision: fp32, or bf16 mixed precision (TRL's bf16=True:
 fp32 weights and optimizer state, bf16 autocast; rlvr's model.dtype=bfloat16 with its default fp32 master
 weights), and the memory column is the peak GPU memory allocated by torch instead of the peak RSS.
 
-The work (issue #12): the 200 prompts "What is 7 times 8? End with 'Answer: <number>'." (single-digit + and x,
+The work: the 200 prompts "What is 7 times 8? End with 'Answer: <number>'." (single-digit + and x,
 rendered by rlvr's qa task with task.one_shot=false, and the same chat messages handed to TRL), 2 prompts x
 G 8 a step, <= 48 new tokens, T 1.0, top-p 1, beta 0.04 (k3), PPO clip 0.2, loss "grpo" (sequence mean, then
 mean over the group), lr 1e-5 constant, AdamW betas (0.9, 0.99), gradient clipping 1.0, mu 1, one micro-batch
@@ -49,7 +49,7 @@ TRL_ROWS, G, LR, BETA, EPS, SEED = 512, 8, 1e-5, 0.04, 0.2, 0
 
 @dataclass(frozen=True)
 class Work:
-    """What both sides are asked to do (the defaults: issue #12's CPU work)."""
+    """What both sides are asked to do (the default CPU work)."""
 
     prompts_per_step: int = 2
     max_new: int = 48
@@ -136,7 +136,7 @@ def child_rlvr(model_dir: str, prompts: Path, steps: int, work: Work) -> dict:
 
 
 def update_flops(result: dict) -> float | None:
-    """FLOP a second of rlvr's update (issue 46): 6 x parameters a trained token (forward 2, backward 4), each token
+    """FLOP a second of rlvr's update: 6 x parameters a trained token (forward 2, backward 4), each token
     once (the prompt once per group, as the update computes it; the completions' real tokens), over the update's
     seconds; the median over the steps after the first. None for TRL, whose update is not split out so."""
     if "params" not in result:
@@ -147,7 +147,7 @@ def update_flops(result: dict) -> float | None:
 
 def random_model_dir(arch: str, tokenizer_model: str, device: str) -> str:
     """Random weights of the shape `arch` (model.init=random), saved once with the tokenizer of `tokenizer_model`, so
-    that both sides load the same weights (issue 46: shapes without pretrained weights)."""
+    that both sides load the same weights (shapes without pretrained weights)."""
     import torch
 
     from rlvr.config.run import load_config
@@ -321,7 +321,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="alternations of the two sides (order flips)")
     parser.add_argument("--model", default="embedded:SmolLM2-135M-Instruct",
                         help="the model, or with --arch the model whose tokenizer both sides use")
-    parser.add_argument("--arch", help="random weights of this shape instead (model.architecture, issue 46)")
+    parser.add_argument("--arch", help="random weights of this shape instead (model.architecture)")
     parser.add_argument("--only", choices=["rlvr", "trl"], help="run one side (e.g. to profile it)")
     parser.add_argument("--allocator", choices=["tcmalloc", "system"], default="tcmalloc",
                         help="memory allocator of both sides' processes (default: tcmalloc, as `rlvr` uses)")

@@ -1,4 +1,4 @@
-"""The one base of the errors a user can act on (issue 25: one class instead of a `user_facing` flag per class).
+"""The one base of the errors a user can act on (one class instead of a `user_facing` flag per class).
 
 `rlvr.cli.main` prints a UserFacingError as one `rlvr: error: MESSAGE` line and exits with 2, never a
 traceback: its message names the setting, file or limit to change. A subclass keeps its builtin base

@@ -1,4 +1,4 @@
-"""Is a name a local path or a Hugging Face Hub id? (issue 48, item 5)
+"""Is a name a local path or a Hugging Face Hub id?
 
 `model.name_or_path`, `task.path` and `rlvr eval TARGET` take either. Handed a missing local path, transformers and
 datasets take it for a hub id and retry the hub for 30-60 s before saying they cannot reach it (58 s measured here

@@ -1,4 +1,4 @@
-"""One seeding for every entry point (issue 25: train, sft, sample, eval each wrote their own)."""
+"""One seeding for every entry point (train, sft, sample, eval each wrote their own)."""
 from __future__ import annotations
 
 import random

@@ -49,7 +49,7 @@ class Verdict:
 
 @dataclass
 class Turns:
-    """Multi-turn episodes (rlvr/agents, issue 26): where each model turn sits in a row's completion.
+    """Multi-turn episodes (rlvr/agents): where each model turn sits in a row's completion.
 
     An episode's completion is one token sequence: the sampled ids as sampled, the environment's turns tokenized
     and appended between them. RolloutBatch.completion_mask is 1 on sampled tokens only (they carry the loss and
@@ -100,7 +100,7 @@ class RolloutBatch:
 
     def to(self, device: "torch.device | str") -> "RolloutBatch":
         """The batch's tensors on `device`. An engine in another process sends and receives host tensors only: CUDA
-        tensors shared across processes cannot be sent on again (a CUDA run of hf_process failed so, issue #23)."""
+        tensors shared across processes cannot be sent on again (a CUDA run of hf_process failed so)."""
         move = lambda t: t.to(device)  # noqa: E731
         return RolloutBatch(self.prompts, self.group_size, move(self.prompt_ids), move(self.prompt_mask),
                             move(self.completion_ids), move(self.completion_mask), move(self.sampling_logprobs),
@@ -126,7 +126,7 @@ class ScoredBatch:
 
     def to(self, device: "torch.device | str") -> "ScoredBatch":
         """The scores on `device`. The verifiers' scores are made on the host; the trainer moves them to the
-        rollouts' device before they meet the policy's tensors (a CUDA run crashed there, issue #23)."""
+        rollouts' device before they meet the policy's tensors (a CUDA run crashed there)."""
         return ScoredBatch(self.rewards.to(device), self.scorable.to(device), self.verdicts,
                            {name: score.to(device) for name, score in self.scores.items()})
 
@@ -143,7 +143,7 @@ class TrainBatch:
     advantages: torch.Tensor  # [B] one per completion (outcome supervision) or [B, C] per token (GAE)
     old_logprobs: torch.Tensor | None  # [B, C] or None when mu == 1 (ratio taken against detached current)
     ref_logprobs: torch.Tensor | None  # [B, C] or None when beta == 0
-    # [B, C] the sampler's log-probs: the behaviour policy mu of rollout correction (issue #11); None = no correction
+    # [B, C] the sampler's log-probs: the behaviour policy mu of rollout correction; None = no correction
     behaviour_logprobs: torch.Tensor | None = None
 
     @property
@@ -168,7 +168,7 @@ class TrainBatch:
         return length_order(self.completion_mask, self.prompt_index)
 
 
-# --- helpers on the records, here so that every stage that needs one imports only this module (issue 25: no
+# --- helpers on the records, here so that every stage that needs one imports only this module (no
 # import circles); torch is imported inside them, as above, for the torch-free verifier workers.
 
 def length_order(completion_mask: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
@@ -180,7 +180,7 @@ def length_order(completion_mask: torch.Tensor, rows: torch.Tensor) -> torch.Ten
     import torch
 
     lengths = row_extent(completion_mask)
-    # on the rows' device: a CPU tensor scattered into with CUDA indices crashed the first GPU step (issue #23)
+    # on the rows' device: a CPU tensor scattered into with CUDA indices crashed the first GPU step
     group_max = torch.zeros(int(rows.max()) + 1, dtype=lengths.dtype, device=rows.device).scatter_reduce(
         0, rows, lengths, reduce="amax", include_self=False)
     key = group_max[rows] * (rows.numel() + 1) - rows  # descending length, then ascending prompt index
@@ -189,7 +189,7 @@ def length_order(completion_mask: torch.Tensor, rows: torch.Tensor) -> torch.Ten
 
 def row_extent(mask: torch.Tensor) -> torch.Tensor:
     """[B, C] mask -> [B] long: one past each row's last nonzero position (0 for an empty row). For a prefix mask
-    that is its sum; an episode's loss mask has holes where the environment spoke (issue 26), and the forward
+    that is its sum; an episode's loss mask has holes where the environment spoke, and the forward
     must still run over those tokens, so widths are cut at the extent, never at the count."""
     import torch
 
@@ -238,7 +238,7 @@ def concat_groups(parts: list[tuple[RolloutBatch, ScoredBatch]]) -> tuple[Rollou
 
 def concat_turns(parts: list[Turns | None], width: int) -> Turns | None:
     """The Turns of batches concat_groups joins (None: single-turn batches). Dropping them there turned an episode
-    batch into a single-turn one after dynamic sampling, silently: no process credit, no episode logs (issue 26).
+    batch into a single-turn one after dynamic sampling, silently: no process credit, no episode logs.
     turn_of_token is padded with -1 (no model turn) to the joined completion width, the per-turn tensors with
     0 / False to the most turns of any part."""
     import torch

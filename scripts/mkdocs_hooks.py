@@ -1,4 +1,4 @@
-"""MkDocs hooks of the docs site (mkdocs.yml, issue 44): README.md is its home page, and a relative link written
+"""MkDocs hooks of the docs site (mkdocs.yml): README.md is its home page, and a relative link written
 for GitHub works in the site too.
 
 The pages keep plain relative links, as GitHub resolves them from the file that holds them: README.md links to

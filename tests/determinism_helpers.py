@@ -1,4 +1,4 @@
-"""Verifier factories for tests/test_determinism.py (issue 28).
+"""Verifier factories for tests/test_determinism.py.
 
 They live in an importable, torch-free module (not the test file) because a reward worker imports the factory by
 name, and a worker that imported torch would take seconds to start. A random tiny model never writes a correct

@@ -1,4 +1,4 @@
-"""The device trap (issue #23): run rlvr on a CPU-only machine as if the policy lived on a GPU, and fail at the first
+"""The device trap: run rlvr on a CPU-only machine as if the policy lived on a GPU, and fail at the first
 op that would mix devices there ("Expected all tensors to be on the same device").
 
 CI has no GPU, so every tensor of a test is on the one CPU device and a tensor made without `device=` silently

@@ -1,4 +1,4 @@
-"""The calculator's answer verifier on what the embedded model actually writes (issue 42, item 5).
+"""The calculator's answer verifier on what the embedded model actually writes.
 
 tests/data/calculator_episodes.jsonl is the last model turn of 64 episodes of SmolLM2-135M-Instruct on level-2
 calculator prompts, recorded on 2026-11-28 by `rlvr train configs/agents/calculator.yaml max_steps=2

@@ -1,4 +1,4 @@
-"""The shipped agent presets (issue 42, item 1): the agent commands of docs/agents.md are
+"""The shipped agent presets: the agent commands of docs/agents.md are
 `rlvr train configs/agents/NAME.yaml`, typed as written; what makes the small model work lives in the preset, and each
 bounds its own time."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Time budgets of episodes (issue 42, item 4): a turn's calls share episode.turn_time_limit_s, an episode's share
+"""Time budgets of episodes: a turn's calls share episode.turn_time_limit_s, an episode's share
 episode.episode_time_limit_s, rows' calls run at once on episode.tool_workers threads, and the last turn's calls are
 not run when nothing reads them (rlvr/agents/episodes.py, rlvr/agents/tool_calls.py).
 

@@ -1,4 +1,4 @@
-"""The episode driver's budgets and cuts (rlvr/agents/episodes.py, issue 26 item 4, issue 41): where each row of a
+"""The episode driver's budgets and cuts (rlvr/agents/episodes.py): where each row of a
 group is cut, that a trajectory ends with a sampled token, which cut turns are kept as finished, and how the tools
 reach the prompt."""
 from __future__ import annotations
@@ -146,7 +146,7 @@ def test_the_stop_reason_names_the_budget_that_cut_the_turn(tokenizer):
 
 
 def test_a_turn_cut_inside_reasoning_or_with_a_stray_close_tag_is_truncated_not_finished(tokenizer):
-    """A turn out of tokens ends after its last call only when parse_turn reads a call in it (issue 41: a
+    """A turn out of tokens ends after its last call only when parse_turn reads a call in it (a
     </tool_call> inside an unclosed <think>, or in prose, made the cut turn count as finished: no truncation, so
     mask_truncated and the overlong handling were skipped, and the text was scored as a final answer)."""
     call = call_ids(tokenizer, "x", stop=False)
@@ -190,7 +190,7 @@ class PieceTokenizer:
 
 
 def old_after_last_call(tokenizer, ids: list[int]) -> int | None:
-    """The cut before issue 41: the first k whose text holds every </tool_call> of the turn (one decode per k)."""
+    """The earlier cut: the first k whose text holds every </tool_call> of the turn (one decode per k)."""
     count = tokenizer.decode(ids).count(CLOSE)
     if not count:
         return None

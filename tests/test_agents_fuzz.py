@@ -1,4 +1,4 @@
-"""Nothing the model writes stops a run (issue 42, item 3): hypothesis-generated model turns, through EpisodeRunner
+"""Nothing the model writes stops a run: hypothesis-generated model turns, through EpisodeRunner
 with the real embedded tokenizer, per environment (calculator, filesystem, code_agent, TextArena's GuessTheNumber).
 
 A red team's call {"path": "\\ud800"} reached the observation and the fast tokenizer raised TypeError, ending the
@@ -280,7 +280,7 @@ def task_and_environment(name: str):
 
 
 def test_calculator_survives_generated_turns(tokenizer):
-    """The calculator quotes what it cannot read with repr(), so no one-line mutation of issue 42's fixes fails
+    """The calculator quotes what it cannot read with repr(), so no one-line mutation of its fixes fails
     here alone: this guards the whole path (parse errors, tool errors, tokenization) against what comes next."""
     environment, prompt = task_and_environment("calculator")
     red_team = [calls(("calculate", {"expression": "\ud800"})), calls(("calculate", {"expression": "1\x00+2"})),
@@ -313,7 +313,7 @@ def fake_run(program, stdin=b"", config=None, *, files=None, channel=False, cut_
 
 
 class FakeSession:
-    """run_tests' live session (code/session.py, issue 43) stood in likewise: the sandbox failed, and its stderr is
+    """run_tests' live session (code/session.py) stood in likewise: the sandbox failed, and its stderr is
     fake_run's (the program's own bytes around NUL, ESC and invalid UTF-8), as the real Session would quote it."""
 
     def __init__(self, code, entry, config):

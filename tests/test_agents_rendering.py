@@ -1,4 +1,4 @@
-"""How an episode's prompt declares its tools (rlvr/agents/chat.py, issue 26; issue 41): through the template's
+"""How an episode's prompt declares its tools (rlvr/agents/chat.py): through the template's
 `tools=` when the template renders them, else as a system message, whatever the prompt's worked examples say."""
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def tokenizer(tiny_model_dir):
 
 
 def test_a_template_that_renders_tools_gets_them_natively_even_when_a_worked_example_names_them(tokenizer):
-    """Issue 41: the detection took a template for one that ignores tools= when a tool name appeared without
+    """The detection took a template for one that ignores tools= when a tool name appeared without
     tools=, so with the tasks' worked examples (task.one_shot, the default) a tools-aware template got the
     fallback listing instead of its own tools block. It compares how often the names appear with and without."""
     tokenizer.chat_template = TOOLS_AWARE

@@ -1,4 +1,4 @@
-"""Text the model controls, on its way to the tokenizer (rlvr/agents/text_safety.py, issue 42 item 3): what an
+"""Text the model controls, on its way to the tokenizer (rlvr/agents/text_safety.py): what an
 observation shows, which calls are refused for what their JSON holds, and the red team's call end to end.
 
 A red team's {"path": "\\ud800"} reached the observation and the fast tokenizer raised TypeError: the training run
@@ -98,7 +98,7 @@ def test_a_surrogate_pair_is_one_character_and_is_not_refused():
 
 
 def test_invalid_escapes_and_oversized_or_deep_json_are_one_error_each():
-    """Already JSON errors before issue 42 (rlvr.verifiers.tools.parse_json: 100,000 characters, 64 levels),
+    """Already JSON errors before text safety (rlvr.verifiers.tools.parse_json: 100,000 characters, 64 levels),
     checked here on the agents' path: each is one error and nothing raises (a RecursionError included)."""
     huge = '{"name": "echo", "arguments": {"text": "' + "y" * 100_000 + '"}}'  # 40 + 100,000 + 3 characters
     expected = {'{"name": "echo", "arguments": {"text": "\\q"}}': "malformed tool call: not JSON: Invalid \\escape",
@@ -151,7 +151,7 @@ def test_names_with_control_characters_line_breaks_or_surrogates_are_refused(nam
 
 
 def test_a_file_keeps_nul_and_control_characters_and_refuses_a_lone_surrogate():
-    """Decided in issue 42 (rlvr/agents/text_safety.py): a file holds any text but a lone surrogate (the state must
+    """Decided with text safety (rlvr/agents/text_safety.py): a file holds any text but a lone surrogate (the state must
     encode as UTF-8); cat returns it as stored and the observation shows it escaped. Direct handler calls: through
     parse_turn a surrogate never reaches a tool. Mutation caught: the lone_surrogate check of FileTree.write
     removed (the write succeeds and the state no longer encodes)."""

@@ -1,4 +1,4 @@
-"""Strict tool calls (rlvr/agents/tool_calls.py, issue 26 item 1; counting settled in issue 41): which blocks of a
+"""Strict tool calls (rlvr/agents/tool_calls.py): which blocks of a
 turn are calls, how many errors a turn counts (docs/agents.md: "each one counted error"), and how a call is run."""
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def test_an_unclosed_call_is_an_error_told_back_not_a_final_answer():
 
 
 def test_each_call_is_one_error_at_most_and_each_unclosed_block_one():
-    """What "each one counted error" means (module docstring, issue 41): every <tool_call> opened is one call, and
+    """What "each one counted error" means (module docstring): every <tool_call> opened is one call, and
     a call that is not run is exactly one error. Before: two unclosed blocks counted 1 error, and a call whose JSON
     text holds "</tool_call>" counted 2."""
     assert len(counts("<tool_call>{a <tool_call>{b")[1]) == 2
@@ -120,7 +120,7 @@ def test_a_tool_past_its_time_limit_is_reported_as_timed_out_and_counted_invalid
 
 def test_last_call_end_is_where_the_calls_parse_turn_reads_end():
     """What a turn cut by its budget keeps (episodes.after_last_call): the text up to the last call parse_turn
-    reads. A </tool_call> inside reasoning, or in prose, closes no call (issue 41: such a cut turn was kept as
+    reads. A </tool_call> inside reasoning, or in prose, closes no call (such a cut turn was kept as
     finished instead of truncated)."""
     text = "Let me. " + call("a") + " and " + call("b") + " the result will be 17"
     assert last_call_end(text) == len(text) - len(" the result will be 17")

@@ -1,4 +1,4 @@
-"""The `rlvr` command restarts itself once with tcmalloc preloaded (cli/allocator.py, issue #12) — and only then."""
+"""The `rlvr` command restarts itself once with tcmalloc preloaded (cli/allocator.py) — and only then."""
 from __future__ import annotations
 
 import sys

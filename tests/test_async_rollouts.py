@@ -1,4 +1,4 @@
-"""Asynchronous rollouts, rollout.engine.max_staleness=1 (issue #11, item 4), on the tiny random Llama with the
+"""Asynchronous rollouts, rollout.engine.max_staleness=1, on the tiny random Llama with the
 engine in a child process: step n+1 is sampled while step n updates, so from step 2 on every batch is one update
 old (logged as rollout/staleness), the rollout correction sees weights != 1, the post-sync probe still holds,
 and a SIGTERM with a batch in flight saves a checkpoint that resumes cleanly."""

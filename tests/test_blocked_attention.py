@@ -1,4 +1,4 @@
-"""Blocked attention of the packed forward (issue #12, item 3): the blocks are the packed mask cut by hand, and the
+"""Blocked attention of the packed forward: the blocks are the packed mask cut by hand, and the
 log-probs and their gradients equal the dense [T, T]-mask forward's on a tiny random Llama with grouped KV heads."""
 from __future__ import annotations
 

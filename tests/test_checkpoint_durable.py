@@ -1,4 +1,4 @@
-"""What a checkpoint save makes durable, and in which order (issue 41: mutants that deleted an fsync survived).
+"""What a checkpoint save makes durable, and in which order (mutants that deleted an fsync survived).
 
 A crash or power loss after `write_checkpoint` returns must find the checkpoint whole: each file's data, the
 manifest, and the directory entries that name them are fsynced before the staging directory is renamed into

@@ -1,4 +1,4 @@
-"""What a checkpoint saves and what a resume puts back (rlvr/checkpoint/resume.py save/restore, issue #9), on the tiny
+"""What a checkpoint saves and what a resume puts back (rlvr/checkpoint/resume.py save/restore), on the tiny
 model in-process: the weights, AdamW's state, the schedule, the prompt stream's cursor, the curriculum and critic,
 the skip counters, the clock, every RNG; the logs cut back to the step; the final checkpoint's weights hard-linked
 from final/; retention. The bit-exact end-to-end runs are test_resume.py's (slow): these say which part broke."""

@@ -1,4 +1,4 @@
-"""Pieces of exact resume (issue #9): the prompt stream's cursor, RNG capture, config differences, signals."""
+"""Pieces of exact resume: the prompt stream's cursor, RNG capture, config differences, signals."""
 from __future__ import annotations
 
 import random
@@ -83,7 +83,7 @@ def test_second_signal_exits_at_once():
 
 def test_resume_keeps_each_log_s_lines_up_to_the_step_and_drops_a_torn_one(tmp_path):
     """On resume the logs are cut back to the checkpoint's step: the steps after it run again and write their lines
-    again. A line a crash tore mid-write is dropped (issue 41: kept, it broke every later reader of the file)."""
+    again. A line a crash tore mid-write is dropped (kept, it broke every later reader of the file)."""
     import json
 
     from rlvr.checkpoint.resume import LOGS, truncate_logs

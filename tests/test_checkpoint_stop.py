@@ -1,4 +1,4 @@
-"""SIGTERM / SIGINT during training (rlvr/checkpoint/stop.py, issue #9), in-process: the first signal only sets the
+"""SIGTERM / SIGINT during training (rlvr/checkpoint/stop.py), in-process: the first signal only sets the
 flag the loop reads between steps, the second exits at once with 128 + the signal's number, the handlers are put
 back afterwards, and off the main thread nothing is installed. Real signals to a child process are in
 test_checkpoint_state.py; here os._exit is recorded instead of ending pytest."""

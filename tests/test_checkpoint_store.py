@@ -1,4 +1,4 @@
-"""Atomic checkpoint directories (issue #9), each fault a real injection: a writer SIGKILLed mid-save, a shard
+"""Atomic checkpoint directories, each fault a real injection: a writer SIGKILLed mid-save, a shard
 truncated or flipped on disk, a disk that fills up, retention that must never delete the only good one."""
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ def test_disk_full_while_saving_is_a_clear_error_and_previous_intact(tmp_path):
             write_checkpoint(disk, 2, fill_with({"shard.bin": b"k" * 900_000}))
         assert "previous checkpoints are intact" in str(err.value)
         # the free space as it was when the write failed (0), not after the partial write was removed (~0.7 MiB,
-        # printed as 1): that is what says the disk filled up (issue 41: read after the removal, no test saw it)
+        # printed as 1): that is what says the disk filled up (read after the removal, no test saw it)
         assert "(0 MiB free on its disk)" in str(err.value)
         assert not list(disk.glob(".staging-*"))  # the partial write was removed: the space is back
         assert latest_good(disk, log=lambda _: None).step == 1
@@ -231,7 +231,7 @@ def _fail_at(monkeypatch, method: str, when) -> None:
 def test_a_failed_resave_of_a_complete_step_keeps_the_old_one_in_use(tmp_path, monkeypatch, fault):
     """A save of a step that already has a complete checkpoint (the final save of a run resumed at its last step,
     with final/ missing) must not delete it before the new one is complete: a failure at the rename into place or
-    at the marker leaves the old one where resume finds it (issue 41, fresh eyes D: it was deleted first, and a
+    at the marker leaves the old one where resume finds it (fresh eyes D: it was deleted first, and a
     failure then left no checkpoint at all)."""
     write_checkpoint(tmp_path, 5, fill_with({"state.pt": b"old"}))
     if fault == "rename_into_place":
@@ -339,7 +339,7 @@ BAD_ENTRY = "manifest.json is malformed: the entry of state.pt"
 ])
 def test_a_malformed_manifest_is_skipped_by_name(tmp_path, manifest, says):
     """Whatever a damaged manifest holds, resume skips that checkpoint with a message naming it and takes the one
-    before (issue 41, fresh eyes E: a null or listed "files", or an entry without its size, raised AttributeError,
+    before (fresh eyes E: a null or listed "files", or an entry without its size, raised AttributeError,
     TypeError or KeyError out of latest_good; an empty map passed with the checkpoint's files deleted)."""
     write_checkpoint(tmp_path, 1, fill_with({"state.pt": b"one"}))
     newest = write_checkpoint(tmp_path, 2, fill_with({"state.pt": b"two"}))
@@ -356,7 +356,7 @@ def test_a_malformed_manifest_is_skipped_by_name(tmp_path, manifest, says):
 def test_a_checkpoint_is_written_as_format_1(tmp_path):
     """The format number is part of what is on disk: checkpoints saved so far say 1, and a reader that expects
     another number refuses them. Written out, so a changed FORMAT_VERSION fails here (it survived a machine-made
-    mutation while the number was written and never read; issue 41)."""
+    mutation while the number was written and never read)."""
     saved = write_checkpoint(tmp_path, 1, fill_with({"state.pt": b"one"}))
     assert json.loads((saved.path / MANIFEST).read_text())["format"] == 1
 

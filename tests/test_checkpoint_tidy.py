@@ -1,4 +1,4 @@
-"""Leftovers and retention of checkpoint saves (rlvr/checkpoint/store.py; issue 41: mutants of these lines survived).
+"""Leftovers and retention of checkpoint saves (rlvr/checkpoint/store.py; mutants of these lines survived).
 
 A save or a prune must never stop a run over housekeeping: a leftover of an earlier save is cleared out of the way,
 and a leftover that cannot be deleted (a file held by another user's process, a filesystem that refuses) is left

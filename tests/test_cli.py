@@ -417,7 +417,7 @@ def test_sft_and_sample_refuse_ray_trainer_ranks(command, tmp_path, capsys):
     assert not out.exists()
 
 
-# Every error a user can act on derives from rlvr.errors.UserFacingError (issue 25): those 17 modules once set a
+# Every error a user can act on derives from rlvr.errors.UserFacingError: those 17 modules once set a
 # `user_facing` flag, and the last 4 of this list were matched by class name in main().
 USER_FACING = [("rlvr.cli.main", "UsageError"), ("rlvr.config.base", "ConfigError"),
                ("rlvr.cli.verify", "VerifyInputError"), ("rlvr.model.load", "ModelError"),

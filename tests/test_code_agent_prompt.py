@@ -1,4 +1,4 @@
-"""The code agent's prompt (issue 42): two worked run_tests exchanges, the second fixing a FAIL, each a sentence then
+"""The code agent's prompt: two worked run_tests exchanges, the second fixing a FAIL, each a sentence then
 the call, its result and the fenced answer. What the tools really answer is checked in tests/test_env_code.py."""
 from __future__ import annotations
 

@@ -1,20 +1,23 @@
 """Adversarial completions against the code verifier: each scores 0 and leaves the host as it was.
 
-The attacks are the reward hacks known to beat naive harnesses (issue #3) plus attacks on the host. After
+The attacks are the reward hacks known to beat naive harnesses plus attacks on the host. After
 each one (with a brief settle) we check: no new process (descendants of this test, members of our run
 cgroups, processes carrying the attack marker, new uid-65534 processes outside other sessions' run
 cgroups) and no run cgroup left; no file outside the sandbox's scratch dir (canaries and shadow modules in
-/tmp, /work, /root and the cwd, files owned by uid 65534 there); no new listening socket; no connection to
-a host loopback listener; this process and its parent alive. Limits are 2 s: the slow attacks (busy loop,
-sleeping, fork bomb, disabled alarms) cost about 2 s each and the file runs in about 15 s.
+the temp dir, the repository and the folder holding it, the home directory and the cwd, files owned by uid 65534
+there); no new listening socket; no connection to a host loopback listener; this process and its parent alive.
+Limits are 2 s: the slow attacks (busy loop, sleeping, fork bomb, disabled alarms) cost about 2 s each and the file
+runs in about 15 s.
 """
 from __future__ import annotations
 
 import json
 import os
 import socket
+import tempfile
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -27,7 +30,10 @@ LIMIT_S = 2.0
 MARKER = "rlvr-attack-marker"
 SECRET = "4242"  # put in this process's environment: the code must not be able to read it
 CANARY = "rlvr-attack-canary"
-CANARY_DIRS = ["/tmp", "/work", "/work/main", "/root", os.getcwd()]
+REPO = Path(__file__).resolve().parents[1]  # the checkout under test, found at run time: no developer's path
+THIS_FILE = str(Path(__file__).resolve())
+HOME = str(Path.home())
+CANARY_DIRS = [tempfile.gettempdir(), str(REPO.parent), str(REPO), HOME, os.getcwd()]
 SHADOWS = ["sitecustomize.py", "usercustomize.py", "conftest.py", "json.py"]
 ADD = json.dumps({"asserts": ["assert add(1, 2) == 3", "assert add(20, 22) == 42"]})
 SECRET_REF = json.dumps({"asserts": [f"assert add(1, 2) == {SECRET}"]})
@@ -126,7 +132,7 @@ ATTACKS = {  # name -> (completion, reference); none of them computes a right an
     "shadow_modules_and_reexec": attack(f"""
         import os, sys
         for name in {SHADOWS!r}:
-            for where in ('', '/tmp/', '/usr/lib/python3.11/', '/work/main/'):
+            for where in ('', '/tmp/', '/usr/lib/python3.11/', '{REPO}/'):
                 try:
                     open(where + name, 'w').write('import os\\nos._exit(0)\\n')
                 except OSError:
@@ -155,7 +161,7 @@ ATTACKS = {  # name -> (completion, reference); none of them computes a right an
             except OSError:
                 pass
         def add(a, b):
-            for path in ('/work/main/tests/test_code_attacks.py', '/root/.bashrc', '/etc/passwd'):
+            for path in ('{THIS_FILE}', '{HOME}/.bashrc', '/etc/passwd'):
                 try:
                     return open(path).read()
                 except OSError:

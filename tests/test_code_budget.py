@@ -1,4 +1,4 @@
-"""Issue #24 without a sandbox: the parent's CPU budget, the bounds it relies on, the wire's Python types and the
+"""Without a sandbox: the parent's CPU budget, the bounds it relies on, the wire's Python types and the
 assert forms refused for not being exactly evaluable.
 
 Candidate results are answered straight from a value (no fake run in this thread), so the CPU measured is the
@@ -49,7 +49,7 @@ def test_the_budget_stops_the_parent(assertion, value):
 
 def test_fractions_are_counted_while_decoding():
     # 2,000 Fractions 1/k: each counts max(64, bits) >= 64, so 2,000 * 64 = 128,000 bits fit in the 131,072;
-    # 3,000 * 64 = 192,000 do not, and reading the line stops saying so instead of summing them (issue #24: 18 s)
+    # 3,000 * 64 = 192,000 do not, and reading the line stops saying so instead of summing them (18 s)
     def line(n: int) -> bytes:
         return json.dumps({"n": 0, "ok": True, "value": encode([Fraction(1, k) for k in range(2, n + 2)]),
                            "done": 1}).encode()
@@ -102,7 +102,7 @@ def test_comparisons_follow_python():
 @pytest.mark.parametrize("reference,name", [
     (refs("assert f(1) is not f(2)"), "`is` between two values"),
     (refs("assert f(1) == g(1)"), "'g'"),  # g only on the expected side, no entry
-    (refs("assert f(namedtuple('P', 'x')) == 1"), "library 'namedtuple'"),  # deque is the parent's since issue 43
+    (refs("assert f(namedtuple('P', 'x')) == 1"), "library 'namedtuple'"),  # deque is the parent's own type
 ])
 def test_forms_not_exactly_evaluable_are_refused(reference, name):
     with pytest.raises(BadReference, match="unscorable") as err:
@@ -136,7 +136,7 @@ def test_collector_is_paused_while_judging_and_resumed_after():
     assert gc.isenabled()
 
 
-# ---------------------------------------------------------------- red team (issue 43): single C calls, the collector
+# ---------------------------------------------------------------- red team: single C calls, the collector
 @pytest.mark.parametrize("assertion", [
     "assert len(set(range(f(1)))) == 2",  # a set of 1,000,000 ints: 0.2-0.4 s in C (hash_bound, then set())
     "assert Counter(range(f(1))) == Counter()",

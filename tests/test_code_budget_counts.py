@@ -1,4 +1,4 @@
-"""Issue 43 (mutation testing): what the parent's budget counts, checked by counting rather than by timing.
+"""Mutation testing: what the parent's budget counts, checked by counting rather than by timing.
 
 code/budget.py charges a (Decimal, big int) pair once, as TO_DECIMAL_S * (bits / 65,536) ** 2, and answers
 `trips()`, `spent()` and `decimals_seen()` for the active budget; code/decimals.py bounds Decimal powers by the

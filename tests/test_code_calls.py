@@ -1,4 +1,4 @@
-"""Issue 43, the red team's findings on candidate calls: Python's evaluation order exactly (finding 2), the
+"""The red team's findings on candidate calls: Python's evaluation order exactly (finding 2), the
 arguments a call changes in place (7a), built-in methods on a returned copy (7b), `entry` (8) and a subclass's
 methods in a chain (9a).
 

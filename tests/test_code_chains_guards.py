@@ -1,4 +1,4 @@
-"""Issue 43, mutation follow-up (batch g): lines of code/chains.py, code/check_guard.py and code/check_program.py that
+"""Mutation follow-up (batch g): lines of code/chains.py, code/check_guard.py and code/check_program.py that
 no test told apart from a one-line change.
 
 Candidate chains in asserts are judged with test_code_calls' in-process harness (the sandbox's own decoder, runner

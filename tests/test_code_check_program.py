@@ -1,4 +1,4 @@
-"""Issue 43: a reference's `check(candidate)` program (HumanEval's test form) runs as written in the parent, its
+"""A reference's `check(candidate)` program (HumanEval's test form) runs as written in the parent, its
 candidate calls one at a time in the sandbox session, in the order it makes them; its own operations on candidate
 values are bounded, and nothing it catches turns a stopped run into a pass.
 
@@ -57,7 +57,7 @@ def test_a_check_program_that_cannot_run_is_refused(source, entry, why):
 
 
 def test_constant_asserts_are_ignored_not_refused():
-    # issue 43: HumanEval's `assert True, "..."` lines made 36 of its 164 references unscorable
+    # HumanEval's `assert True, "..."` lines made 36 of its 164 references unscorable
     tests = parse_reference(json.dumps({"asserts": ["assert True, 'debugging'", "assert f(1) == 1"]}))
     assert [t.source for t in tests.asserts] == ["assert f(1) == 1"]
     with pytest.raises(BadReference, match="no assert statements that call the candidate"):
@@ -210,7 +210,7 @@ COUNTER = "n = 0\ndef nxt(step=1):\n    global n\n    n += step\n    return n\n"
     {"asserts": ["assert nxt() == 1"], "check": program("assert candidate() == 2"), "entry": "nxt"},  # one process
 ])
 def test_a_function_with_state_sees_the_calls_in_order(reference):
-    # issue 43: rounds ran nxt() of assert 3 before nxt(nxt() + 1) of assert 2, and nested calls in a fresh process
+    # rounds ran nxt() of assert 3 before nxt(nxt() + 1) of assert 2, and nested calls in a fresh process
     verdict = verify(COUNTER, reference)
     assert (verdict.outcome, verdict.score) == (Outcome.CORRECT, 1.0), verdict.detail
 

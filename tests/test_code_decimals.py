@@ -1,4 +1,4 @@
-"""Issue 43 (review): the parent's CPU with Decimals mixed with other numbers,
+"""The parent's CPU with Decimals mixed with other numbers,
 failure details and io cases. Decimal == int converts the int (5.4 ms at 65,536 bits), Decimal < float the float
 (3 us for a subnormal), a non-integral Decimal power runs at the base's full length: single C calls the budget's
 clock checks cannot interrupt, so they are paid for or bounded before they run.

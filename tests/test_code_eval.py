@@ -1,5 +1,5 @@
-"""The parent's side of code tests (issue #8), without a sandbox: which assert forms are refused up front, the order
-in which candidate calls are made (Python's own, issue 43), the bounds on what a candidate value can make the parent
+"""The parent's side of code tests, without a sandbox: which assert forms are refused up front, the order
+in which candidate calls are made (Python's own), the bounds on what a candidate value can make the parent
 compute, and Python-faithful results on plain data. A fake stands in for the sandbox session: it runs plain Python
 functions on the decoded arguments and returns their values through the wire encoding."""
 from __future__ import annotations
@@ -124,7 +124,7 @@ def test_directly_nested_calls_are_one_request():
 
 
 def test_calls_behind_parent_operators_run_in_pythons_order():
-    # g(3) = 4; 4 + 1 = 5; f(5) = 9; f(9) - 0 = 9 -> f(9) = 17 (hand). Issue 43: the order is Python's, assert by
+    # g(3) = 4; 4 + 1 = 5; f(5) = 9; f(9) - 0 = 9 -> f(9) = 17 (hand). The order is Python's, assert by
     # assert (rounds made it g(3), g(3), f(5), f(5), f(9): the second assert's g(3) before the first's f(5))
     functions = {"g": lambda x: x + 1, "f": lambda x: 2 * x - 1}
     outcomes, log = judge(refs("assert f(g(3) + 1) == 9", "assert f(f(g(3) + 1) - 0) == 17"), functions)
@@ -133,7 +133,7 @@ def test_calls_behind_parent_operators_run_in_pythons_order():
 
 
 def test_calls_run_in_the_order_the_asserts_make_them():
-    # issue 43: exactly Python's order (rounds sent f(0) of the second assert before f(2) of the first), and a
+    # exactly Python's order (rounds sent f(0) of the second assert before f(2) of the first), and a
     # generator stops where all() stops: f(1) = 5 is false, so f(2) and f(3) are never called
     outcomes, log = judge(refs("assert f(3) == f(2) + 1", "assert all(f(x) == x for x in range(4))"),
                           {"f": lambda x: 5 if x == 1 else x})
@@ -159,7 +159,7 @@ def test_repeated_calls_are_not_merged():
 
 
 def test_calls_nested_behind_operators_run_innermost_first():
-    # issue 43: no cap on the depth any more (it was 4 rounds); each call is made when Python makes it
+    # no cap on the depth any more (it was 4 rounds); each call is made when Python makes it
     expr = "0"
     for _ in range(6):
         expr = f"f({expr} + 0)"  # a parent operator between each pair of calls
@@ -212,7 +212,7 @@ CALL = CandidateCall("f", [["call", [1], []]])
     b'{"n": 0, "passed": true}', b'{"ready": true}', b'not json', b'{"n": 0, "ok": true, "value": {"x": 1}}',
 ])
 def test_a_line_the_protocol_does_not_expect_ends_the_session(line):
-    # issue 43: one line answers one call; anything else raises Desync, and the session then fails every call
+    # one line answers one call; anything else raises Desync, and the session then fails every call
     with pytest.raises(Desync):
         read_reply(line, 0, CALL)
     assert read_reply(b'{"n": 0, "ok": true, "value": 1, "done": 1}', 0, CALL) == CallResult(True, 1, 1)
@@ -227,7 +227,7 @@ def test_wire_round_trip_and_strict_decoding():
 
 
 def test_equality_on_plain_data():
-    # Python's own == (issue #24): a tuple is not a list, even nested; numbers mix (1 == 1.0 == True)
+    # Python's own ==: a tuple is not a list, even nested; numbers mix (1 == 1.0 == True)
     assert not same([1, (2, 3)], ((1, [2, 3]))) and same(1, 1.0) and same(True, 1) and not same("1", 1)
     assert not same(0.1 + 0.2, 0.3) and not same(None, 0)  # 0.30000000000000004 != 0.3 in Python
     assert same({"a": 2}, {"a": 2.0}) and not same({1, 2}, [1, 2]) and same(frozenset({1}), {1})

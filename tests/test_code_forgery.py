@@ -1,4 +1,4 @@
-"""Issue #8: a candidate must not be able to forge a pass by defining or patching what the asserts use.
+"""A candidate must not be able to forge a pass by defining or patching what the asserts use.
 
 Each attack below passed (score 1.0) when the asserts' operators ran in the candidate's process. Now the
 parent evaluates everything but the candidate's own calls, so every attack scores 0 in both reward modes,

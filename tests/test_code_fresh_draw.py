@@ -1,4 +1,4 @@
-"""Issue 43, mutation follow-up (survivors-i): a candidate's exception message keeps its own ': ' when rebuilt
+"""Mutation follow-up (survivors-i): a candidate's exception message keeps its own ': ' when rebuilt
 for a check program (check_program._rebuilt); the evaluator's step bound counts from the first node
 (evaluate.Evaluator); an unreadable harness line is a Desync (harness.read_start); replace()'s bound reads the old
 substring, not the count (methods.BoundMethod); only map/filter get a wrapped function and keep all their iterables

@@ -1,4 +1,4 @@
-"""Issue 43, mutation follow-up: a check program's `x op= v` statements, unbound str methods and replace() go through
+"""Mutation follow-up: a check program's `x op= v` statements, unbound str methods and replace() go through
 the bounds of code/check_guard.py exactly, and parse_check / run_check report what the program did wrong.
 
 A fake stands in for the sandbox session, as in test_code_check_program: the candidate is a plain Python function

@@ -227,7 +227,7 @@ def test_syntax_error_is_wrong_with_reason(verifier):
 
 
 def test_speculative_call_that_hangs_costs_no_needed_call():
-    # `not valid(-1)` is True, so Python never calls isqrt(-1) (which hangs here); since issue 43 the session
+    # `not valid(-1)` is True, so Python never calls isqrt(-1) (which hangs here); the session
     # follows Python's evaluation and never sends it (before, it ran after the needed calls, on a shorter limit)
     from rlvr.verifiers.code.verifier import CodeVerifier
 

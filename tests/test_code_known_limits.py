@@ -1,4 +1,4 @@
-"""Issue 43 review: honest solutions the code verifier still refuses, pinned
+"""Honest solutions the code verifier still refuses, pinned
 so that docs/verifiers.md's known limits stay true, and the two it now accepts (a fence indented in a Markdown list,
 a fence tagged "Python 3")."""
 from __future__ import annotations

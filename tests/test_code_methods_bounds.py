@@ -1,4 +1,4 @@
-"""Issue 43, mutation follow-up: the parent's methods on plain data (code/methods.py) are bounded before they run
+"""Mutation follow-up: the parent's methods on plain data (code/methods.py) are bounded before they run
 and leave their receiver as Python would; dict displays and nested comprehensions in asserts evaluate as Python
 does (code/evaluate.py); an assert's failure detail is cut where reference.py says, and short() shows nested
 containers to reprlib's depth (reference._Unsorted).

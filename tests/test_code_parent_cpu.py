@@ -1,4 +1,4 @@
-"""Issue #24: the parent (the trainer) spends <= 0.2 s of CPU per code completion, whatever the candidate outputs.
+"""The parent (the trainer) spends <= 0.2 s of CPU per code completion, whatever the candidate outputs.
 
 The adversarial set is bench/verifiers.py's own (`--adversarial` prints the same measurements), so the bench and
 this check cannot drift apart. CPU is time.process_time() of the verifying process around verify(): the sandbox's

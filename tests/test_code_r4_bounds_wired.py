@@ -1,4 +1,4 @@
-"""The fourth red team's charges, pinned where a mutation sample found them unchecked (issue 43): a Counter's exact
+"""The red team's charges, pinned where a mutation sample found them unchecked: a Counter's exact
 weight, the budget's time left, and the charges reached through the assert evaluator's own comparison."""
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Issue #24: Python's own comparison is the code verifier's specification, end to end through the sandbox.
+"""Python's own comparison is the code verifier's specification, end to end through the sandbox.
 
-FORGED: each scored 1.0 before issue #24 (a list passed for a tuple, an OrderedDict's order was lost, floats
+FORGED: each once scored 1.0 (a list passed for a tuple, an OrderedDict's order was lost, floats
 matched within 1e-9 without the reference asking, the candidate's own `Fraction` or helper decided the expected
 value, `is` compared two copies); each must now be wrong, or unscorable when the parent cannot evaluate the
 form exactly. PYTHON: what Python itself says is equal must pass (dict == OrderedDict, Counters with zero
@@ -45,7 +45,7 @@ FORGED = {  # name -> (code, reference); Python says each assert fails (or canno
     "nested_float_without_tolerance": ("def f(n):\n    return [1.0000000001]", asserts("assert f(0) == [1.0]")),
     "candidates_own_fraction": ("def Fraction(a, b):\n    return 7\ndef f(n):\n    return 7",
                                 asserts("assert f(3) == Fraction(1, 3)")),
-    # issue 43: deque is the parent's (was refused as a library name): the candidate receives a real deque
+    # deque is the parent's (was refused as a library name): the candidate receives a real deque
     "candidates_own_deque_argument": ("def deque(xs):\n    return 'magic'\n"
                                       "def f(d):\n    return 3 if d == 'magic' else 0",
                                       asserts("assert f(deque([1, 2])) == 3")),
@@ -97,7 +97,7 @@ def test_what_python_calls_equal_passes(name):
 
 
 def test_untaken_branch_that_hangs_costs_no_later_assert():
-    # ok(1) is True, so Python never calls ok(-1) (it hangs); since issue 43 it is never sent either (the session
+    # ok(1) is True, so Python never calls ok(-1) (it hangs); it is never sent either (the session
     # follows Python's evaluation); g(g(1) + 1): g(1) = 1, then g(2) = 2
     code = "def ok(x):\n    while x < 0:\n        pass\n    return True\ndef g(x):\n    return x"
     start = time.monotonic()

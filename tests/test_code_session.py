@@ -1,4 +1,4 @@
-"""Issue 43, the red team's findings on the live session (code/session.py): what the candidate can reach from the
+"""The red team's findings on the live session (code/session.py): what the candidate can reach from the
 sandbox (finding 9c), what waiting for it costs the parent (9c, M12) and the trainer's garbage collector while it
 waits (finding 5). All run the real sandbox.
 """

@@ -1,4 +1,4 @@
-"""Issue 43, mutation follow-up: what sandbox._spawn leaves behind (on success and when the start fails), the
+"""Mutation follow-up: what sandbox._spawn leaves behind (on success and when the start fails), the
 session's non-blocking stdin, the session's report of a sandbox that never started, and the pidfd it keeps for
 the sandboxed program.
 

@@ -1,4 +1,4 @@
-"""Issue 43 (mutation testing): the wire's exact edges, on both sides, without a sandbox.
+"""Mutation testing: the wire's exact edges, on both sides, without a sandbox.
 
 The harness's encoder (code/harness_main.py, run here in this process) and the parent's (code/wire.py) agree on
 where a plain int ends (|x| < 2**53, wire.py's docstring) and how deep a value may nest (depth 100); the parent's

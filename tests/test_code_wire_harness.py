@@ -1,4 +1,4 @@
-"""Issue 43 (mutation testing): the harness program's own loop and start-up, run in this process.
+"""Mutation testing: the harness program's own loop and start-up, run in this process.
 
 code/harness_main.py runs inside the sandbox as a program of its own, where coverage cannot see it; here its
 functions run in the test process with its I/O stood in for: `_serve` reads request lines from a fake `read`,
@@ -59,7 +59,7 @@ def test_serve_stops_when_the_parent_closes_the_requests():
 
 
 def test_main_hides_the_candidates_stdio_before_its_code_runs(tmp_path, monkeypatch):
-    """main() in this process: the payload's code runs with stdin, stdout and stderr on /dev/null (issue #24: the
+    """main() in this process: the payload's code runs with stdin, stdout and stderr on /dev/null (the
     candidate's prints cost the trainer nothing), and the requests come from a copy of stdin taken before."""
     (tmp_path / "payload.json").write_text(json.dumps({"code": "import os\nLOADED = 1\n", "entry": None}))
     monkeypatch.chdir(tmp_path)

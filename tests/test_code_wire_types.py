@@ -1,4 +1,4 @@
-"""Issue 43: standard-library results cross the wire and compare as Python compares them; subclasses keep their
+"""Standard-library results cross the wire and compare as Python compares them; subclasses keep their
 class; and each new wire type resists a forged subclass, a huge value and a value that lies about its type.
 
 The first half needs no sandbox (code/wire.py and code/stdtypes.py on their own); the second runs candidates in
@@ -64,7 +64,7 @@ def test_a_defaultdict_keeps_its_default():
                                           (defaultdict, {"dd": ["int", []]}), (bytearray, {"ba": "61"})],
                          ids=lambda v: getattr(v, "__name__", ""))
 def test_a_subclass_arrives_as_a_subclass_of_its_base(base, content):
-    # issue 43: a list subclass passed `type(f(x)) is list`; now type() sees another class, isinstance() the base
+    # a list subclass passed `type(f(x)) is list`; now type() sees another class, isinstance() the base
     value = decode({"sub": content})
     assert type(value) is SUBCLASSES[base] and type(value) is not base and isinstance(value, base)
     assert kind(value) is base and value == decode(content)  # compared by its base's content, never by the candidate
@@ -157,7 +157,7 @@ SUBCLASS = "class L(list):\n    pass\ndef f(n):\n    return L([n])\n"
 
 @pytest.mark.sandbox
 @pytest.mark.parametrize("code,reference,passed", [
-    (SUBCLASS, asserts("assert type(f(1)) is list"), False),  # issue 43: passed before
+    (SUBCLASS, asserts("assert type(f(1)) is list"), False),  # passed before
     (SUBCLASS, asserts("assert isinstance(f(1), list) and f(1) == [1] and type(f(1)) is not list"), True),
     ("class L(list):\n    def __eq__(self, o):\n        return True\ndef f(n):\n    return L([n])",
      asserts("assert f(1) == [2]"), False),  # a forged __eq__ never runs in the parent
@@ -175,7 +175,7 @@ def test_classes_are_seen_as_python_sees_them(code, reference, passed):
     assert (verdict.outcome is Outcome.CORRECT) == passed, verdict.detail
 
 
-# ---------------------------------------------------------------- red team (issue 43): bounds and copies
+# ---------------------------------------------------------------- red team: bounds and copies
 def test_a_range_result_stands_for_no_more_than_a_list_the_wire_carries():
     # finding 1: 349,525 items of 3 bytes ("1, ") fill the 1 MiB result line; 1,000,000 small items would be a
     # 7 MB list, and 2 ** 63 + k items 29 bytes each ('{"i": "0x8000000000000000"}, ': 13 + 16 hex digits)

@@ -1,4 +1,4 @@
-"""Cold-start rows (issue #10, item 2): verified correct, train split only, the task's own prompts, seeded."""
+"""Cold-start rows: verified correct, train split only, the task's own prompts, seeded."""
 from __future__ import annotations
 
 import hashlib
@@ -220,7 +220,7 @@ def test_level1_rule_phrasings_are_first_in_the_generated_rows():
         assert rows[canonical].split("\n")[1].startswith(("Anything", "Times"))
 
 
-# ---------------------------------------------------------------- several levels, word problems (issue 27)
+# ---------------------------------------------------------------- several levels, word problems
 def level_of(row: dict) -> int:
     return int(row["id"].split("/")[0].removeprefix("arithmetic-l"))  # "arithmetic-l2/train/words/7 * 8" -> 2
 
@@ -252,7 +252,7 @@ def test_train_levels_rows_cover_every_level_with_its_own_derivations():
 
 
 def test_level_two_states_its_result_and_level_three_its_steps():
-    # Measured (issue 27 note): SFT on "47 + 35 = 82." reached level-2 pass@1 0.50, on the split form 0.25 and
+    # Measured: SFT on "47 + 35 = 82." reached level-2 pass@1 0.50, on the split form 0.25 and
     # on the column form 0.15; level 3 keeps its two steps ("First 4 * 5 = 20, then 3 + 20 = 23.").
     assert arithmetic_derivations("47 + 35", 2)[0] == "47 + 35 = 82."
     assert arithmetic_derivations("53 - 27", 2)[0] == "53 - 27 = 26."
@@ -282,7 +282,7 @@ def test_word_rows_state_the_expression_then_derive_it():
 
 
 def test_plain_rows_end_in_the_form_their_instruction_asks():
-    """Issue 47: a plain question (one user turn, its own instruction; rlvr/tasks/plain.py) gets the symbols row's
+    """A plain question (one user turn, its own instruction; rlvr/tasks/plain.py) gets the symbols row's
     think block and then the answer its instruction asks for, so the cold start teaches ending there too. By hand,
     from plain_style and the level-1 preferred derivations (a fact is stated: '9 * 9 = 81.'):
       'What is 9 * 9? Give only the number.'             -> think, then '81'
@@ -434,7 +434,7 @@ def test_word_rows_fit_short_rollouts():
         every = [completion_text(f"{expression_line(p)}\n{think}", str(p.value), TaskConfig())
                  for p in splits(level)[0] for think in arithmetic_derivations(p.canonical, level)[1:]]
         assert count(every) <= 63, level  # any other derivation (a repeated problem): never truncated
-        # issue 47: a plain row is a symbols row with the answer its instruction asks (\\boxed{282}: 2 tokens more
+        # a plain row is a symbols row with the answer its instruction asks (\\boxed{282}: 2 tokens more
         # than 'Answer: 282'), measured at most 50 tokens; every derivation in the longest form, the box
         plain = [completion_text(think, str(p.value), TaskConfig(), f"\\boxed{{{p.value}}}")
                  for p in splits(level)[0] for think in arithmetic_derivations(p.canonical, level)]

@@ -1,4 +1,4 @@
-"""rollout.compile_decode (rlvr/rollout/graph_step.py, issue #23 item 4): the static step's decoder layer under
+"""rollout.compile_decode (rlvr/rollout/graph_step.py): the static step's decoder layer under
 torch.compile. On the CPU the backend is aot_eager (dynamo's trace plus AOT functionalization of the in-place
 cache writes, without a C++ build), which is what would break: a compiled layer that samples other tokens, or one
 that recompiles for every shape it meets (past dynamo's limit of 8 it silently runs uncompiled). A GPU test runs

@@ -38,7 +38,7 @@ def test_defaults_load():
     assert config.batch_size == 32
     assert config.micro_batch_size == 16  # min(optimizer.micro_batch_size, batch)
     assert config.max_steps == 30 and config.output_dir is None  # None: a new runs/<date-time> per run
-    assert config.rollout.dynamic_sampling.enabled == "auto"  # decided per run (issue #12): on in one process
+    assert config.rollout.dynamic_sampling.enabled == "auto"  # decided per run: on in one process
 
 
 def test_load_config_with_no_overrides_list_and_empty_list_agree():
@@ -171,7 +171,7 @@ def test_unknown_verifier_name():
 
 
 def test_task_and_verifier_names_are_the_registries_keys():
-    """Config validation checks names against its own lists, importing no registry (issue 25); they must agree,
+    """Config validation checks names against its own lists, importing no registry; they must agree,
     in order, since the order is the one the messages list."""
     from rlvr.config.rules import TaskName, VerifierName
     from rlvr.tasks import TASKS
@@ -277,7 +277,7 @@ def test_non_finite_and_out_of_range_values_are_refused(override, key):
         load_config(None, [override])
 
 
-# ---------------------------------------------------------------- engines, async, Ray (issue #11)
+# ---------------------------------------------------------------- engines, async, Ray
 def test_worked_ray_config_loads_as_shipped():
     from pathlib import Path
 
@@ -317,7 +317,7 @@ def test_engines_with_their_own_weights_are_refused_under_torchrun():
     assert problems(load_config(None, ["rollout.engine.kind=hf_process"]), DistContext(0, 1, 0, None)) == []
 
 
-# ---------------------------------------------------------------- trainer ranks as Ray actors (issue #11, item 5)
+# ---------------------------------------------------------------- trainer ranks as Ray actors
 RAY_RANKS = ["ray.enabled=true", "ray.trainer_ranks=2"]
 
 

@@ -1,4 +1,4 @@
-"""`rlvr config [SECTION]` (issue 48, item 4): every key of the typed config with its type, default and description,
+"""`rlvr config [SECTION]`: every key of the typed config with its type, default and description,
 read from the pydantic models themselves; a section filter; one error for an unknown section; and every command that
 takes dotted.key=value overrides points to it from its --help."""
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Every setting a user can give has a description (the text `rlvr` shows for it): defaults are the product, and an
 undocumented key is one a user cannot find. Checked for every leaf field of every config model reachable from
-RunConfig (a field holding a nested config is described by that config's own fields). Issue 47's mutation run found
+RunConfig (a field holding a nested config is described by that config's own fields). A mutation run found
 a description that no test read (task.phrasing)."""
 from __future__ import annotations
 

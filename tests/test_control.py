@@ -1,4 +1,4 @@
-"""Control runs (issue 48, item 8): reward.control=random | format_only, and `rlvr control`, which trains the real
+"""Control runs: reward.control=random | format_only, and `rlvr control`, which trains the real
 run and both controls and prints held-out pass@1 against the base model, paired over problems."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Rollout correction (issue #11, item 3) and the trainer-vs-engine agreement check (item 2): the weights on
+"""Rollout correction and the trainer-vs-engine agreement check (item 2): the weights on
 hand-made tensors with hand-derived numbers, then on a tiny random Llama sampled by the in-process engine, with
 shared weights and with a deliberately different engine (stale weights, another temperature)."""
 from __future__ import annotations

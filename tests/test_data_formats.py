@@ -1,4 +1,4 @@
-"""Bring your own data (issue 48, item 2): the layouts the qa task reads (plain, TRL prompt-only, verl parquet) in each
+"""Bring your own data: the layouts the qa task reads (plain, TRL prompt-only, verl parquet) in each
 file type, the start-up lines, and bad rows named by the line an editor shows (or the row counted from 1)."""
 from __future__ import annotations
 
@@ -241,7 +241,7 @@ def test_a_too_long_prompt_of_the_held_out_file_is_named_with_its_file(tmp_path,
     assert f"line 2 of {held}" in err and len(task.held_out) == 1
 
 
-# --- review of issue 48: BOMs, whitespace lines, wrong types, conversations --------------------------------------
+# --- a review's cases: BOMs, whitespace lines, wrong types, conversations --------------------------------------
 
 BOM = b"\xef\xbb\xbf"
 

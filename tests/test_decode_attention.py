@@ -1,4 +1,4 @@
-"""The static decode step's two attentions (rlvr/rollout/graph_step.py ATTENTION, issue #23 item 4): PyTorch's fused
+"""The static decode step's two attentions (rlvr/rollout/graph_step.py ATTENTION): PyTorch's fused
 SDPA and the batched-product form written for fp32 on a GPU. Both must compute the same attention; the engine must
 sample the eager step's tokens with either."""
 from __future__ import annotations

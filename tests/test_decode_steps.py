@@ -1,4 +1,4 @@
-"""The fused Llama-family decode step (rlvr/rollout/decode_steps.py, issue #12 item 2) computes what transformers'
+"""The fused Llama-family decode step (rlvr/rollout/decode_steps.py) computes what transformers'
 forward computes: the same next-token logits step by step, hence the same tokens under the same seed."""
 from __future__ import annotations
 

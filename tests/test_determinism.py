@@ -1,4 +1,4 @@
-"""Same seed, same weights (issue 28): two runs of one seed, one after the other, end with torch.equal weights and the
+"""Same seed, same weights: two runs of one seed, one after the other, end with torch.equal weights and the
 same metrics, also when the verifier workers answer late and in another order.
 
 The cause found for the issue: the packed forward read each completion token's predicting state by advanced
@@ -127,7 +127,7 @@ def test_packed_backward_sums_a_groups_shared_state_in_one_order(wide_model):
               torch.ones_like(completion_ids))
     grads = []
     # 16 passes: the unordered sum is a race between the 2 threads, which a busy machine (the mutation check's
-    # scratch run) sometimes lets 6 passes win every time (issue 25's mutation run: one survival at 6)
+    # scratch run) sometimes lets 6 passes win every time (a mutation run: one survival at 6)
     for _ in range(16):
         model.zero_grad(set_to_none=True)
         logprobs, _ = completion_logprobs(model, *inputs)

@@ -1,8 +1,8 @@
-"""The device rule (issue #23): every torch tensor factory call in rlvr/ names its device, or says on its line why
+"""The device rule: every torch tensor factory call in rlvr/ names its device, or says on its line why
 it makes a host tensor on purpose (HOST_MARKER).
 
 Why: CI has no GPU. On the one CPU device of a test, `torch.zeros(n)` lands where the policy is; on a GPU it lands
-on the CPU, and the first op that combines it with a CUDA tensor crashes (types.length_order did, issue #23).
+on the CPU, and the first op that combines it with a CUDA tensor crashes (types.length_order did).
 `*_like` and `x.new_*` calls are not factories here: they take their device from x. The dynamic check of the same
 class of bug is tests/test_device_trap.py.
 """

@@ -1,4 +1,4 @@
-"""Every command under the device trap (tests/device_trap.py, issue #23): the policy on `cpu:0`, and any op that
+"""Every command under the device trap (tests/device_trap.py): the policy on `cpu:0`, and any op that
 would combine a host tensor with the policy's on a GPU fails, so the CPU-only CI catches what crashed
 `rlvr train model.device=cuda` at step 1 (types.length_order's group maxima, TrainBatch.rows' advantages).
 
@@ -42,7 +42,7 @@ CASES = [
     ("cat of host and policy", lambda d: torch.cat([torch.ones(2, device=d), torch.ones(2)]), True),
     ("policy tensor indexed by host indices", lambda d: torch.ones(6, device=d)[torch.tensor([0, 2])], False),
     ("host tensor indexed by policy indices", lambda d: torch.ones(6)[torch.tensor([0, 2], device=d)], True),
-    ("scatter into a host factory with policy rows (issue #23's first bug)",
+    ("scatter into a host factory with policy rows (the first bug the trap found)",
      lambda d: torch.zeros(2, dtype=torch.long).scatter_reduce(0, torch.tensor([0, 1], device=d),
                                                                torch.tensor([3, 4], device=d), reduce="amax"), True),
     ("policy[host indices] = scalar", lambda d: _set(d, torch.tensor([0, 2]), 0.0), False),
@@ -114,7 +114,7 @@ def test_loaded_models_are_on_the_host_until_moved(tiny_model_dir):
 
 
 def test_the_first_bug_a_host_factory_scattered_into_with_policy_rows():
-    """types.length_order before issue #23 made its group maxima with torch.zeros(n) and scattered into them
+    """types.length_order once made its group maxima with torch.zeros(n) and scattered into them
     with the rows' indices; the fixed function runs under the trap."""
     from rlvr.types import length_order
 
@@ -130,7 +130,7 @@ def test_the_first_bug_a_host_factory_scattered_into_with_policy_rows():
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 # On a machine with a GPU, RLVR_TEST_DEVICE=cuda runs the commands below on the GPU itself, without the trap, and
-# RLVR_TEST_DTYPE=bfloat16 in mixed precision (issue #23, item 1: every command on CUDA, fp32 and bf16).
+# RLVR_TEST_DTYPE=bfloat16 in mixed precision (every command on CUDA, fp32 and bf16).
 DEVICE = os.environ.get("RLVR_TEST_DEVICE", POLICY_DEVICE)
 DTYPE = [f"model.dtype={os.environ['RLVR_TEST_DTYPE']}"] if os.environ.get("RLVR_TEST_DTYPE") else []
 on_the_trap = pytest.mark.skipif(DEVICE != POLICY_DEVICE, reason="checks the trap itself")
@@ -150,7 +150,7 @@ def tiny_train(model_dir, out, *extra, preset: str | None = None) -> list[str]:
 
 @on_the_trap
 def test_the_second_bug_host_scores_meet_the_policy_rows(tiny_model_dir, tmp_path, monkeypatch):
-    """Before issue #23 the verifiers' scores, and so the advantages, stayed on the host; TrainBatch.rows then
+    """Once the verifiers' scores, and so the advantages, stayed on the host; TrainBatch.rows then
     indexed them with the policy's micro-batch order. Undoing stages.finish_scoring's move brings that back."""
     monkeypatch.setattr("rlvr.types.ScoredBatch.to", lambda scored, device: scored)
     with device_trap() as trap, pytest.raises(DeviceMixError):
@@ -198,7 +198,7 @@ def test_train_ppo_critic_with_lora_kl_in_the_reward_correction_and_a_resume(tin
 
 @pytest.mark.parametrize("task", ["calculator", "filesystem"])
 def test_train_and_evaluate_episodes_with_process_credit_and_dynamic_sampling(tiny_model_dir, tmp_path, task):
-    """issue 26: the multi-turn path (turns, environment tokens, state scores, per-turn credit) under the trap."""
+    """The multi-turn path (turns, environment tokens, state scores, per-turn credit) under the trap."""
     out = tmp_path / "run"
     run_trapped(tiny_train(tiny_model_dir, out, f"task.name={task}", "task.one_shot=false", "episode.list_tools=false",
                            "episode.max_turns=2",
@@ -266,7 +266,7 @@ def test_recipe_r1_runs_sft_sample_and_evaluations(tiny_model_dir, tmp_path, mon
                  "stages.traces.sample.batch_size=2", "stages.student_sft.sft.batch_size=2",
                  "stages.student_sft.optimizer.micro_batch_size=2"])])
 def test_recipes_r1_zero_and_distill_run(tiny_model_dir, tmp_path, monkeypatch, recipe, stages):
-    """issue #23 item 1 names both: GRPO from the base model with the format reward; a teacher's verified samples
+    """The GPU checks name both: GRPO from the base model with the format reward; a teacher's verified samples
     (every one accepted, as above) and the student's SFT, then the evaluations."""
     monkeypatch.setattr("rlvr.sampling.run.is_correct", lambda candidate, weights: True)
     monkeypatch.setattr("rlvr.sampling.select.is_correct", lambda candidate, weights: True)

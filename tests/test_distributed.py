@@ -1,4 +1,4 @@
-"""torchrun DDP and FSDP2 (issue #11, item 1) on this CPU with gloo: two ranks give the single process's parameters.
+"""torchrun DDP and FSDP2 on this CPU with gloo: two ranks give the single process's parameters.
 
 The two-process tests launch `python -m torch.distributed.run --nproc_per_node 2` and skip where
 torch.distributed or gloo is missing.

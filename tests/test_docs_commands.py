@@ -1,4 +1,4 @@
-"""The commands in the docs run (issue 44): every `rlvr ...` line inside a fenced code block of README.md and
+"""The commands in the docs run: every `rlvr ...` line inside a fenced code block of README.md and
 docs/*.md parses with the CLI's own parser and its config validates, as a dry run (no model loads, nothing trains);
 every Python block is a file that a test runs, runs here, or is listed as not run with the reason.
 

@@ -1,4 +1,4 @@
-"""The docs site (issue 44): docs/configuration.md is the typed config as `rlvr config --markdown` prints it, and
+"""The docs site: docs/configuration.md is the typed config as `rlvr config --markdown` prints it, and
 `mkdocs build --strict` (mkdocs.yml, scripts/mkdocs_hooks.py) builds README.md and docs/ with no broken link,
 anchor or file link and no page left out of the nav."""
 from __future__ import annotations

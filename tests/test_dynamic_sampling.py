@@ -113,7 +113,7 @@ def test_select_groups_picks_rows_of_each_group() -> None:
     assert scored.rewards.tolist() == [0.0, 1.0, 0.0, 0.0]
 
 
-# --- "auto" (issue #12, item 4): the default run samples until groups carry signal, where that applies ---
+# --- "auto": the default run samples until groups carry signal, where that applies ---
 
 def _auto_config(*overrides: str):
     from rlvr.config.run import load_config
@@ -166,7 +166,7 @@ def _episode_part(turn_of_token: list[list[int]], turn_rewards: list[list[float]
 
 
 def test_selection_and_concatenation_keep_the_episodes_turns() -> None:
-    """Issue 26: concat_groups and select_groups once dropped RolloutBatch.turns, so that an episode batch came out
+    """Concat_groups and select_groups once dropped RolloutBatch.turns, so that an episode batch came out
     of dynamic sampling as a single-turn one (no process credit, no episode logs)."""
     short = _episode_part([[0, -1, 1], [0, 0, -1]], [[0.5, 1.0], [0.0, 0.0]], "s")  # C = 3, T = 2
     long = _episode_part([[0, 0, -1, -1, 1], [0, -1, 1, -1, 2]], [[1.0, 0.0, 0.0], [0.0, 0.5, 1.0]], "l")  # 5, 3
@@ -196,7 +196,7 @@ def _outcome_tied(turn_rewards: list[list[float]], tag: str):
 
 
 def test_with_step_credit_a_group_whose_step_rewards_differ_is_kept() -> None:
-    """episode.credit=process (issue 26): outcomes 0, 0 tie, but step rewards (1, 0) vs (0, 0) do not, and the
+    """episode.credit=process: outcomes 0, 0 tie, but step rewards (1, 0) vs (0, 0) do not, and the
     process term gives that group nonzero advantages; judged on outcomes alone it was dropped."""
     from rlvr.grpo.dynamic_sampling import tied_mask
 

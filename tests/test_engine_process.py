@@ -1,4 +1,4 @@
-"""rollout.engine.kind=hf_process (issue #11, item 2): the transformers engine in a child process, weights synced
+"""rollout.engine.kind=hf_process: the transformers engine in a child process, weights synced
 over gloo. On the tiny random Llama: it samples exactly what the in-process engine samples (same weights, same
 seed), a sync makes the post-sync agreement probe pass while a skipped sync is caught, a 3-step run trains to the
 same parameters as kind=hf, and a killed child is one clear error, not a hang."""
@@ -51,7 +51,7 @@ def pair(tiny_model_dir):
 
 
 def test_the_engine_process_gets_the_engine_threads_not_the_trainers():
-    # issue 25: backends.py turns the run config into the host's settings; two config fields are named threads
+    # backends.py turns the run config into the host's settings; two config fields are named threads
     config = load_config(None, ["threads=2", "rollout.engine.threads=1"])
     assert host_settings(config) == HostSettings(config.model, threads=1)
 
@@ -70,7 +70,7 @@ def test_same_seed_and_weights_sample_what_the_in_process_engine_samples(pair):
 
 
 def test_episodes_on_the_engine_process_are_the_in_process_episodes(pair):
-    """issue 26: the multi-turn call (continue_tokens) runs in the child, the environment in the trainer."""
+    """The multi-turn call (continue_tokens) runs in the child, the environment in the trainer."""
     from rlvr.agents.episodes import EpisodeRunner
     from rlvr.agents.protocol import Budgets
     from test_episodes import EchoEnvironment

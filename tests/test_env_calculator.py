@@ -1,4 +1,4 @@
-"""The calculator environment and task (issue 26, item 5a): the safe evaluator, the problems and their split, and an
+"""The calculator environment and task: the safe evaluator, the problems and their split, and an
 episode driven by hand-written model turns through the strict parser."""
 from __future__ import annotations
 
@@ -192,7 +192,7 @@ def test_prompt_carries_worked_exchanges_with_the_whole_expression_in_one_call()
     assert all(len(c.calls) == 1 and not c.errors for c in calls)  # every shown call is itself valid
     # a sentence before the call: without it the 135M model starts its turn like the tool turn (common.py)
     assert prompt.messages[1]["content"].startswith("I will use the calculator.\n<tool_call>")
-    # one call per problem, whatever its operations (issue 26: per-operation examples taught "answer after one call"
+    # one call per problem, whatever its operations (per-operation examples taught "answer after one call"
     # to a model that then could not do two-operation problems): 3 * 4 + 2 = 14, 40 - 6 * 4 = 16
     assert [c.calls[0].arguments["expression"] for c in calls] == ["3 * 4 + 2", "40 - 6 * 4"]
     assert [m["content"] for m in prompt.messages if m["role"] == "tool"] == ["14", "16"]

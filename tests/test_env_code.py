@@ -1,4 +1,4 @@
-"""The code environment (issue 26, item 5c): its problems and split, its prompt, its two sandbox tools, and attacks
+"""The code environment: its problems and split, its prompt, its two sandbox tools, and attacks
 through the tool path (the sandbox's own suite is tests/test_sandbox.py and tests/test_code_attacks.py; here we
 only show that the tools reach the sandbox and report what it did)."""
 from __future__ import annotations
@@ -207,7 +207,7 @@ def test_a_sandbox_that_fails_to_start_is_an_invalid_call(monkeypatch):
                            frozenset(), 0.01, True)
     monkeypatch.setattr(sandbox, "_probe", Probe(True, "works (simulated)"))
     monkeypatch.setattr(sandbox, "run_sandboxed", lambda *args, **kwargs: broken)
-    monkeypatch.setattr(verifier, "Session", FailedSession)  # run_tests: one live session (issue 43)
+    monkeypatch.setattr(verifier, "Session", FailedSession)  # run_tests: one live session
     env, ep = episode()
     for name in ("run_python", "run_tests"):
         observation = call(env, ep, name, "def f(x): return x")

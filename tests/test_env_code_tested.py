@@ -1,4 +1,4 @@
-"""The code agent's state (issue 42, item 1): an episode is graded on whether its answer is code that run_tests
+"""The code agent's state: an episode is graded on whether its answer is code that run_tests
 passed in it, as the task asks ("check your code with run_tests, then answer"), and a tested right answer is paid
 more than an untested one, hard-coded visible answers less than either."""
 from __future__ import annotations

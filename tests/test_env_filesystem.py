@@ -1,4 +1,4 @@
-"""The filesystem environment and task (issue 26, item 5b): each tool and its POSIX-like errors, paths that try to
+"""The filesystem environment and task: each tool and its POSIX-like errors, paths that try to
 leave the root, the scoring of final trees (exact and partial credit), the problems and their split, and an episode
 driven by hand-written model turns through the strict parser."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Config rules of multi-turn episodes (issue 26, item 7): engines that cannot run them, and combinations that
+"""Config rules of multi-turn episodes: engines that cannot run them, and combinations that
 would silently do the wrong thing, are one clear message each; EPISODE_TASKS agrees with the task registry."""
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def test_commands_that_sample_single_completions_refuse_an_environment_task():
 
 def test_the_episode_settings_reach_the_runner_and_the_rewarder(tiny_model_dir):
     """Every episode.* budget, the observation role, the tool listing and the state weight arrive where they act
-    (issue 41: `Budgets(max_turns=4, ...)` in place of episode.max_turns passed every test)."""
+    (`Budgets(max_turns=4, ...)` in place of episode.max_turns passed every test)."""
     from transformers import AutoTokenizer
 
     from rlvr.agents.protocol import Budgets
@@ -96,7 +96,7 @@ def test_the_episode_settings_reach_the_runner_and_the_rewarder(tiny_model_dir):
 
 def test_the_python_budgets_default_to_the_configured_ones():
     """`Budgets()` (the protocol's, for code that builds a runner itself) starts from the same budgets as a run
-    with no episode.* setting (issue 41: they were 64 and 256 tokens against the config's 48 and 192)."""
+    with no episode.* setting (they were 64 and 256 tokens against the config's 48 and 192)."""
     from rlvr.agents.protocol import Budgets
     from rlvr.agents.wiring import budgets_of
     from rlvr.config.sections import EpisodeConfig

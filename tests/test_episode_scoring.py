@@ -1,4 +1,4 @@
-"""An episode's outcome reward (issue 26, item 1): answer verifiers on the last model turn plus the environment's
+"""An episode's outcome reward: answer verifiers on the last model turn plus the environment's
 verdict on the final state, weighted by episode.state_weight; a state check that fails is an ERROR, never a raise."""
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_reward_is_answer_plus_weighted_state_and_a_failing_check_is_an_error():
 
 def test_a_row_whose_state_is_unscorable_gets_no_reward_even_where_its_answer_is_right():
     """As `weigh` does for single-turn components: unscorable rows are masked out of the advantages, and their
-    reward is 0, so they do not lift the logged reward mean either (issue 41: the answer's 1.0 stayed)."""
+    reward is 0, so they do not lift the logged reward mean either (the answer's 1.0 stayed)."""
     rewarder = EpisodeRewarder(Rewarder({"answer": (answer_is_reference, 1.0)}), StateEnv(), 0.5)
     scored = rewarder.score_rollout(batch(["7", "broken", "9", "broken"], ["0", "0", "1", "nope"]))
     # answers 1/1/1/0, states 1/unscorable/1/unscorable -> 1.5, 0 (not 1.0), 1.5, 0

@@ -1,4 +1,4 @@
-"""What a run shows of its episodes (issue 26, item 7): the group view keeps the whole trajectory with the
+"""What a run shows of its episodes: the group view keeps the whole trajectory with the
 environment's tokens marked (the dashboard greys them) and without advantage, samples.jsonl carries each episode,
 metrics.jsonl its tool use; single-turn rows are unchanged."""
 from __future__ import annotations
@@ -93,7 +93,7 @@ def test_rlvr_verify_rescores_recorded_final_states_and_names_bad_lines(tmp_path
     assert "has no environment state to check" in capsys.readouterr().err
 
 
-# --- hand-built batches (issue 26, item 7): numbers worked out by hand, no engine --------------------------------
+# --- hand-built batches: numbers worked out by hand, no engine --------------------------------
 
 def single_turn_batch():
     """Two prompts, G = 2, no turns: rows of 3, 1, 2 and 0 tokens (a contiguous mask, as a single-turn sampler
@@ -124,7 +124,7 @@ def single_turn_lines(rollouts, scored):
 
 
 def test_single_turn_lines_are_byte_identical_to_before_the_episode_views():
-    """tests/data/single_turn_views.jsonl was written by the code before issue 26's views (commit 68785e4^) from
+    """tests/data/single_turn_views.jsonl was written by the code before episode views (commit 68785e4^) from
     this very batch: a single-turn run's groups.jsonl and samples.jsonl lines must not change by one byte."""
     rollouts, scored = single_turn_batch()
     golden = (DATA / "single_turn_views.jsonl").read_text(encoding="utf-8").splitlines()

@@ -1,4 +1,4 @@
-"""The episode driver (issue 26, items 1, 2 and 4): token-in token-out trajectories, masks, budgets, and the
+"""The episode driver: token-in token-out trajectories, masks, budgets, and the
 sampled log-probs of an in-process engine against the trainer's forward over a trajectory with holes."""
 from __future__ import annotations
 
@@ -113,7 +113,7 @@ def test_sampled_ids_are_kept_as_sampled_even_where_decode_then_encode_differs(t
     assert batch.completions == ["Answer: 1"] and not batch.truncated[0]
     assert json.loads(record.final_state) == {"calls": 1}
     # the call turn is a step; the final answer is not (the outcome scores it): with it a step of reward 0, the
-    # group normalisation made answering look worse than calling again (issue 26)
+    # group normalisation made answering look worse than calling again
     assert batch.turns.turn_mask[0].tolist() == [True, False, False, False]
 
 
@@ -128,7 +128,7 @@ def test_malformed_and_unknown_calls_are_counted_errors_not_exceptions(tokenizer
 
 
 def test_a_call_with_keys_besides_name_and_arguments_is_a_counted_error():
-    """docs/agents.md: extra keys are one counted error told back to the model (issue 41: an "id" key was accepted)."""
+    """docs/agents.md: extra keys are one counted error told back to the model (an "id" key was accepted)."""
     from rlvr.agents.tool_calls import parse_turn
 
     call = '{"name": "echo", "arguments": {"text": "x"}}'
@@ -182,7 +182,7 @@ def test_turn_seeds_make_episodes_repeatable_and_seed_dependent(tiny_model_dir):
 
 def test_each_turn_samples_with_its_own_seed_drawn_from_the_call_s_seed(tokenizer):
     """Turn t of every episode gets seed t of a stream drawn from the call's seed: a resumed run replays the same
-    episodes, and later turns are not the first turn's draw again (issue 41: one seed for every turn passed the
+    episodes, and later turns are not the first turn's draw again (one seed for every turn passed the
     repeatability test above)."""
     from rlvr.agents.episodes import _turn_seeds
 

@@ -124,7 +124,7 @@ def test_evaluate_model_on_a_tiny_model(tiny_model_dir):
     assert data["problems"] == 3 and data["samples_per_problem"] == 2 and data["greedy"] is None
     assert {"pass@1", "pass@2", "maj@2", "best_of_2"} <= set(data) and "pass@4" not in data
     assert 1.0 <= data["mean_length"] <= 8.0
-    assert set(data["breakdown"]) == {"level", "op", "set"}  # arithmetic's "set": level and phrasing (issue 27)
+    assert set(data["breakdown"]) == {"level", "op", "set"}  # arithmetic's "set": level and phrasing
     assert set(data["breakdown"]["set"]) == {"L1 symbols"}
     assert config.model.name_or_path != str(tiny_model_dir)  # the caller's config is not modified
 
@@ -141,7 +141,7 @@ def test_eval_command_json_table_and_file(tiny_model_dir, tmp_path, capsys):
     assert "pass@k" in err and "pass@1 by op" in err
 
 
-# ---------------------------------------------------------------- issue 27: sets, per-value greedy, reasoning
+# ---------------------------------------------------------------- sets, per-value greedy, reasoning
 def test_each_breakdown_value_has_its_greedy_and_its_problems_pass_rates():
     result, _ = run_eval()
     data = json.loads(json.dumps(result.as_json()))
@@ -289,7 +289,7 @@ def test_a_config_file_after_the_model_is_the_base_of_the_evaluation_config(tmp_
 
 def test_problem_samples_a_cut_completion_votes_only_with_an_explicit_answer():
     # The same ramble twice, the first cut at max_new_tokens: in last_number mode the cut one abstains from maj@k
-    # (issue 48), the ended one votes "7"; a cut explicit answer still votes. Catches bool(cut) -> False.
+    #, the ended one votes "7"; a cut explicit answer still votes. Catches bool(cut) -> False.
     texts = ["3 + 4 = 7", "3 + 4 = 7", "So \\boxed{7}.\nCheck"]
     mask = torch.ones(len(texts), 4)
     batch = RolloutBatch(prompts=[B], group_size=3, prompt_ids=torch.zeros(1, 1), prompt_mask=torch.ones(1, 1),

@@ -1,4 +1,4 @@
-"""docs/agents.md's "A new environment in under 50 lines" (issue 26, item 8) is examples/capitals.py, verbatim, and it
+"""docs/agents.md's "A new environment in under 50 lines" is examples/capitals.py, verbatim, and it
 trains: run as a user would (its own process), on the tiny model, its episodes are scored by its state check."""
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def test_the_example_trains_on_its_own_task_and_environment(tiny_model_dir, tmp_
     sample = json.loads((out / "samples.jsonl").read_text().splitlines()[0])
     assert sample["prompt_id"].startswith("capitals/")
     # `rlvr verify` re-scores the recorded final states as training did: its score_state reads prompt.columns,
-    # which samples.jsonl records (issue 26, item 7). The example's task is registered here without its last line.
+    # which samples.jsonl records. The example's task is registered here without its last line.
     from rlvr.cli.verify import verify_file
     from rlvr.config.rules import REGISTERED_TASKS
     from rlvr.config.run import TaskConfig

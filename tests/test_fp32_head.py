@@ -1,4 +1,4 @@
-"""model.lm_head_fp32 (issue 46, item 3; rlvr/model/precision.py): under bf16 mixed precision the LM head's product
+"""model.lm_head_fp32 (rlvr/model/precision.py): under bf16 mixed precision the LM head's product
 runs in fp32 in every place that makes logits: transformers' forward (prefill, eager decoding, SFT), the trainer's
 fused log-prob head and the static decode step. Checked on the CPU, where autocast casts the same ops as on CUDA.
 

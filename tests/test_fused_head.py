@@ -1,5 +1,5 @@
 """The fused LM head (model/fused_head.py) equals the plain logits -> logsumexp path in values and gradients, and the
-tied embedding's rows-into-.grad backward equals nn.Embedding's dense backward (issue #12, item 3)."""
+tied embedding's rows-into-.grad backward equals nn.Embedding's dense backward."""
 from __future__ import annotations
 
 import math

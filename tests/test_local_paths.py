@@ -1,5 +1,5 @@
 """A local-looking path that does not exist is one error at once; a hub id is tried on the hub once, and an
-unreachable hub is one line too, not a minute of retries (issue 48, item 5; rlvr/paths.py). No test touches the
+unreachable hub is one line too, not a minute of retries (rlvr/paths.py). No test touches the
 network: the hub request is replaced by a counting stand-in, or aimed at a server on 127.0.0.1."""
 from __future__ import annotations
 

@@ -168,7 +168,7 @@ def test_length_order_keeps_groups_whole_longest_first() -> None:
     assert order.tolist() == [2, 3, 4, 5, 0, 1]
 
 
-# --- the fast paths equal the plain one (issue #12, item 3) ---
+# --- the fast paths equal the plain one ---
 
 def _padded_vs_packed(monkeypatch, chunk: int, budget: int, entropy_grad: bool = False):
     """(packed values, packed grads, padded values, padded grads) with the LM head cut into `chunk`-token pieces

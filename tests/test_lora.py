@@ -1,4 +1,4 @@
-"""LoRA through peft (issue #11, item 6) on the tiny random Llama: the reference is the base model with the adapter
+"""LoRA through peft on the tiny random Llama: the reference is the base model with the adapter
 off, one update touches the adapters only, a run saves merged weights + adapter/, resume is exact, bad settings
 give one clear error."""
 from __future__ import annotations

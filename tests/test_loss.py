@@ -222,7 +222,7 @@ def test_grpo_loss_mu_one_gradient_is_policy_gradient() -> None:
 
 
 def test_clip_sides_counted_apart_by_hand() -> None:
-    """Clip fraction split by side (issue #13). Range [1 - 0.2, 1 + 0.28] (DAPO's clip-higher):
+    """Clip fraction split by side. Range [1 - 0.2, 1 + 0.28] (DAPO's clip-higher):
     token 0: rho 1.5, A +1 -> min(1.5, 1.28) = 1.28 clipped term smaller: binds, ratio > 1 -> HIGH
     token 1: rho 0.5, A -1 -> min(-0.5, -0.8) = -0.8 clipped term smaller: binds, ratio < 1 -> LOW
     token 2: rho 1.5, A -1 -> min(-1.5, -1.28) = -1.5 unclipped smaller: free (the update may undo it)
@@ -250,7 +250,7 @@ def test_clip_sides_counted_apart_by_hand() -> None:
 
 
 def test_kl_max_is_the_largest_real_token_by_hand() -> None:
-    """kl_max (issue #13): per-token k3 of the loss tokens, padding left out.
+    """kl_max: per-token k3 of the loss tokens, padding left out.
     row 0: pi 0.5 / ref 0.25 -> d = log 0.5 -> 0.1931472 ; pi 0.01 / ref 0.5 -> d = log 50 = 3.912023 ->
     50 - 3.912023 - 1 = 45.087977 (a token the policy made rare: the spike) ; row 1: pi 0.25 / ref 0.5 ->
     d = log 2 -> 0.3068528 ; its padding (pi 0.001 / ref 0.9, k3 would be ~893) is masked."""

@@ -1,4 +1,4 @@
-"""Issue 43, the red team's findings: what stands around the final answer, and the forms it found misread.
+"""The red team's findings: what stands around the final answer, and the forms it found misread.
 
 Each class has a wrong variant (the red team's completion, paid before) and an honest variant that still scores.
 Decisions: rlvr/verifiers/math/around.py (the extent of a line's value, retractions and hedges after the answer, a
@@ -58,7 +58,7 @@ AROUND = [
     ("Answer: $3$ is what I first got, but really it's 4.", "3", W, "", ALL),
     ("Answer: $n$ is 34", "34", C, "", ALL), ("Answer: the largest $n$ was 34", "34", C, "", ALL),
     # A4: a box is its content only when nothing next to it changes it
-    # the correction states 4: the last answer statement (issue 43's third red team, tests/test_math_withdrawn.py)
+    # the correction states 4: the last answer statement (tests/test_math_withdrawn.py)
     ("Answer: \\boxed{3} is wrong, the correct value is 4", "3", W, "extracted 4", ALL),
     ("Final Answer: -\\boxed{3}", "3", W, "part of an expression", ALL),
     ("Final Answer: \\boxed{3}^2", "3", W, "larger value", ALL),
@@ -178,7 +178,7 @@ def test_words_and_units_around_a_number(verifiers, mode, completion, reference,
 
 # ---------------------------------------------------------------- A9: double readings, decided and kept
 DECIDED = [
-    # X% against a plain reference reads as X/100 or X (issue 24): references of 'what percent' questions drop the sign
+    # X% against a plain reference reads as X/100 or X: references of 'what percent' questions drop the sign
     ("Answer: 0.5%", "0.5", C, "", ALL), ("Answer: 0.5%", "0.005", C, "", ALL), ("Answer: 0.5%", "0.05", W, "", ALL),
     # a reference '1,5' is 1.5 and the list {1, 5}; a completion's '1,5' is a list only
     ("\\boxed{5, 1}", "1,5", C, "", ALL), ("\\boxed{1.5}", "1,5", C, "", ALL), ("\\boxed{1,5}", "1.5", W, HEDGED, ALL),
@@ -201,7 +201,7 @@ COSTLY = {
     "64 answer lines of '$'": ("Answer: " + "$" * 995 + "5" + "$" * 995 + "\n") * 64,
     "1 MB, then an environment of '\\('": _PAD + "$$" + "\\(" * 7000 + "5$$",
     "1 MB, then an environment of '='": _PAD + "$" + "=" * 16_000 + "1$",
-    # a unit stripped per pass over the value, for a parenthesis that may restate it: 80 s, 2 s (issue 43)
+    # a unit stripped per pass over the value, for a parenthesis that may restate it: 80 s, 2 s
     "180 KB of '^\\circ', then a parenthesis": "Answer: 5" + "^\\circ" * 30_000 + " (5)",
     "36 KB of '\\text{ cm}^2', then a parenthesis": "Answer: 5" + "\\text{ cm}^2" * 3000 + " (5)",
     "1 MB of '(5) '": "Answer: " + "(5) " * (MB // 4),

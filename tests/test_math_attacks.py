@@ -82,21 +82,21 @@ ATTACKS = [
     ("\\boxed{[0,1]}", "[0,1)", Outcome.WRONG, ""),
     ("\\boxed{\\pm 2}", "2", Outcome.WRONG, ""),
     ("\\boxed{\\frac{1}{0}}", "\\frac{2}{0}", Outcome.WRONG, ""),
-    # ---- issue 24: text after a number that changes it is no unit (math-verify drops it: 5 million == 5)
+    # ---- text after a number that changes it is no unit (math-verify drops it: 5 million == 5)
     ("\\boxed{5 \\text{ million}}", "5", Outcome.WRONG, "expected 5"),  # read as 5000000
     ("\\boxed{3\\text{ dozen}}", "3", Outcome.WRONG, "expected 3"),
     ("\\boxed{7 \\text{ (mod 5)}}", "7", Outcome.WRONG, "'(mod 5)' after a number changes its value"),
     ("\\boxed{5 \\text{ below zero}}", "5", Outcome.WRONG, "'below zero' after a number changes its value"),
     ("\\boxed{5\\mathrm{k}}", "5", Outcome.WRONG, "'k' after a number changes its value"),
     ("Answer: 5 \\text{ or more}", "5", Outcome.WRONG, HEDGED),
-    # ---- issue 24: two percents compare as written; arrows and false chains are no values
+    # ---- two percents compare as written; arrows and false chains are no values
     ("\\boxed{0.25\\%}", "25\\%", Outcome.WRONG, "expected 25"),
     ("\\boxed{25\\%}", "0.25\\%", Outcome.WRONG, "expected 0.25"),
     ("\\boxed{x = 3 = 4}", "4", Outcome.WRONG, "a false equation"),  # math-verify: equal
     ("\\boxed{3 \\to 4}", "4", Outcome.WRONG, "an arrow ('\\\\to')"),  # math-verify: equal
     ("Answer: 3 -> 4", "4", Outcome.WRONG, "an arrow ('->')"),
     ("Answer: \u2212 3", "3", Outcome.WRONG, "expected 3"),  # U+2212 is a minus sign, spaced or not
-    # ---- issue 24: a short decimal for a fraction stays tolerance bait; only a double-precision print counts
+    # ---- a short decimal for a fraction stays tolerance bait; only a double-precision print counts
     ("\\boxed{\\begin{pmatrix} 0.33 & 1 \\end{pmatrix}}", "\\begin{pmatrix} \\frac13 & 1 \\end{pmatrix}",
      Outcome.WRONG, ""),
     ("\\boxed{0.083333333333333}", "\\frac{1}{12}", Outcome.WRONG, ""),  # 14 significant digits: short of 15
@@ -168,7 +168,7 @@ def test_pathological_inputs_end_quickly_and_the_verifier_survives(mode):
 
 
 def test_adversarial_completions_cost_little_parent_cpu():
-    # Issue 24, part 2: <= 0.2 s of the trainer's CPU per ~1 MB completion (was 1-2 s, up to 5 s for 1 MB of
+    # <= 0.2 s of the trainer's CPU per ~1 MB completion (was 1-2 s, up to 5 s for 1 MB of
     # '{'); about 0.1 s at worst here after the bounded scans of rlvr/verifiers/math/scan.py, the 16 <answer> blocks
     # read as completions (extract._ANSWER_BLOCKS: 64 of them cost 0.25 s on tags_of_boxes, which failed CI) and the
     # explanation search tried only where a run of spaces starts (around._EXPLANATION: 64 lines of 2500 spaces cost
@@ -213,7 +213,7 @@ def test_blocks_before_the_last_16_are_read_whole_and_end_at_their_tag(mode):
 
 
 @pytest.mark.parametrize("completion, reference, mode, outcome", [
-    # a fresh-eyes attack on the cheaper scans (issue 43): each kept the verdict it had before them
+    # a fresh-eyes attack on the cheaper scans: each kept the verdict it had before them
     ("\n\nNext.\n\n".join(["<answer>1</answer>", "<answer>2</answer>", "<answer>3</answer>"]
                           + ["<answer>4</answer>"] * 16), "4", "strict", Outcome.WRONG),  # spam before the last 16
     ("Answer: $41$ $42$ " + "$$\\,$$" * 17, "42", "latex", Outcome.WRONG),  # a hedge padded with 68 '$'

@@ -1,4 +1,4 @@
-"""Issue 47: a completion that is only a number is that answer in mode strict (rlvr/verifiers/math/bare.py).
+"""A completion that is only a number is that answer in mode strict (rlvr/verifiers/math/bare.py).
 
 The plain questions ('What is 7 times 8? Give only the number.') make `56` an honest reply; strict mode read nothing
 in it before. Everything else strict refused stays refused. Each row: (completion, reference, outcome, a phrase of
@@ -32,7 +32,7 @@ READ = [
     ("-3", "-3", C, "extracted -3", ALL),  # a sign is part of the number (level 2's a - b never needs it)
 ]
 
-REFUSED = [  # strict as before issue 47: nothing read
+REFUSED = [  # strict as before bare numbers: nothing read
     ("56 or 57", "56", U, NO_ANSWER, ("strict",)),  # two candidates
     ("7 * 8 = 56", "56", U, NO_ANSWER, ("strict",)),  # an equation is not only a number (as before)
     ("I think 56", "56", U, NO_ANSWER, ("strict",)),  # words beside it
@@ -52,7 +52,7 @@ def test_a_bare_number_is_the_answer_and_nothing_else_is(verifiers, mode, comple
 
 
 def test_the_other_modes_still_read_what_strict_refuses(verifiers):
-    # unchanged by issue 47: their fallback reads the last number ('7 * 8 = 56' -> 56) or sees the hedge
+    # unchanged by bare numbers: their fallback reads the last number ('7 * 8 = 56' -> 56) or sees the hedge
     assert verifiers["last_number"].verify("7 * 8 = 56", "56").outcome is C
     assert verifiers["latex"].verify("56 or 57", "56").outcome is W
 

@@ -1,4 +1,4 @@
-"""latex._runs and latex._dollar_sign, rewritten for speed (issue 43: a CI failure on 1 MB completions), against the
+"""latex._runs and latex._dollar_sign, rewritten for speed (a CI failure on 1 MB completions), against the
 definitions they replaced: a loop stripping one space or one two-character wrapper at a time from each end, and a '$'
 that is the only one in the span, right after a digit."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 43 (mutation survivors, part c): the math verifier's process edges, run in the test process.
+"""Mutation survivors: the math verifier's process edges, run in the test process.
 
 - MathVerifyWorker._cpu reads the worker's CPU time from /proc/<pid>/stat. The tests hand it crafted stat lines
   (through the module's `open`), so the parsing is checked exactly: the process name (field 2) may hold ')' and

@@ -1,4 +1,4 @@
-"""Issue 43 (mutation survivors, part c): edges of the math verifier's string helpers that no test pinned.
+"""Mutation survivors: edges of the math verifier's string helpers that no test pinned.
 
 Each section names the helper it holds in place (rlvr/verifiers/math/*.py); expected values are worked out by hand from
 the helper's docstring, as each comment says.

@@ -59,12 +59,12 @@ EQUIVALENT = [
     ("\\boxed{7} \\boxed{7}", "7"), ("\\boxed{\\frac12} or equivalently \\boxed{0.5}", "0.5"),
     ("\\boxed{x = 3, y = 4}", "(3, 4)"),  # named values are one answer, not alternatives
     ("the answer is 3 \\text{ or } 4", "3 or 4"),  # a reference that itself offers alternatives
-    # issue 24: units after spacing, whole text groups, currency after the number, magnitudes as factors
+    # units after spacing, whole text groups, currency after the number, magnitudes as factors
     ("\\boxed{12\\,\\text{cm}^2}", "12"), ("\\boxed{12\\;\\mathrm{cm}^{2}}", "12"), ("\\boxed{\\text{5 cm}}", "5"),
     ("\\boxed{2\\sqrt{3}\\,\\text{cm}}", "2\\sqrt{3}"),  # '\\,' is spacing, not a list comma (math-verify path)
     ("\\boxed{5\\text{ km/h}}", "5"), ("\\boxed{18\\$}", "18"), ("Answer: 18\\$", "18"),
     ("\\boxed{5 \\text{ million}}", "5000000"), ("\\boxed{3\\text{ dozen}}", "36"), ("\\boxed{5 \\text{ more}}", "5"),
-    # issue 24: repeating decimals, double-precision prints of fractions, a reference's decimal comma
+    # repeating decimals, double-precision prints of fractions, a reference's decimal comma
     ("\\boxed{0.\\overline{3}}", "\\frac{1}{3}"), ("\\boxed{-0.1\\overline{6}}", "-\\frac{1}{6}"),
     ("\\boxed{(0.\\overline{3}, 1)}", "(\\frac13, 1)"),
     ("\\boxed{0.0833333333333333}", "\\frac{1}{12}"),  # 1/12 = 0.08333...: 15 digits, truncated
@@ -72,7 +72,7 @@ EQUIVALENT = [
     ("\\boxed{(0.333333333333333, 1)}", "(\\frac13, 1)"),  # in a tuple, the same rule (math-verify path)
     ("\\boxed{1.22}", "1,22"), ("\\boxed{0.125}", "0,125"), ("\\boxed{1, 22}", "1,22"),
     ("\\boxed{11,\\!111,\\!111}", "11111111"), ("Answer: −3", "-3"),
-    # issue 24: inequalities for intervals, lists across boxes, the value stated after the asked variable
+    # inequalities for intervals, lists across boxes, the value stated after the asked variable
     ("\\boxed{x > 3}", "(3, \\infty)"), ("\\boxed{1 < x \\leq 2}", "(1, 2]"), ("\\boxed{x \\ge 3}", "[3,\\infty)"),
     ("\\boxed{1, 2}", "\\boxed{1}, \\boxed{2}"), ("\\boxed{1}, \\boxed{2}", "\\boxed{1} and \\boxed{2}"),
     ("The answer: the largest $n$ is 34.", "34"), ("So the answer is $n$ = 34.", "34"),
@@ -105,7 +105,7 @@ def test_strip_thinking(text, expected):
 
 
 @pytest.mark.parametrize("text, expected", [
-    ("<answer>4</answer> \\boxed{5}", "5"),  # issue 43: the last statement, whatever its kind (tags rank no higher)
+    ("<answer>4</answer> \\boxed{5}", "5"),  # the last statement, whatever its kind (tags rank no higher)
     ("<answer>x \\boxed{4} y</answer>", "4"), ("<answer> </answer>\\boxed{5}", "5"),
     ("\\boxed 5.", "5"), ("\\boxed{\\boxed{3}}", "3"), ("Answer: 3 Answer: 4", "4"),
     ("#### 5 #### 6", "6"), ("<think>\\boxed{1}</think>", None),
@@ -172,7 +172,7 @@ def test_worker_guards_overrule_math_verify():
     assert math_worker.check("\\{1, 2\\}", "\\{2, 1\\}") == {"status": "equal"}
 
 
-# ---------------------------------------------------------------- issue 24: forms that keep or change a value
+# ---------------------------------------------------------------- forms that keep or change a value
 @pytest.mark.parametrize("text, unit", [
     ("cm", True), (" km/h ", True), ("sq. ft.", True), ("°C", True), ("m squared", True), ("apples", True),
     ("more", True), ("m", True), (" million", False), ("dozen", False), ("k", False), ("K", False), ("M", False),
@@ -235,7 +235,7 @@ def test_worker_reads_chains_and_inequalities():
     assert math_worker.check("(3, \\infty)", "x > y")["status"] == "different"  # two unknowns: no set
 
 
-# ---------------------------------------------------------------- issue 24, part 2: bounded scans
+# ---------------------------------------------------------------- bounded scans
 def test_markers_are_found_from_the_end():
     marks = last_marks("A: answer: 1 ANSWER: 2 Answer is 3", (ANSWER_MARK,), ("answer",),
                        ascii_lower("A: answer: 1 ANSWER: 2 Answer is 3"))
@@ -257,7 +257,7 @@ def test_the_fallbacks_read_the_last_paragraphs():
     assert extract_answer(near, "last_number") == "12" and extract_answer(near, "latex") == "12"
 
 
-# ---------------------------------------------------------------- a plain noun after the number (issue 42)
+# ---------------------------------------------------------------- a plain noun after the number
 STORY_NOUNS = ("apples", "pens", "birds", "stickers", "flowers", "dollars", "cookies", "muffins")  # the calculator's
 
 
@@ -266,7 +266,7 @@ STORY_NOUNS = ("apples", "pens", "birds", "stickers", "flowers", "dollars", "coo
                                   "Answer: 17 {} in a jar", "Answer: 17 {} to each group", "Answer: 17 {}!",
                                   "Answer: **17** {}", "Answer: 17 {}, in total", "Answer: 17\xa0{}"])
 def test_strict_mode_reads_the_number_before_a_plain_noun(noun, form):
-    """The agent tasks' honest answers: before issue 42 strict mode scored 'Answer: 17 birds' WRONG on 7 of these
+    """The agent tasks' honest answers: strict mode once scored 'Answer: 17 birds' WRONG on 7 of these
     8 nouns (math-verify took only 'apples' for a unit). Catches counted_value dropped from marked_lines or from
     _answer_tags, and a _COUNTED that does not take the noun."""
     assert MathVerifier("strict").verify(form.format(noun), "17").outcome is Outcome.CORRECT
@@ -283,7 +283,7 @@ def test_strict_mode_reads_the_number_before_a_plain_noun(noun, form):
     "Answer: 17 grand", "Answer: 17 birds upwards", "<answer>17 thousands</answer>",
 ])
 def test_strict_mode_still_refuses_words_that_change_the_value(answer):
-    """Issue 24's rules hold next to the noun rule: a magnitude, a bound, a hedge, a power or a lone letter (a
+    """The earlier rules hold next to the noun rule: a magnitude, a bound, a hedge, a power or a lone letter (a
     variable) after the number is not 17. Catches counted_value without its is_unit check (every word a noun) and a
     _COUNTED that takes one-letter words."""
     assert MathVerifier("strict").verify(answer, "17").outcome is not Outcome.CORRECT

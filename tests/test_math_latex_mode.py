@@ -1,4 +1,4 @@
-"""Math verifier, mode latex (issue 8, section 2): honest answers in the forms models and datasets write score 1,
+"""Math verifier, mode latex: honest answers in the forms models and datasets write score 1,
 wrong ones in the same forms score 0; last_number never reads a number inside a larger expression; the
 answer-mode default and config; the labelled corpus (bench/data/math_corpus.jsonl).
 
@@ -82,12 +82,12 @@ FORMS = [
     ("The zeros are \\boxed{-1}, \\boxed{3}", "\\{-1, 4\\}", W),
     ("So $t = \\boxed{2}$ and $t = \\boxed{7}$.", "2, 7", C), ("The zeros are \\boxed{-1}, \\boxed{4}", "4", W),
     ("Either \\boxed{-1} or \\boxed{4}.", "\\{-1, 4\\}", W), ("The zeros are $x = -1$ and $x = 4$.", "{-1, 4}", C),
-    # issue 24: a formula named right before it ('... is $-\\frac{b}{a} = -5$') states the number after '='
+    # a formula named right before it ('... is $-\\frac{b}{a} = -5$') states the number after '='
     ("The sum of the roots is $-\\frac{b}{a} = -5$.", "-5", C),
     ("The sum of the roots is $-\\frac{b}{a} = 5$.", "-5", W),
     ("So the number of diagonals is \\(\\frac{n(n-3)}{2} = 20\\).", "20", C),
     ("The equation is $2x + 3 = 7$.", "7", W), ("The value is $5 = 7$.", "7", W),  # an equation; a false identity
-    # issue 24: signs, magnitudes and thousands in running text; the value stated after the asked variable
+    # signs, magnitudes and thousands in running text; the value stated after the asked variable
     ("The temperature is \u22123.", "-3", C), ("The temperature is \u2013 3.", "-3", U),
     ("The population is $1\\,250\\,000$.", "1250000", C), ("So there are 11,\\!111,\\!111 ways.", "11111111", C),
     ("The city has 5 million people.", "5000000", U), ("It was 5 below zero.", "-5", U),
@@ -181,7 +181,7 @@ def test_last_number_still_reads_plain_numbers(text, expected):
 @pytest.mark.parametrize("completion, reference", [
     ("$\\frac{1+\\sqrt{5}}{2}$", "2"), ("$\\frac{1+\\sqrt{5}}{2}$", "5"), ("so $2^{10}$", "10"), ("x in [0, 2)", "2"),
     ("$\\sqrt{7}$", "7"), ("$\\pi - 3$", "3"),
-    # issue 24: a sign or a word that changes the number, outside LaTeX
+    # a sign or a word that changes the number, outside LaTeX
     ("The temperature is \u22123.", "3"), ("The temperature is \u20133.", "3"), ("It fell to \u2212 3.", "3"),
     ("The city has 5 million people.", "5"), ("The prize is 5k.", "5"), ("It was 5 below zero.", "5"),
     ("The answer is $5 \\text{ million}$.", "5"), ("so 7 \\text{ (mod 5)}", "7"), ("It is 5 squared.", "5"),
@@ -215,7 +215,7 @@ def test_a_bad_answer_mode_is_one_clear_error():
 def test_final_answer_kinds_in_latex_mode():
     assert final_answer("so $4$", "latex").kind == "latex" and final_answer("\\boxed{4} $5$", "latex").kind == "boxed"
     assert final_answer("Answer: $4$ or $5$", "latex").text == "4 or 5"  # the line's first environments, chained
-    # issue 43's red team: a digit after them is a second value, so the line is read whole, never its first value
+    # a digit after them is a second value, so the line is read whole, never its first value
     assert final_answer("Answer: $4$ then $5$", "latex").text == "4$ then $5"
     assert final_answer("so $4$", "strict") is None
 
@@ -230,7 +230,7 @@ def test_corpus_is_well_formed():
     assert all(set(row) == {"completion", "reference", "label", "form"} for row in rows)
     assert all(isinstance(row["label"], bool) and isinstance(row["completion"], str) for row in rows)
     forms = {row["form"] for row in rows}
-    assert len(forms) >= 45  # issue 24 added 17 classes to the 33 of issue 8
+    assert len(forms) >= 45  # 17 classes were added to the first 33
     for form in forms:  # every class has a correct and a wrong variant
         assert {row["label"] for row in rows if row["form"] == form} == {True, False}, form
 

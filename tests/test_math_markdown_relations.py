@@ -1,4 +1,4 @@
-"""Issue 43, the third red team's findings 6, 1 and 7, hand-labelled:
+"""The third red team's findings 6, 1 and 7, hand-labelled:
 - 6: markdown emphasis around an answer or its label reads as the same text without it ('**Final Answer:** \\boxed{42}',
   'The final answer is **\\boxed{42}**.', 'Answer: *42*', 'Answer: `42`', '__Answer:__ 42', '### Final Answer\\n\\n42'),
   and opens no way around a refusal ('**5** or **6**' is a hedge, '\\boxed{5}**2' a power);

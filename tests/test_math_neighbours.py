@@ -1,4 +1,4 @@
-"""Issue 43, the third round of the red team's findings: what stands next to a box or an
+"""The third round of the red team's findings: what stands next to a box or an
 <answer> block (a braced sign, a term, a factor in parentheses, a scale in words, 'percent of'), running text whose
 final number is changed by the word before it ('twice 120', '3 through 5') or is the value of a multiple of the
 unknown ('The value of $2n$ is 34'), and answers given for one case among several ('for n even the answer is 4',

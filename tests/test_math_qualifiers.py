@@ -1,4 +1,4 @@
-"""Issue 43, the second red team's findings: negated or qualified answer statements,
+"""The second red team's findings: negated or qualified answer statements,
 what is glued to a box, hedges read as one answer, and honest forms that scored 0.
 
 Each class has the red team's completion (paid 1.0 before, or 0 for an honest form) and a variant that shows the

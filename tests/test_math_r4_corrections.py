@@ -1,4 +1,4 @@
-"""Issue 43, fourth round on the third red team's findings, class 3: corrections after the final answer.
+"""Fourth round on the third red team's findings, class 3: corrections after the final answer.
 
 3a: a real correction the rules missed paid the withdrawn value; it now states the answer (or withdraws the old one).
 3b: text that is no correction (a counterfactual, an intermediate quantity, a code comment) was read as one and paid a

@@ -1,4 +1,4 @@
-"""Issue 43, fourth round on the third red team's findings, class 2: negations before a box and denials after a value
+"""Fourth round on the third red team's findings, class 2: negations before a box and denials after a value
 that the first rules missed. None may be paid; a negation or denial of something else leaves the answer read.
 Decision: rlvr/verifiers/math/denials.py (called from extract._checked). Corpus rows: form 'denial_words'.
 """

@@ -1,4 +1,4 @@
-"""Issue 43, fourth round on the third red team's findings, class 8: markdown emphasis opened ways around refusals
+"""Fourth round on the third red team's findings, class 8: markdown emphasis opened ways around refusals
 ('Answer: **4** **2**' paid 2 while 'Answer: 4 2' is WRONG). Emphasis now reads as the text without it, for refusals
 too. Decision: rlvr/verifiers/math/emphasis.py. Corpus rows: form 'emphasis_refusal'.
 """

@@ -1,4 +1,4 @@
-"""Issue 43's fourth red team, finding 4: two candidates in one statement pay neither (rlvr/verifiers/math/gaps.py).
+"""Two candidates in one statement pay neither (rlvr/verifiers/math/gaps.py).
 
 Spacing and glue of any name between two boxes join them as a space does; a relation, an operator or a case label
 between two statements offers both; a line below the final statement holding only another value (after blank

@@ -1,4 +1,4 @@
-"""Issue 43's fourth red team, findings 6 and 9: constructs math-verify drops, and marks that change a number.
+"""Constructs math-verify drops, and marks that change a number.
 
 Finding 6 (rlvr/verifiers/math/operators.py): an operator or symbol math-verify cannot read between two parts of an
 answer ('\\boxed{3 \\slash 4}', '3 \\colon 4', '\\star', '\\oplus', '\\#', '?', '@'), or a condition in a text group

@@ -1,4 +1,4 @@
-"""Issue 43, fourth round on the third red team's findings, class 1: a relation with nothing on its left states no
+"""Fourth round on the third red team's findings, class 1: a relation with nothing on its left states no
 value. The red team got past the check with what stood before the relation (a brace, a thin space, a parenthesis,
 an '=' whose right side opens with another relation) and with relations the list lacked ('!=', '=/=', '≃', '≅',
 '\\simeq', '\\cong', '\\nsim'). Decision: rlvr/verifiers/math/relations.py. Corpus rows: form 'relation_prefix'.

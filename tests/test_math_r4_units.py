@@ -1,4 +1,4 @@
-"""Issue 43's fourth red team, finding 7: units and currencies (rlvr/verifiers/math/units.py, forms.py, words.py,
+"""Units and currencies (rlvr/verifiers/math/units.py, forms.py, words.py,
 latex.py). Equal only with the same unit or no unit; different units of one quantity and a currency mismatch are
 WRONG; words that change the value (magnitudes, parts per million, basis points, fraction words) are never dropped.
 A reference written with a bare '$' ('$5') keeps its currency. Corpus rows: form 'r4_unit'.

@@ -1,4 +1,4 @@
-"""Issue 43, fifth round: forms that change a value or its kind (findings 1, 8, 9 and 10's currency).
+"""Forms that change a value or its kind (findings 1, 8, 9 and 10's currency).
 
 - Finding 1 (rlvr/verifiers/math/operators.py): `a \\choose b` is the binomial coefficient, compared as
   `\\binom{a}{b}` ('\\boxed{10 \\choose 4}' is 210, never 4); a `\\choose` that cannot be read so is no value.

@@ -1,4 +1,4 @@
-"""Issue 43, fifth round: two values joined by markup or symbols are a hedge, never the last one (findings 3, 4, 5).
+"""Two values joined by markup or symbols are a hedge, never the last one (findings 3, 4, 5).
 
 - Finding 3 (rlvr/verifiers/math/hedges.py): on an 'Answer:' line, '∨' always, and '∪', '∩', '∧' and bars with
   nothing between them ('3 || 4', '| 3 | 4 |') between plain values offer two values.

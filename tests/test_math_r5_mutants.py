@@ -1,4 +1,4 @@
-"""Issue 43, fifth round: pins the lines the fifth round added where a mutation sample (bench/mutate_change.py over
+"""Pins the lines the fifth round added where a mutation sample (bench/mutate_change.py over
 the change) found them unchecked: each test below fails with one of those mutants and passes without it. Grouped
 by module of rlvr/verifiers/math/; rows are hand-labelled (completion, reference, outcome, detail phrase, modes) as
 in tests/math_cases.py, and unit tests of a helper give the expected value worked by hand in a comment.

@@ -1,4 +1,4 @@
-"""Issue 43, fifth round: a rate is a unit (rlvr/verifiers/math/units.py, rate_of and without_rate). What a rate is
+"""A rate is a unit (rlvr/verifiers/math/units.py, rate_of and without_rate). What a rate is
 per is compared as units are, never converted: '5 per hour' for '5 per minute' was paid in every mode, because the
 per-words were no unit either side knew and both sides were read as '5 per'. Two spellings of one rate ('per hour',
 'an hour', '/hour', 'each hour') are the same rate; a rate on one side only is read as the number, as a unit is.

@@ -1,4 +1,4 @@
-"""Issue 43, fifth round, the last false positives (rlvr/verifiers/math/trailers.py, corrections.py):
+"""The last false positives (rlvr/verifiers/math/trailers.py, corrections.py):
 - Two answer statements in one sentence ('The answer is 3, the answer is 4.', 'Final answer: 3 / Final answer: 4')
   offer two values: a hedge, unless a word between them corrects the first ('The answer is 3, no wait, the answer is
   4.'), or the first is arithmetic that gives the second ('The answer is 2 + 2, so the answer is 4.').

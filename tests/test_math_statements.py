@@ -1,4 +1,4 @@
-"""Issue 43 (verifiers, third pass): one rule for "the answer", and the answer forms a careful grader reads.
+"""One rule for "the answer", and the answer forms a careful grader reads.
 
 Every case holds in every answer mode (strict, last_number, latex) and has a correct and a wrong variant: the
 correct one fails if the form is not read, the wrong one if it is read too loosely (the value before the form, or
@@ -97,7 +97,7 @@ def test_strip_thinking_is_unchanged_for_tool_calls():
 
 @pytest.mark.parametrize("reference, outcome", [("7", C), ("3", W)])
 def test_a_think_block_after_the_answer(verifier, reference, outcome):
-    # Before issue 43 everything before the last </think> was reasoning, so this honest answer was 'only inside
+    # Once, everything before the last </think> was reasoning, so this honest answer was 'only inside
     # <think>' (UNPARSEABLE). Catches outside_thinking reverting to strip_thinking in final_answer.
     check(verifier, "<think>3 + 4</think>\nThe answer is \\boxed{7}.\n<think>Check: 3 + 4 = 7.</think>", reference,
           outcome)
@@ -208,7 +208,7 @@ def test_units(verifier, completion, reference, outcome, detail):
     ("5 sq. cm", "cm^2"), ("\\$5", "USD"), ("$5", "USD"), ("18\\$", "USD"), ("€5", "EUR"), ("45^\\circ", "deg"),
     ("45 degrees", "deg"), ("60 km/h", "km/h"), ("60 kilometers per hour", "km/h"), ("5°C", "degC"),
     ("5 M", None), ("5 apples", None), ("$10,455$", None), ("2\\pi r", None), ("5", None),
-    # issue 43's red team: the unit the words after the number start with; 'KM' is km, 'M' stays no unit
+    # the unit the words after the number start with; 'KM' is km, 'M' stays no unit
     ("3 hours ago", "h"), ("5 cm long", "cm"), ("5 KM", "km"), ("5 ms", "ms"), ("125$ miles", "mi"),
 ])
 def test_unit_of(written, unit):
@@ -247,7 +247,7 @@ def test_connectives_correct_and_wrong(verifier, completion, reference, outcome)
 def test_top_level_items_split_connectives():
     assert top_level_items("x=3 \\\\ x=4") == ["x=3", "x=4"] and top_level_items("12 3") == ["12", "3"]
     assert top_level_items("3 \\mid 4") == ["3", "4"] and top_level_items("a \\mid b") == ["a \\mid b"]
-    # issue 43's red team: the rows of a cases or aligned environment are several values ('\\boxed{\\begin{cases} 3
+    # the rows of a cases or aligned environment are several values ('\\boxed{\\begin{cases} 3
     # \\\\ 4 \\end{cases}}' hedged 3 and 4); a matrix's rows stay one value
     assert top_level_items("\\begin{cases} 1 \\\\ 2 \\end{cases}") == ["1", "2"]
     assert top_level_items("\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}") == ["\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}"]

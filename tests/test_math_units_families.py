@@ -1,4 +1,4 @@
-"""Issue 43 (red team 43c, finding 5): units of the families a grade-school to competition dataset uses.
+"""Units of the families a grade-school to competition dataset uses.
 
 The project's rule (rlvr.verifiers.math.units): equal only with the same unit or no unit (a unit on one side only is
 read as the number); different units of one quantity are WRONG, never converted; so is a currency mismatch. Before,

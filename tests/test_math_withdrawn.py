@@ -1,4 +1,4 @@
-"""Issue 43's third red team (findings 2-4): answers the completion denies, withdraws or offers
+"""Red team: answers the completion denies, withdraws or offers
 together with another value. None of them may be paid; an honest late correction is read as the answer.
 
 Each class has the red team's completion (paid before), a correct variant where one exists, and honest controls

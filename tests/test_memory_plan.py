@@ -1,4 +1,4 @@
-"""Start-of-run memory plan (issue #13, item 7): every part counted by hand for a tiny Llama, the peak taken over
+"""Start-of-run memory plan: every part counted by hand for a tiny Llama, the peak taken over
 phases, the warning only above the available memory, and what LoRA and beta = 0 remove."""
 from __future__ import annotations
 
@@ -133,7 +133,7 @@ def test_decode_weight_copies_and_runtime_depend_on_the_device():
     # elsewhere only the concatenated q/k/v and gate/up: 2 x (1024 + 512 + 512 + 2048 + 2048) = 12288; and the
     # CUDA context is outside torch's allocator, which is what peak_memory_gb reads there
     assert cuda.engine_weights == 12288 * 4 and cuda.runtime == 0
-    # cpu:0 (the device trap's name for the policy's device, issue #23) is planned as the CPU
+    # cpu:0 (the device trap's name for the policy's device) is planned as the CPU
     assert plan_memory(small_run(), tiny_config(), "cpu:0", prompt_tokens=6) == cpu
 
 

@@ -1,4 +1,4 @@
-"""bench/mutate_change.py, checked on a toy repository (issue 41): mutants only on the lines a change touches,
+"""bench/mutate_change.py, checked on a toy repository: mutants only on the lines a change touches,
 each run against the tests that execute it (also when only a subprocess executes it), planted mutants killed,
 an untested line and a weak assert reported as survivors, a listed equivalent not counted.
 

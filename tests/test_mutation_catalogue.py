@@ -1,7 +1,7 @@
 """bench/mutation_catalogue.py names each mutation by a line that must occur exactly once in its file; a refactor
 that rewrites such a line leaves the mutation unable to apply (bench/mutations.py then reports it, but only when
-someone runs it). This catches the drift at once (it happened twice: issue 27's fall-marking line, issue 23's
-compile line)."""
+someone runs it). This catches the drift at once (it happened twice: the recipe's fall-marking
+line, then a compile line)."""
 from __future__ import annotations
 
 import sys

@@ -1,7 +1,7 @@
-"""Out of memory in a micro-batch (issue #9): torch.OutOfMemoryError, raised for real by the embedding layer
+"""Out of memory in a micro-batch: torch.OutOfMemoryError, raised for real by the embedding layer
 whenever a forward carries more tokens than a 2-row micro-batch does, makes the step run again with half the
 micro-batch; the result is bit-identical to a step run at that size from the start. The CPU allocator's failure
-gets a clear message. Tokens, not rows, are counted: the training forward is packed (issue #12), one [1, T]
+gets a clear message. Tokens, not rows, are counted: the training forward is packed, one [1, T]
 sequence per micro-batch, and memory grows with T."""
 from __future__ import annotations
 

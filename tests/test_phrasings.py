@@ -1,4 +1,4 @@
-"""task.phrasing (issue 27): arithmetic problems asked as stories from a training set of templates or from a set
+"""task.phrasing: arithmetic problems asked as stories from a training set of templates or from a set
 never trained on, with symbols unchanged (rlvr/tasks/phrasings.py, rlvr/tasks/arithmetic.py)."""
 from __future__ import annotations
 
@@ -141,7 +141,7 @@ def test_mixed_train_stream_is_seeded_and_mixes_both_phrasings():
     assert 10 <= phrasings.count("words") <= 30  # Binomial(40, 1/2): mean 20, sd 3.2
     symbols = ArithmeticTask(TaskConfig(level=1)).train_prompts(3)
     assert [p.id.split("/")[-1] for p in drawn] == [p.id.split("/")[-1] for p in itertools.islice(symbols, 40)]
-    # the stream itself, pinned (issue 47 added phrasing=all beside it: mixed must not change)
+    # the stream itself, pinned (phrasing=all was added beside it: mixed must not change)
     assert ids(drawn[:4]) == ["arithmetic-l1/train/11 * 11", "arithmetic-l1/train/2 + 7",
                               "arithmetic-l1/train/words/2 * 5", "arithmetic-l1/train/12 + 6"]
 

@@ -1,4 +1,4 @@
-"""The recipe pipeline (issue #10, item 7): stages resolved and checked before any runs, outputs wired into
+"""The recipe pipeline: stages resolved and checked before any runs, outputs wired into
 the next stage, a manifest that lets a re-run skip finished stages and continue the interrupted one.
 
 These tests replace the stage commands with recording fakes (the commands have their own tests); the
@@ -71,22 +71,22 @@ def test_builtin_recipes_resolve_with_their_stages():
         recipe = load_recipe(name)
         assert recipe.stages and recipe.evaluation.task.verifiers == {"math": 1.0}
     r1 = load_recipe("r1")
-    # R1 sec. 2.3 in order, with the non-reasoning data first and both RL stages cut (issue 47: neither added
+    # R1 sec. 2.3 in order, with the non-reasoning data first and both RL stages cut (neither added
     # accuracy beyond noise at this scale, on two seeds; docs/results.md)
     assert [s.kind for s in r1.stages] == ["sample", "sft", "sample", "sft"]
     plain, cold, rs, sft2 = r1.stages
     assert plain.model_from == "base" and plain.config.task.phrasing == "plain"  # the base model's own answers
     assert cold.mix_from == sft2.mix_from == "plain_answers"
-    # 5 %: at 25 % a third of level-3 plain answers were the base model's essays (docs/results.md, issue 47)
+    # 5 %: at 25 % a third of level-3 plain answers were the base model's essays (docs/results.md)
     assert cold.config.sft.mix_ratio == sft2.config.sft.mix_ratio == 0.05
-    # 768 rows: every set ended >= 0.95 after both SFT stages on two seeds; 576 left level-3 plain at 0.933 (issue 47)
+    # 768 rows: every set ended >= 0.95 after both SFT stages on two seeds; 576 left level-3 plain at 0.933
     assert cold.config.sft.cold_start_size == 768
     assert sft2.data_from == "rejection_sampling" and rs.model_from == sft2.model_from == "cold_start"
-    # issue 27: the data asks for reasoning (levels 1-3 in symbols and words; issue 47: and plain questions), the
+    # the data asks for reasoning (levels 1-3 in symbols and words, and plain questions), the
     # evaluation covers every level and a phrasing never trained on, rejection sampling gates on stated steps
     assert cold.config.task.train_levels == [1, 2, 3] and cold.config.task.phrasing == rs.config.task.phrasing == "all"
     assert {(s["level"], s["phrasing"]) for s in r1.evaluation.eval.sets} >= {(3, "symbols"), (3, "words_new")}
-    # issue 47: and the problems asked as a user would, outside the training template
+    # and the problems asked as a user would, outside the training template
     assert {(s["level"], s["phrasing"]) for s in r1.evaluation.eval.sets} >= {(1, "plain"), (3, "plain")}
     assert rs.config.task.verifiers["steps"] > 0 and rs.config.sample.select == "shortest"
     assert sft2.config.task.phrasing == "all"
@@ -119,7 +119,7 @@ def test_seed_offset_gives_a_stage_a_stream_of_its_own(tmp_path, tiny_model_dir)
     ([{"name": "s", "kind": "sample"}, {"name": "a", "kind": "sft", "focus": "s", "config": {"sft": {"data": "x"}}}],
      "stage 'a': focus 's' must name an earlier sample stage .* only grpo stages take it"),
     ([{"name": "a", "kind": "grpo", "focus": "later"}], "stage 'a': focus 'later' must name an earlier sample"),
-    # issue 47: mix names an earlier sample stage, only on sft stages, and needs a share to draw
+    # mix names an earlier sample stage, only on sft stages, and needs a share to draw
     ([{"name": "s", "kind": "sample"}, {"name": "a", "kind": "grpo", "mix": "s"}],
      "stage 'a': mix 's' must name an earlier sample stage .* only sft stages take it"),
     ([{"name": "a", "kind": "sft", "mix": "later", "config": {"sft": {"data": "x", "mix_ratio": 0.2}}}],
@@ -159,7 +159,7 @@ def test_missing_dataset_fails_before_any_stage_runs(tmp_path, tiny_model_dir, m
     ({"data": "cold_start", "mix_data": "cold_start"}, "sft.mix_data=.cold_start. is set but sft.mix_ratio is 0"),
 ])
 def test_bad_mix_settings_fail_before_any_stage_runs(tmp_path, tiny_model_dir, monkeypatch, sft_section, message):
-    # issue 47: not after the base evaluation and the earlier stages
+    # not after the base evaluation and the earlier stages
     sft_section = {k: str(tmp_path / "nope.jsonl") if v == "MISSING" else v for k, v in sft_section.items()}
     stages = [{"name": "s", "kind": "sample"}, {"name": "late_sft", "kind": "sft", "config": {"sft": sft_section}}]
     fakes = Fakes(monkeypatch)
@@ -198,7 +198,7 @@ def test_outputs_feed_the_next_stage_and_every_model_is_evaluated(tmp_path, tiny
     assert configs["04-sft2"]["sft"]["data"] == str(stages / "03-rs" / "sft_data.jsonl")
     assert configs["04-sft2"]["model"]["name_or_path"] == str(stages / "02-rl" / "final")
     assert configs["05-rl2"]["model"]["name_or_path"] == str(stages / "04-sft2" / "final")
-    # the last RL stage trains on what the sampled model missed (issue 27); the others on the whole split
+    # the last RL stage trains on what the sampled model missed; the others on the whole split
     assert configs["05-rl2"]["task"]["focus"] == str(stages / "03-rs" / "misses.jsonl")
     assert configs["02-rl"]["task"]["focus"] is None
     assert all(c["eval"]["at_end"] is False for c in configs.values())  # the pipeline evaluates, once
@@ -270,7 +270,7 @@ def test_interrupted_model_stage_resumes_from_its_checkpoint_or_restarts_aside(t
 def test_interrupted_model_stage_with_a_checkpoint_continues_in_its_own_directory(tmp_path, tiny_model_dir,
                                                                                   monkeypatch):
     # The other branch of the test above: a complete checkpoint, so the stage resumes from it where it is (a
-    # stage restarted from scratch would lose every step before the checkpoint, issue #24)
+    # stage restarted from scratch would lose every step before the checkpoint)
     from rlvr.checkpoint.store import write_checkpoint
 
     recipe_path, run_dir = write_recipe(tmp_path, tiny_model_dir, R1_LIKE[:2]), tmp_path / "run"

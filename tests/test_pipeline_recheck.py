@@ -1,4 +1,4 @@
-"""A second look at every fall (rlvr/pipeline/recheck.py, issue 27): a stage whose pass@1 on a set falls beyond 2 SE
+"""A second look at every fall (rlvr/pipeline/recheck.py): a stage whose pass@1 on a set falls beyond 2 SE
 is measured again, with the model before it, on held-out problems the first evaluation did not use, and the summary
 says whether the fall holds. The stage commands and the evaluator are fakes (test_pipeline.py's), so the numbers
 below are chosen by hand; the real evaluation's offset is tested on the arithmetic task itself."""
@@ -93,7 +93,7 @@ class GreedyEvaluator(Evaluator):
 
 def test_a_greedy_fall_is_rechecked_on_the_kept_per_problem_greedy_verdicts(tmp_path, tiny_model_dir, monkeypatch):
     """A fall in greedy accuracy gets its second look as pass@1 does: the recheck keeps each problem's greedy
-    verdict, and the summary's verdict is read from them (issue 41: a recheck that kept none said "not re-checked"
+    verdict, and the summary's verdict is read from them (a recheck that kept none said "not re-checked"
     for every greedy fall, and no test had greedy numbers)."""
     Fakes(monkeypatch)
     run_dir = tmp_path / "run"
@@ -165,7 +165,7 @@ def test_the_model_before_s_own_recheck_is_reused_as_its_evaluation_not_its_pred
                                                                                            monkeypatch):
     """rl2's fall on L2 is re-checked against rl, which was itself re-checked on L2 (against cold): rl's evaluation
     on those problems is that recheck's "after", reused instead of evaluating rl again. Here rl's second look
-    differs from cold's, so reusing cold's by mistake shows (issue 41, fresh eyes #50: with cold's and rl's equal,
+    differs from cold's, so reusing cold's by mistake shows (a fresh-eyes review: with cold's and rl's equal,
     no test could tell). rl2 - rl on the second look: d = [-1, -1, -1, -0.5], mean -0.875, deviations
     (-0.125 x 3, 0.375), sample variance 0.1875 / 3 = 0.0625, SE 0.25 / 2 = 0.125: -0.875 + 2 x 0.125 < 0, holds."""
     Fakes(monkeypatch)

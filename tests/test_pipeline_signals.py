@@ -1,4 +1,4 @@
-"""SIGTERM in any stage of a real pipeline (issue #10, "must be true"): the stage checkpoints and the pipeline
+"""SIGTERM in any stage of a real pipeline ("must be true"): the stage checkpoints and the pipeline
 stops; re-running the same recipe skips the finished stages and continues the interrupted one to the end.
 
 Every stage runs its real command on the tiny random model. A random model is never right, so rejection
@@ -137,7 +137,7 @@ def test_sigterm_in_any_stage_then_rerun_continues(recipe_file, tmp_path, monkey
         steps = [json.loads(line)["step"] for line in (tmp_path / stage.directory / "metrics.jsonl").read_text()
                  .splitlines() if "loss" in line]
         assert steps == list(range(1, len(steps) + 1)) and len(steps) >= 2
-        # ... and only the steps after it ran again: a stage restarted from scratch (issue #24) would log the
+        # ... and only the steps after it ran again: a stage restarted from scratch would log the
         # same step numbers, but run all of its steps a second time
         assert len(attempts) == 2 and attempts[0] >= 1 and attempts[1] == len(steps) - attempts[0], attempts
     else:  # sampling continued from its progress file: the dataset has a row per prompt done

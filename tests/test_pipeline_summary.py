@@ -46,7 +46,7 @@ def set_eval(per_set: dict[str, dict], think_words: float = 0.0) -> dict:
 
 
 def test_per_set_tables_pair_each_set_and_mark_a_fall_beyond_noise():
-    """issue 27: one column per evaluation set; a set whose pass@1 fell by more than 2 SE is marked."""
+    """One column per evaluation set; a set whose pass@1 fell by more than 2 SE is marked."""
     base = set_eval({"level=1": {"pass@1": 0.5, "greedy": 0.5, "steps_right": 0.1,
                                  "per_problem_pass@1": [1.0, 1.0, 1.0, 0.0]},
                      "level=3": {"pass@1": 0.0, "greedy": 0.0, "steps_right": 0.0,
@@ -74,7 +74,7 @@ def test_one_set_adds_no_per_set_table():
 
 
 def test_greedy_per_set_is_paired_too_and_marked_when_it_falls_beyond_noise():
-    """issue 27 item 2 asks the same of greedy accuracy as of pass@1: greedy verdicts (1/0) kept per problem."""
+    """The same is asked of greedy accuracy as of pass@1: greedy verdicts (1/0) kept per problem."""
     base = set_eval({"level=1": {"pass@1": 0.5, "greedy": 1.0, "per_problem_greedy": [1.0, 1.0, 1.0, 1.0]},
                      "level=3": {"pass@1": 0.0, "greedy": 0.25, "per_problem_greedy": [1.0, 0.0, 0.0, 0.0]}})
     rl = set_eval({"level=1": {"pass@1": 0.5, "greedy": 0.25, "per_problem_greedy": [0.0, 0.0, 0.0, 1.0]},
@@ -104,7 +104,7 @@ def test_evaluation_keeps_each_problems_greedy_verdict():
 
 
 def test_ended_is_one_minus_the_truncated_share_per_stage_and_per_set():
-    """issue 47 item 2: the share of completions that end their turn within the token budget, per stage and per set."""
+    """The share of completions that end their turn within the token budget, per stage and per set."""
     base = {**set_eval({"level=1": {"pass@1": 0.5, "truncated": 0.0}, "level=1 phrasing=plain":
                         {"pass@1": 0.25, "truncated": 0.25}}), "truncated": 0.125}
     rl = {**set_eval({"level=1": {"pass@1": 0.5, "truncated": 0.5}, "level=1 phrasing=plain":

@@ -1,4 +1,4 @@
-"""task.phrasing=plain (issue 47): the arithmetic problems asked as a user would, in one user turn without the system
+"""task.phrasing=plain: the arithmetic problems asked as a user would, in one user turn without the system
 turn, the example or task.instruction, each with its own instruction (rlvr/tasks/plain.py, rlvr/tasks/arithmetic.py),
 and graded by the task's own verifier (mode strict, which reads a bare number: rlvr/verifiers/math/bare.py)."""
 from __future__ import annotations
@@ -91,7 +91,7 @@ def test_the_cold_start_writes_plain_questions_in_their_own_answer_form():
 
 
 def test_phrasing_all_draws_every_phrasing_a_third_each_and_leaves_mixed_as_it_was():
-    # issue 47: R1's last RL stage trains over every kind of prompt (sec. 2.3.4)
+    # R1's last RL stage trains over every kind of prompt (sec. 2.3.4)
     config = TaskConfig(level=1, phrasing="all")
     first, again = (ArithmeticTask(config).train_prompts(s) for s in (3, 3))
     drawn = list(itertools.islice(first, 60))

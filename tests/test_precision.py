@@ -1,4 +1,4 @@
-"""Mixed precision (issue #23, item 3; rlvr/model/precision.py) on the tiny random Llama, on the CPU: bf16 forwards over
+"""Mixed precision (rlvr/model/precision.py) on the tiny random Llama, on the CPU: bf16 forwards over
 fp32 master weights and fp32 AdamW state, fp32 log-probs and loss terms, the pure-bf16 alternative, the fused
 autograd nodes under autocast, LoRA, the memory plan and the config's refusals. CPU autocast casts the same ops to
 bf16 as CUDA's (matrix products; norms, softmax and reductions stay fp32), so the logic is tested here.
@@ -185,8 +185,8 @@ def test_pure_bf16_stores_bf16_and_small_steps_round_away(tiny_model_dir):
 # ---------------------------------------------------------------- the fused autograd nodes under autocast
 def test_fused_head_backward_runs_as_autocast_would():
     """Under autocast the fused head's gradients equal the plain `head(h).float()` path's exactly (measured 0): its
-    backward replays the forward's bf16 autocast. Running the backward's products in fp32 instead (the node before
-    issue #23) differs by ~5e-3 of the largest entry."""
+    backward replays the forward's bf16 autocast. Running the backward's products in fp32 instead (the node's earlier
+    version) differs by ~5e-3 of the largest entry."""
     g = torch.Generator().manual_seed(0)
     states = (torch.randn(40, 16, generator=g) * 3).requires_grad_()
     weight = torch.randn(97, 16, generator=g).requires_grad_()
@@ -274,7 +274,7 @@ def test_the_fsdp2_decode_view_keeps_the_policys_compute_dtype():
 
 
 def test_cudnn_attention_is_off_by_default_and_on_when_asked(tiny_model_dir):
-    """model.cudnn_attention (issue #23): SDPA's cuDNN backend is switched off for the process when the model loads,
+    """model.cudnn_attention: SDPA's cuDNN backend is switched off for the process when the model loads,
     unless asked for (the flag is global in PyTorch, and harmless on a CPU, so the switch itself is checked here)."""
     before = torch.backends.cuda.cudnn_sdp_enabled()
     try:
@@ -288,7 +288,7 @@ def test_cudnn_attention_is_off_by_default_and_on_when_asked(tiny_model_dir):
 
 
 def test_tf32_lets_fp32_matmuls_use_tf32_only_when_asked(tiny_model_dir):
-    """model.tf32 (issue #23): off by default (PyTorch's exact fp32 products stay), on when asked, for the process."""
+    """model.tf32: off by default (PyTorch's exact fp32 products stay), on when asked, for the process."""
     before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
     try:
         torch.backends.cuda.matmul.allow_tf32 = False

@@ -1,4 +1,4 @@
-"""Mixed bf16 end to end (issue #23, item 3) on the tiny model directory, on the CPU: the sampler's log-probs agree
+"""Mixed bf16 end to end on the tiny model directory, on the CPU: the sampler's log-probs agree
 with the trainer's within a derived bound, fp32 agreement is much tighter, and `rlvr train model.dtype=bfloat16`
 runs and saves fp32 weights."""
 from __future__ import annotations

@@ -140,7 +140,7 @@ def test_continue_tokens_samples_the_same_turns_and_prefills_fewer_tokens(monkey
 
 
 def test_first_turn_prompts_share_their_opening_and_sample_the_same_tokens(monkeypatch) -> None:
-    """generate's prompts (issue 27): every prompt of a task opens with the same system turn and one-shot pair; that
+    """generate's prompts: every prompt of a task opens with the same system turn and one-shot pair; that
     opening is prefilled once, and the sampled tokens and log-probs are those of the whole prompts (group size 2:
     the opening's cache is gathered to the prompts, then repeated to their groups)."""
     model = tiny("llama")
@@ -168,7 +168,7 @@ def test_first_turn_prompts_share_their_opening_and_sample_the_same_tokens(monke
 
 def test_continue_tokens_says_stopped_only_for_turns_that_sampled_a_stop_token(monkeypatch) -> None:
     """A turn cut by max_new_tokens is not a stopped turn: the episode driver marks the episode truncated from this
-    flag (issue 41: reported as stopped, cut episodes were scored as finished)."""
+    flag (reported as stopped, cut episodes were scored as finished)."""
     engine = _engine(tiny("llama"))
     pad, stop = 0, 1  # _engine's pad and stop ids
     sampled = torch.tensor([[5, 6, stop, pad], [5, 6, 7, 8], [stop, pad, pad, pad]])

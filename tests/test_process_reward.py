@@ -1,4 +1,4 @@
-"""The process-reward hook of multi-turn episodes (issue 26, item 3): rlvr/agents/process_reward.py, with a tiny
+"""The process-reward hook of multi-turn episodes: rlvr/agents/process_reward.py, with a tiny
 function scorer written to a temporary module and a tiny random sequence-classification model."""
 from __future__ import annotations
 

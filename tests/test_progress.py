@@ -1,4 +1,4 @@
-"""Progress of the long phases (rlvr/metrics/progress.py, issue #13 item 2): plain lines off a terminal at the interval
+"""Progress of the long phases (rlvr/metrics/progress.py): plain lines off a terminal at the interval
 with rate, share and ETA derived by hand; a tqdm bar on a terminal; nothing when off or on torchrun ranks > 0;
 the training steps' lines unchanged off a terminal; evaluation, `rlvr eval` and `rlvr sample` report progress."""
 from __future__ import annotations
@@ -66,7 +66,7 @@ def test_a_resumed_phase_rates_only_this_sessions_work():
         clock.now = 59
         bar.update(29)  # 29 s after the last line: nothing; the closing line shows the end
         clock.now = 300
-    # closed at t=300: 60 prompts this session in 300 s = 0.2/s (two significant digits under 1/s), 5.0 min
+    # closed at t=300: 60 prompts since this start in 300 s = 0.2/s (two significant digits under 1/s), 5.0 min
     assert out.getvalue().splitlines() == [
         "sampling: 40/100 prompts (40 %)", "sampling: 70/100 prompts (70 %) | 1.0 prompts/s | eta 0.5 min",
         "sampling: 100/100 prompts (100 %) | 0.2 prompts/s | done in 5.0 min"]
@@ -251,7 +251,7 @@ def test_the_modes_are_the_configs():
 def test_the_logger_writes_to_the_stdout_of_now_not_of_its_import(tmp_path, monkeypatch):
     """RunLogger's default stream is sys.stdout when the logger is made. As a default argument it was the stdout of
     whoever imported rlvr.metrics.logger first: under pytest, a capture closed since, so a pipeline test run after
-    test_resume.py failed with 'I/O operation on closed file' (seen in issue 25). Catches `stream=sys.stdout`."""
+    test_resume.py failed with 'I/O operation on closed file' (seen once). Catches `stream=sys.stdout`."""
     import rlvr.metrics.logger as logger_module
 
     now = io.StringIO()

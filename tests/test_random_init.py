@@ -1,4 +1,4 @@
-"""model.init=random (issue 46, item 1): shapes without weights, with the embedded model's tokenizer."""
+"""model.init=random: shapes without weights, with the embedded model's tokenizer."""
 from __future__ import annotations
 
 import json
@@ -142,7 +142,7 @@ def test_a_run_says_its_weights_are_random_in_its_log_and_its_directory(tmp_path
     assert "RANDOM weights of the tiny shape (3.2M parameters" in (run_dir / MARKER).read_text()
     saved = (run_dir / "config.yaml").read_text()
     assert "init: random" in saved and "dtype: float32" in saved  # auto, resolved once and saved as what it chose
-    # evaluating the run loads what it trained, not new random weights (issue 46)
+    # evaluating the run loads what it trained, not new random weights
     from rlvr.evaluation.target import resolve_target
 
     path, config = resolve_target(str(run_dir), None, [])

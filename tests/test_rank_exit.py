@@ -48,7 +48,7 @@ def test_exit_rank_keeps_what_a_normal_exit_does(tmp_path):
     assert done.returncode == 3, done.stderr
     assert done.stdout == "buffered"  # flushed, and nothing after exit_rank ran
     assert (tmp_path / "thread").read_text() == "joined"
-    assert (tmp_path / "atexit").read_text() == "after the thread"  # issue 41: the order was not checked
+    assert (tmp_path / "atexit").read_text() == "after the thread"  # the order was not checked
 
 
 @pytest.mark.parametrize(("world", "expected"), [("2", True), ("8", True), ("1", False), ("", False),

@@ -1,4 +1,4 @@
-"""Ray back-end (issue #11, item 5) on a local two-CPU Ray cluster: a run with the engine and the verifiers as
+"""Ray back-end on a local two-CPU Ray cluster: a run with the engine and the verifiers as
 actors equals the in-process run (the trainer seeds every generate call), a weight sync reaches the actor, and
 failures are clear errors."""
 from __future__ import annotations
@@ -44,7 +44,7 @@ def test_ray_run_equals_local_run(tiny_model_dir, tmp_path):
     # No cluster yet: the back-end starts a local one sized to this machine, and shuts down only that one.
     assert not ray.is_initialized()
     # the random model earns no reward (zero advantages): the entropy bonus is what moves the weights, so the
-    # actor samples step 2 from weights it only has if the sync after step 1 reached it (issue #24)
+    # actor samples step 2 from weights it only has if the sync after step 1 reached it
     moving = ["algorithm.entropy_coef=0.1"]
     local_final, local, local_samples = _run(tiny_model_dir, tmp_path / "local", moving)
     ray_final, remote, ray_samples = _run(tiny_model_dir, tmp_path / "ray", [*moving, "ray.enabled=true",

@@ -1,4 +1,4 @@
-"""Trainer ranks as Ray actors (issue #11, item 5) on a local two-CPU Ray cluster: `rlvr train ray.enabled=true
+"""Trainer ranks as Ray actors on a local two-CPU Ray cluster: `rlvr train ray.enabled=true
 ray.trainer_ranks=2` trains exactly as torchrun's two ranks do (the same final parameters, torch.equal, one run
 directory, SIGTERM and resume), and a failing rank is one clear error that leaves no actor or reservation behind."""
 from __future__ import annotations
@@ -84,7 +84,7 @@ def torchrun_reference(tiny_model_dir, tmp_path_factory, stopped_run) -> Path:
 
 def _assert_same_weights_as_torchrun(run: Path, reference: Path, initial: Path) -> None:
     """torch.equal on every tensor (both launchers run the same ranks: same seeds, prompt shares, reduction
-    order), after asserting that the weights moved, or the comparison would prove nothing (issue #24)."""
+    order), after asserting that the weights moved, or the comparison would prove nothing."""
     mine, theirs = load_file(run / "final" / "model.safetensors"), load_file(reference / "final" / "model.safetensors")
     start = load_file(initial / "model.safetensors")
     assert set(mine) == set(theirs) == set(start)

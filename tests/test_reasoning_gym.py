@@ -1,4 +1,4 @@
-"""reasoning-gym as a task with its own scorer (issue 26, item 6): rlvr/tasks/reasoning_gym.py and
+"""reasoning-gym as a task with its own scorer: rlvr/tasks/reasoning_gym.py and
 rlvr/verifiers/reasoning_gym.py. The reference and config checks run without the library; the rest skip when the
 optional extra `gym` (reasoning-gym) is not installed."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Reasoning measures (evaluation/reasoning.py) and the "steps" verifier (verifiers/steps.py, issue 27): think
+"""Reasoning measures (evaluation/reasoning.py) and the "steps" verifier (verifiers/steps.py): think
 sections, think words, the arithmetic step check with hand-derived counts, its guards, and the verifier's verdicts.
 Each test names in a comment the one-line mutation it catches."""
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""Exact resume (issue #9) on the tiny model: a run stopped by a real SIGTERM and resumed ends with the same
+"""Exact resume on the tiny model: a run stopped by a real SIGTERM and resumed ends with the same
 weights and AdamW state (torch.equal on every tensor) and saw the same prompts and completions as an
 uninterrupted run; also after two stops. The tiny random model never earns a reward, so an entropy bonus moves
 its weights: each comparison first asserts that they moved, or two copies of the untouched model would match
-(issue #24). Plus the step guard (NaN loss / NaN gradient: the step is a no-op), the run-directory lock, the
+. Plus the step guard (NaN loss / NaN gradient: the step is a no-op), the run-directory lock, the
 RNG round trip (numpy included) and resume refusals."""
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def overrides(model_dir: Path, out: Path) -> list[str]:
     return [f"model.name_or_path={model_dir}", f"output_dir={out}", f"max_steps={STEPS}", "rollout.group_size=4",
             "rollout.prompts_per_step=2", "rollout.max_new_tokens=8", "optimizer.micro_batch_size=4",
             "optimizer.lr=1e-3", "eval.at_end=false", "samples_per_step=8", "threads=1", "reward.workers=1",
-            # every group ties at reward 0 (zero advantages): the bonus is what moves the weights (issue #24)
+            # every group ties at reward 0 (zero advantages): the bonus is what moves the weights
             "algorithm.entropy_coef=0.1"]
 
 
@@ -182,7 +182,7 @@ def test_nan_loss_and_nan_gradient_leave_the_step_a_no_op():
     ["curriculum.enabled=true", "curriculum.revisit_probability=0.5", "rollout.dynamic_sampling.enabled=true"],
     ["algorithm.advantage=gae", "algorithm.aggregation=token_mean", "algorithm.updates_per_batch=2",
      "algorithm.kl_placement=reward", "algorithm.kl_estimator=k1"],  # PPO: the critic and its AdamW resume too
-    # multi-turn episodes (issue 26): the environments replay, the turns' seeds come from the checkpointed RNG
+    # multi-turn episodes: the environments replay, the turns' seeds come from the checkpointed RNG
     ["task.name=calculator", "task.one_shot=false", "episode.list_tools=false", "episode.max_turns=2",
      "episode.tokens_per_turn=6", "episode.tokens_per_episode=40", "episode.credit=process", "curriculum.enabled=true",
      "rollout.dynamic_sampling.enabled=true"],

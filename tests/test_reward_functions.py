@@ -1,4 +1,4 @@
-"""Your own reward functions (issue 48, item 1): reward.functions in the config and train(reward_funcs=...), TRL's
+"""Your own reward functions: reward.functions in the config and train(reward_funcs=...), TRL's
 calling convention, unclamped values, one clear error per broken function, and what config.yaml records."""
 from __future__ import annotations
 
@@ -331,7 +331,7 @@ def test_a_reserved_column_is_refused_before_the_model_loads(tiny_model_dir, tmp
 
 
 def test_the_reward_section_keeps_its_defaults_and_bounds_after_its_move():
-    # RewardConfig moved from rlvr/config/run.py to rlvr/config/reward.py (issue 48): the defaults the docs state
+    # RewardConfig moved from rlvr/config/run.py to rlvr/config/reward.py: the defaults the docs state
     # (one retry of a crashed worker's sample, a reward model weighing 1, a cut completion losing 1.0) and the bounds
     reward = load_config(None, []).reward
     assert (reward.workers, reward.retries, reward.model_weight, reward.overlong_penalty) == (2, 1, 1.0, 1.0)

@@ -1,4 +1,4 @@
-"""Reward model as one more reward (issue #10, item 6), on a tiny randomly initialised Llama classifier."""
+"""Reward model as one more reward, on a tiny randomly initialised Llama classifier."""
 from __future__ import annotations
 
 import json

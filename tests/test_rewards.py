@@ -35,7 +35,7 @@ def test_weighted_sum_by_hand():
     # scores per component (completion 0, 1, 2):
     #   math:          1 (7 == 7), 0 (8 != 7), 0 (strict: no marker -> unparseable)
     #   answer_format: 1,          1,          0 (no 'Answer:' line)
-    #   custom:        0.5,        0 (None),   2 (not clamped, issue 48)
+    #   custom:        0.5,        0 (None),   2 (not clamped)
     # reward = 1.0*math + 0.5*answer_format + 0.25*custom:
     #   r0 = 1 + 0.5 + 0.125 = 1.625;  r1 = 0 + 0.5 + 0 = 0.5;  r2 = 0 + 0 + 0.5 = 0.5
     assert scored.rewards.tolist() == pytest.approx([1.625, 0.5, 0.5])

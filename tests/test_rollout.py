@@ -171,7 +171,7 @@ def test_sampling_logprobs_equal_teacher_forced(temperature: float) -> None:
 
 @pytest.mark.parametrize("temperature, top_p", [(1.0, 1.0), (0.7, 0.9)])
 def test_dropping_finished_rows_changes_no_token(monkeypatch, temperature: float, top_p: float) -> None:
-    """Issue #12: the decode batch sheds finished rows. Every row draws its random number each step whether it is
+    """The decode batch sheds finished rows. Every row draws its random number each step whether it is
     still in the batch or not, so the same seed gives the same tokens with rows dropped at every finish (share
     1.0) as with no row ever dropped (share 0.0), and log-probs equal to float tolerance."""
     import rlvr.rollout.hf as hf

@@ -1,4 +1,4 @@
-"""Rejection sampling's pure parts (issue #10 item 3): which samples are kept, general-data mixing, the progress
+"""Rejection sampling's pure parts: which samples are kept, general-data mixing, the progress
 file, prompt drawing, and the distillation tokenizer check on tiny character-level tokenizers."""
 from __future__ import annotations
 
@@ -51,13 +51,13 @@ def test_unscorable_or_ungated_is_never_correct():
 
 
 def test_a_candidate_built_without_an_end_counts_as_ended():
-    # callers written before issue 47 build candidates without `ended`: they keep their meaning
+    # older callers build candidates without `ended`: they keep their meaning
     assert Candidate(index=0, text="4", length=2, reward=1.0, verdicts={"math": C}).ended is True
     assert is_correct(Candidate(index=0, text="4", length=2, reward=1.0, verdicts={"math": C}), MATH)
 
 
 def test_a_completion_cut_by_the_token_budget_is_never_kept():
-    # issue 47: trained on with an end-of-turn token after it, a cut text would teach stopping mid-text
+    # trained on with an end-of-turn token after it, a cut text would teach stopping mid-text
     cut, whole = cand(0, 2, ended=False), cand(1, 9)
     assert not is_correct(cut, MATH) and is_correct(whole, MATH)
     selection = select_best([cut, whole], keep=1, rule="shortest", weights=MATH)

@@ -44,7 +44,7 @@ REAL_GENERATE = HFRolloutEngine.generate
 @pytest.fixture(autouse=True)
 def rollouts_that_end(monkeypatch):
     """The tiny random model rarely writes its end-of-turn token within 8 tokens, and a completion cut by the budget
-    is never kept (issue 47): these tests of the dataset machinery mark every completion as ended, except
+    is never kept: these tests of the dataset machinery mark every completion as ended, except
     test_cut_completions_are_counted_and_never_kept, which puts REAL_GENERATE back."""
     def ended(self, prompts, group_size, sampling):
         rollouts = REAL_GENERATE(self, prompts, group_size, sampling)
@@ -91,7 +91,7 @@ def test_dataset_rows_carry_messages_and_provenance(tiny_model_dir, tmp_path):
 
 
 def test_misses_list_the_prompts_not_every_sample_solved(tiny_model_dir, tmp_path, monkeypatch):
-    """misses.jsonl (a last RL stage's task.focus, issue 27). Reward: every sample of a '+' prompt is correct, of a
+    """misses.jsonl (a last RL stage's task.focus). Reward: every sample of a '+' prompt is correct, of a
     '*' prompt those whose characters sum to a multiple of 3. So '+' prompts never appear (a file listing every
     prompt fails) and the '*' prompts appear with their own correct counts (a file of 0-correct ones only fails
     when one of them had 1-3 correct, checked below)."""

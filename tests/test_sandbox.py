@@ -111,7 +111,7 @@ def test_wall_clock_kill_and_output_cap():
 
 
 def test_stream_over_its_cap_is_closed():
-    # issue #24: a flood was drained until the deadline (0.7 s of parent CPU in 3 s); now the program's next
+    # a flood was drained until the deadline (0.7 s of parent CPU in 3 s); now the program's next
     # write after the cap fails with EPIPE, so it ends at once (exit 3 here) and the parent reads 64 KiB only
     program = ("import os, sys\ntry:\n    while True:\n        os.write(1, b'x' * 65536)\n"
                "except BrokenPipeError:\n    sys.exit(3)")

@@ -1,5 +1,5 @@
 """The `sandbox` mark (tests/conftest.py): without bubblewrap, sandbox tests skip off CI and FAIL under CI=true,
-so CI can never pass with the security suite skipped (issue #8). Needs no sandbox itself."""
+so CI can never pass with the security suite skipped. Needs no sandbox itself."""
 from __future__ import annotations
 
 import os

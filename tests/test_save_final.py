@@ -1,4 +1,4 @@
-"""checkpoint.save_final (issue 48, item 6): what the end of a GRPO or SFT run keeps (full: final/ and a checkpoint
+"""checkpoint.save_final: what the end of a GRPO or SFT run keeps (full: final/ and a checkpoint
 with the optimizer state; model: final/ alone; none: neither), that `rlvr eval RUN` loads the `model` variant and
 says why there is nothing with `none`, that a recipe refuses `none`, and the run's disk use on the console."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`rlvr sft` (issue #10, item 1) on the tiny random Llama with its character tokenizer: the assistant-token
+"""`rlvr sft` on the tiny random Llama with its character tokenizer: the assistant-token
 mask, the global loss normaliser (accumulation does not change the step), padding-free packing equal to
 padded batches, the run directory, bit-exact resume after a SIGTERM, and the command's errors."""
 from __future__ import annotations
@@ -226,7 +226,7 @@ def test_end_to_end_lowers_the_loss_on_a_repeated_example(tiny_model_dir, tmp_pa
 
 
 def test_setup_builds_the_trainers_fused_adamw_and_warm_up(tiny_model_dir, tmp_path):
-    """rlvr/training/optim.py, as GRPO: fused AdamW (issue 25; SFT's steps may differ from the old foreach AdamW
+    """rlvr/training/optim.py, as GRPO: fused AdamW (SFT's steps may differ from the old foreach AdamW
     at float rounding), lr 1e-3 warmed up over 2 steps."""
     out = tmp_path / "run"
     out.mkdir()

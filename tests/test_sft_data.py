@@ -1,4 +1,4 @@
-"""SFT data (issue #10, item 1): row forms (messages, prompt/completion as text or turns), sources (JSONL,
+"""SFT data: row forms (messages, prompt/completion as text or turns), sources (JSONL,
 parquet, a saved dataset directory, cold_start), and bad rows: skipped and counted by reason in one line, or
 sft.bad_rows=error naming the file and row; no usable row and a missing sft.data are one clear error each."""
 from __future__ import annotations

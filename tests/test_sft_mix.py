@@ -1,4 +1,4 @@
-"""Issue 47: rows mixed into the SFT data (sft.mix_data, sft.mix_ratio; rlvr/sft/mix.py), as R1 sec. 2.3.3 mixes
+"""Rows mixed into the SFT data (sft.mix_data, sft.mix_ratio; rlvr/sft/mix.py), as R1 sec. 2.3.3 mixes
 non-reasoning rows into its SFT.
 
 m mixed rows make a share r of the training rows when m / (main + m) = r, i.e. m = round(main x r / (1 - r)):

@@ -1,4 +1,4 @@
-"""Per-step "is it working?" signals (rlvr/metrics/diagnostics.py, issue #13 item 1)."""
+"""Per-step "is it working?" signals (rlvr/metrics/diagnostics.py)."""
 from __future__ import annotations
 
 import pytest
@@ -171,7 +171,7 @@ def test_reward_rising_while_held_out_falls() -> None:
 
 def test_the_measured_default_run_gets_no_advice_to_change_a_default() -> None:
     """Replays the 30 logged steps of `rlvr train` (default config, 2026-11-26; tests/data/default_run_metrics.jsonl
-    keeps the keys the notes read). The code before issue 24 printed 5 entropy notes (steps 10, 13, 16, 20, 22:
+    keeps the keys the notes read). The earlier code printed 5 entropy notes (steps 10, 13, 16, 20, 22:
     "lower optimizer.lr or raise rollout.temperature") and 3 tied notes ("try rollout.dynamic_sampling.enabled=true"
     while it was on) on this run. Now: the zero-loss explanation, and at step 26 (the second of two steps whose 16
     problems were all solved every time) the fact that the model solves them - no setting named."""

@@ -1,4 +1,4 @@
-"""Metric sinks (metrics/sinks.py, issue #13 item 3): metrics.jsonl/samples.jsonl as before, TensorBoard events read
+"""Metric sinks (metrics/sinks.py): metrics.jsonl/samples.jsonl as before, TensorBoard events read
 back with tensorboard's EventAccumulator, W&B calls through a recording stand-in for the `wandb` module, one
 clear error for a missing package, and a sink that fails mid-run dropped with one warning while the JSONL goes on."""
 from __future__ import annotations

@@ -126,7 +126,7 @@ def test_mu_one_spends_no_forward_on_old_logprobs() -> None:
 
 
 def test_kl_placement_is_resolved_once_into_plain_facts() -> None:
-    # issue 25: the plan is the one reader of algorithm.kl_placement; the stages and the loss see only these facts
+    # the plan is the one reader of algorithm.kl_placement; the stages and the loss see only these facts
     in_loss = plan_with()  # beta 0.04, in the loss (GRPO)
     assert (in_loss.kl.in_loss, in_loss.kl.in_reward, in_loss.loss.beta) == (True, False, 0.04)
     in_reward = plan_with("algorithm.kl_placement=reward", "algorithm.kl_estimator=k1")

@@ -1,4 +1,4 @@
-"""Step rewards pay only for work (issue 42, item 2): a red team found the calculator paid `calculate("17")`, a
+"""Step rewards pay only for work: a red team found the calculator paid `calculate("17")`, a
 literal that computes nothing, and a turn of 8 guessed literals 13 ... 20 the full step reward with 8 "valid"
 calls; under episode.credit=process guessing was the cheapest policy. Each gaming strategy is played here against
 honest working on the same problem, through Environment.start(prompt).respond(turn), and earns strictly less, per

@@ -1,4 +1,4 @@
-"""task.focus (issue 27): a final RL stage trains on the prompts the model still missed, as listed by a sampling
+"""task.focus: a final RL stage trains on the prompts the model still missed, as listed by a sampling
 run's misses.jsonl; bad files are one ConfigError naming task.focus."""
 from __future__ import annotations
 

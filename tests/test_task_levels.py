@@ -46,7 +46,7 @@ def test_stream_is_exact_by_seed_and_evaluation_is_the_evaluated_level() -> None
 
 def test_the_evaluated_level_is_not_trained_when_train_levels_leaves_it_out() -> None:
     """task.level=3 with train_levels=[1, 2]: training draws levels 1 and 2 only, held-out prompts are level 3's
-    (issue 41: a mix that kept task.level among the trained levels passed every other test)."""
+    (a mix that kept task.level among the trained levels passed every other test)."""
     task = build_task(TaskConfig(name="calculator", level=3, train_levels=[1, 2]))
     assert sorted(task.levels) == [1, 2]
     stream = task.train_prompts(0)

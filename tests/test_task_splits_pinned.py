@@ -1,4 +1,4 @@
-"""The held-out split of every built-in task stays where it was (issue 44, item 6): the rule (rank rows by a hash,
+"""The held-out split of every built-in task stays where it was: the rule (rank rows by a hash,
 hold out max(200, n // 5)) now lives once in rlvr/tasks/base.py, and moving it must move no row between train and
 held-out, or a run's evaluation would leak training problems and scores would stop being comparable across runs.
 

@@ -1,4 +1,4 @@
-"""TextArena through rlvr's Environment protocol (issue 26, item 6): rlvr/tasks/envs/textarena_adapter.py and
+"""TextArena through rlvr's Environment protocol: rlvr/tasks/envs/textarena_adapter.py and
 its task, rlvr/tasks/textarena.py.
 
 Most tests run a fake `textarena` module (put in sys.modules), so the mapping is tested without the optional

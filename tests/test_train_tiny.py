@@ -32,7 +32,7 @@ def test_train_writes_run_directory(tiny_model_dir, tmp_path):
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     records = [r for r in rows if "loss" in r]
     assert [r["step"] for r in records] == [1, 2]
-    # the end-of-run evaluation closes the held-out curve in metrics.jsonl (issue #10): one eval-only row
+    # the end-of-run evaluation closes the held-out curve in metrics.jsonl: one eval-only row
     assert [(r["step"], 0.0 <= r["eval/pass@1"] <= 1.0) for r in rows if "loss" not in r] == [(2, True)]
     for record in records:
         assert REQUIRED_METRICS <= set(record), REQUIRED_METRICS - set(record)
@@ -103,7 +103,7 @@ def test_python_api_never_reuses_a_run_directory(tiny_model_dir, tmp_path):
 
 
 def test_periodic_eval_lands_in_the_step_row_for_plotting(tiny_model_dir, tmp_path):
-    """issue #10: training reward and held-out pass@1 side by side, so reward hacking is visible in one plot."""
+    """Training reward and held-out pass@1 side by side, so reward hacking is visible in one plot."""
     out = tmp_path / "run"
     assert main(["train", *tiny_overrides(tiny_model_dir, out, steps=3), "eval.every=2", "eval.at_end=false"]) == 0
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
@@ -113,7 +113,7 @@ def test_periodic_eval_lands_in_the_step_row_for_plotting(tiny_model_dir, tmp_pa
 
 def test_max_minutes_ends_the_run_as_max_steps_would_and_a_resume_keeps_it_ended(tiny_model_dir, tmp_path,
                                                                                   monkeypatch):
-    """max_minutes (issue 42: a shipped preset bounds its own time): after the step in which the budget runs out,
+    """max_minutes (a shipped preset bounds its own time): after the step in which the budget runs out,
     the run saves final/ and its checkpoint at that step and evaluates, as at max_steps; the same command again
     (checkpoint.resume=auto) says the time is used instead of training on."""
     import rlvr.metrics.logger as logger

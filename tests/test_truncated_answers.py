@@ -1,4 +1,4 @@
-"""A completion cut at max_new_tokens is never scored by a fallback reading (issue 48, item 3): only an explicit final
+"""A completion cut at max_new_tokens is never scored by a fallback reading: only an explicit final
 answer (\\boxed{}, 'Answer:', '####', <answer>) counts in it, in the verifier and on every path the flag travels
 (Rewarder, the reward service's worker processes and in-process transport, `rlvr verify`)."""
 from __future__ import annotations
@@ -45,7 +45,7 @@ def test_an_explicit_final_answer_still_counts_when_truncated(ending: str) -> No
 
 
 def test_a_truncated_bare_number_is_a_fallback_too() -> None:
-    # strict mode reads a completion that is only a number (issue 47); cut, it may be the start of a longer one
+    # strict mode reads a completion that is only a number; cut, it may be the start of a longer one
     assert MathVerifier(mode="strict").verify("42", "42").outcome is Outcome.CORRECT
     assert MathVerifier(mode="strict").verify("42", "42", truncated=True).outcome is Outcome.UNPARSEABLE
 

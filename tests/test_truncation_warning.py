@@ -1,4 +1,4 @@
-"""The warning when more than a quarter of a step's completions hit the length cap (issue 48, item 2): the default 32
+"""The warning when more than a quarter of a step's completions hit the length cap: the default 32
 new tokens cut 84-91 % of word-problem answers and nothing said so. Said once per run, naming the setting and value."""
 from __future__ import annotations
 

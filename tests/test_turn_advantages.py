@@ -1,4 +1,4 @@
-"""Step-level credit of multi-turn episodes (issue 26, item 3): rlvr/algorithms/turns.py, numbers derived by hand."""
+"""Step-level credit of multi-turn episodes: rlvr/algorithms/turns.py, numbers derived by hand."""
 from __future__ import annotations
 
 import math

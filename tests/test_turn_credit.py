@@ -1,4 +1,4 @@
-"""episode.credit=process in the loop's advantage stage (issue 26, item 3): on a 3-turn episode and a 2-turn one of
+"""episode.credit=process in the loop's advantage stage: on a 3-turn episode and a 2-turn one of
 the same group, every sampled token gets its episode's outcome GRPO advantage plus its turn's process advantage
 (DeepSeekMath sec. 4.1.3), environment tokens get nothing; numbers derived by hand below."""
 from __future__ import annotations
@@ -76,8 +76,8 @@ def test_an_unscorable_episode_gets_no_process_credit_either():
 
 
 def test_with_the_kl_in_the_reward_each_token_keeps_its_turn_s_process_credit():
-    """kl_placement=reward makes the outcome advantage per token; the process term is still added per turn (issue
-    41: on that path it was dropped and no test saw it)."""
+    """kl_placement=reward makes the outcome advantage per token; the process term is still added per turn (on that
+    path it was dropped and no test saw it)."""
     batch = episodes([[1.0, 0.0, 1.0], [0.0, 0.0]])
     components = {"answer": (torch.tensor([1.0, 0.0]), 1.0)}
     kl = torch.zeros(2, 8)

@@ -91,7 +91,7 @@ def test_micro_batch_size_does_not_change_the_step(with_old: bool) -> None:
         policy, stats = results[m]
         for name, p in policy.named_parameters():
             # rtol: with the far old policy (mu > 1) the loss is ~24 and SGD(lr=1) moves weights by up to ~89,
-            # where one float32 step is 7.6e-6; the packed forward (issue #12) sums in another order per size.
+            # where one float32 step is 7.6e-6; the packed forward sums in another order per size.
             torch.testing.assert_close(p, dict(full.named_parameters())[name], rtol=1e-6, atol=1e-5, msg=name)
         # loss terms are sums of micro-batch values divided by the global count, so they add up
         for key in ("loss", "policy_loss", "kl", "entropy", "grad_norm"):
@@ -196,7 +196,7 @@ def test_clip_gradients_by_hand(max_norm, expected) -> None:
 
 
 def test_clip_fraction_sides_through_an_update_step():
-    """train_step's clip_fraction_high/_low (issue #13) on a real forward. pi_old is set so that, on the current
+    """train_step's clip_fraction_high/_low on a real forward. pi_old is set so that, on the current
     policy, row 0 (A = +1, 6 tokens) has ratio 1.5 on every token and row 1 (A = -0.5, 3 tokens) ratio 0.5; rows 2
     (A = 0.25) and 3 (A = 0.5) ratio 1. Clip [0.8, 1.2]: row 0 binds high on 6 tokens, row 1 low on 3, of the 14
     loss tokens -> high 6/14 = 0.4285714, low 3/14 = 0.2142857, total 9/14 = 0.6428571."""

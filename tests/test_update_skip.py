@@ -116,7 +116,7 @@ def test_with_a_kl_term_every_row_runs(monkeypatch) -> None:
 
 def test_logged_entropy_is_over_the_tokens_the_update_ran() -> None:
     """With a tied group skipped, the logged entropy is the mean over the rows that ran: the same as a step on those
-    rows alone, not their sum spread over the skipped rows' tokens too (issue 41: that mutation passed)."""
+    rows alone, not their sum spread over the skipped rows' tokens too (that mutation passed)."""
     tiny = tiny_llama()
     base = make_batch(tiny, with_ref=False, with_old=False)
     tied_second = _with_advantages(base, [1.0, -1.0, 0.0, 0.0])
@@ -169,7 +169,7 @@ def test_one_loss_token_logs_that_token_s_entropy_whether_its_row_runs_or_only_t
 def test_a_step_without_a_loss_token_logs_no_entropy_in_one_process_or_several() -> None:
     """Every completion masked (all truncated, masked): there is no token to average, so the entropy is NaN, no
     reading, in one process (the probe) as under torchrun (every rank runs its rows), never 0.0, which the collapse
-    diagnostics would read as collapsed entropy (issue 41: the probe divided 0 by 1). The step is a finite no-op."""
+    diagnostics would read as collapsed entropy (the probe divided 0 by 1). The step is a finite no-op."""
     tiny = tiny_llama()
     empty = _with_mask(make_batch(tiny, with_ref=False, with_old=False), [[0.0] * 6] * 4, [1.0, -1.0, 0.5, -0.5])
     for ranks in (OneProcess(), RecordingRanks()):

@@ -1,4 +1,4 @@
-"""Bounds of the verifiers pinned at their exact edge (mutation survivors of a fresh draw, issue 43)."""
+"""Bounds of the verifiers pinned at their exact edge (mutation survivors of a fresh draw)."""
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,4 @@
-"""`rlvr verify` on what a run recorded (issue 26, item 7): a samples.jsonl line's recorded verdict beside the
+"""`rlvr verify` on what a run recorded: a samples.jsonl line's recorded verdict beside the
 re-checked one, the lines that disagree counted; a multi-turn run's final states re-scored by the task's environment
 with the prompt columns samples.jsonl recorded."""
 from __future__ import annotations

@@ -259,7 +259,7 @@ GREY = "rgb(228, 228, 228)"  # .tok.env in page.css
 
 
 def test_episodes_grey_the_environment_and_get_their_own_charts(driver, runs, artifacts, tmp_path):
-    """Issue 26: an episode's environment tokens are grey in both modes (no advantage, no ratio colour), the model's
+    """An episode's environment tokens are grey in both modes (no advantage, no ratio colour), the model's
     next turn is marked where it starts, a sample shows its whole trajectory, the episode/* metrics are drawn; a run
     without episodes does not list those charts as missing."""
     run = make_run(tmp_path / "episodes", steps=3, final_eval=False)

@@ -257,7 +257,7 @@ def test_the_explainer_opens_with_the_runs_own_clip_range_and_beta():
 
 
 def test_report_of_a_recipe_directory_holds_its_stages_and_summary(tmp_path):
-    """issue 27: `rlvr report RECIPE_DIR` overlays the stages that logged steps (the sample stage has no
+    """`rlvr report RECIPE_DIR` overlays the stages that logged steps (the sample stage has no
     metrics.jsonl) and shows the recipe's summary tables, reasoning included."""
     recipe = tmp_path / "recipe"
     make_run(recipe / "stages" / "01-cold_start", steps=2, samples=1, groups=False)

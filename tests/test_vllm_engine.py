@@ -1,4 +1,4 @@
-"""The vLLM rollout engine (issue #11, item 2).
+"""The vLLM rollout engine.
 
 On CPU: the pure conversion from vLLM-shaped outputs to a RolloutBatch (rlvr/rollout/vllm/convert.py) against
 hand-derived tensors, the engine's glue with a stand-in `vllm.LLM` (sleep/wake, seeds, weight push), and the
@@ -166,7 +166,7 @@ def fake_vllm(version: str = "0.11.0", tempered_prompt_logprobs: bool = False) -
 
 
 def test_the_engine_settings_carry_the_training_temperature():
-    # issue 25: the agreement probe scores at rollout.temperature (eval and sample have temperatures of their own)
+    # the agreement probe scores at rollout.temperature (eval and sample have temperatures of their own)
     settings = settings_of("rollout.temperature=0.7", "eval.temperature=0.5")
     assert settings.temperature == 0.7 and settings.engine.kind == "vllm"
 

@@ -1,4 +1,4 @@
-"""rollout.engine.vllm_mode=server (issue #11, item 2) on CPU, against tests/vllm_standin_server.py: a process that
+"""rollout.engine.vllm_mode=server on CPU, against tests/vllm_standin_server.py: a process that
 serves vLLM's HTTP routes and payload shapes (the subset rlvr uses) with a transformers copy of the tiny model and
 receives weights over gloo instead of NCCL. Checked: generate returns the RolloutBatch the in-process engine
 samples under the same per-request seeds; a sync follows pause -> start -> update -> finish -> reset -> resume,

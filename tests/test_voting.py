@@ -190,7 +190,7 @@ def test_no_answer_abstains_and_modes_are_the_verifiers():
 
 
 def test_a_cut_completion_votes_only_with_a_stated_answer():
-    # issue 48: the verifier scores a completion cut at max_new_tokens only by an explicit answer; its vote follows,
+    # the verifier scores a completion cut at max_new_tokens only by an explicit answer; its vote follows,
     # else a cut ramble ending in "42" would vote for 42 while its own verdict says it gave no answer
     ramble = "so we add them and keep going, 40 and then 42"
     assert extracted_answer(ramble, "last_number") == "42"

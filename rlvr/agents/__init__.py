@@ -1,4 +1,4 @@
-"""Agents that act (issue 26): multi-turn episodes with tool calls, environments with verifiable outcomes.
+"""Agents that act: multi-turn episodes with tool calls, environments with verifiable outcomes.
 
 protocol.py    the Environment / Episode protocol and its records (torch-free)
 tool_calls.py  strict parsing of tool calls from a model turn; running them with a time limit

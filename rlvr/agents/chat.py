@@ -1,11 +1,11 @@
-"""Chat-template pieces of an episode (issue 26): the prompt with its tools, and the ids of an environment turn.
+"""Chat-template pieces of an episode: the prompt with its tools, and the ids of an environment turn.
 
 Token-in, token-out: the model's turns are never re-rendered or re-encoded. What the template is asked for is
 only the text AROUND an environment message: after the assistant's end-of-turn token, the template's opening of a
 `tool` turn, then its closing and the next assistant header. It is found once by rendering a conversation with
 sentinel contents and cutting at them. The observation itself is tokenized on its own with special tokens split:
 a tool that echoes "<|im_end|>" (a file the model wrote, say) gives those characters, never the control token,
-and lone surrogates and control characters are escaped first (rlvr/agents/text_safety.py, issue 42).
+and lone surrogates and control characters are escaped first (rlvr/agents/text_safety.py).
 """
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def render_prompt(tokenizer, prompt: Prompt, tools: Sequence[ToolSpec], role: st
     if not tools:
         return render(messages)
     with_tools, without = render(messages, tools=[tool.as_openai() for tool in tools]), render(messages)
-    # the names the template added: a prompt's worked examples may name the tools already (issue 41)
+    # the names the template added: a prompt's worked examples may name the tools already
     if any(with_tools.count(tool.name) > without.count(tool.name) for tool in tools):
         return with_tools
     listing = tools_system_text(tools)
@@ -100,7 +100,7 @@ class EnvironmentTurn:
         """The environment turn's token ids: template pieces with their special tokens, the observation with
         special-token text split into plain characters and shown as text_safety.shown writes it (lone surrogates
         and control characters escaped). Never raises on any str: a lone surrogate made the fast tokenizer raise
-        TypeError and ended a training run (issue 42)."""
+        TypeError and ended a training run."""
         encode = lambda text, split: tokenizer(text, add_special_tokens=False,  # noqa: E731
                                                split_special_tokens=split)["input_ids"]
         return encode(self.before, False) + encode(shown(observation), True) + encode(self.after, False)

@@ -1,4 +1,4 @@
-"""The episode driver (issue 26): G episodes per prompt, turn by turn, returned as one RolloutBatch.
+"""The episode driver: G episodes per prompt, turn by turn, returned as one RolloutBatch.
 
 Token-in, token-out. Each row's completion is one token sequence: every model turn's ids exactly as the engine
 sampled them (`MultiTurnEngine.continue_tokens`), then the environment's turn tokenized on its own and appended
@@ -12,7 +12,7 @@ Budgets (protocol.Budgets): a turn gets at most tokens_per_turn sampled tokens a
 left; an environment turn that would not fit the episode's budget ends it. A cut episode is truncated (DAPO's
 overlong filtering and penalty then apply as to a cut completion). The trajectory always ends with a sampled token.
 
-Time (issue 42: a turn's calls ran one after another, rows one after another, and a looping run_python episode held
+Time (a turn's calls ran one after another, rows one after another, and a looping run_python episode held
 the rollout ~64 s). Each row's turn gets a deadline (protocol.Deadline, on the ModelTurn it responds to):
 episode.turn_time_limit_s from when its calls start, never more than what is left of episode.episode_time_limit_s;
 tool_calls.run_calls gives each call what is left, at most its own limit, and answers calls past it with an error.
@@ -27,7 +27,7 @@ prompts x G 8), one.
   The last turn (turn + 1 = max_turns): no model turn is left to read its calls' results. When nothing else reads
 them either (the environment does not score its final state, and episode.credit=outcome, so no step reward of the
 turn is used), they are not run: the turn's deadline is already past, each call is "not run", one error, as every
-call not run is (issue 41). Under credit=process the last turn is a step whose reward (the calculator pays a new
+call not run is. Under credit=process the last turn is a step whose reward (the calculator pays a new
 solution value) enters the advantages and the dynamic-sampling check, so its calls run; an environment that scores
 its state (the filesystem) is scored on what they did, so they run too.
 """
@@ -237,7 +237,7 @@ class EpisodeRunner:
             row.record.final_state = row.episode.final_state()
         turn_rewards = [r.record.turn_rewards + [0.0] * (T - len(r.record.turn_rewards)) for r in rows]
         # The final answer is no step (EpisodeRecord.step_count): counted as a step with reward 0, the group's
-        # normalisation made answering look worse than one more call (issue 26: answered 66 % -> 0 % in one update)
+        # normalisation made answering look worse than one more call (answered 66 % -> 0 % in one update)
         steps = [r.record.step_count() for r in rows]
         turn_mask = [[t < n for t in range(T)] for n in steps]
         turns = Turns(tensor([right(r.turn_of_token, -1) for r in rows], torch.long),

@@ -1,4 +1,4 @@
-"""Step-level scores of model turns (issue 26, item 3): the process-reward hook of `episode.process_reward`.
+"""Step-level scores of model turns: the process-reward hook of `episode.process_reward`.
 
 DeepSeekMath's process supervision (Shao et al. 2024, sec. 4.1.3) needs a reward per step; in an episode a step is
 one model turn. Besides the environment's own step rewards (Observation.reward), a user can name a scorer:

@@ -1,11 +1,11 @@
-"""The environment protocol of multi-turn episodes (issue 26): small, typed, torch-free.
+"""The environment protocol of multi-turn episodes: small, typed, torch-free.
 
 An episode starts from a task row (a Prompt). The model speaks one turn; the driver (rlvr/agents/episodes.py)
 parses the tool calls in it strictly (rlvr/agents/tool_calls.py) and hands the turn to the episode, which answers
 with an Observation (tool results, a game's reply) or says the episode is done. The loop ends when the model
 answers without a tool call and the environment has nothing to say, when the environment says done, or when a
 budget (turns, tokens per turn, tokens per episode, tool time per episode) cuts it; a cut episode is marked
-truncated. A turn's calls share a deadline (ModelTurn.deadline, issue 42) that run_calls keeps.
+truncated. A turn's calls share a deadline (ModelTurn.deadline) that run_calls keeps.
 
 The outcome is scored by the task's verifiers on the final answer (the last model turn) and, when the
 environment has a state, by `Environment.score_state` on the episode's final state: a pure function of
@@ -47,7 +47,7 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Deadline:
-    """When a turn's tool calls must be done (issue 42): the driver sets it from the turn's and the episode's time
+    """When a turn's tool calls must be done: the driver sets it from the turn's and the episode's time
     budgets; tool_calls.run_calls gives each call what is left, at most its own limit, and runs none past it."""
 
     at: float  # a time.monotonic() reading; -inf: no time at all (the calls are not run)
@@ -78,7 +78,7 @@ class Observation:
 
     text: str | None  # rendered as the next (tool) turn; None = nothing to say
     done: bool = False  # True = the episode ends here (the text, if any, is not shown to the model)
-    reward: float = 0.0  # step-level reward of the turn just taken (issue 26, item 3); 0 = none. Not read on the
+    reward: float = 0.0  # step-level reward of the turn just taken; 0 = none. Not read on the
     # final answer (text None, done or not): that turn is no step, the outcome scores it (episodes.EpisodeRunner._batch)
     valid_calls: int = 0  # tool calls that ran
     invalid_calls: int = 0  # malformed calls, unknown tools, schema violations, tools that failed or timed out
@@ -117,13 +117,13 @@ class Environment(Protocol):
 
 @dataclass(frozen=True)
 class Budgets:
-    """Where an episode is cut (issue 26, item 4); a cut episode is truncated. The defaults are episode.*'s."""
+    """Where an episode is cut; a cut episode is truncated. The defaults are episode.*'s."""
 
     max_turns: int = 4  # model turns
     tokens_per_turn: int = 48  # sampled tokens in one model turn
     tokens_per_episode: int = 192  # all tokens after the prompt: sampled and environment ones
     tool_time_limit_s: float = 2.0  # one tool call's wall-clock limit
-    turn_time_limit_s: float = 10.0  # all of one turn's calls of one episode, wall-clock (issue 42)
+    turn_time_limit_s: float = 10.0  # all of one turn's calls of one episode, wall-clock
     episode_time_limit_s: float = 30.0  # all tool calls of one episode; spent, the episode ends ("time")
     tool_workers: int = 32  # rows whose calls run at once (a row's own calls stay in order)
 
@@ -144,7 +144,7 @@ class EpisodeRecord:
 
     def step_count(self) -> int:
         """Model turns that are steps (types.Turns.turn_mask): all but a final answer, which the outcome scores
-        (issue 26: a final answer counted as a step of reward 0 made answering look worse than calling again)."""
+        (a final answer counted as a step of reward 0 made answering look worse than calling again)."""
         turns = sum(message.get("role") == "assistant" for message in self.messages)
         return max(0, turns - (self.stop_reason == "answered"))
 

@@ -1,4 +1,4 @@
-"""An episode's outcome reward (issue 26, item 1): the task's answer verifiers on its last model turn, plus the
+"""An episode's outcome reward: the task's answer verifiers on its last model turn, plus the
 environment's verdict on its final state, as one more component named "environment".
 
 Both wrappers keep the interfaces their callers know: `EpisodeRewarder` is a Rewarder to evaluation (components,
@@ -53,7 +53,7 @@ def with_state(answers: ScoredBatch | None, environment: Environment, weight: fl
     device = answers.rewards.device
     scorable = answers.scorable & state.scorable.to(device)
     # as `weigh` does for single-turn components: an unscorable row is never rewarded, whatever another component
-    # said (its advantage is masked; left in, its answer reward inflated the logged reward mean: issue 41)
+    # said (its advantage is masked; left in, its answer reward inflated the logged reward mean)
     return ScoredBatch(rewards=(answers.rewards + state.rewards.to(device)).masked_fill(~scorable, 0.0),
                        scorable=scorable,
                        verdicts={**answers.verdicts, **state.verdicts},

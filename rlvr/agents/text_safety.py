@@ -1,4 +1,4 @@
-"""Text the model controls, on its way into tool calls, file names and observations (issue 42, item 3).
+"""Text the model controls, on its way into tool calls, file names and observations.
 
 A red team's filesystem call {"path": "\\ud800"} (a JSON escape for half of a UTF-16 surrogate pair) was echoed
 into the observation; the fast tokenizer raised TypeError on the lone surrogate in chat.EnvironmentTurn.ids and

@@ -1,4 +1,4 @@
-"""Tool calls read strictly from a model turn, and run with a time limit (issue 26, item 1).
+"""Tool calls read strictly from a model turn, and run with a time limit.
 
 The call format is the Hermes / Qwen one that most chat templates with `tools=` render and that
 rlvr.verifiers.tools already reads: `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`, one block per call,
@@ -6,16 +6,16 @@ prose allowed around the blocks, reasoning inside <think>...</think> ignored. "a
 JSON-encoded object string (as OpenAI's API returns it). Strict means: a block that does not close, JSON that does
 not parse, keys other than name/arguments, an unknown tool or arguments that violate the tool's JSON Schema are
 each one counted error, told back to the model, and never an exception; so is a lone surrogate in any string of the
-call (I-JSON; rlvr/agents/text_safety.py, issue 42). A message quoting the call is cut to MAX_ERROR_CHARS.
+call (I-JSON; rlvr/agents/text_safety.py). A message quoting the call is cut to MAX_ERROR_CHARS.
 
-Counting (issue 41): every `<tool_call>` the model opens is one call, and a call that is not run is exactly one
+Counting: every `<tool_call>` the model opens is one call, and a call that is not run is exactly one
 error, whatever is wrong with it. A block ends at the `</tool_call>` after its JSON value, so the tag inside one of
 the call's JSON strings (a file's text) does not end it; a block whose text is not such a value ends at the first
 `</tool_call>`. A `<tool_call>` that opens again before it closes, or never closes, is one unclosed call; a
 `</tool_call>` that closes no block is one error of its own. Calls past MAX_CALLS_PER_TURN are not run: one error
 each.
 
-Time (issue 42): a call gets the tool's own limit (episode.tool_time_limit_s), never more than what is left of the
+Time: a call gets the tool's own limit (episode.tool_time_limit_s), never more than what is left of the
 turn's deadline (ModelTurn.deadline, set by the driver from episode.turn_time_limit_s and what is left of
 episode.episode_time_limit_s). A call stopped by the deadline answers "error: stopped: <why>", a call that finds no
 time left "error: not run: <why>"; both count as invalid, as a timed-out call does.
@@ -47,13 +47,13 @@ ToolHandler = Callable[..., Any]  # handler(**arguments) -> result (str, or JSON
 
 def _one_call(payload: str, tools: Mapping[str, ToolSpec]) -> ToolCall | str:
     """A block's text -> the call, or the message that says why it is not one, cut to MAX_ERROR_CHARS: the
-    messages quote what the model wrote (a 100 kB key, jsonschema's repr of a huge value; issue 42)."""
+    messages quote what the model wrote (a 100 kB key, jsonschema's repr of a huge value)."""
     parsed = _read_call(payload, tools)
     return parsed if isinstance(parsed, ToolCall) else clip(parsed, MAX_ERROR_CHARS)
 
 
 def _read_call(payload: str, tools: Mapping[str, ToolSpec]) -> ToolCall | str:
-    # A lone surrogate in any string is a malformed call, whatever the tool (text_safety, issue 42): no tool can
+    # A lone surrogate in any string is a malformed call, whatever the tool (text_safety): no tool can
     # store, run or print it, and echoed into an observation it made the tokenizer raise.
     value, why = parse_json(payload.strip())
     why = why or unicode_problem(value)
@@ -153,7 +153,7 @@ class ToolFailure(str):
     the text, and the call counts as invalid, as a malformed one does. The seeds judge a tool call by whether it
     succeeds and returns the expected shape, so "valid" means parsed, known, schema-conform AND carried out; counted
     as valid, a calculator policy that copied the question's words into the expression (about half of its episodes
-    after one training run) scored a valid-call share of 1.00; counted as failed, 0.35 (issue 26)."""
+    after one training run) scored a valid-call share of 1.00; counted as failed, 0.35."""
 
 
 def tool_failure(message: str) -> ToolFailure:
@@ -164,7 +164,7 @@ def _run_with_limit(handler: ToolHandler, arguments: dict[str, Any], limit_s: fl
                     late: str | None = None) -> tuple[str, bool]:
     """(result text, ok). The handler runs in a daemon thread: a call past the limit is reported as timed out and
     left to finish on its own, abandoned: the caller (a worker of the driver's pool, episodes.py) is back at the
-    limit, so stuck calls never use up the pool (issue 42). Tools here are pure Python and short; the code tool has
+    limit, so stuck calls never use up the pool. Tools here are pure Python and short; the code tool has
     the sandbox's own limit. `late`: what a call stopped at the limit is told when a budget, not its own limit,
     stopped it."""
     box: dict[str, Any] = {}
@@ -190,7 +190,7 @@ def _run_with_limit(handler: ToolHandler, arguments: dict[str, Any], limit_s: fl
 def response_block(text: str) -> str:
     """One call's result as the environment's turn shows it: the plain text. The template already marks the turn
     as the tool's; the Hermes <tool_response> wrapper made SmolLM2-135M open its own turns with that wrapper
-    instead of a call (issue 26, measured on the calculator: 0/16 valid greedy first turns on level 2 with it,
+    instead of a call (measured on the calculator: 0/16 valid greedy first turns on level 2 with it,
     11/16 without). The same function writes the tasks' worked examples, so they show what episodes show."""
     return text
 

@@ -1,4 +1,4 @@
-"""How a run that plays episodes is put together (issue 26): the task names its environment, the run config its
+"""How a run that plays episodes is put together: the task names its environment, the run config its
 budgets, and three wrappers make the rest of the system see what it already knows: an engine with `generate`
 (EpisodeRunner), a Rewarder (EpisodeRewarder) and a verifier pool (EpisodeScoring).
 
@@ -100,7 +100,7 @@ class SingleTurnOnly(UserFacingError):
 
 def refuse_episodes(task, command: str) -> None:
     """`rlvr sample` and `rlvr eval --scaling` sample one completion per prompt; on an environment task that would
-    silently drop the environment, so they refuse it with one message (issue 26: until they play episodes)."""
+    silently drop the environment, so they refuse it with one message (until they play episodes)."""
     if plays_episodes(task):
         raise SingleTurnOnly(f"{command} samples single completions and does not play multi-turn episodes yet; "
                              f"task {getattr(task, 'name', '?')!r} needs its environment (use rlvr train / rlvr eval)")

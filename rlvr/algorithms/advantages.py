@@ -2,7 +2,7 @@
 
 Every estimator has the signature (rewards [B], group_size G, eps, valid [B] bool | None) -> advantages [B].
 Rows are grouped contiguously: rewards[g*G:(g+1)*G] belong to prompt g (see types.RolloutBatch).
-`valid` marks scorable rows: unscorable ones (their reference could not be read, issue #3) are left out of
+`valid` marks scorable rows: unscorable ones (their reference could not be read) are left out of
 every mean and std and get advantage 0.
 
   grpo                   (r - group mean) / (group std + eps)          Shao et al. 2024, DeepSeekMath eq. 3

@@ -1,4 +1,4 @@
-"""Rollout correction and the trainer-vs-engine agreement check (issue #11, items 3 and 2): pure tensor functions.
+"""Rollout correction and the trainer-vs-engine agreement check: pure tensor functions.
 
 The engine returns, with every sampled token, its log-prob under the distribution it was drawn from: the
 behaviour policy mu. When the sampler is not exactly the trainer (another engine's kernels, stale weights,

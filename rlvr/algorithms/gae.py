@@ -55,7 +55,7 @@ def gae_advantages(token_rewards: torch.Tensor, values: torch.Tensor, mask: torc
     for t in reversed(range(rewards.shape[1])):
         delta = rewards[:, t] + gamma * next_value - state_values[:, t]
         # Positions that are not actions are skipped, A and V carried across them: right padding (where both are
-        # still 0) and, in multi-turn episodes, the environment's tokens between two model turns (issue 26): the
+        # still 0) and, in multi-turn episodes, the environment's tokens between two model turns: the
         # next state of a turn's last token is the first token of the model's next turn, not a terminal state.
         running = torch.where(real[:, t], delta + gamma * lam * running, running)
         advantages.append(torch.where(real[:, t], running, 0.0))

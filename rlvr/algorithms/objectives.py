@@ -32,7 +32,7 @@ class Surrogate:
     loss: torch.Tensor  # [B, C] per-token loss (padding positions hold arbitrary finite values; mask them)
     clipped: torch.Tensor  # [B, C] bool, where a clip bound took the gradient away (or capped the weight)
     # [B, C] bool, the clipped tokens whose ratio is above 1 (the upper bound binds: a token the update pushed up too
-    # far); clipped & ~high are the lower bound's. Logged apart (issue #13): clip-higher (DAPO) moves only the first.
+    # far); clipped & ~high are the lower bound's. Logged apart: clip-higher (DAPO) moves only the first.
     high: torch.Tensor
 
 

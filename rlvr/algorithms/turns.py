@@ -1,4 +1,4 @@
-"""Credit for multi-turn episodes (issue 26, item 3): step rewards -> per-turn advantages -> per-token advantages.
+"""Credit for multi-turn episodes: step rewards -> per-turn advantages -> per-token advantages.
 
 Process supervision with GRPO (Shao et al. 2024, DeepSeekMath, sec. 4.1.3): every step reward of a group's G
 episodes is normalized by the mean and std of ALL valid steps of those G episodes,

@@ -1,4 +1,4 @@
-"""Saving and resuming a training run (issue #9): where the run lives, what a checkpoint holds, how the logs
+"""Saving and resuming a training run: where the run lives, what a checkpoint holds, how the logs
 continue. The loop (grpo/loop.py) calls `open_run`, `save`, `restore`; the format is store.py's.
 
 Layout: RUN/checkpoints/step-NNNNNN/{model/ (save_pretrained: safetensors + tokenizer), trainer_state.pt,
@@ -196,7 +196,7 @@ def run_in_directory(config: RunConfig, run_dir: Path | None, setup: Callable[[R
                      close: Callable[[Any], None] = lambda run: None, ranks: DistContext = SINGLE) -> Path:
     """What every training command (train, sft) does around its loop: open or claim the run directory, lock it,
     set up; a fresh directory is released again when set-up fails before writing anything. Under torchrun rank 0
-    alone claims and locks the directory, and the others take its path and checkpoint from it (issue #11)."""
+    alone claims and locks the directory, and the others take its path and checkpoint from it."""
     try:
         run_dir, checkpoint, lock = _open_on_main(config, run_dir, ranks)
     except RunFinished as done:  # nothing moved, locked or loaded

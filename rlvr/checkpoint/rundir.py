@@ -95,7 +95,7 @@ def format_bytes(count: int) -> str:
 
 
 def disk_use_line(run_dir: Path, state: Path | None = None) -> str:
-    """The run's last console line (issue 48): what it keeps on disk; with `state`, the trainer state file of the
+    """The run's last console line: what it keeps on disk; with `state`, the trainer state file of the
     final checkpoint (checkpoint.save_final=full), how much of that it is (what save_final=model leaves out)."""
     line = f"run directory {run_dir}: {format_bytes(disk_use(run_dir))}"
     if state is not None and state.is_file():

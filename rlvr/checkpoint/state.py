@@ -1,4 +1,4 @@
-"""What a checkpoint holds besides the weights, so that a resumed run continues bit for bit (issue #9).
+"""What a checkpoint holds besides the weights, so that a resumed run continues bit for bit.
 
 verl's bar is a bit-exact save/load/step test; TRL users report worse curves after resuming because the
 generation state was not saved (trl#3347). So everything that decides the next step is saved: optimizer
@@ -106,7 +106,7 @@ def load_policy_weights(policy: torch.nn.Module, model_dir: Path) -> None:
 FREE_KEYS = ("max_steps", "max_minutes", "save_every", "checkpoint.", "output_dir", "eval.", "logging.",
              "reward.workers", "reward.deadline_s", "reward.retries", "samples_per_step")
 # Keys that change no setting of the algorithm yet still break exactness, with the reason the refusal gives
-# (issue #24: `threads` used to be free, so a resume on another thread count drifted without a word).
+# (`threads` used to be free, so a resume on another thread count drifted without a word).
 WHY_EXACTNESS_NEEDS = {
     "threads": "torch's CPU kernels split their sums over the threads, so another thread count adds in another "
                "order and the weights drift from the uninterrupted run's in the last bits",
@@ -114,7 +114,7 @@ WHY_EXACTNESS_NEEDS = {
 
 
 def with_current_defaults(saved: dict[str, Any]) -> dict[str, Any]:
-    """A config dumped by an older rlvr lacks the sections added since (rollout.correction, issue #11): read it
+    """A config dumped by an older rlvr lacks the sections added since (rollout.correction): read it
     back through RunConfig so those compare as their defaults instead of refusing every older run's resume.
     New sections default to the old behaviour, so that is what the older run ran with. A saved config that no
     longer validates is returned as it is (its differences are then listed key by key)."""

@@ -1,4 +1,4 @@
-"""SIGTERM / SIGINT during training: finish the step, checkpoint, exit 0 (issue #9).
+"""SIGTERM / SIGINT during training: finish the step, checkpoint, exit 0.
 
 Preemptible machines send SIGTERM and then, after a grace period, SIGKILL; none of TRL, verl or torchtune
 checkpoints on it. The first signal only sets a flag, which the loop reads between steps. A second signal

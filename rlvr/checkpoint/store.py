@@ -1,4 +1,4 @@
-"""Checkpoint directories that are either complete and verified, or ignored (issue #9).
+"""Checkpoint directories that are either complete and verified, or ignored.
 
 A checkpoint is written into a hidden staging directory next to its final place, every file fsynced, a
 manifest with each file's size and sha256 written last, the directory renamed into place (atomic on POSIX),

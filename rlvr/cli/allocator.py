@@ -1,4 +1,4 @@
-"""tcmalloc for the `rlvr` command on Linux (issue #12): the process restarts itself once with the library preloaded.
+"""tcmalloc for the `rlvr` command on Linux: the process restarts itself once with the library preloaded.
 
 Why: a GRPO step on CPU allocates and frees the same large tensors every step (activations, logits, gradients).
 glibc's malloc serves blocks above 32 MB with fresh mmap'd pages and returns them on free, so every step pays page

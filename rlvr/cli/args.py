@@ -1,6 +1,6 @@
 """What the commands share about their command line: the one user-facing error of a bad one, and the config a
 command reads from `[CONFIG.yaml] [dotted.key=value ...] [--resume RUN_DIR]`. Apart from main.py, which imports
-every command module, so that a command imports this and not the module that imports it (issue 44, item 6)."""
+every command module, so that a command imports this and not the module that imports it."""
 from __future__ import annotations
 
 import argparse

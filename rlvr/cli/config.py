@@ -1,4 +1,4 @@
-"""`rlvr config [SECTION]`: every config key with its type, default and description (issue 48, item 4).
+"""`rlvr config [SECTION]`: every config key with its type, default and description.
 
 Read from the typed config itself (rlvr/config/run.py RunConfig and the sections it composes), so the listing is
 the defaults the code runs with: dotted keys as a command line writes them (`rollout.max_new_tokens=64`), nested
@@ -169,7 +169,7 @@ def _section(annotation: Any) -> type[BaseModel] | None:
     return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
 
 
-# docs/configuration.md's text above the tables; the tables are read from the typed config (issue 44).
+# docs/configuration.md's text above the tables; the tables are read from the typed config.
 PAGE_INTRO = f"""# Configuration
 
 <!-- Generated from the typed config (rlvr/config/*.py) by `{PAGE_COMMAND}`:

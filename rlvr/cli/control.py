@@ -1,4 +1,4 @@
-"""`rlvr control [CONFIG.yaml] [dotted.key=value ...]` (issue 48, item 8): the run with its real reward and its two
+"""`rlvr control [CONFIG.yaml] [dotted.key=value ...]`: the run with its real reward and its two
 control runs, reward.control=random and =format_only (rlvr/rewards/control.py), from the same base model with the
 same seed, each in its own directory under one parent; then the base model and the three final models evaluated on
 the same held-out problems, and one table of held-out pass@1 with each run's paired difference from the base.

@@ -92,7 +92,7 @@ def eval_table(data: dict[str, Any]) -> str:
     lines = [f"{data['task']}: {data['problems']} held-out problems, n={data['samples_per_problem']} samples "
              f"(T {data['temperature']:g})", f"{'k':>4} | {'pass@k':>6} | {'maj@k':>6} | {'best-of-k':>9}"]
     lines += [f"{k:>4} | {cell(f'pass@{k}'):>6} | {cell(f'maj@{k}'):>6} | {cell(f'best_of_{k}'):>9}" for k in ks]
-    # ended: completions that end their turn within the token budget, 1 - truncated (issue 47)
+    # ended: completions that end their turn within the token budget, 1 - truncated
     lines.append(f"mean length {data['mean_length']:.1f} tokens | ended {format_number(ended_share(data))} | "
                  f"greedy {cell('greedy')}")
     lines.append(f"think words {cell('think_words')} | reflection {cell('reflection_rate')} | steps stated "
@@ -100,7 +100,7 @@ def eval_table(data: dict[str, Any]) -> str:
     for key, values in data.get("breakdown", {}).items():
         cells = [f"{value} {v['pass@1']:.3f} ({v['problems']})" for value, v in values.items()]
         lines.append(f"pass@1 by {key}: " + ", ".join(cells))
-        if key == "set":  # each evaluation set's own (issue 47): a set asked outside the template may not stop
+        if key == "set":  # each evaluation set's own: a set asked outside the template may not stop
             lines.append("ended by set: " + ", ".join(f"{value} {format_number(ended_share(v))}"
                                                       for value, v in values.items()))
     return "\n".join(lines)

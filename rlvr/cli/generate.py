@@ -1,5 +1,5 @@
-"""`rlvr generate MODEL_OR_RUN --prompt "What is 7 * 8?" --n 8 --mode majority --think-budget 32` (issue #10,
-item 5): n samples of one question in the task's chat format, one chosen by majority vote, best-of-N or none;
+"""`rlvr generate MODEL_OR_RUN --prompt "What is 7 * 8?" --n 8 --mode majority --think-budget 32`: n samples of one
+question in the task's chat format, one chosen by majority vote, best-of-N or none;
 the chosen completion on stdout, the vote on stderr. `rlvr eval` is rlvr/cli/eval.py."""
 from __future__ import annotations
 

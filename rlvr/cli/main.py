@@ -12,7 +12,7 @@ from rlvr.cli.args import UsageError
 from rlvr.distributed.exit import exit_rank, is_torchrun_rank
 from rlvr.errors import UserFacingError
 
-# Each command's module, with `register(subparsers)`: a new command is a module here (issue 44, item 6: imported
+# Each command's module, with `register(subparsers)`: a new command is a module here (imported
 # statically, so the import contracts and the cycle test see it). Their commands raise UserFacingError
 # (rlvr/errors.py) for input problems, which main() prints as one line (exit 2). Imports inside them stay lazy:
 # `--help` loads no torch. What several commands share (the config from the command line) is in args.py.
@@ -22,7 +22,7 @@ COMMANDS = (train, eval_command, verify, sft, sample, generate, recipe, report, 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rlvr", description="GRPO on verifiable rewards")
     sub = parser.add_subparsers(dest="command", required=True)
-    for command in COMMANDS:  # each subsystem owns its command (issue #10), in the order --help lists them
+    for command in COMMANDS:  # each subsystem owns its command, in the order --help lists them
         command.register(sub)
     config_command.point_to_config(sub)  # after every command: their --help names `rlvr config`
     return parser
@@ -46,7 +46,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def refuse_extra_ranks(command: str, env=os.environ) -> None:
-    """Only `train` knows torchrun's ranks (issue #11); any other command started on N ranks would run N copies
+    """Only `train` knows torchrun's ranks; any other command started on N ranks would run N copies
     racing on one output directory, so it stops at once instead. WORLD_SIZE is read here, not through
     rlvr.distributed.context.from_env, which imports torch (this module stays torch-free)."""
     world = env.get("WORLD_SIZE", "1")

@@ -12,7 +12,7 @@ def cmd_recipe(args: argparse.Namespace) -> int:
     from rlvr.pipeline.spec import load_recipe
 
     recipe = load_recipe(args.recipe, args.overrides)
-    # A fixed default directory, so that re-running the very same command continues the run (issue #10).
+    # A fixed default directory, so that re-running the very same command continues the run.
     run_dir = Path(args.output_dir) if args.output_dir else Path("runs") / f"recipe-{recipe.name}"
     run_dir.mkdir(parents=True, exist_ok=True)
     lock = hold_run_lock(run_dir)

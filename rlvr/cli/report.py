@@ -1,4 +1,4 @@
-"""`rlvr report` and `rlvr dashboard` (issue #13). Imports stay inside the commands: `rlvr --help` stays light."""
+"""`rlvr report` and `rlvr dashboard`. Imports stay inside the commands: `rlvr --help` stays light."""
 from __future__ import annotations
 
 import argparse

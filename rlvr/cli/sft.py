@@ -1,4 +1,4 @@
-"""`rlvr sft [CONFIG.yaml] [dotted.key=value ...] [--resume RUN_DIR]` (issue #10, item 1).
+"""`rlvr sft [CONFIG.yaml] [dotted.key=value ...] [--resume RUN_DIR]`.
 
 Imports stay inside the command function so that `rlvr --help` loads no torch.
 """

@@ -11,7 +11,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     config = run_config(args)
     from rlvr.grpo.loop import train
 
-    if config.ray.trainer_ranks > 1:  # issue #11, item 5: this process drives N Ray trainer-rank actors, each of
+    if config.ray.trainer_ranks > 1:  # this process drives N Ray trainer-rank actors, each of
         from rlvr.cluster.trainers import drive_trainer_ranks, drives_ranks  # which runs train(config)
 
         if drives_ranks(config.ray.trainer_ranks):

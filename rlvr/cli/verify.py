@@ -11,7 +11,7 @@ anything is written, which `rlvr.cli.main.main` prints as one `rlvr: error: ...`
 
 The summary (stderr) counts every outcome, zeros included, as the training metrics do (rewards.outcome_counts).
 
-A run's samples.jsonl is valid input too, and re-checks what training logged (issue 26, item 7): a line that holds
+A run's samples.jsonl is valid input too, and re-checks what training logged: a line that holds
 the verdict training recorded under the verifier's name ("verdicts") gets that verdict as "recorded" and
 "agrees" (same outcome and score) beside the new one, and the summary counts the lines that disagree. `--verifier
 environment` re-scores a multi-turn run's episodes: each line's recorded final state ("episode") judged by the
@@ -45,7 +45,7 @@ class VerifyInputError(UserFacingError, ValueError):
     """A problem with `rlvr verify`'s arguments or files, phrased for the user (exit code 2)."""
 
 
-STATE_VERIFIER = "environment"  # re-scores recorded episodes' final states (issue 26): samples.jsonl's "episode"
+STATE_VERIFIER = "environment"  # re-scores recorded episodes' final states: samples.jsonl's "episode"
 SAME_SCORE = 1e-9  # a re-checked score this close to the recorded one agrees (JSON keeps floats exactly)
 
 
@@ -110,7 +110,7 @@ def build_check(name: str, task: TaskConfig, episode: EpisodeConfig | None = Non
     if name == STATE_VERIFIER:
         return _state_check(task, episode), True
     verifier = build_verifier(name, task)
-    # "truncated": true (samples.jsonl records it): cut at max_new_tokens, so only an explicit answer counts (issue 48)
+    # "truncated": true (samples.jsonl records it): cut at max_new_tokens, so only an explicit answer counts
     return (lambda line: safe_verify(verifier, line.completion, line.reference, line.record.get("truncated") is True),
             _reference_required(verifier))
 
@@ -281,7 +281,7 @@ def verify_file(verifier_name: str, input_path: Path, task: TaskConfig, output: 
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    # The same config and overrides as `rlvr train` (issue #8), so rewards are debugged exactly as training
+    # The same config and overrides as `rlvr train`, so rewards are debugged exactly as training
     # computes them: `rlvr verify task.code_reward_mode=all task.code_time_limit_s=2 --verifier code ...`.
     extra = [f"task.answer_mode={args.answer_mode}"] if args.answer_mode else []
     config = config_from_args(args.config, args.overrides + extra)

@@ -1,4 +1,4 @@
-"""Ray for several machines (issue #11, item 5). Two layouts, chosen by ray.trainer_ranks:
+"""Ray for several machines. Two layouts, chosen by ray.trainer_ranks:
 
 - trainer_ranks=1: the rollout engine and the verifiers run as Ray actors placed anywhere on the cluster, while
   the trainer stays the driver process (ray_backend.py, ray_rewards.py).

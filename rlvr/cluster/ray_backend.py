@@ -1,4 +1,4 @@
-"""The rollout engine as a Ray actor (issue #11, item 5): an EngineHost (rlvr/rollout/host.py) with its own
+"""The rollout engine as a Ray actor: an EngineHost (rlvr/rollout/host.py) with its own
 copy of the weights, placed on whichever node has `ray.engine_cpus` / `ray.engine_gpus` free. The trainer (the
 driver) pushes its parameters through the object store after every update; sampling is seeded by the trainer
 (SamplingParams.seed), so the actor draws exactly the completions the in-process engine would.

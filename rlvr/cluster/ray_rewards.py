@@ -1,4 +1,4 @@
-"""The verifier pool as Ray actors (issue #11, item 5): the Transport of rlvr/rewards/pool.py's VerifierPool, as
+"""The verifier pool as Ray actors: the Transport of rlvr/rewards/pool.py's VerifierPool, as
 rlvr/rewards/service.py is for worker processes. Each actor builds the task's verifiers (build_verifiers) and
 answers one sample per call with safe_verify; the pool queues, counts and weights the verdicts (pool.combine),
 so scoring is the local service's, only placed elsewhere.

@@ -1,4 +1,4 @@
-"""Joining or starting the Ray cluster the actors run on (issue #11, item 5). The engine and the reward
+"""Joining or starting the Ray cluster the actors run on. The engine and the reward
 service each hold the cluster while they live; the last one to close shuts it down, and only if this process
 started it (a cluster joined with `ray.address`, or initialised by the caller, is left running)."""
 from __future__ import annotations

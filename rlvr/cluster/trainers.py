@@ -1,10 +1,10 @@
-"""Trainer ranks as Ray actors (issue #11, item 5): `rlvr train ray.enabled=true ray.trainer_ranks=N` makes the
+"""Trainer ranks as Ray actors: `rlvr train ray.enabled=true ray.trainer_ranks=N` makes the
 `rlvr train` process a thin Ray driver. It places N actors in one placement group, gives each the rendezvous
 environment torchrun gives a rank (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), and
 each actor then calls the driver's training function (rlvr.grpo.loop.train) on the driver's own RunConfig (the
 one `rlvr train` read from its command line): the very code path of a torchrun rank from there on (grpo/loop.py
 train -> distributed/context.py init_distributed). Both come from the caller, as Ray Train takes its
-train_loop_per_worker, so that this package imports neither the CLI nor grpo, which import it (issue 25: no
+train_loop_per_worker, so that this package imports neither the CLI nor grpo, which import it (no
 import circles). Rank 0 alone writes the run directory, `--resume` reads it, and each rank keeps its in-process
 engine and verifiers, all as under torchrun.
 No algorithm code lives here: only placement, environment, waiting and stopping.
@@ -143,7 +143,7 @@ def _send_signal(pid: int, signum: int) -> None:
 
 class StopSignals:
     """SIGINT/SIGTERM while the driver runs. Once the ranks train (`graceful`), the first is passed on to rank 0
-    as SIGTERM, which its GracefulStop turns into "finish the step, checkpoint, exit 0" (issue #9); before that,
+    as SIGTERM, which its GracefulStop turns into "finish the step, checkpoint, exit 0"; before that,
     or at the second, the actors are stopped at once (KeyboardInterrupt, which Ray's own waits re-raise as a
     plain one: `received` says which signal it was). Handlers are only set in the main thread."""
 

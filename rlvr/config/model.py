@@ -12,7 +12,7 @@ from pydantic import Field, PrivateAttr, model_validator
 from rlvr.config.base import _Section
 
 EMBEDDED_MODEL = "embedded:SmolLM2-135M-Instruct"
-# Shapes without weights for model.init=random (issue 46; built by rlvr/model/architectures.py): the values of the
+# Shapes without weights for model.init=random (built by rlvr/model/architectures.py): the values of the
 # published config.json files. Plain data, here so that model.dtype=auto can size a model without importing torch.
 _QWEN2 = dict(model_type="qwen2", num_key_value_heads=2, vocab_size=151936, max_position_embeddings=32768,
               rope_theta=1_000_000.0, rms_norm_eps=1e-6, tie_word_embeddings=True, use_sliding_window=False)
@@ -37,7 +37,7 @@ SHAPES: dict[str, dict] = {
 ARCHITECTURES = tuple(SHAPES)
 EMBEDDED_ALIASES = ("embedded", "smollm2-135m-instruct")  # name_or_path values that mean EMBEDDED_MODEL too
 
-# model.dtype=auto (issue 46, item 3; docs/gpu.md, one H200, 2026-11-29): bf16 mixed precision ran the default
+# model.dtype=auto (docs/gpu.md, one H200, 2026-11-29): bf16 mixed precision ran the default
 # config (135M parameters) at 0.96 s a step against fp32's 0.91, and a 0.5B model at 2.97 against 5.19. So auto is
 # bf16 on a CUDA GPU from a size between the two measured up, fp32 below it, and fp32 always on a CPU (bf16 matrix
 # products are ~600x slower there) and on MPS.
@@ -89,7 +89,7 @@ def auto_dtype(data: dict) -> str:
 
 
 class LoraConfig(_Section):
-    """LoRA adapters through peft (issue #11, item 6); the KL reference is the base model with the adapter off."""
+    """LoRA adapters through peft; the KL reference is the base model with the adapter off."""
 
     enabled: bool = Field(False, description="train low-rank adapters (peft) instead of all weights")
     r: int = Field(16, ge=1, description="adapter rank")
@@ -109,11 +109,11 @@ class ModelConfig(_Section):
         "float32", description="dtype the weights and AdamW state are stored in: float32 = mixed precision (fp32 "
                                "master weights, forwards under torch.autocast in model.dtype) | same = pure "
                                "model.dtype (half the memory; updates below ~2^-8 of a weight round away)")
-    # cpu:0 is the CPU too: the device trap's name for the policy's device (tests/device_trap.py, issue #23)
+    # cpu:0 is the CPU too: the device trap's name for the policy's device (tests/device_trap.py)
     device: str = Field("cpu", pattern=r"^(cpu(:0)?|cuda(:\d+)?|mps)$",
                         description="torch device for policy, reference and rollouts: cpu, cuda, cuda:N, mps")
     trust_remote_code: bool = Field(False, description="allow custom modeling code from the model directory")
-    # issue #23, measured on an H100 (docs/gpu.md): with cuDNN's attention (PyTorch's pick in bf16, a plan
+    # measured on an H100 (docs/gpu.md): with cuDNN's attention (PyTorch's pick in bf16, a plan
     # built per new shape) the default config's bf16 update took 1.3-1.9 s in steps 1-4, 0.32-0.64 s without
     cudnn_attention: bool = Field(False, description="let PyTorch use cuDNN's attention kernels (GPU, bf16/fp16); "
                                                      "false = flash / memory-efficient ones only, for the process")
@@ -122,7 +122,7 @@ class ModelConfig(_Section):
     lm_head_fp32: bool = Field(False, description="under bf16/fp16 mixed precision, the LM head's product in fp32 in "
                                                   "the sampler and the trainer (ScaleRL, MiniMax-M1): less sampler-"
                                                   "trainer mismatch for one fp32 [tokens, vocabulary] product")
-    # issue 46: throughput and memory at the sizes users train need those shapes, not their weights (the GPU machine
+    # throughput and memory at the sizes users train need those shapes, not their weights (the GPU machine
     # has no hub). Random weights learn nothing: the run log and the run directory say so (rlvr/model/architectures.py)
     init: Literal["pretrained", "random"] = Field(
         "pretrained", description="pretrained = load the weights at name_or_path | random = a randomly initialised "

@@ -1,4 +1,4 @@
-"""The `reward` section (split from config/run.py, issue 48): the verifier workers, DAPO's length shaping, the
+"""The `reward` section (split from config/run.py): the verifier workers, DAPO's length shaping, the
 learned reward model, your own reward functions, and the control runs. Torch-free, as every config module: the
 functions are named here and imported when the rewarder is built (rlvr/rewards/functions.py)."""
 from __future__ import annotations

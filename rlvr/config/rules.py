@@ -1,5 +1,5 @@
-"""Cross-field rules of RunConfig: combinations that cannot run, each a message naming the keys (issue #2,
-item 2; the GRPO family's refusals, issue #4). Called by RunConfig's validator; kept apart so config.py stays
+"""Cross-field rules of RunConfig: combinations that cannot run, each a message naming the keys (the GRPO family's
+refusals). Called by RunConfig's validator; kept apart so config.py stays
 the list of fields and their defaults."""
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from pydantic import ValidationError
 from rlvr.config.task_catalog import BUILTIN_TASKS
 
 # A RunConfig (config/run.py), typed loosely on purpose: run.py calls these rules from RunConfig's validator, so
-# naming the class here, even for type checkers only, would make the two modules import each other (issue 25: no
+# naming the class here, even for type checkers only, would make the two modules import each other (no
 # import circles, tests/test_layout.py).
 AnyRunConfig = Any
-# The names config validation accepts, checked here so that config imports no registry (issue 25): the built-in
+# The names config validation accepts, checked here so that config imports no registry: the built-in
 # tasks come from their one list (rlvr/config/task_catalog.py, which rlvr.tasks.TASKS is made from), the verifiers
 # are the keys of rlvr.verifiers.VERIFIERS in their order (tests/test_config.py checks that they agree). task.name
 # and task.verifiers stay plain `str` fields: a TaskConfig built in code still reaches build_task, whose message
@@ -44,7 +44,7 @@ EVAL_SET_FIXED = ("name", "verifiers", "answer_mode", "train_levels")
 
 
 def _eval_set_problems(c: AnyRunConfig) -> list[str]:
-    """Each eval.sets entry is a partial task override that must itself make a valid task section (issue 27)."""
+    """Each eval.sets entry is a partial task override that must itself make a valid task section."""
     task_type, problems = type(c.task), []
     if c.eval.recheck_size and not c.eval.sets:  # the re-check compares per set (pipeline/recheck.py)
         problems.append(f"eval.recheck_size={c.eval.recheck_size} re-checks a fall on one evaluation set and needs "
@@ -71,7 +71,7 @@ def _eval_set_problems(c: AnyRunConfig) -> list[str]:
 
 
 def _episode_problems(c: AnyRunConfig) -> list[str]:
-    """Multi-turn episodes (issue 26) run on engines with `continue_tokens`, synchronously, and are cut by the
+    """Multi-turn episodes run on engines with `continue_tokens`, synchronously, and are cut by the
     episode budgets, not by rollout.max_new_tokens."""
     if c.task.name not in EPISODE_TASKS and not REGISTERED_TASKS.get(c.task.name, False):
         return []
@@ -95,14 +95,14 @@ def _episode_problems(c: AnyRunConfig) -> list[str]:
     if c.episode.credit == "process" and c.reward.control != "none":
         problems.append(f"{name}: reward.control={c.reward.control} hides which answer earned the outcome reward, not "
                         "which turns did the work that episode.credit=process pays; use episode.credit=outcome for the "
-                        "run and its controls (issue 48)")
+                        "run and its controls")
     if c.episode.credit == "process" and c.algorithm.advantage == "gae":
         problems.append(f"{name}: episode.credit=process adds a per-turn term to group advantages; with "
                         "algorithm.advantage=gae GAE already credits each token (use credit=outcome)")
     if c.episode.tokens_per_turn > c.episode.tokens_per_episode:
         problems.append(f"episode.tokens_per_turn={c.episode.tokens_per_turn} exceeds episode.tokens_per_episode="
                         f"{c.episode.tokens_per_episode}")
-    # issue 42: a call gets at most what is left of its turn's time, a turn what is left of the episode's: a larger
+    # a call gets at most what is left of its turn's time, a turn what is left of the episode's: a larger
     # limit inside a smaller one would never be reached
     for small, large in (("tool_time_limit_s", "turn_time_limit_s"), ("turn_time_limit_s", "episode_time_limit_s")):
         if getattr(c.episode, small) > getattr(c.episode, large):
@@ -112,7 +112,7 @@ def _episode_problems(c: AnyRunConfig) -> list[str]:
 
 
 def _engine_problems(c: AnyRunConfig) -> list[str]:
-    # Ray trainer ranks keep the in-process engine (issue #11, item 5), which shares the policy's weights
+    # Ray trainer ranks keep the in-process engine, which shares the policy's weights
     ray_engine = c.ray.enabled and c.ray.trainer_ranks == 1
     e, own_weights = c.rollout.engine, c.rollout.engine.kind != "hf" or ray_engine
     if e.max_staleness and not own_weights:
@@ -129,10 +129,10 @@ def _engine_problems(c: AnyRunConfig) -> list[str]:
                                                                                                   "https://")):
         return [f"rollout.engine.vllm_mode=server needs rollout.engine.vllm_server_url=http://host:port of a running "
                 f"`VLLM_SERVER_DEV_MODE=1 vllm serve` (got {e.vllm_server_url!r})"]
-    if e.kind == "vllm" and c.model.init == "random":  # issue 46
+    if e.kind == "vllm" and c.model.init == "random":
         return ["model.init=random builds its weights in the trainer, and rollout.engine.kind=vllm loads its own from "
                 "model.name_or_path: it would sample another model; use rollout.engine.kind=hf or hf_process"]
-    if e.kind == "vllm" and c.model.lm_head_fp32:  # issue 46
+    if e.kind == "vllm" and c.model.lm_head_fp32:
         return ["model.lm_head_fp32 with rollout.engine.kind=vllm: vLLM computes its own head in model.dtype, so only "
                 "the trainer's would be fp32 and the sampler-trainer gap would grow; use the hf or hf_process engine"]
     if e.kind == "vllm" and c.model.lora.enabled:
@@ -153,7 +153,7 @@ def _engine_problems(c: AnyRunConfig) -> list[str]:
 
 
 def _ray_trainer_problems(c: AnyRunConfig) -> list[str]:
-    """Trainer ranks as Ray actors (issue #11, item 5): what rlvr/cluster/trainers.py cannot place or run."""
+    """Trainer ranks as Ray actors: what rlvr/cluster/trainers.py cannot place or run."""
     r = c.ray
     if r.trainer_ranks == 1:
         return []
@@ -209,7 +209,7 @@ def _task_problems(c: AnyRunConfig) -> list[str]:
                 f"{c.task.verifier_timeout_s:g} (a worker's first symbolic check also imports sympy)"]
     if c.task.name == "qa" and not c.task.path:
         return ["task.path is required when task.name=qa (a .jsonl/.parquet file or a hub id)"]
-    # issue 26, item 6: the reasoning_gym verifier reads a reference only the reasoning_gym task writes, and that
+    # the reasoning_gym verifier reads a reference only the reasoning_gym task writes, and that
     # task's rows are not 'Answer: <number>' problems (grids, words, lists), so no other verifier can score them
     if (c.task.name == "reasoning_gym") != ("reasoning_gym" in c.task.verifiers):
         return [f"task.name={c.task.name} with task.verifiers={dict(c.task.verifiers)}: the reasoning_gym task and "
@@ -219,7 +219,7 @@ def _task_problems(c: AnyRunConfig) -> list[str]:
 
 
 def _benchmark_problems(c: AnyRunConfig) -> list[str]:
-    """issue 48: HumanEval's answers are functions, judged by its check programs through the code verifier; and
+    """HumanEval's answers are functions, judged by its check programs through the code verifier; and
     task.train_on_benchmark means something for a task with no train split only."""
     if c.task.name == "humaneval" and "code" not in c.task.verifiers:
         return [f"task.name=humaneval with task.verifiers={dict(c.task.verifiers)}: HumanEval is scored by the code "
@@ -286,7 +286,7 @@ def _sampling_problems(c: AnyRunConfig) -> list[str]:
 def _correction_problems(c: AnyRunConfig) -> list[str]:
     """With top_p < 1 the sampler's log-probs are of the renormalised nucleus: with identical weights each ratio
     pi/mu is then the nucleus mass (< 1) and the KL measures the truncation, not a disagreement; and no weight can
-    reach tokens the nucleus never samples. Refused rather than silently mis-measured (issue #11)."""
+    reach tokens the nucleus never samples. Refused rather than silently mis-measured."""
     k = c.rollout.correction
     if c.rollout.top_p < 1 and k.mode != "none":
         return [f"rollout.top_p={c.rollout.top_p:g} cannot be combined with rollout.correction.mode={k.mode}: the "
@@ -298,7 +298,7 @@ def _correction_problems(c: AnyRunConfig) -> list[str]:
 
 def _precision_problems(c: AnyRunConfig) -> list[str]:
     """Mixed fp16 needs dynamic loss scaling (fp16's smallest normal is 6e-5, so small gradients underflow to 0:
-    Micikevicius et al. 2018, sec. 3.2), which rlvr does not implement (issue #23, item 3); bf16 has fp32's exponent
+    Micikevicius et al. 2018, sec. 3.2), which rlvr does not implement; bf16 has fp32's exponent
     range and needs none. Pure fp16 (master_weights=same) stays what it was before mixed precision existed."""
     m = c.model
     if m.dtype == "float16" and m.master_weights == "float32":
@@ -317,11 +317,11 @@ def _known_verifiers() -> list[str]:
 
 
 def dynamic_sampling_applies(c: AnyRunConfig, world_size: int) -> bool:
-    """rollout.dynamic_sampling.enabled with "auto" decided (issue #12, item 4: the default run should spend no step
+    """rollout.dynamic_sampling.enabled with "auto" decided (the default run should spend no step
     on groups that all tie). Auto is on where dynamic sampling works and pays: one process (it picks prompts from
     rank-local rewards), synchronous rollouts (the next prompts depend on rewards not yet known) and a group
     baseline (only there does a tied group carry no signal; the group estimators already require G >= 2), and no
-    process scorer (issue 26: it scores turns after the draw, so a tie cannot be seen at the draw)."""
+    process scorer (it scores turns after the draw, so a tie cannot be seen at the draw)."""
     setting = c.rollout.dynamic_sampling.enabled
     if setting != "auto":
         return bool(setting)

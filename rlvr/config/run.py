@@ -1,8 +1,7 @@
 """Typed configuration: one model per component, composed into RunConfig. Defaults live here and only here
 (and in config/sections.py: the sections of the pipeline stages and of scale-out; config/reward.py: the reward).
 Load order: defaults < YAML file < `dotted.key=value` overrides. Every problem (unknown key, wrong type, impossible
-combination) becomes one ConfigError naming the key and what is allowed, raised before any model loads (issue #2,
-item 2).
+combination) becomes one ConfigError naming the key and what is allowed, raised before any model loads.
 """
 from __future__ import annotations
 
@@ -61,7 +60,7 @@ class TaskConfig(_Section):
         "symbols", description="arithmetic only: how a problem is asked: symbols ('What is 3 + 4?') | words (a story "
         "from the training templates) | mixed (train prompts symbols or words, 1/2 each; held-out half each) | "
         "words_new (stories from templates never trained on: transfer); rlvr/tasks/phrasings.py | plain (as a user "
-        "would: one user turn, no system turn, example or task.instruction; rlvr/tasks/plain.py, issue 47) | all "
+        "would: one user turn, no system turn, example or task.instruction; rlvr/tasks/plain.py) | all "
         "(train prompts symbols, words or plain, 1/3 each; held-out a third each)")
     verifiers: dict[str, float] = Field(default_factory=lambda: {"math": 1.0},
                                         description="verifier name -> weight in the total reward; left at this "
@@ -111,7 +110,7 @@ class DynamicSamplingConfig(_Section):
 
 
 class CorrectionConfig(_Section):
-    """Rollout correction and the engine agreement check (issue #11; names as in rlvr/algorithms/correction.py).
+    """Rollout correction and the engine agreement check (names as in rlvr/algorithms/correction.py).
     Mode none by default: the in-process HF engine is the trainer's own model, so its weights are 1 to fp32 noise."""
 
     mode: Literal["none", "tis", "mis"] = Field(
@@ -224,7 +223,7 @@ class RunConfig(_Section):
     episode: EpisodeConfig = Field(default_factory=EpisodeConfig)
     ray: RayConfig = Field(default_factory=RayConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
-    # 30: with dynamic sampling (auto) the default run's training fits in 10 minutes on a 2-core CPU (issue #12)
+    # 30: with dynamic sampling (auto) the default run's training fits in 10 minutes on a 2-core CPU
     max_steps: int = Field(30, ge=1, description="optimizer steps (one rollout batch each when mu = 1)")
     max_minutes: float | None = Field(None, gt=0, description="also end training after the step in which this "
                                       "much training time (resumes included) has passed; saved and evaluated as at "
@@ -237,7 +236,7 @@ class RunConfig(_Section):
     group_view: bool = Field(True, description="one group per step to groups.jsonl: tokens with their advantage and "
                                                "the update's ratio (the dashboard's group view)")
     # DeepSeek-R1's "aha moment" is the policy learning to re-check itself; metrics.jsonl's reflection_rate is the
-    # share of completions with one of these phrases (whole words, any case; rlvr/metrics/diagnostics.py, issue #13)
+    # share of completions with one of these phrases (whole words, any case; rlvr/metrics/diagnostics.py)
     reflection_phrases: list[str] = Field(
         default_factory=lambda: ["wait", "let me check", "let me re-check", "let me recheck", "let me verify",
                                  "double-check", "double check", "re-examine", "on second thought",

@@ -26,14 +26,14 @@ class EvalConfig(_Section):
         default_factory=lambda: [1, 4, 16], description="eval --scaling: N for maj@N, best-of-N, pass@N (max(N) drawn)")
     scaling_budgets: list[Annotated[int, Field(ge=1)]] = Field(
         default_factory=lambda: [8, 16, 32, 64], description="eval --scaling: pass@1, think section capped at B tokens")
-    # issue 27: a model trained on one level is measured on the others (and on new phrasings) in the same run
+    # a model trained on one level is measured on the others (and on new phrasings) in the same run
     sets: list[dict[str, Any]] | None = Field(
         None, min_length=1, description="evaluate several task variants, each a partial task override (e.g. "
         "[{level: 2}, {level: 3}]): eval.size held-out prompts of each, reported per set (breakdown 'set'); "
         "None = task's own held-out prompts")
     offset: int = Field(0, ge=0, description="skip the first N held-out prompts (of each set): a second look on "
                                              "problems an earlier evaluation did not use")
-    # issue 27: with 5 sets x 2 measures x 4 stages, one fall beyond 2 SE is expected by chance alone (each is a
+    # with 5 sets x 2 measures x 4 stages, one fall beyond 2 SE is expected by chance alone (each is a
     # ~2.3% one-sided test); a fall is only believed when it holds on problems the first look did not use
     recheck_size: int = Field(0, ge=0, description="recipes: when a stage's pass@1 or greedy accuracy on a set falls "
                               "beyond 2 SE, both models are evaluated again on this many further held-out problems "
@@ -42,7 +42,7 @@ class EvalConfig(_Section):
 
 
 class SFTConfig(_Section):
-    """Supervised fine-tuning (`rlvr sft`): the R1 cold start and the SFT on rejection-sampled traces (issue #10).
+    """Supervised fine-tuning (`rlvr sft`): the R1 cold start and the SFT on rejection-sampled traces.
     The optimizer section (lr, warm-up, clipping, micro_batch_size) is shared with RL."""
 
     data: str | None = Field(None, description="chat data: .jsonl/.json/.parquet file, saved dataset directory or hub "
@@ -66,7 +66,7 @@ class SFTConfig(_Section):
     bad_rows: Literal["skip", "error"] = Field("skip", description="no usable assistant turn: skip+count it, or stop")
     cold_start_size: int = Field(0, ge=0, description="cold_start rows to generate (0 = one per train problem)")
     # R1 sec. 2.3.3 mixes ~200k non-reasoning rows into its 800k SFT rows so that the model keeps its ordinary
-    # answers (issue 47): here, e.g., the base model's own verified answers to plain questions.
+    # answers: here, e.g., the base model's own verified answers to plain questions.
     mix_data: str | None = Field(None, description="chat data mixed into sft.data (any form sft.data takes), e.g. "
                                                    "rows that keep the model's ordinary answers")
     mix_ratio: float = Field(0.0, ge=0, le=0.9, description="share of the training rows drawn from sft.mix_data "
@@ -93,7 +93,7 @@ class SampleConfig(_Section):
 
 
 class DistributedConfig(_Section):
-    """torch.distributed under torchrun (issue #11, item 1); read only when torchrun starts WORLD_SIZE > 1 ranks."""
+    """torch.distributed under torchrun; read only when torchrun starts WORLD_SIZE > 1 ranks."""
 
     strategy: Literal["ddp", "fsdp2"] = Field("ddp", description="ddp: every rank holds the whole policy; fsdp2: "
                                                                 "parameters, gradients and optimizer state sharded")
@@ -101,7 +101,7 @@ class DistributedConfig(_Section):
 
 
 class EngineConfig(_Section):
-    """Where rollouts are sampled (issue #11, items 2 and 4). Only `hf` shares the trainer's weights; the others
+    """Where rollouts are sampled. Only `hf` shares the trainer's weights; the others
     hold a copy that is synced after every update and then checked on `agreement_rows` sequences."""
 
     kind: Literal["hf", "hf_process", "vllm"] = Field(
@@ -127,7 +127,7 @@ class EngineConfig(_Section):
 
 
 class RayConfig(_Section):
-    """Ray for several machines (issue #11, item 5): with trainer_ranks=1 the rollout engine and the verifier workers
+    """Ray for several machines: with trainer_ranks=1 the rollout engine and the verifier workers
     become Ray actors (the trainer is the driver); with trainer_ranks=N the N trainer ranks become Ray actors, each
     with its own in-process engine and verifiers, as under torchrun. `pip install 'rlvr[ray]'`. No algorithm code
     runs in the Ray layer."""
@@ -168,8 +168,8 @@ class WandbConfig(_Section):
 
 
 class LoggingConfig(_Section):
-    """What a run shows and where its metrics go besides metrics.jsonl/samples.jsonl, which are always written
-    (issue #13, items 2 and 3)."""
+    """What a run shows and where its metrics go besides metrics.jsonl/samples.jsonl, which are always
+    written."""
 
     progress: Literal["auto", "bar", "lines", "off"] = Field(
         "auto", description="long phases (training, evaluation, sampling): bar = a live bar with rate and ETA | "
@@ -181,7 +181,7 @@ class LoggingConfig(_Section):
 
 
 class EpisodeConfig(_Section):
-    """Multi-turn episodes (issue 26): read only when task.name names an environment task (rlvr/agents). Budgets
+    """Multi-turn episodes: read only when task.name names an environment task (rlvr/agents). Budgets
     cut an episode and mark it truncated; the credit mode says which advantage each model turn's tokens get."""
 
     max_turns: int = Field(4, ge=1, description="model turns per episode; a tool call past the last is cut")
@@ -222,7 +222,7 @@ class CriticConfig(_Section):
 
 
 class CheckpointConfig(_Section):
-    """Runs that survive (issue #9): atomic checkpoints under RUN/checkpoints, exact resume, step guards."""
+    """Runs that survive: atomic checkpoints under RUN/checkpoints, exact resume, step guards."""
 
     resume: str | None = Field(None, description="'auto' = continue output_dir from its newest complete checkpoint "
                                                  "(start fresh when it has none); a run directory = continue it")
@@ -230,7 +230,7 @@ class CheckpointConfig(_Section):
                                                   "seed, algorithm, ...) differ from the saved config")
     save_total_limit: int = Field(2, ge=1, description="complete checkpoints kept (old go once a newer is complete)")
     max_consecutive_skips: int = Field(3, ge=1, description="non-finite steps skipped in a row; then stop, diagnosed")
-    # issue 48: the optimizer state (AdamW: two fp32 numbers per weight) is twice the weights on disk, and only a
+    # the optimizer state (AdamW: two fp32 numbers per weight) is twice the weights on disk, and only a
     # run that will be continued needs it
     save_final: Literal["full", "model", "none"] = Field(
         "full", description="what the end of a run writes: full = RUN/final (weights, tokenizer, config) and a last "

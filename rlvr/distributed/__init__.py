@@ -1,4 +1,4 @@
-"""torch.distributed for `rlvr train` under torchrun: DDP and FSDP2 (issue #11, item 1).
+"""torch.distributed for `rlvr train` under torchrun: DDP and FSDP2.
 
 context.py  who this process is (DistContext), the process group, the collectives the loop needs
 wrap.py     the policy under DDP / FSDP2, gradient summing, unsharded rollouts

@@ -1,4 +1,4 @@
-"""What a multi-rank GRPO run supports today, checked once before anything loads (issue #11, item 1).
+"""What a multi-rank GRPO run supports today, checked once before anything loads.
 
 Each refusal is a feature whose state or statistics would be rank-local and so silently differ from the
 single-process run: a pass-rate curriculum or dynamic sampling decide which prompts come next from the rewards

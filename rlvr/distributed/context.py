@@ -1,4 +1,4 @@
-"""Who this process is under torchrun, and the few collectives the GRPO loop needs (issue #11, item 1).
+"""Who this process is under torchrun, and the few collectives the GRPO loop needs.
 
 torchrun starts one process per rank and tells each its place through the environment (WORLD_SIZE, RANK,
 LOCAL_RANK, MASTER_ADDR/PORT). Without WORLD_SIZE, or with WORLD_SIZE=1, this is the single-process run and
@@ -166,7 +166,7 @@ def shutdown(ctx: DistContext, finished: bool = True) -> None:
 def gradient_sync(policy: torch.nn.Module, last: bool) -> contextlib.AbstractContextManager:
     """Accumulate micro-batch gradients locally and communicate once, in the last micro-batch's backward.
     Every rank runs the same number of micro-batches (equal shares), so the collectives line up. Here, not in
-    wrap.py with the wrappers it reads, so that wrap.py depends on this module and not back (issue 25)."""
+    wrap.py with the wrappers it reads, so that wrap.py depends on this module and not back."""
     if hasattr(policy, "no_sync"):  # DDP
         return contextlib.nullcontext() if last else policy.no_sync()
     if hasattr(policy, "set_requires_gradient_sync"):  # FSDP2

@@ -1,6 +1,6 @@
 """How a torchrun rank ends: everything a normal exit does for the run, then no interpreter teardown.
 
-Why not let Python finish on its own (seen in CI at stop 39, then reproduced: 4 of 80 two-rank FSDP2 runs on
+Why not let Python finish on its own (seen in CI, then reproduced: 4 of 80 two-rank FSDP2 runs on
 2 busy cores, each after the run had saved its final weights and passed the closing barrier): torch's DTensor
 caches keep the process group alive after destroy_process_group, so gloo's worker threads outlive `main`. A
 worker that drops a finished collective (a barrier holds the all-gathers queued before it) frees FSDP's tensors,

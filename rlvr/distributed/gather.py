@@ -1,5 +1,5 @@
 """The step's global view for metrics.jsonl and samples.jsonl: every rank's rollouts and rewards on rank 0
-(issue #11, item 1: metrics over the global batch, not rank 0's share).
+(metrics over the global batch, not rank 0's share).
 
 The records are small (token ids, masks, verdicts of one step), so they are pickled with all_gather_object;
 the tensors the update needs never travel this way.
@@ -15,7 +15,7 @@ def _cpu(rollouts: RolloutBatch) -> RolloutBatch:
     return RolloutBatch(rollouts.prompts, rollouts.group_size, move(rollouts.prompt_ids), move(rollouts.prompt_mask),
                         move(rollouts.completion_ids), move(rollouts.completion_mask),
                         move(rollouts.sampling_logprobs), rollouts.completions, move(rollouts.truncated),
-                        None if rollouts.turns is None else rollouts.turns.to("cpu"))  # episodes: issue 26
+                        None if rollouts.turns is None else rollouts.turns.to("cpu"))  # episodes
 
 
 def global_step_view(ctx: DistContext, rollouts: RolloutBatch, scored: ScoredBatch, service_stats: dict[str, int],

@@ -1,4 +1,4 @@
-"""Checkpoints of a multi-rank run (issue #11, item 1): gathered on every rank, written once by rank 0.
+"""Checkpoints of a multi-rank run: gathered on every rank, written once by rank 0.
 
 DDP: every rank holds the same weights and optimizer state, so rank 0's are the run's. FSDP2: each rank
 holds a shard; the full state dicts are gathered (torch.distributed.checkpoint.state_dict, full_state_dict and

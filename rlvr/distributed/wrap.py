@@ -1,4 +1,4 @@
-"""The policy under DDP or FSDP2 (issue #11, item 1), and what the loop must do around them.
+"""The policy under DDP or FSDP2, and what the loop must do around them.
 
 Both strategies act in hooks on the forward and backward of the module they wrap. `completion_logprobs`
 (logprobs.py) calls the model's decoder and LM head separately (prefix sharing), which would bypass hooks on

@@ -1,4 +1,4 @@
-"""Thinking budgets (issue #10, item 5): cap the think section at B tokens, then force the answer.
+"""Thinking budgets: cap the think section at B tokens, then force the answer.
 
 Budget forcing as in s1 (Muennighoff et al. 2025, "s1: Simple test-time scaling"): a completion's first B
 tokens are its thinking allowance. A sample that has not written `</think>` (nor stopped) within them gets the

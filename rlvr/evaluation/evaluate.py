@@ -1,4 +1,4 @@
-"""Evaluation with the training verifiers (issue #10, item 4).
+"""Evaluation with the training verifiers.
 
 pass@1 as in the R1 paper (mean correctness of n samples per problem at temperature 0.6, top-p 0.95), and for
 every k in eval.ks (k <= n; larger ones are skipped) the exact, unbiased estimators of evaluation/voting.py from
@@ -42,7 +42,7 @@ from rlvr.types import Outcome, Prompt, RolloutBatch, ScoredBatch
 __all__ = ["EvalResult", "ProblemSamples", "Summary", "collect", "correct_mask", "evaluate", "evaluate_model",
            "pass_at_k", "summarize"]
 
-# = rewards/reward_model.py's NAME: scored, never required for correctness (issue #10, item 6)
+# = rewards/reward_model.py's NAME: scored, never required for correctness
 UNGATED = ("reward_model",)
 BREAKDOWN_KEYS = ("set", "level", "source", "type", "subject", "op")  # Prompt.columns keys reported per value
 
@@ -51,7 +51,7 @@ def correct_mask(scored: ScoredBatch, names: list[str] | None = None) -> torch.T
     """[B] bool: every verifier in `names` (default: all) said CORRECT (format and answer alike)."""
     gated = [scored.verdicts[name] for name in (names if names is not None else scored.verdicts)]
     rows = [all(v.outcome == Outcome.CORRECT for v in verdicts) for verdicts in zip(*gated)]
-    return torch.tensor(rows, dtype=torch.bool)  # host: read back with .tolist() (issue #23)
+    return torch.tensor(rows, dtype=torch.bool)  # host: read back with .tolist()
 
 
 def gated_names(rewarder: Rewarder) -> list[str]:
@@ -112,7 +112,7 @@ def _scored_chunks(engine: RolloutEngine, rewarder: Rewarder, prompts: list[Prom
 
 @dataclass
 class EpisodeTally:
-    """Multi-turn episodes (issue 26): how the sampled episodes used their tools and turns."""
+    """Multi-turn episodes: how the sampled episodes used their tools and turns."""
 
     episodes: int = 0
     turns: int = 0
@@ -182,7 +182,7 @@ class Summary:
                 **{f"best_of_{k}": v for k, v in self.best_of.items()},
                 "mean_length": self.mean_length, "truncated": self.truncated, "greedy": self.greedy,
                 **self.reasoning._asdict(), "per_problem_pass@1": self.per_problem,
-                "per_problem_greedy": self.per_problem_greedy}  # paired greedy changes (issue 27, item 2)
+                "per_problem_greedy": self.per_problem_greedy}  # paired greedy changes
 
 
 def summarize(samples: Sequence[ProblemSamples], ks: Sequence[int], vote: bool = True) -> Summary:
@@ -323,11 +323,11 @@ def evaluate_model(config: RunConfig, model_path: str) -> EvalResult:
     from rlvr.verifiers import math_answer_mode
 
     config = config.model_copy(deep=True)
-    config.model = config.model.at(model_path)  # a random-init run's checkpoint is its trained weights (issue 46)
+    config.model = config.model.at(model_path)  # a random-init run's checkpoint is its trained weights
     # the training reward (verifiers + reward model when reward.model_path is set); a bad task fails before any
     # model loads
     task = build_task(config.task)
-    episodes = episode_parts(task, config)  # multi-turn tasks: episodes scored with their state (issue 26)
+    episodes = episode_parts(task, config)  # multi-turn tasks: episodes scored with their state
     rewarder = build_rewarder(config) if episodes is None else episode_rewarder(episodes)
     prompts = evaluation_prompts(config, task)  # eval.sets: every set's task is built, and checked, here
     tokenizer = load_tokenizer(config.model)

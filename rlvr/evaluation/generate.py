@@ -1,4 +1,4 @@
-"""Inference-time scaling from Python (issue #10, item 5): n samples per prompt, then one answer chosen by
+"""Inference-time scaling from Python: n samples per prompt, then one answer chosen by
 majority vote over extracted answers, by the best score (best-of-N), or none (plain samples), optionally with
 a thinking budget. The choices use the same rules as the evaluation's estimators (rlvr.evaluation.voting)."""
 from __future__ import annotations
@@ -74,7 +74,7 @@ def _takes_truncated(scorer: Scorer) -> bool:
 def scores_of(scorer: Scorer, prompts: list[Prompt], completions: list[str],
               truncated: Sequence[bool] | None = None) -> list[float]:
     """A scorer that takes `truncated` (Rewarder.score, the reward pool) gets the cut flags, so a completion cut at
-    max_new_tokens scores as in training (issue 48); a plain (prompts, completions) callable is called as before."""
+    max_new_tokens scores as in training; a plain (prompts, completions) callable is called as before."""
     if truncated is not None and callable(getattr(scorer, "submit", None)):  # a reward pool (VerifierPool)
         result = scorer.submit(prompts, completions, truncated=list(truncated)).result()  # type: ignore[attr-defined]
     elif truncated is not None and _takes_truncated(scorer):
@@ -103,7 +103,7 @@ def choose(mode: str, answers: Sequence[str | None], scores: Sequence[float] | N
 def _generations(batch: RolloutBatch, mode: str, answer_mode: str, scores: list[float] | None) -> list[Generation]:
     g, forced = batch.group_size, getattr(batch, "forced", None)
     lengths, truncated = batch.completion_mask.sum(dim=1).tolist(), batch.truncated.tolist()
-    cut = [bool(x) for x in truncated]  # a cut completion votes only with an explicit answer (issue 48)
+    cut = [bool(x) for x in truncated]  # a cut completion votes only with an explicit answer
     samples = [Sample(text, extracted_answer(text, answer_mode, cut[i]), int(lengths[i]), cut[i],
                       bool(forced[i]) if forced is not None else False, None if scores is None else scores[i])
                for i, text in enumerate(batch.completions)]

@@ -1,4 +1,4 @@
-"""Reasoning measured on each sampled completion, and averaged (issue 27): is the R1 recipe's reasoning visible?
+"""Reasoning measured on each sampled completion, and averaged: is the R1 recipe's reasoning visible?
 
 Pass@1 says whether answers are right; it does not say whether the model reasons to them. Per sample:
   * think words: whitespace-split words of the think section (0 without one): does the model think at length?

@@ -1,4 +1,4 @@
-"""`rlvr eval --scaling` (issue #10, item 5): accuracy against the number of samples N and the thinking budget B.
+"""`rlvr eval --scaling`: accuracy against the number of samples N and the thinking budget B.
 
 Against N, every point comes from ONE set of max(N) samples per held-out problem, through the exact estimators
 of evaluation/voting.py: pass@N (any of N correct: the ceiling), maj@N (majority vote of N) and best-of-N (highest total

@@ -1,4 +1,4 @@
-"""The held-out prompts an evaluation runs on: task's own, or those of every eval.sets entry (issue 27).
+"""The held-out prompts an evaluation runs on: task's own, or those of every eval.sets entry.
 
 Why sets: the R1 recipe trains on one level; whether the reasoning it learned carries to harder levels (or to a new
 phrasing of the same problems) is only visible when each is measured on its own, in the same run and with the same

@@ -40,7 +40,7 @@ def resolve_target(target: str, task_name: str | None, overrides: list[str]) -> 
         model_path = str(model)
     else:
         config, model_path = load_config(preset, overrides), target
-    config.model = config.model.at(model_path)  # a random-init run's checkpoint is its trained weights (issue 46)
+    config.model = config.model.at(model_path)  # a random-init run's checkpoint is its trained weights
     return model_path, config
 
 
@@ -54,7 +54,7 @@ def check_model_target(target: str) -> None:
 
 
 def _no_final_model(target: str, path: Path, config: RunConfig) -> str:
-    """Why a run directory has no final/ model, and which weights it does hold (issue 48: checkpoint.save_final)."""
+    """Why a run directory has no final/ model, and which weights it does hold (checkpoint.save_final)."""
     newest = newest_checkpoint_model(path)
     hold = (f"; its newest checkpoint's weights are at {newest} (rlvr eval {newest})" if newest else
             "; it holds no checkpoint either")

@@ -2,7 +2,7 @@
 
 Each estimator is the expected correctness over a uniformly random k-subset of the n samples, computed exactly
 (integers, then one division), so maj@k and best-of-N are unbiased from n >= k samples just as pass@k is
-(Chen et al. 2021, Codex). Votes are cast by *extracted, normalised* final answers (issue #10, item 4):
+(Chen et al. 2021, Codex). Votes are cast by *extracted, normalised* final answers:
 
 - The answer is the math verifier's own final answer (rlvr.verifiers.math.extract.final_answer, in the task's
   answer mode), so a vote reads a completion exactly as the reward does. Plain numbers vote by exact value
@@ -48,7 +48,7 @@ def normalise_answer(text: str) -> str:
 def extracted_answer(completion: str, answer_mode: str = "strict", truncated: bool = False) -> str | None:
     """The normalised final answer of a completion as the math verifier reads it; None = no answer (abstains).
     A completion cut at max_new_tokens votes only with an answer it stated as one (EXPLICIT_KINDS), as the verifier
-    scores it (issue 48): a fallback reading would vote for a number its own verdict calls no answer."""
+    scores it: a fallback reading would vote for a number its own verdict calls no answer."""
     if answer_mode not in MODES:
         raise ValueError(f"answer_mode must be one of {', '.join(MODES)}, got {answer_mode!r}")
     found = final_answer(completion, answer_mode)  # type: ignore[arg-type]
@@ -160,7 +160,7 @@ def paired_difference(after: Sequence[float], before: Sequence[float]) -> tuple[
 
     Paired over problems: d_i = after_i - before_i, SE = sample std of d / sqrt(P) (Bessel-corrected). Pairing
     removes the problem-difficulty variance that two independent pass@1 estimates would each carry, so a stage's
-    change can be told from sampling noise (issue #10: "no RL stage lowers held-out pass@1")."""
+    change can be told from sampling noise ("no RL stage lowers held-out pass@1")."""
     if len(after) != len(before) or len(after) < 2:
         raise ValueError(f"paired difference needs the same >= 2 problems on both sides, got {len(after)} and "
                          f"{len(before)}")

@@ -1,8 +1,8 @@
-"""Which rollout engine and which verifier pool a run uses, chosen once from the config (issue #11, items 2
-and 5). The GRPO loop only sees the RolloutEngine / SyncedEngine protocols (rollout/base.py) and the reward
+"""Which rollout engine and which verifier pool a run uses, chosen once from the config. The GRPO loop only sees the
+RolloutEngine / SyncedEngine protocols (rollout/base.py) and the reward
 service's submit/stats/close; heavy back-ends (vLLM, Ray) are imported only when chosen.
 
-The one place that turns the run config into each engine's settings (issue 25, design.md principle 8): an engine
+The one place that turns the run config into each engine's settings (design.md principle 8): an engine
 takes its own settings object (HostSettings, VLLMSettings, a config section), never the whole RunConfig."""
 from __future__ import annotations
 

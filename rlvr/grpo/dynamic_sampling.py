@@ -22,7 +22,7 @@ def select_groups(rollouts: RolloutBatch, scored: ScoredBatch, groups: list[int]
                   ) -> tuple[RolloutBatch, ScoredBatch]:
     """The listed prompt groups (in that order), rows and prompts alike."""
     G = rollouts.group_size
-    # host: indexes the host's scores and the policy's rollouts alike (CUDA takes host indices; issue #23)
+    # host: indexes the host's scores and the policy's rollouts alike (CUDA takes host indices)
     rows = torch.tensor([g * G + j for g in groups for j in range(G)], dtype=torch.long)
     picked = RolloutBatch(
         prompts=[rollouts.prompts[g] for g in groups], group_size=G,
@@ -52,7 +52,7 @@ def next_request(missing: int, informative: int, drawn: int, cap_left: int) -> i
 
     Asking for only the missing number costs one generation round per find when most groups tie (a policy near
     its ceiling: 1 informative group in 4), and a round of few rows costs nearly as much as a full one on a
-    memory-bound decoder (issue #10 note: 65 s/step). The share is Laplace-smoothed, (informative + 1) /
+    memory-bound decoder (65 s/step). The share is Laplace-smoothed, (informative + 1) /
     (drawn + 2), so a first round with no informative group still asks for a finite number.
     """
     share = (informative + 1) / (drawn + 2)
@@ -62,7 +62,7 @@ def next_request(missing: int, informative: int, drawn: int, cap_left: int) -> i
 def tied_mask(rollouts: RolloutBatch, scored: ScoredBatch, step_credit: bool) -> list[bool]:
     """Per group: no learning signal. With episode.credit=process an episode group whose outcomes tie still teaches
     when its turns' step rewards differ (estimators.TurnCreditEstimator adds their normalised term), so it is tied
-    only when both tie (issue 26: judged on outcomes alone, a calculator run at 1 % success threw away every group
+    only when both tie (judged on outcomes alone, a calculator run at 1 % success threw away every group
     whose first steps differed and drew 12 extra prompts each step)."""
     outcome = tied_groups(scored.rewards, rollouts.group_size, scored.scorable)
     if not step_credit or rollouts.turns is None:

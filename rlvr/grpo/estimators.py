@@ -89,7 +89,7 @@ class CriticEstimator:
 
 @dataclass
 class TurnCreditEstimator:
-    """episode.credit=process (issue 26, item 3): the outcome estimator's advantage on every sampled token of an
+    """episode.credit=process: the outcome estimator's advantage on every sampled token of an
     episode, plus DeepSeekMath's process-supervision advantage of the token's turn (algorithms/turns.py). Step
     rewards are the environment's per-turn rewards plus the process scorer's, when one is named; `weight` scales
     the (group-normalised) process term against the outcome term."""

@@ -1,4 +1,4 @@
-"""What the dashboard's group view shows (issue #13, item 5): one prompt's G completions per step, with each token's
+"""What the dashboard's group view shows: one prompt's G completions per step, with each token's
 advantage and the ratio pi_new / pi_old the step's update left on it. groups.jsonl gets one such row per step.
 
 The ratio is measured after the update on the logged group only (one no-gradient forward of G rows): at mu = 1 the
@@ -59,7 +59,7 @@ def decode_tokens(decode: Callable[[list[int]], str], ids: list[int], context: i
 
 
 def episode_view(record, sampled: torch.Tensor) -> dict:
-    """A multi-turn episode's extras (issue 26): which tokens the model sampled (the dashboard greys the
+    """A multi-turn episode's extras: which tokens the model sampled (the dashboard greys the
     environment's), and how the episode went."""
     return {"sampled": [int(x) for x in sampled.tolist()], "episode": record.as_json()}
 

@@ -105,14 +105,14 @@ def _train_loop(run: Run, checkpoint: Checkpoint | None) -> Path:
         guard = {"consecutive_skips": state.consecutive_skips, "skipped_steps": state.skipped_steps}
         run.logger.message(f"resumed at step {state.step} from {checkpoint.path} ({state.prompts_drawn} prompts "
                            "drawn so far)")
-    random_line = []  # issue 46: model.init=random says so first, in the log and the run directory
+    random_line = []  # model.init=random says so first, in the log and the run directory
     if run.ranks.is_main:
         dump_config(config, run_dir / "config.yaml")
         random_line = note_random_run(run_dir, config.model, run.models.policy)
     for line in random_line + start_of_run_lines(config, run.models.policy.config, run.task, run.models.tokenizer):
         run.logger.message(line)
     started = time.monotonic()
-    diagnostics = Diagnostics(RunFacts.of(config))  # "is it working?" lines (issue #13), knowing the run (#24)
+    diagnostics = Diagnostics(RunFacts.of(config))  # "is it working?" lines, knowing the run
     done_at = config.max_steps
     if first <= done_at and _out_of_time(run, config.max_minutes, (run_dir / "final" / "config.json").is_file()):
         run.logger.message(f"the run already used max_minutes={config.max_minutes:g}; raise it to go on")
@@ -126,7 +126,7 @@ def _train_loop(run: Run, checkpoint: Checkpoint | None) -> Path:
             last = step == config.max_steps or timed_out  # a stop during the last step simply finishes the run below
             if config.eval.every and step % config.eval.every == 0 and not last:
                 # held-out accuracy next to the training reward in the same row: reward hacking shows as reward
-                # rising while eval/pass@1 does not (issue #10, item 4)
+                # rising while eval/pass@1 does not
                 record.update(run_eval(run, step).metrics())
             _log_step(run, diagnostics, step, record, samples, group)
             # torchrun: a signal may reach the ranks in different steps; all stop after the same one

@@ -1,4 +1,4 @@
-"""Start-of-run memory plan (issue #13, item 7): the peak memory of a run, estimated from the model's shapes and the
+"""Start-of-run memory plan: the peak memory of a run, estimated from the model's shapes and the
 config before the first step, and a warning naming what to lower when it exceeds what the machine has.
 
 The phases of a step do not overlap in time, so the peak is the largest phase, not the sum of every part:
@@ -197,7 +197,7 @@ def _prepacked(device: str, dtype_bytes: int) -> bool:
     """Does the CPU decode step copy every Linear weight into oneDNN's layout (decode_steps.Projection)?"""
     import torch
 
-    # cpu:0 is the CPU too (model.device=cpu:0: the device trap's spelling, issue #23)
+    # cpu:0 is the CPU too (model.device=cpu:0: the device trap's spelling)
     return torch.device(device).type == "cpu" and dtype_bytes == FLOAT32 and torch.backends.mkldnn.is_available()
 
 
@@ -231,7 +231,7 @@ def plan_memory(config: RunConfig, model_config, device: str, *, prompt_tokens: 
     """The plan for `config` with the model whose HF config is `model_config` on `device`. prompt_tokens: the
     longest rendered prompt (longest_prompt_tokens); runtime_bytes: replaces the measured RUNTIME_BYTES_CPU."""
     c, r, lora = config, config.rollout, config.model.lora
-    # Mixed precision (model/precision.py, issue #23): weights, gradients, AdamW moments and the decode (which does not
+    # Mixed precision (model/precision.py): weights, gradients, AdamW moments and the decode (which does not
     # enter autocast yet) in the storage dtype b; the forwards' activations in the compute dtype
     b = precision.storage_dtype(c.model.dtype, c.model.master_weights).itemsize
     compute = precision.DTYPES[c.model.dtype].itemsize

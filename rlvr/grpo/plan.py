@@ -1,4 +1,4 @@
-"""The step's plan: every fact a GRPO step takes from the config, decided once before the first step (issue 25).
+"""The step's plan: every fact a GRPO step takes from the config, decided once before the first step.
 
 docs/design.md principle 5, a variant is chosen once: `step_plan` reads the config and the stages receive the
 parts they use, never the config. algorithm.kl_placement is read in `kl_plan` and nowhere else in the loop: past

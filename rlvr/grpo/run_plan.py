@@ -1,5 +1,5 @@
-"""What a run prints before its first step: the batch accounting (issue #2), the family member that runs, and the
-memory plan (issue #13, item 7)."""
+"""What a run prints before its first step: the batch accounting, the family member that runs, and the
+memory plan."""
 from __future__ import annotations
 
 from rlvr.config.run import RunConfig
@@ -27,7 +27,7 @@ def memory_plan_lines(config: RunConfig, model_config, task, tokenizer) -> list[
 def describe_algorithm(config: RunConfig) -> str:
     """One log line naming the family member that runs, so a run log says what was optimised."""
     a, placed = config.algorithm, kl_plan(config.algorithm)
-    where = "reward" if placed.in_reward else "loss"  # the plan's reading of kl_placement (issue 25)
+    where = "reward" if placed.in_reward else "loss"  # the plan's reading of kl_placement
     kl = f"KL {placed.estimator} in the {where}, beta {placed.beta:g}" if placed.beta > 0 else "no KL (no reference)"
     parts = [f"advantage {a.advantage}", f"objective {a.objective} (clip {a.clip_epsilon:g}/{a.clip_high:g})",
              f"aggregation {a.aggregation}", kl, f"mu {a.updates_per_batch}"]

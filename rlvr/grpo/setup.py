@@ -1,4 +1,4 @@
-"""What a GRPO run holds between steps, and `setup`, which builds it once (issue 25).
+"""What a GRPO run holds between steps, and `setup`, which builds it once.
 
 The run's state is split by what uses it: `Models` (scoring, the update, the group view), `RolloutFeed` (the
 sampling state the draw and sync stages change), `Optimisation` (the update's; the out-of-memory retry shrinks its
@@ -68,7 +68,7 @@ class RolloutFeed:
     curriculum: PassRateCurriculum | None
     engine_weights: object  # what a SyncedEngine is sent: the policy, or lora.MergedWeights
     engine_version: int = 0  # the trainer step whose weights a SyncedEngine holds (the last push)
-    prefetched: Prefetched | None = None  # max_staleness 1: the next step's batch, being generated (issue #11)
+    prefetched: Prefetched | None = None  # max_staleness 1: the next step's batch, being generated
 
 
 @dataclass
@@ -93,7 +93,7 @@ class Run:
     rewarder: Rewarder  # in-process, for evaluation
     service: VerifierPool  # verifier pool (workers or Ray actors), overlapped with the log-prob forwards
     logger: RunLogger
-    ranks: DistContext = SINGLE  # torchrun's ranks (issue #11); SINGLE in one process
+    ranks: DistContext = SINGLE  # torchrun's ranks; SINGLE in one process
     eval_prompts: list[Prompt] | None = None  # eval.sets' prompts (evaluation/sets.py); None = the task's own
 
 
@@ -105,9 +105,9 @@ def setup(config: RunConfig, run_dir: Path, ranks: DistContext = SINGLE, passed:
         torch.set_num_threads(config.threads)
     # Task and verifiers first: a bad dataset or verifier fails before any model loads.
     task = build_task(config.task)
-    if hasattr(task, "check_trainable"):  # a benchmark without a train split refuses here (humaneval, issue 48)
+    if hasattr(task, "check_trainable"):  # a benchmark without a train split refuses here (humaneval)
         task.check_trainable()
-    episodes = episode_parts(task, config)  # None unless the task plays multi-turn episodes (issue 26)
+    episodes = episode_parts(task, config)  # None unless the task plays multi-turn episodes
     single_turn_only(config, episodes, passed)
     # + reward.model_path, reward.functions
     rewarder = build_rewarder(config, passed) if episodes is None else episode_rewarder(episodes)
@@ -126,7 +126,7 @@ def setup(config: RunConfig, run_dir: Path, ranks: DistContext = SINGLE, passed:
     models = build_models(config, plan, task, ranks)
     optim = build_optimisation(config, plan, models, ranks)
     service = reward_service(config, rewarder, episodes)  # worker processes, or Ray actors (backends.py)
-    if config.reward.control != "none":  # issue 48: the update sees the control's reward; evaluation the real one
+    if config.reward.control != "none":  # the update sees the control's reward; evaluation the real one
         service = ControlledService(service, config.reward.control, weights)
     curriculum = PassRateCurriculum(config.curriculum, config.seed) if config.curriculum.enabled else None
     if ranks.enabled:
@@ -146,7 +146,7 @@ def setup(config: RunConfig, run_dir: Path, ranks: DistContext = SINGLE, passed:
         logger.message(passed.warning())
     feed = RolloutFeed(engine, CountingStream(task.train_prompts(config.seed)), curriculum, engine_weights)
     estimator = build_estimator(plan.advantage, plan.kl.beta, models.critic)
-    if episodes is not None and config.episode.credit == "process":  # per-turn credit (issue 26, item 3)
+    if episodes is not None and config.episode.credit == "process":  # per-turn credit
         scorer = build_process_reward(config.episode, config.reward, config.model)
         estimator = TurnCreditEstimator(estimator, scorer, config.episode.process_weight,
                                         config.algorithm.std_epsilon)
@@ -186,7 +186,7 @@ def build_models(config: RunConfig, plan: StepPlan, task: Task, ranks: DistConte
 
 def build_policy(model: ModelConfig, reference: bool) -> tuple[object, object | None, LoraPolicy | None]:
     """(policy, reference or None, LoraPolicy or None). With model.lora the reference is the policy with its
-    adapter off (issue #11, item 6): one model in memory instead of two."""
+    adapter off: one model in memory instead of two."""
     policy = load_model(model, trainable=True)
     if not model.lora.enabled:
         return policy, load_model(model, trainable=False) if reference else None, None

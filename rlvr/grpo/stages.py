@@ -1,5 +1,5 @@
 """The stages of one step (grpo/step.py calls them in order). Each takes the parts of the run it uses and the
-part of the StepPlan it reads (issue 25): no stage sees the config or the whole run.
+part of the StepPlan it reads: no stage sees the config or the whole run.
 
 Systems code only: every formula it applies lives in advantages.py, gae.py, shaping.py, loss.py or objectives.py.
 """
@@ -93,7 +93,7 @@ def draw_batch(feed: RolloutFeed, service: VerifierPool, draw: DrawPlan, ranks: 
 
 
 def prefetch_next(feed: RolloutFeed, draw: DrawPlan, step: int) -> None:
-    """max_staleness = 1 (issue #11, item 4): submit the next step's prompts now, before this step's update, so
+    """max_staleness = 1: submit the next step's prompts now, before this step's update, so
     the engine samples them (with the weights of the last sync) while the trainer updates. None after the last
     step. Dynamic sampling and the curriculum are refused with it (config/rules), so the prompts are plain."""
     if not draw.prefetch or step >= draw.max_steps:
@@ -134,7 +134,7 @@ def sync_engine(feed: RolloutFeed, policy, step: int, rollouts: RolloutBatch, sy
 
 def finish_scoring(drawn: Drawn, curriculum: PassRateCurriculum | None) -> ScoredBatch:
     """Wait for the verifiers; feed the curriculum (dynamic sampling already fed it every draw). The scores come
-    from the verifiers on the host and go on to the rollouts' device here (issue #23)."""
+    from the verifiers on the host and go on to the rollouts' device here."""
     scored = drawn.pending.result().to(drawn.rollouts.completion_mask.device)
     if drawn.draw is None:
         observe_pass_rates(curriculum, drawn.rollouts, scored)
@@ -235,6 +235,6 @@ def group_view_row(view: GroupViewPlan | None, models: Models, sharded: bool, st
         models.policy, rollouts.prompt_ids, rollouts.prompt_mask, rollouts.prompt_index[rows],
         rollouts.completion_ids[rows], rollouts.completion_mask[rows], view.temperature, view.micro_batch_size)
     with torch.no_grad():
-        rows = torch.arange(group * g, (group + 1) * g, device=rollouts.completion_ids.device)  # issue #23
+        rows = torch.arange(group * g, (group + 1) * g, device=rollouts.completion_ids.device)
         ratios = group_view.token_ratios(old, rollouts.sampling_logprobs, view.top_p, rows, rescore)
     return group_view.group_row(step, rollouts, scored, advantages, group, models.tokenizer.decode, view.clip, ratios)

@@ -5,7 +5,7 @@
 `grpo_step` calls each stage (stages.py) by name, handing it the parts of the run and of the StepPlan it uses.
 With the in-process transformers engine the rollout model *is* the policy, so the sync is a no-op. With
 rollout.engine.max_staleness=1 the next step's prompts go to the engine before the update, which then overlaps
-their generation (rollout/pipelined.py, issue #11).
+their generation (rollout/pipelined.py).
 """
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ def step_record(step: int, rollouts: RolloutBatch, scored: ScoredBatch, stats: U
         "kl_max": stats.kl_max,
         "entropy": stats.entropy, "grad_norm": stats.grad_norm, "lr": lr, "skipped": stats.skipped,
         "completion_length": lengths.mean().item(), "completion_length_max": lengths.max().item(),
-        "prompt_length": mean_prompt_tokens(rollouts.prompt_mask),  # the update's tokens (bench FLOP/s, issue 46)
+        "prompt_length": mean_prompt_tokens(rollouts.prompt_mask),  # the update's tokens (bench FLOP/s)
         "truncated_fraction": rollouts.truncated.float().mean().item(),
         **tied,
         **signals,
@@ -53,7 +53,7 @@ def mean_prompt_tokens(prompt_mask) -> float:
 
 
 def correction_metrics(stats: CorrectionStats | None) -> dict[str, float]:
-    """Rollout correction (issue #11): the weights' mean and max, the share of loss tokens masked, and the
+    """Rollout correction: the weights' mean and max, the share of loss tokens masked, and the
     trainer-vs-engine mismatch KL the agreement check compares with its threshold."""
     if stats is None:
         return {}
@@ -76,14 +76,14 @@ def sample_rows(step: int, rollouts: RolloutBatch, scored: ScoredBatch, limit: i
 
 
 def episode_sample(record: EpisodeRecord, prompt: Prompt) -> dict[str, Any]:
-    """What an episode's samples.jsonl row adds (issue 26): the episode, and the prompt's columns, which `rlvr
+    """What an episode's samples.jsonl row adds: the episode, and the prompt's columns, which `rlvr
     verify --verifier environment` hands back to score_state (examples/capitals.py reads prompt.columns). A value
     JSON cannot hold is written as its repr: a log line must never stop a run."""
     return {"episode": record.as_json(), "columns": json.loads(json.dumps(prompt.columns, default=repr))}
 
 
 def episode_metrics(rollouts: RolloutBatch) -> dict[str, float]:
-    """Multi-turn episodes (issue 26): turns, tool calls and environment tokens per episode, the share of calls
+    """Multi-turn episodes: turns, tool calls and environment tokens per episode, the share of calls
     that were valid, and the share of episodes per stop reason."""
     if rollouts.turns is None:
         return {}

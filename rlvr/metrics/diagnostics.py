@@ -1,4 +1,4 @@
-"""Per-step signals that answer "is it working?" (issue #13, item 1), beside what metrics.jsonl already held.
+"""Per-step signals that answer "is it working?", beside what metrics.jsonl already held.
 
 - reflection_rate: the share of a step's completions with a self-correction phrase ("wait", "let me check", ...).
   DeepSeek-R1's "aha moment" is the policy starting to write such phrases during RL; tracking their rate shows
@@ -59,7 +59,7 @@ KL_ALARM = 1.0  # k3 KL to the reference per token; the default run stays under 
 ZERO_LOSS = 5e-5
 # nats per token. On its own a low mean says little: in the default run (arithmetic, ~16 tokens, most of them
 # "Answer:" boilerplate) it fell to 0.047 at step 10 while all 4 training groups still had reward spread and the
-# reward kept rising (issue 24, part 4). So the note also needs the consequence it warns of: groups tying.
+# reward kept rising. So the note also needs the consequence it warns of: groups tying.
 ENTROPY_FLOOR = 0.05
 TIED_SHARE = 0.5  # the training batch's tied-group share from which low entropy is costing the run its signal
 SOLVED = 0.95  # share of correct verdicts from which ties mean "solved", not "stuck"
@@ -74,7 +74,7 @@ HACKING_DROP = 0.05  # a fall of held-out pass@1 this large while the training r
 # always wrong) was followed by one with 4 informative groups, and a KL above 1 came as one-step spikes in an earlier
 # default run (the step-18 example of docs/runs.md): advice would change settings for what the next step undoes.
 PERSIST = {"kl": 2, "tied": 2, "entropy": 2}
-# Issue 48: the default 32 new tokens cut 84-91 % of word-problem answers and nothing said so. Above this share of a
+# The default 32 new tokens cut 84-91 % of word-problem answers and nothing said so. Above this share of a
 # step's completions cut at the length cap, the reward mostly measures where the cut fell: said once per run.
 TRUNCATED_SHARE = 0.25
 ONCE = {"zero_loss", "truncated"}  # patterns said once per run, not at each onset
@@ -83,7 +83,7 @@ WARNINGS = {"truncated"}  # lines that say the run is set up to measure the wron
 
 @dataclass(frozen=True)
 class RunFacts:
-    """What the run already does, so that a note never advises turning on what is on (issue 24, part 4)."""
+    """What the run already does, so that a note never advises turning on what is on."""
 
     updates_per_batch: int = 1
     dynamic_sampling: bool = False

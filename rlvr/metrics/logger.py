@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 def batch_accounting(config: RunConfig) -> str:
-    """The numbers a user should check before a long run (issue #2, item 8)."""
+    """The numbers a user should check before a long run."""
     r, o = config.rollout, config.optimizer
     batch = config.batch_size
     micro = config.micro_batch_size
@@ -37,7 +37,7 @@ class RunLogger:
     """Appends JSON lines; files are flushed per step so a crash loses at most the current step.
 
     `writes=False` (torchrun ranks other than 0): the clock runs, nothing is written or printed, so the logs
-    and the console hold each step once (issue #11). `sinks`: the optional ones (rlvr.metrics.sinks.build_sinks); one
+    and the console hold each step once. `sinks`: the optional ones (rlvr.metrics.sinks.build_sinks); one
     that raises is dropped with one warning and the run goes on, as metrics.jsonl does. `progress_mode`:
     logging.progress; on a terminal (auto) the step lines are printed above a live bar of the steps."""
 

@@ -1,4 +1,4 @@
-"""Progress of the long phases: training, evaluation, sampling (issue #13, item 2).
+"""Progress of the long phases: training, evaluation, sampling.
 
     with progress("evaluating", total=800, unit="samples") as bar:
         bar.update(64)
@@ -61,7 +61,7 @@ class _Lines(Progress):
                  clock: Callable[[], float], initial: int, started: float | None):
         self.label, self.total, self.unit, self.stream = label, total, unit, stream
         self.interval_s, self.clock = interval_s, clock
-        self.initial = self.done = initial  # a resumed phase: the rate counts only this session's work
+        self.initial = self.done = initial  # a resumed phase: the rate counts only this process's work
         self.start = clock() if started is None else started
         self.last = clock()
         self.closed = False

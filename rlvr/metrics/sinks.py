@@ -1,4 +1,4 @@
-"""Where a run's numbers go (issue #13, item 3). metrics.jsonl and samples.jsonl are always written (JsonlSink);
+"""Where a run's numbers go. metrics.jsonl and samples.jsonl are always written (JsonlSink);
 TensorBoard (logging.tensorboard=true) and Weights & Biases (logging.wandb.project=NAME) are optional extras,
 imported only when enabled. build_sinks checks their packages when the run starts, before any model loads; the
 event files / the W&B run are only opened at the first record, so a run that fails during set-up leaves neither
@@ -208,7 +208,7 @@ def build_sinks(logging: LoggingConfig, recorded_config: Mapping[str, Any], run_
                 ) -> list[Sink]:
     """The optional sinks `logging` enables (JSONL is RunLogger's own). Call it early in set-up: a missing package
     is one SinkError before any model loads. recorded_config: the resolved run config as JSON, which W&B keeps with
-    the run (the sinks take their section and this record, not the RunConfig: issue 25). writes=False (torchrun
+    the run (the sinks take their section and this record, not the RunConfig). writes=False (torchrun
     ranks other than 0) checks the packages the same way but returns no sink: rank 0 alone logs."""
     sinks: list[Sink] = []
     if logging.tensorboard:

@@ -1,4 +1,4 @@
-"""Model shapes without weights (issue 46): `model.init=random` builds a randomly initialised model of a shipped shape,
+"""Model shapes without weights: `model.init=random` builds a randomly initialised model of a shipped shape,
 with the tokenizer of `model.name_or_path` (the embedded SmolLM2's by default).
 
 Why: throughput and memory at the sizes users train (0.5B-1.5B) depend on the shape alone, and a machine without the

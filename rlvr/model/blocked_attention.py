@@ -1,4 +1,4 @@
-"""Attention of the packed training forward by blocks of shared keys (issue #12, item 3).
+"""Attention of the packed training forward by blocks of shared keys.
 
 The packed sequence (rlvr/model/packing.py) holds every distinct prompt of a micro-batch and every completion row; its
 mask lets a completion token see its own prompt and its own earlier tokens only. Dense attention over that

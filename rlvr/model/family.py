@@ -1,4 +1,4 @@
-"""Which models rlvr's hand-written fast paths know (issue #12): the Llama family, whose attention is plain causal
+"""Which models rlvr's hand-written fast paths know: the Llama family, whose attention is plain causal
 self-attention over rotary positions. Both the fused decode step (rollout/decode_steps.py) and the blocked
 attention of the packed training forward (rlvr/model/blocked_attention.py) are exact only for these; other models take
 transformers' own paths."""

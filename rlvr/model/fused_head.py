@@ -1,4 +1,4 @@
-"""LM head + log p(target) (+ entropy) in one autograd node, for the vocabulary-sized work (issue #12, item 3).
+"""LM head + log p(target) (+ entropy) in one autograd node, for the vocabulary-sized work.
 
 The plain composition `logsumexp(head(h) / T)` then `gather` makes ~10 full passes over the [N, V] logits (49k
 columns for SmolLM2), each into a freshly allocated buffer: the division by T, logsumexp's max / subtract / exp /
@@ -11,7 +11,7 @@ gradients as the plain path to float tolerance (tests/test_fused_head.py).
 
 Entropy is a metric here (no gradient through it); an entropy bonus in the loss takes the plain path.
 
-Mixed precision (rlvr/model/precision.py, issue #23): under the caller's autocast the head product runs in bf16 and the
+Mixed precision (rlvr/model/precision.py): under the caller's autocast the head product runs in bf16 and the
 logits are upcast to fp32 before anything else, as in the plain `head(h).float()`; autocast is off while autograd
 runs a backward, so the backward replays the forward's autocast for its two products (what torch.amp.custom_bwd
 does for one fixed device type) instead of running them in fp32 on fp32 master weights.
@@ -126,7 +126,7 @@ def tied_input_embeddings(model, input_ids: torch.Tensor) -> torch.Tensor | None
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         return None
     # puts the lookup in the graph without tracking the weight itself. host: an empty leaf whose gradient
-    # (backward's torch.empty(0)) must be on its device; no op combines it with the policy's tensors (#23)
+    # (backward's torch.empty(0)) must be on its device; no op combines it with the policy's tensors
     anchor = torch.empty(0, requires_grad=True)
     return _RowsIntoGrad.apply(anchor, input_ids, [embed.weight], embed.padding_idx)
 
@@ -151,4 +151,4 @@ class _RowsIntoGrad(torch.autograd.Function):
         if weight.grad is None:
             weight.grad = torch.zeros_like(weight)
         weight.grad.index_add_(0, ids, rows)
-        return torch.empty(0), None, None, None  # host: the host anchor's gradient (issue #23)
+        return torch.empty(0), None, None, None  # host: the host anchor's gradient

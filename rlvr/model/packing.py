@@ -1,4 +1,4 @@
-"""Packing a micro-batch's real tokens into one sequence without padding (issue #12, item 3).
+"""Packing a micro-batch's real tokens into one sequence without padding.
 
 Layout: the tokens the micro-batch's distinct prompts all open with, once (MIN_SHARED_PREFIX); then for each
 distinct prompt, the rest of the prompt once (its real tokens, left padding dropped), then each of its completion

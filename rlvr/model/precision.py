@@ -1,4 +1,4 @@
-"""Mixed precision (issue #23, item 3): bf16 forwards and backwards over fp32 master weights and fp32 AdamW state.
+"""Mixed precision: bf16 forwards and backwards over fp32 master weights and fp32 AdamW state.
 
 `model.dtype` is the COMPUTE dtype of the forwards; `model.master_weights` is the dtype the weights are STORED in:
 - float32 (default): "mixed". Every model loaded from `model.*` keeps fp32 parameters, so the optimizer (built on
@@ -101,7 +101,7 @@ def replay_autocast(device: str, dtype: torch.dtype | None) -> contextlib.Abstra
     return contextlib.nullcontext() if dtype is None else torch.autocast(device, dtype=dtype)
 
 
-# model.lm_head_fp32 (issue 46, item 3): the LM head's product in fp32 under bf16 mixed precision, in the trainer and
+# model.lm_head_fp32: the LM head's product in fp32 under bf16 mixed precision, in the trainer and
 # in the sampler alike, as ScaleRL (Khatri et al. 2025) and MiniMax-M1 (2025) do to shrink the gap between the
 # sampler's and the trainer's token probabilities: the head turns hidden states into logits over the whole
 # vocabulary, and a bf16 product there rounds every logit to ~3 significant digits.

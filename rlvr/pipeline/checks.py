@@ -1,4 +1,4 @@
-"""What must hold before the first stage runs (issue #10, item 7): every input a stage reads exists, and a
+"""What must hold before the first stage runs: every input a stage reads exists, and a
 distillation student can read the teacher's traces. A recipe that would fail in stage 4 after an hour of
 training fails here instead, naming the stage and the key."""
 from __future__ import annotations
@@ -28,7 +28,7 @@ def before_any_stage(recipe: Recipe, manifest: Manifest) -> None:
         where = f"stage {record.name!r}"
         if record.kind != "grpo" and config.model.lora.enabled:
             raise ConfigError(f"{where}: model.lora applies to grpo stages only (set it under stages.NAME.model)")
-        if record.kind in MODEL_KINDS and config.checkpoint.save_final == "none":  # issue 48
+        if record.kind in MODEL_KINDS and config.checkpoint.save_final == "none":
             raise ConfigError(f"{where}: checkpoint.save_final=none would keep no final model, but the recipe "
                               "evaluates every sft/grpo stage's model and later stages start from it; use "
                               "checkpoint.save_final=model (weights, tokenizer and config, no optimizer state)")
@@ -47,7 +47,7 @@ def before_any_stage(recipe: Recipe, manifest: Manifest) -> None:
 
 
 def _check_sft(config: RunConfig, produced: set[str], where: str) -> None:
-    """sft.data and sft.mix_data exist (or an earlier stage writes them), the mix settings come together (issue 47),
+    """sft.data and sft.mix_data exist (or an earlier stage writes them), the mix settings come together,
     and a cold start can be written in the task's phrasing."""
     if config.sft.data not in produced and config.sft.data != COLD_START:
         _check_data(config.sft.data, f"{where}: sft.data")

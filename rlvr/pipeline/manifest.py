@@ -1,4 +1,4 @@
-"""RUN/manifest.json: every stage's status, resolved config, outputs and evaluation (issue #10, item 7).
+"""RUN/manifest.json: every stage's status, resolved config, outputs and evaluation.
 
 It is the pipeline's only state: a re-run reads it to skip finished stages and continue the current one.
 Written atomically (temporary file, fsync, rename) after every change, so an interruption at any instant

@@ -1,4 +1,4 @@
-"""A second look at every fall (issue 27: "no stage lowers any level's pass@1 or greedy accuracy beyond noise").
+"""A second look at every fall ("no stage lowers any level's pass@1 or greedy accuracy beyond noise").
 
 A recipe's evaluation compares each model with the one before on every set, pass@1 and greedy alike: with 5 sets,
 2 measures and 4 model stages that is 40 paired tests, and each flags a fall beyond 2 SE by chance about 2.3% of

@@ -1,4 +1,4 @@
-"""Runs a recipe stage by stage (issue #10, item 7): base evaluation, then each stage's own command with the
+"""Runs a recipe stage by stage: base evaluation, then each stage's own command with the
 previous stage's output wired in, an evaluation after every model stage, and the manifest after every change.
 
 Re-running the same command continues: finished stages are skipped, an interrupted one resumes from its own

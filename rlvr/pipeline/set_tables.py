@@ -1,7 +1,7 @@
-"""Per-set tables of a recipe's summary (issue 27): when the evaluation covers several sets (eval.sets: levels,
+"""Per-set tables of a recipe's summary: when the evaluation covers several sets (eval.sets: levels,
 phrasings), one row per model and one column per set for pass@1 (with its paired change against the model before),
 greedy accuracy, the reasoning the completions show (think length, reflection, intermediate results right), and
-the share of completions that end their turn within the token budget (issue 47).
+the share of completions that end their turn within the token budget.
 
 A change is "lowered beyond noise" (marked ▼) when pass@1, or greedy accuracy, fell by more than twice its paired
 standard error: the issue's bar for a stage that costs what an earlier one bought. (Greedy verdicts are 1/0 per
@@ -62,7 +62,7 @@ def paired_change(after: dict[str, Any], before: dict[str, Any], key: str = PER_
 
 def ended_share(evaluation: dict[str, Any]) -> float | None:
     """The share of sampled completions that end their turn with the end-of-turn token within the token budget
-    (rollout.max_new_tokens): 1 - the evaluation's "truncated" share (issue 47: a model that does not stop is no
+    (rollout.max_new_tokens): 1 - the evaluation's "truncated" share (a model that does not stop is no
     usable model, whatever its answer line says); None for an evaluation that has none."""
     truncated = evaluation.get("truncated")
     return None if truncated is None else 1.0 - truncated
@@ -124,4 +124,4 @@ def set_tables(manifest: Manifest) -> list[str]:
                      ["model", "think words", "reflection", *(f"steps right {head}" for head in heads)],
                      reasoning),
             markdown("ended: the share of sampled completions that end their turn (end-of-turn token within "
-                     "rollout.max_new_tokens; 1 - truncated), per set (issue 47)", ["model", *heads], ended)]
+                     "rollout.max_new_tokens; 1 - truncated), per set", ["model", *heads], ended)]

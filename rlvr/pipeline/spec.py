@@ -1,5 +1,5 @@
 """Recipes: a YAML list of stages (sft -> grpo -> sample -> sft -> grpo), resolved into one RunConfig per stage
-before anything runs (issue #10, item 7), so a bad stage config fails at once, naming the stage and the key.
+before anything runs, so a bad stage config fails at once, naming the stage and the key.
 
 A recipe file:
 
@@ -13,7 +13,7 @@ A recipe file:
         data: <sample stage>      # sft only: train on that stage's dataset (default: the latest sample stage,
                                   # unless the stage sets sft.data itself)
         mix: <sample stage>       # sft only: mix that stage's dataset into the data (sft.mix_data), as
-                                  # sft.mix_ratio says (rlvr/sft/mix.py; issue 47)
+                                  # sft.mix_ratio says (rlvr/sft/mix.py)
         focus: <sample stage>     # grpo only: train on the prompts that sample stage's model still missed
                                   # (its misses.jsonl as task.focus; rlvr/tasks/focus.py)
         seed_offset: 1            # optional: this stage runs with seed + 1, so a second RL stage draws fresh

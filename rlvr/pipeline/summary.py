@@ -1,5 +1,5 @@
 """The table printed at the end of a recipe: pass@1, maj@k, mean length and the share of completions that end their
-turn (issue 47) of the base and after every stage."""
+turn of the base and after every stage."""
 from __future__ import annotations
 
 from typing import Any
@@ -19,7 +19,7 @@ def summary_table(manifest: Manifest) -> str:
     """One row for the base model and one per stage, in stage order; a sample stage shows what it kept."""
     evals = [manifest.base_eval or {}] + [s.eval for s in manifest.stages if s.eval]
     maj = _largest_maj(evals)
-    # ended: the share of completions that end their turn within the token budget (issue 47; set_tables.ended_share)
+    # ended: the share of completions that end their turn within the token budget (set_tables.ended_share)
     header = ["stage", "kind", "pass@1", "change (± 2 SE)", *([maj] if maj else []), "mean length", "ended",
               "seconds"]
     previous = manifest.base_eval or {}

@@ -1,4 +1,4 @@
-"""Control runs (issue 48, item 8): `reward.control=random | format_only` trains on a reward that carries no
+"""Control runs: `reward.control=random | format_only` trains on a reward that carries no
 information about the answer, so that a real run's gain can be told apart from what any reward would have done.
 
 Shao et al. 2025 ("Spurious Rewards: Rethinking Training Signals in RLVR") found that RLVR on Qwen2.5-Math gains

@@ -1,4 +1,4 @@
-"""Your own reward functions (issue 48, item 1): `reward.functions: {"module:function": weight}` in the config, or
+"""Your own reward functions: `reward.functions: {"module:function": weight}` in the config, or
 `train(config, reward_funcs=[...])` in Python.
 
 A function is TRL's reward-function contract (GRPOTrainer's `reward_funcs`): called by keyword with `prompts`,

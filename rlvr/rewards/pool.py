@@ -1,4 +1,4 @@
-"""The verifier pool's core, shared by its two transports (issue 25; it was written twice and drifted).
+"""The verifier pool's core, shared by its two transports (it was written twice and drifted).
 
     pool = RewardService.start(task_config, workers=2)  # worker processes (rlvr/rewards/service.py), or
     pool = RayRewardService.start(config.ray, config.task, config.reward, functions)  # Ray actors (cluster/)
@@ -48,7 +48,7 @@ def combine(prompts: Sequence[Prompt], completions: Sequence[str], verdicts: Map
 
 @dataclass(frozen=True)
 class PoolSettings:
-    """What the core needs of the run's config (issue 25: not the whole RunConfig); built where a service is."""
+    """What the core needs of the run's config (not the whole RunConfig); built where a service is."""
 
     weights: Mapping[str, float]  # verifier name -> weight (task.verifiers): the order of each sample's verdicts
     deadline_s: float  # per sample, from dispatch
@@ -66,7 +66,7 @@ class ScoreFuture:
         self.prompts, self.completions, self.completion_ids = list(prompts), list(completions), completion_ids
         self.references = [prompt.reference for prompt in self.prompts]
         n = self._missing = len(self.completions)
-        self.truncated = [False] * n if truncated is None else list(truncated)  # cut at max_new_tokens (issue 48)
+        self.truncated = [False] * n if truncated is None else list(truncated)  # cut at max_new_tokens
         self.attempts = [0] * n  # worker deaths charged to each sample
         self._verdicts: list[list[Verdict] | None] = [None] * n
         self._done = threading.Event()  # set by the supervisor when _missing reaches 0

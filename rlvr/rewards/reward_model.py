@@ -1,4 +1,4 @@
-"""A learned reward model as one more reward component (issue #10, item 6).
+"""A learned reward model as one more reward component.
 
 DeepSeek-R1's last RL stage (section 2.3.4) adds a learned "helpful and harmless" preference score to the
 rule-based rewards. Here that is any Hugging Face sequence-classification model (`reward.model_path`),
@@ -7,7 +7,7 @@ exposed to the Rewarder as the TRL-style reward function named "reward_model" wi
 
     reward[i] = sum_k weight_k * verifier_k[i]  +  model_weight * rm_score[i]
 
-What the score is (`preference_score`), a probability in [0, MAX_SCORE] (the Rewarder clamps no score, issue 48):
+What the score is (`preference_score`), a probability in [0, MAX_SCORE] (the Rewarder clamps no score):
   * num_labels = 1 (Bradley-Terry reward models, e.g. TRL's RewardTrainer): sigmoid(logit), the modelled
     probability that this completion is preferred over one scored 0. The map is monotonic, so the order of a
     group's completions, which is all GRPO's group-normalised advantage uses, is the model's own order.
@@ -60,7 +60,7 @@ class RewardModelSettings:
 
     @classmethod
     def from_config(cls, reward: RewardConfig, model: ModelConfig) -> "RewardModelSettings | None":
-        """From the two sections it reads (issue 25: not the whole run config); None without reward.model_path."""
+        """From the two sections it reads (not the whole run config); None without reward.model_path."""
         if reward.model_path is None:
             return None
         return cls(reward.model_path, reward.model_batch_size, reward.model_device or model.device, model.dtype,
@@ -115,7 +115,7 @@ class RewardModel:
         for start in range(0, len(order), self.batch_size):
             chunk = order[start:start + self.batch_size]
             width = len(rows[chunk[0]])
-            # host: built on the host from token lists, moved to the model's device below (issue #23)
+            # host: built on the host from token lists, moved to the model's device below
             ids = torch.full((len(chunk), width), pad, dtype=torch.long)  # [b, T], right-padded
             mask = torch.zeros((len(chunk), width), dtype=torch.long)  # [b, T], 1 = real token; host: as ids
             for j, i in enumerate(chunk):

@@ -11,7 +11,7 @@ a Verifier (rlvr.verifiers) or a TRL-style reward function (rlvr/rewards/functio
     f(prompts=[...], completions=[...], completion_ids=[...], **columns) -> list[float | None]
 
 where None (or NaN, as TRL stores None) means "not applicable": it contributes 0, as TRL's nansum does, and is
-counted as UNPARSEABLE. A function's number is its score as it is, of any sign and size (issue 48: a -len/1000
+counted as UNPARSEABLE. A function's number is its score as it is, of any sign and size (a -len/1000
 penalty was clamped to 0 before, silently); a score >= 1 reads as CORRECT in the outcome counts. A verifier never
 raises (design.md principle 7); a function that raises, returns another number of values than completions, or a
 value that is no number, stops with one RewardFunctionError naming it: its score would otherwise be a silent 0.
@@ -170,7 +170,7 @@ class Rewarder:
         verdicts: dict[str, list[Verdict]] = {}
         for name, (component, _) in self.components.items():
             if is_verifier(component):
-                verdicts[name] = verify_many(component, completions, references, truncated)  # cut: issue 48
+                verdicts[name] = verify_many(component, completions, references, truncated)  # cut
             else:
                 verdicts[name] = call_reward_function(component, prompts, completions, completion_ids)
         return weigh(verdicts, {name: weight for name, (_, weight) in self.components.items()})
@@ -186,10 +186,10 @@ class Rewarder:
 
 def build_rewarder(config: RunConfig, passed: PassedFunctions | None = None) -> Rewarder:
     """The task's verifiers; when reward.model_path is set, the reward model as the component "reward_model" with
-    weight reward.model_weight (rlvr.rewards.reward_model; R1's last RL pass, issue #10); reward.functions, imported
+    weight reward.model_weight (rlvr.rewards.reward_model; R1's last RL pass); reward.functions, imported
     (rlvr/rewards/functions.py), and `passed`: train()'s callables that config.yaml could not record.
     A builder, not a component: every entry point (train, eval, generate, sample) composes the rewarder here from
-    three sections of its run config (task, reward, model); the Rewarder itself sees no config (issue 25).
+    three sections of its run config (task, reward, model); the Rewarder itself sees no config.
     Verifiers and functions are built before the reward model loads: a bad name fails in a moment."""
     from rlvr.rewards.reward_model import reward_model_components  # imports transformers only when a path is set
 
@@ -212,7 +212,7 @@ def weigh(verdicts: Mapping[str, Sequence[Verdict]], weights: Mapping[str, float
     The one place the weighting happens, whether verdicts were computed here or in the reward service.
     """
     n = len(next(iter(verdicts.values()))) if verdicts else 0
-    # host: the verifiers' scores; stages.finish_scoring moves them to the rollouts' device (issue #23)
+    # host: the verifiers' scores; stages.finish_scoring moves them to the rollouts' device
     scores = {name: torch.tensor([v.score for v in vs], dtype=torch.float32) for name, vs in verdicts.items()}
     rewards = torch.zeros(n, dtype=torch.float32)  # host: as the scores
     for name, weight in weights.items():

@@ -1,4 +1,4 @@
-"""Reward service on worker processes (issue #3, item 5): the verifiers run beside the trainer, overlapped with it.
+"""Reward service on worker processes: the verifiers run beside the trainer, overlapped with it.
 This module is the processes' Transport; rlvr/rewards/pool.py (VerifierPool) queues, counts and turns
 timeouts and crashes into verdicts, as for Ray actors.
 

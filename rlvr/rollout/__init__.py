@@ -1,4 +1,4 @@
-"""Rollout engines: sample G completions per prompt (issue #11, item 2; chosen once in rlvr/grpo/backends.py).
+"""Rollout engines: sample G completions per prompt (chosen once in rlvr/grpo/backends.py).
 
 - hf.py: the in-process transformers engine; it *is* the policy, so nothing is synced.
 - host.py: a transformers engine with its own copy of the weights (what a child process or a Ray actor runs).

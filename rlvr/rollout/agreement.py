@@ -1,4 +1,4 @@
-"""The post-sync agreement check (issue #11, item 2): after the trainer pushes its weights to an engine that
+"""The post-sync agreement check: after the trainer pushes its weights to an engine that
 holds its own copy, both score the same few sequences; their mismatch KL must stay under a threshold.
 
 This is separate from the per-batch mismatch the update logs (correction.py): with asynchronous rollouts

@@ -1,5 +1,5 @@
 """The rollout engine protocols; engines differ (transformers in-process or in another process, vLLM, a Ray
-actor) but return the same RolloutBatch (issue #11, item 2)."""
+actor) but return the same RolloutBatch."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,7 +16,7 @@ class SamplingParams:
     top_p: float = 1.0
     max_new_tokens: int = 32
     # Seeds the call's own generator when set. The trainer draws it from its (checkpointed) RNG for every call, so
-    # an engine in another process samples exactly what the in-process engine would (issue #11: Ray and process
+    # an engine in another process samples exactly what the in-process engine would (Ray and process
     # engines are tested for equal rewards and parameters) and a resumed run replays the same draws.
     seed: int | None = None
 
@@ -29,7 +29,7 @@ class RolloutEngine(Protocol):
 
 @dataclass(frozen=True)
 class SampledTurn:
-    """One model turn sampled after a token context (multi-turn episodes, issue 26): token ids in, token ids out."""
+    """One model turn sampled after a token context (multi-turn episodes): token ids in, token ids out."""
 
     ids: list[int]  # the sampled ids as sampled, the stop token included when the turn stopped
     logprobs: list[float]  # log-prob of each id under the distribution it was drawn from
@@ -69,7 +69,7 @@ class SyncedEngine(Protocol):
 
 
 def sampling_generator(seed: int | None, device: torch.device | str) -> torch.Generator | None:
-    """The call's generator (None = torch's global RNG, as before issue #11)."""
+    """The call's generator (None = torch's global RNG, as before rollouts had their own seeds)."""
     return None if seed is None else torch.Generator(device=device).manual_seed(seed)
 
 

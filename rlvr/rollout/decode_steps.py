@@ -1,4 +1,4 @@
-"""One decode step of the in-process engine, two ways (issue #12, item 2). The sampling loop (rollout/hf.py) asks a
+"""One decode step of the in-process engine, two ways. The sampling loop (rollout/hf.py) asks a
 stepper for the next-token logits of its active rows, and tells it which rows to keep when finished ones leave.
 
 - HFStepper: the transformers model's own forward on a DynamicCache (any causal LM transformers can run).

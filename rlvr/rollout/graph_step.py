@@ -1,4 +1,4 @@
-"""The Llama-family decode step over a static KV cache, replayed from CUDA graphs on a GPU (issue #23, item 4).
+"""The Llama-family decode step over a static KV cache, replayed from CUDA graphs on a GPU.
 
 On an H100 the eager decode step of SmolLM2-135M took ~10 ms for 64 rows while its 0.54 GB of fp32 weights take
 ~0.2 ms to read: ~300 small kernels a step, each launched from Python, so the step was bound by launches. A CUDA
@@ -13,7 +13,7 @@ graph launches a whole recorded step at once, but it replays fixed shapes at fix
   graph recorded for the first call stays valid while the policy trains (AdamW updates in place);
 - rows that finish leave only at bucket boundaries (64, 32, 16, 8 rows): live rows move to the front and the
   graph of the smaller bucket runs on the first rows of the same buffers (spare rows compute ignored values).
-Mixed precision (issue #23, item 3): the matmuls run in the compute dtype while the residual stream, norms and
+Mixed precision: the matmuls run in the compute dtype while the residual stream, norms and
 rotary stay in the parameters' dtype, the order autocast gives the trainer's forward, so sampler and trainer
 log-probs agree to bf16 rounding. Without a GPU (tests) the same step runs eagerly; tests/test_graph_step.py
 checks it samples the very tokens of the eager FusedStepper for the same seed. rollout.compile_decode compiles the
@@ -117,7 +117,7 @@ class DecodeWeights:
                 self.layers.append(_LayerWeights(attn_norm=layer.input_layernorm.weight,
                                                  mlp_norm=layer.post_attention_layernorm.weight, **made))
             head = model.get_output_embeddings()
-            # model.lm_head_fp32 (issue 46): the head's copy in fp32, and _mm casts the state to it
+            # model.lm_head_fp32: the head's copy in fp32, and _mm casts the state to it
             head_dtype = torch.float32 if precision.head_is_fp32(head) else compute_dtype
             self.head = head.weight.detach().to(head_dtype).clone()
             self.head_bias = None if head.bias is None else head.bias.detach().to(head_dtype).clone()

@@ -23,7 +23,7 @@ from rlvr.types import Prompt, RolloutBatch
 # Finished rows leave the decode batch once at most this share of it is still running: each drop copies the KV
 # cache once, so dropping at every finish would cost more than the rows it saves.
 DROP_AT_LIVE_SHARE = 0.75
-# On a GPU the loop asks the device whether rows finished only every SYNC_EVERY tokens (issue #23, item 4): each
+# On a GPU the loop asks the device whether rows finished only every SYNC_EVERY tokens: each
 # question is a host sync that stalls the queue of launched steps; rows that finished meanwhile decode pad tokens
 # that are masked out. On the CPU there is no queue to stall, so it asks after every token.
 SYNC_EVERY = 8
@@ -129,7 +129,7 @@ class HFRolloutEngine:
     def _stepper(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, group_size: int, max_new: int,
                  shared: SharedPrefix | None = None):
         """The static-cache step on a GPU, and for a mixed-precision model anywhere (it makes its own compute-dtype
-        weight copies, issue #23 item 3); else the eager fused step, or transformers' forward (under autocast when
+        weight copies); else the eager fused step, or transformers' forward (under autocast when
         the model is mixed)."""
         model = self.model
         static = self.static_decode if self.static_decode is not None else prompt_ids.device.type == "cuda"
@@ -168,7 +168,7 @@ class HFRolloutEngine:
         steps_in = contextlib.nullcontext() if isinstance(stepper, GraphStepper) else precision.autocast(self.model)
         for step in range(sampling.max_new_tokens):
             # Every row's random number is drawn each step, also for rows already dropped from the batch: a row's
-            # draws then do not depend on when the others finish, so dropping rows changes no token (issue #12).
+            # draws then do not depend on when the others finish, so dropping rows changes no token.
             uniform = torch.rand(rows, generator=generator, device=device)[active]
             token, logprob = pick_tokens(logits, sampling, uniform=uniform)
             token = token.masked_fill(finished[active], self.tokenizer.pad_token_id)
@@ -195,7 +195,7 @@ class HFRolloutEngine:
 
     def continue_tokens(self, contexts: list[list[int]], group_size: int, sampling: SamplingParams
                         ) -> list[SampledTurn]:
-        """Multi-turn episodes (issue 26): a turn after each token context, ids in and ids out, never through text.
+        """Multi-turn episodes: a turn after each token context, ids in and ids out, never through text.
         Contexts are left-padded into one batch and sampled by the same loop as `generate` (group_size rows share
         one prefill of their context; later turns' rows that open alike, a group's prompt, share its prefill:
         rollout/prefill.py)."""
@@ -221,7 +221,7 @@ class HFRolloutEngine:
         """`sample` over left-padded prompts; prompts that open alike (every prompt of a task: the system turn and
         the one-shot pair, ~70 of the arithmetic prompt's ~90 tokens) prefill that opening once (rollout/prefill.py).
         Small on this CPU, where decoding dominates: a level-3 evaluation of 50 x (4 + 1) samples took 76 s instead
-        of 80 (issue 27); the same tokens either way (tests/test_prefill.py)."""
+        of 80; the same tokens either way (tests/test_prefill.py)."""
         rows = [ids[mask.bool()].tolist() for ids, mask in zip(prompt_ids, prompt_mask)]
         split = split_contexts(rows) if len(rows) > 1 else None
         if split is None:

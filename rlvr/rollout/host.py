@@ -24,7 +24,7 @@ def synced_parameters(model: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
 
 @dataclass(frozen=True)
 class HostSettings:
-    """What a host loads and runs with, and nothing else of the run (issue 25, design.md principle 8: a component
+    """What a host loads and runs with, and nothing else of the run (design.md principle 8: a component
     takes its own settings; rlvr/grpo/backends.py builds them from the run config)."""
 
     model: ModelConfig  # the trainer's model section: the same checkpoint, dtype and device

@@ -1,4 +1,4 @@
-"""Asynchronous rollouts, rollout.engine.max_staleness=1 (issue #11, item 4): the next step's generation runs in
+"""Asynchronous rollouts, rollout.engine.max_staleness=1: the next step's generation runs in
 the engine while this step updates.
 
 Timeline, with the prefetch submitted before the update and every sync queued behind it in the engine:

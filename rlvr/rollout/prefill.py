@@ -1,4 +1,4 @@
-"""The sampler's prefill, with rows that open alike run once (issue 26: multi-turn episodes).
+"""The sampler's prefill, with rows that open alike run once (multi-turn episodes).
 
 An episode's second and later turns continue each row from its whole context: the prompt (~400 tokens on the
 calculator and filesystem tasks, worked examples included), then its own earlier turns (~50 tokens each). The G rows

@@ -1,5 +1,5 @@
-"""rollout.engine.kind=hf_process: the transformers engine in a child process with its own weights (issue #11,
-item 2), the trainer's side. The child (rollout/process_worker.py) is spawned with torch.multiprocessing's
+"""rollout.engine.kind=hf_process: the transformers engine in a child process with its own weights, the trainer's
+side. The child (rollout/process_worker.py) is spawned with torch.multiprocessing's
 "spawn" context and serves commands over a Pipe; weights travel over a two-rank gloo group built directly from a
 TCPStore, so it neither needs nor disturbs torch.distributed's default group (torchrun's, when there is one).
 
@@ -41,7 +41,7 @@ from rlvr.rollout.process_worker import (
 from rlvr.types import Prompt, RolloutBatch
 
 # The longest any one command may take, generation included. No config field: a step of the real 135M model on
-# CPU takes well under a minute, and a hang, not a slow step, is what this guards against (issue #11).
+# CPU takes well under a minute, and a hang, not a slow step, is what this guards against.
 REPLY_TIMEOUT_S = 600.0
 CLOSE_TIMEOUT_S = 30.0  # close(): how long the child gets to finish what it is doing before it is killed
 POLL_S = 0.5  # how often a wait checks that the child is still alive
@@ -121,7 +121,7 @@ class ProcessEngine:
 
     def continue_tokens(self, contexts: list[list[int]], group_size: int, sampling: SamplingParams
                         ) -> list[SampledTurn]:
-        """One turn of episodes in the engine process (issue 26); the environments stay in the trainer's."""
+        """One turn of episodes in the engine process; the environments stay in the trainer's."""
         return self._wait(self._send(Continue([list(c) for c in contexts], group_size, sampling)), "sampling a turn")
 
     def rollouts_of(self, pending: PendingRollouts, timeout: float | None = None) -> RolloutBatch:

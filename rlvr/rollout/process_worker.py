@@ -1,4 +1,4 @@
-"""The engine process of rollout.engine.kind=hf_process (issue #11, item 2): what runs in the child that
+"""The engine process of rollout.engine.kind=hf_process: what runs in the child that
 rollout/process.py spawns. It holds an EngineHost (its own transformers copy of the policy) and serves the
 parent's commands over a Pipe, one at a time and in the order sent, one Reply each. Weights arrive over a
 two-rank gloo group of their own (trainer = rank 0, engine = rank 1): a Sync command announces the tensors, then
@@ -46,7 +46,7 @@ class Generate:
 
 @dataclass(frozen=True)
 class Continue:
-    """One turn of multi-turn episodes (issue 26): token contexts in, SampledTurns out."""
+    """One turn of multi-turn episodes: token contexts in, SampledTurns out."""
 
     contexts: list[list[int]]
     group_size: int
@@ -114,7 +114,7 @@ def _receive(group, specs: list[TensorSpec]) -> Iterator[tuple[str, torch.Tensor
 
 
 def _handle(host, group, command) -> Reply:
-    # The pipe carries host tensors both ways (issue #23): a CUDA tensor sent to another process arrives as a shared
+    # The pipe carries host tensors both ways: a CUDA tensor sent to another process arrives as a shared
     # handle that cannot be sent on again, and keeps the sender's memory pinned until the receiver lets it go.
     if isinstance(command, Generate):
         rollouts = host.generate(command.prompts, command.group_size, command.sampling)

@@ -1,4 +1,4 @@
-"""Rejection sampling and distillation data (`rlvr sample`, issue #10 item 3; DeepSeek-R1 stage 3).
+"""Rejection sampling and distillation data (`rlvr sample`; DeepSeek-R1 stage 3).
 
 select.py decides which sampled completions are kept (pure); tokenizers.py checks a distillation student up
 front; mix.py adds general chat rows; records.py holds the progress file and the dataset rows; run.py runs it.

@@ -1,4 +1,4 @@
-"""The sampling run's records: which prompts, the per-prompt progress file, the dataset rows (issue #10).
+"""The sampling run's records: which prompts, the per-prompt progress file, the dataset rows.
 
 RUN/progress.jsonl holds one line per finished prompt with all N scored samples (not only the kept ones), so
 a resumed run skips finished prompts, and the selection (keep, select, mixing) is applied at the end from
@@ -72,7 +72,7 @@ def candidate_json(candidate: Candidate) -> dict[str, Any]:
 def candidate_from_json(index: int, data: dict[str, Any]) -> Candidate:
     return Candidate(index=index, text=data["text"], length=int(data["length"]), reward=float(data["reward"]),
                      verdicts={k: Outcome(v) for k, v in data["verdicts"].items()}, scorable=bool(data["scorable"]),
-                     ended=bool(data.get("ended", True)))  # progress files written before issue 47 have no key
+                     ended=bool(data.get("ended", True)))  # older progress files have no key
 
 
 def append_progress(run_dir: Path, records: Iterable[PromptRecord]) -> None:

@@ -1,4 +1,4 @@
-"""Rejection sampling (DeepSeek-R1 stage 3; issue #10 item 3): N samples per prompt, verified, best k kept.
+"""Rejection sampling (DeepSeek-R1 stage 3): N samples per prompt, verified, best k kept.
 
   distinct train prompts -> batches of batch_size x N samples -> task rewarder -> RUN/progress.jsonl
   -> (at the end) best k correct per prompt, de-duplicated, + general rows -> SFT dataset JSONL + report.json
@@ -47,7 +47,7 @@ from rlvr.types import Outcome, Prompt
 
 REPORT = "report.json"
 # The prompts not solved by every sample, one {"id", "correct", "samples"} per line: what a last RL stage trains on
-# (task.focus, rlvr/tasks/focus.py; R1 sec. 2.3.4 after rejection sampling, issue 27).
+# (task.focus, rlvr/tasks/focus.py; R1 sec. 2.3.4 after rejection sampling).
 MISSES = "misses.jsonl"
 DEFAULT_OUTPUT = "sft_data.jsonl"
 # Settings that decide what is sampled: a resume with any of them changed would not continue the same run.
@@ -68,7 +68,7 @@ class SampleResult:
     split_exhausted: bool  # the train split held fewer distinct prompts than wanted
     sampled: int  # completions generated
     correct: int  # completions every gating verifier accepted and that ended their turn (duplicates included)
-    cut: int  # completions cut by rollout.max_new_tokens: never kept, whatever the verifiers say (issue 47)
+    cut: int  # completions cut by rollout.max_new_tokens: never kept, whatever the verifiers say
     rows_kept: int  # rejection-sampled rows in the dataset
     rows_general: int  # general rows mixed in
     outcomes: dict[str, int] = field(default_factory=dict)  # "math/correct" -> count, every component/outcome
@@ -206,7 +206,7 @@ def _setup(config: RunConfig, run_dir: Path, resumed: bool, rewarder: Any, gener
     dump_config(config, run_dir / "config.yaml")
     (run_dir / PROGRESS).touch()
     say(f"run directory: {run_dir}" + (" (resuming)" if resumed else ""))
-    for line in note_random_run(run_dir, config.model):  # issue 46: samples of random weights
+    for line in note_random_run(run_dir, config.model):  # samples of random weights
         say(line)
     seed_everything(config.seed)
     if config.threads:

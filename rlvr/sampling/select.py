@@ -1,7 +1,7 @@
-"""Which of a prompt's N sampled completions are kept (pure; R1 paper sec. 2.3.3, issue #10 item 3).
+"""Which of a prompt's N sampled completions are kept (pure; R1 paper sec. 2.3.3).
 
 A completion is *correct* when every verifier with a positive weight says CORRECT, its reference could be
-read and it ended its turn (issue 47: a completion cut by rollout.max_new_tokens, trained on with the chat
+read and it ended its turn (a completion cut by rollout.max_new_tokens, trained on with the chat
 template's end-of-turn token after it, would teach the model to stop in mid-text and to write on past its answer).
 The learned reward model is not a verifier: its score only ever reaches CORRECT at exactly 1.0, so it
 is left out of correctness (it still counts in the total reward that `select="reward"` ranks by).

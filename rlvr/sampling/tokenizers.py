@@ -1,4 +1,4 @@
-"""Distillation's up-front check: can the student learn from the teacher's traces as text? (issue #10 item 3)
+"""Distillation's up-front check: can the student learn from the teacher's traces as text?
 
 R1's distilled models were fine-tuned on the teacher's samples as *text* (R1 paper sec. 2.4), so teacher and
 student need not share a vocabulary; SFT re-tokenises. What can go wrong is lossy text: a student tokenizer

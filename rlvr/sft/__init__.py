@@ -1,2 +1,2 @@
-"""Supervised fine-tuning (`rlvr sft`, issue #10 item 1): data.py (rows and bad rows), masking.py (assistant-token
+"""Supervised fine-tuning (`rlvr sft`): data.py (rows and bad rows), masking.py (assistant-token
 masks), batching.py (order and micro-batches), step.py (one optimizer step), trainer.py (`sft`), command.py (CLI)."""

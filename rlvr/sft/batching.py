@@ -1,4 +1,4 @@
-"""Which rows each optimizer step sees, and how they become micro-batches (issue #10, item 1).
+"""Which rows each optimizer step sees, and how they become micro-batches.
 
 Order: every epoch is a permutation of the rows drawn from the seed and the epoch number alone (a string
 seed, so it does not depend on PYTHONHASHSEED or on global RNG state); the epochs are concatenated and each
@@ -18,7 +18,7 @@ not depend on the order or the cut; sorting only removes padding. Two layouts:
     run as the RL update runs its rollouts (rlvr/model/logprobs.completion_logprobs): packed without padding, the
     opening that the rows' prompts share (system turn, one-shot example: ~75 of a recipe row's ~140 tokens) once,
     attention by blocks, only trained tokens through the LM head. Same loss and gradients (tests/test_sft.py);
-    fewer tokens through the model (issue 27: the cold start is the recipe's costliest stage).
+    fewer tokens through the model (the cold start is the recipe's costliest stage).
 """
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ class MicroBatch:
 def pad_rows(examples: list[Example], pad_id: int) -> MicroBatch:
     """One row per example, padded on the right (the positions of real tokens are then 0..T-1 as usual)."""
     width = max(e.length for e in examples)
-    # host: built from the examples on the host; MicroBatch.to moves each micro-batch (issue #23)
+    # host: built from the examples on the host; MicroBatch.to moves each micro-batch
     ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
     attention = torch.zeros((len(examples), width), dtype=torch.long)  # host: as ids
     target = torch.zeros((len(examples), width), dtype=torch.bool)  # host: as ids
@@ -123,7 +123,7 @@ def split_rows(examples: list[Example], pad_id: int) -> SplitBatch:
     lasts = [int(e.target_mask.nonzero()[-1]) + 1 for e in examples]
     width_p = max(firsts)
     width_c = max(last - first for first, last in zip(firsts, lasts))
-    # host: built from the examples on the host; .to(device) moves each micro-batch (issue #23)
+    # host: built from the examples on the host; .to(device) moves each micro-batch
     prompt_ids = torch.full((len(examples), width_p), pad_id, dtype=torch.long)
     prompt_mask = torch.zeros((len(examples), width_p), dtype=torch.long)  # host: as prompt_ids
     completion_ids = torch.full((len(examples), width_c), pad_id, dtype=torch.long)  # host: as prompt_ids

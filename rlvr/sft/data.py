@@ -1,4 +1,4 @@
-"""Chat rows for supervised fine-tuning (issue #10, item 1): where they come from and which ones are usable.
+"""Chat rows for supervised fine-tuning: where they come from and which ones are usable.
 
 `sft.data` is
   * a local .jsonl / .json / .parquet file, a directory written by `save_to_disk`, or a hub id, read through

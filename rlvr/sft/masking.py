@@ -1,4 +1,4 @@
-"""Chat rows -> token ids with a mask of the tokens the loss is taken on: assistant tokens only (issue #10).
+"""Chat rows -> token ids with a mask of the tokens the loss is taken on: assistant tokens only.
 
 Where the assistant's tokens are is found with the chat template itself, not by searching for role markers:
 for a trained assistant turn i the template renders

@@ -1,7 +1,7 @@
-"""Rows mixed into the SFT data: sft.mix_data and sft.mix_ratio (issue 47).
+"""Rows mixed into the SFT data: sft.mix_data and sft.mix_ratio.
 
 Why: R1 (Guo et al. 2025, sec. 2.3.3) trains its second SFT on ~600k reasoning rows plus ~200k non-reasoning
-ones, so that the model keeps answering ordinary requests well; issue 47 found the recipe's cold start, trained on
+ones, so that the model keeps answering ordinary requests well; the recipe's earlier cold start was found, trained on
 worked solutions alone, answering plain questions worse than the base model and not ending its turn. Mixing rows of
 the model's ordinary answers (in the R1 recipe: the base model's own verified answers to plain questions, written
 by the recipe's `plain_answers` stage) into each SFT stage keeps them.

@@ -52,7 +52,7 @@ def _head_nll(head, states: torch.Tensor, targets: torch.Tensor) -> torch.Tensor
     return F.cross_entropy(head(states).float(), targets, reduction="sum")
 
 
-@in_compute_dtype  # under torch.autocast for a mixed-precision policy (rlvr/model/precision.py, issue #23)
+@in_compute_dtype  # under torch.autocast for a mixed-precision policy (rlvr/model/precision.py)
 def target_nll(policy, micro: MicroBatch) -> torch.Tensor:
     """Summed -log p of the micro-batch's target tokens (a scalar). Only target positions go through the LM
     head, as in rlvr/model/logprobs.py, and in chunks of HEAD_CHUNK whose logits are recomputed in the backward pass

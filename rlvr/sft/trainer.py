@@ -1,4 +1,4 @@
-"""Supervised fine-tuning (issue #10, item 1): the R1 cold start and the SFT on rejection-sampled traces.
+"""Supervised fine-tuning: the R1 cold start and the SFT on rejection-sampled traces.
 
   rows -> assistant-token masks -> steps of sft.batch_size rows -> micro-batches -> AdamW -> log -> checkpoint
 
@@ -190,7 +190,7 @@ def _loop(run: SFTRun, checkpoint: Checkpoint | None) -> Path:
         (run_dir / DATA_FILE).write_text(json.dumps({"rows": len(run.examples),
                                                      "sha256": data_fingerprint(run.examples)}) + "\n")
     dump_config(config, run_dir / "config.yaml")
-    for line in note_random_run(run_dir, config.model, run.policy):  # issue 46
+    for line in note_random_run(run_dir, config.model, run.policy):
         run.logger.message(line)
     run.logger.message(describe(run))
     with GracefulStop(say=run.logger.message) as stop:

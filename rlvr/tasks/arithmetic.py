@@ -18,11 +18,11 @@ every problem as a story from the training or the never-trained templates, with 
 ("arithmetic-l1/eval/words/7 * 8"), so one problem in two phrasings never shares an id. mixed draws symbols or words
 with probability 1/2 per train prompt from a private RNG seeded by the seed (the same stream on resume); its
 held-out prompts alternate symbols, words, ... along the fixed held-out order (itself the sha256 ranking), so every
-eval.size is half and half and a problem's phrasing never changes. plain (rlvr/tasks/plain.py, issue 47) asks the
+eval.size is half and half and a problem's phrasing never changes. plain (rlvr/tasks/plain.py) asks the
 problem as a user would, in one user turn without the system turn, the example or task.instruction (id
 "arithmetic-l1/eval/plain/7 * 8"), from the same held-out split. all does for symbols, words and plain what mixed
 does for symbols and words (a third each): R1's last RL stage trains over every kind of prompt (Guo et al. 2025,
-sec. 2.3.4), so the recipe's model keeps answering outside its template (issue 47).
+sec. 2.3.4), so the recipe's model keeps answering outside its template.
 """
 from __future__ import annotations
 
@@ -118,7 +118,7 @@ class ArithmeticTask:
             messages = build_messages(question_text(problem), self.config)
         elif phrasing in ("words", "words_new"):
             messages = build_messages(word_question(problem, phrasing), self.config)
-        elif phrasing == PLAIN:  # one user turn of its own: no system turn, example or task.instruction (issue 47)
+        elif phrasing == PLAIN:  # one user turn of its own: no system turn, example or task.instruction
             messages = plain_messages(problem)
         else:
             raise ValueError(f"prompt phrasing must be symbols, words, words_new or plain, got {phrasing!r}")

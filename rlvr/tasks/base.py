@@ -10,7 +10,7 @@ The held-out split of the tasks that enumerate their problems (arithmetic, calcu
 once here: `split_by_hash`.
 
 Apart from rlvr/tasks/__init__.py (the TASKS registry, which imports the tasks) so that a task imports this
-module and not the package that imports it (issue 25: no import circles).
+module and not the package that imports it (no import circles).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Cold-start data without a hub (issue #10, item 2): readable worked solutions for the built-in tasks.
+"""Cold-start data without a hub: readable worked solutions for the built-in tasks.
 
 DeepSeek-R1 (section 2.3.1) starts its RL from a few thousand readable long-CoT examples, each laid out as a
 reasoning block and then a summary answer. Here every row is
@@ -19,7 +19,7 @@ and RL see identical prompts. Rows come only from the TRAIN split; the held-out 
     (task.phrasing words or mixed, rlvr/tasks/phrasings.py) first states the expression it asks for, "That is
     3 + 4 * 5.", then derives it; such a completion is at most 59 tokens at levels 1-3 with the preferred
     derivation and at most 63 with any other. task.phrasing=words_new is refused: those stories stay out of
-    training. A plain question (rlvr/tasks/plain.py, issue 47: one user turn with its own instruction) gets the
+    training. A plain question (rlvr/tasks/plain.py: one user turn with its own instruction) gets the
     symbols row's think block (its first equation names the expression, also when the question says 'times') and
     then the answer in the form its instruction asks: 'Answer: X', only the number, or \\boxed{X} (no instruction:
     'Answer: X'), so that the model learns to end its turn on a question asked as a user would ask it; at most 2
@@ -232,7 +232,7 @@ def arithmetic_derivations(canonical: str, level: int) -> list[str]:
     if level == 1:
         # Times tables and small sums are recalled, not derived: SmolLM2-135M errs in the extra steps of a
         # derivation (measured: held-out pass@1 0.49 after a cold start whose level-1 solutions were mostly
-        # multi-step, 0.71 with one-step statements; issue #10). A one-step rule comes first where one applies
+        # multi-step, 0.71 with one-step statements). A one-step rule comes first where one applies
         # (a rule could carry over to held-out problems, a recalled fact cannot), although the trained model
         # seldom writes it: docs/notes/2026-11-23-cold-start-level-1.md. The derivations stay as further options.
         steps = _add(a, b) if op == "+" else _times_small(a, b)
@@ -243,7 +243,7 @@ def arithmetic_derivations(canonical: str, level: int) -> list[str]:
         # Two-digit sums and differences are stated, not derived, in the preferred form: SFT from the base model on
         # 256 level-2 rows (mixed phrasing) reached held-out pass@1 0.50 (symbols) / 0.45 (new stories) with
         # "47 + 35 = 82.", 0.25 / 0.33 with the split form and 0.15 / 0.10 with the column form (30 problems x 2
-        # each; direct - split +0.25 +- 0.17 on symbols; issue 27 note): as at level 1, each extra step is one
+        # each; direct - split +0.25 +- 0.17 on symbols): as at level 1, each extra step is one
         # more place for a 135M model to err. A story's row still states its expression first (the step that
         # carries to new wordings); the derivations stay as options.
         result, derive = {"+": (a + b, _add), "-": (a - b, _subtract), "*": (a * b, _times_small)}[op]

@@ -1,4 +1,4 @@
-"""Training on the problems a model still misses (`task.focus`, issue 27: "a final RL stage that works on what is
+"""Training on the problems a model still misses (`task.focus`: "a final RL stage that works on what is
 still missed").
 
 R1's last RL pass (Guo et al. 2025, sec. 2.3.4) follows a rejection-sampling stage that has just sampled N answers

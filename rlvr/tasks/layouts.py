@@ -1,4 +1,4 @@
-"""The dataset layouts the qa task reads (issue 48), told apart by their columns; docs/data.md shows each.
+"""The dataset layouts the qa task reads, told apart by their columns; docs/data.md shows each.
 
 * plain: a question column (task.question_field) and an answer column (task.answer_field), as GSM8K and MATH.
 * trl: TRL's prompt-only layout: a `prompt` column holding a text ("standard") or a list of {"role", "content"}

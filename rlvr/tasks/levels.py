@@ -3,8 +3,8 @@
 Why: a task the model almost never solves gives GRPO nothing to learn from; every group ties. On the calculator's
 two-operation problems SmolLM2-135M is right in ~2 % of episodes, so a 4-prompt step of G = 8 holds a group with a
 correct answer about one step in two; its one-operation problems (level 1, the same stories) are right several times
-as often (issue 26, item 8; docs/agents.md). Mixing the easier level into training keeps the signal while
-the held-out measure stays on the harder one: the first rung of the curriculum that issue 27 builds on.
+as often (docs/agents.md). Mixing the easier level into training keeps the signal while
+the held-out measure stays on the harder one: the first rung of the recipe's curriculum builds on.
 
 Each draw picks a level uniformly (not by split size: level 2 holds 6658 problems, level 1 573), then a problem from
 that level's own stream; both from private RNGs derived from the seed, so the stream is exact on resume.

@@ -1,4 +1,4 @@
-"""Word-problem phrasings of the arithmetic problems (task.phrasing; issue 27: data that asks for reasoning).
+"""Word-problem phrasings of the arithmetic problems (task.phrasing: data that asks for reasoning).
 
 The same problem ("3 + 4 * 5") can be asked as symbols ("What is 3 + 4 * 5?") or as a short story. There are two
 sets of stories:

@@ -1,7 +1,7 @@
-"""Plain questions (task.phrasing=plain; issue 47): the arithmetic problems asked as a user would.
+"""Plain questions (task.phrasing=plain): the arithmetic problems asked as a user would.
 
 Why: every other phrasing asks inside the training template: the system turn (task.system_prompt), the one-shot
-example and task.instruction ('End with 'Answer: <number>'.'). Issue 47 asked the R1 recipe's models 'What is 7
+example and task.instruction ('End with 'Answer: <number>'.'). Asked the R1 recipe's models 'What is 7
 times 8? End with 'Answer: <number>'.' with no system turn or example and found the model trained by the recipe
 answering worse than the base model and not stopping; a held-out evaluation inside the template cannot see that.
 

@@ -1,4 +1,4 @@
-"""How messages name a dataset row, so a user finds it (issue 48): a text file's line as an editor counts it (the
+"""How messages name a dataset row, so a user finds it: a text file's line as an editor counts it (the
 first line is line 1, blank lines count, a CSV's header is line 1), a JSON array's record, or a table's row
 counted from 1. Prompt ids (samples.jsonl's prompt_id) keep the 0-based position they always had."""
 from __future__ import annotations

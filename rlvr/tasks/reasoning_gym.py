@@ -1,4 +1,4 @@
-"""reasoning-gym's procedural datasets as a task (issue 26, item 6; optional extra `gym`): `task.name=reasoning_gym`,
+"""reasoning-gym's procedural datasets as a task (optional extra `gym`): `task.name=reasoning_gym`,
 `task.gym_dataset` names the generator, `task.gym_config` its config, and the `reasoning_gym` verifier scores the
 answers with the dataset's own scorer (rlvr/verifiers/reasoning_gym.py, which also holds the row reference).
 

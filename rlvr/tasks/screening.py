@@ -1,4 +1,4 @@
-"""Bad dataset rows (issue #9): each row that cannot be used is skipped and counted at start, with its row
+"""Bad dataset rows: each row that cannot be used is skipped and counted at start, with its row
 number and why, or stops the run when `task.bad_rows=error`; a dataset with no usable row fails before any
 model loads (screen_prompt_lengths: the rows whose prompt leaves too little of the model's context, at set-up of
 `rlvr train` and `rlvr sample`). Local JSONL files are read line by line when a line is not valid UTF-8 or not a
@@ -104,7 +104,7 @@ def prompt_fits(tokenizer: Any, budget: int) -> Callable[[Any], str | None]:
 
 
 def screen_prompt_lengths(task: Task, tokenizer: Any, config: RunConfig) -> None:
-    """Rows whose prompt leaves less than max_new_tokens of the context are bad rows (issue #9), found before
+    """Rows whose prompt leaves less than max_new_tokens of the context are bad rows, found before
     any weights load. Tasks with generated prompts (arithmetic) have no such rows and no `screen_prompts`."""
     from rlvr.model.load import context_length  # torch: only when a run is set up, never for reading a dataset
 

@@ -1,4 +1,4 @@
-"""TextArena's single-player games as a task (issue 26, item 6; optional extra `textarena`): `task.name=textarena`,
+"""TextArena's single-player games as a task (optional extra `textarena`): `task.name=textarena`,
 `task.textarena_env` the game id. Prompts are the game's opening message (after one example move where the game is
 in EXAMPLE_MOVES); `environment(episode)` plays them through rlvr/tasks/envs/textarena_adapter.py.
 

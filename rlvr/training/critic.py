@@ -94,7 +94,7 @@ class Critic:
         # Only the backbone is kept: the LM head (49k x hidden when untied) is dropped with `causal_lm`.
         # SmolLM2 ties it to the input embedding, which the backbone holds anyway.
         self.model = ValueModel(causal_lm.base_model, causal_lm.config.hidden_size).to(model_config.device)
-        precision.record_compute_dtype(self.model, precision.compute_dtype(causal_lm))  # as the policy (issue #23)
+        precision.record_compute_dtype(self.model, precision.compute_dtype(causal_lm))  # as the policy
         self.model.eval()  # no dropout, as for the policy (rlvr.model.load.load_model)
         del causal_lm
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=settings.lr, betas=settings.betas,

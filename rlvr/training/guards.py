@@ -1,6 +1,6 @@
-"""The guards the GRPO and SFT loops share (issue 25: one copy each): non-finite steps and out of memory.
+"""The guards the GRPO and SFT loops share (one copy each): non-finite steps and out of memory.
 
-Non-finite steps (issue 9: a NaN must not end a run, nor go unnoticed): the update functions leave a step with
+Non-finite steps (a NaN must not end a run, nor go unnoticed): the update functions leave a step with
 a non-finite loss or gradient a no-op and report it as skipped; the loop counts those with `check_skips` and
 stops with a diagnosis after `checkpoint.max_consecutive_skips` in a row, before a broken model can reach a
 checkpoint.

@@ -79,11 +79,11 @@ class UpdateStats:
     clip_fraction: float
     entropy: float  # mean per-token entropy of the policy on the sampled completions (always logged)
     grad_norm: float
-    # the clip fraction's two sides (issue #13): ratio above 1 + eps_high, and below 1 - eps_low
+    # the clip fraction's two sides: ratio above 1 + eps_high, and below 1 - eps_low
     clip_fraction_high: float = 0.0
     clip_fraction_low: float = 0.0
-    kl_max: float = 0.0  # the largest per-token KL estimate of the batch (issue #13: a spike's one token or many)
-    skipped: float = 0.0  # 1.0 when a non-finite loss or gradient made this step a no-op (issue #9)
+    kl_max: float = 0.0  # the largest per-token KL estimate of the batch (a spike's one token or many)
+    skipped: float = 0.0  # 1.0 when a non-finite loss or gradient made this step a no-op
     micro_batch_size: float = 0.0  # rows per micro-batch actually used (smaller after an out-of-memory retry)
     correction: CorrectionStats | None = None  # rollout correction's sums over the batch (None when off)
 
@@ -98,7 +98,7 @@ def train_step(policy, batch: TrainBatch, optimizer: torch.optim.Optimizer, sett
 
     The aggregation's denominator is computed once over the whole batch (sequences, tokens or the constant),
     so the accumulated gradient equals the full-batch gradient whatever the micro-batch size. That is what
-    makes the out-of-memory retry exact (issue #9): on torch.OutOfMemoryError (CUDA) the partial gradients
+    makes the out-of-memory retry exact: on torch.OutOfMemoryError (CUDA) the partial gradients
     are dropped and the whole step runs again with half the micro-batch, down to 1 row.
     """
     micro = settings.micro_batch_size
@@ -130,7 +130,7 @@ def train_step(policy, batch: TrainBatch, optimizer: torch.optim.Optimizer, sett
 def _accumulate_and_step(policy, batch: TrainBatch, optimizer: torch.optim.Optimizer, settings: UpdateSettings,
                          scheduler, micro_batch_size: int) -> UpdateStats:
     spec, ranks = settings.loss, settings.ranks
-    # Under torchrun the denominator is the GLOBAL batch's, taken on every rank's mask (issue #11): each rank's
+    # Under torchrun the denominator is the GLOBAL batch's, taken on every rank's mask: each rank's
     # loss is then its share of the full-batch loss, and the full-batch gradient is the SUM of the ranks'
     # gradients (rlvr/distributed/wrap.py makes DDP and FSDP2 sum instead of average).
     everyone = ranks.cat_rows(batch.completion_mask)
@@ -165,7 +165,7 @@ def _accumulate_and_step(policy, batch: TrainBatch, optimizer: torch.optim.Optim
             raise
     grad_norm = clip_gradients(policy, settings.max_grad_norm)
     # A NaN/inf loss or gradient would poison AdamW's moments for good: skip the step, leaving weights,
-    # optimizer state (step counts included) and the schedule untouched (issue #9; the loop counts skips).
+    # optimizer state (step counts included) and the schedule untouched (the loop counts skips).
     finite = math.isfinite(totals["loss"]) and bool(torch.isfinite(grad_norm))
     if finite:
         optimizer.step()

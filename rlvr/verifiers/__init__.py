@@ -3,7 +3,7 @@
 `VERIFIERS` is the one place a verifier is chosen by name (docs/design.md principle 5): name -> factory taking
 the TaskConfig. Factories import their module lazily: `rlvr verify` and the reward workers import this package and
 pay only for the verifiers they build (sympy, the code sandbox). Config validation checks `task.verifiers` names
-against rlvr.config.rules.VerifierName instead, a list tests/test_config.py keeps equal to VERIFIERS (issue 25).
+against rlvr.config.rules.VerifierName instead, a list tests/test_config.py keeps equal to VERIFIERS.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 def math_answer_mode(task: TaskConfig) -> str:
     """The math verifier's answer mode: task.answer_mode when set, else the task's default, decided here only.
-    Datasets (qa) write answers as models and MATH do, in LaTeX: mode latex (issue 8, section 2); the
+    Datasets (qa) write answers as models and MATH do, in LaTeX: mode latex; the
     arithmetic task asks for 'Answer: <number>' and keeps strict."""
     if task.answer_mode is not None:
         return task.answer_mode
@@ -99,7 +99,7 @@ VERIFIERS: dict[str, Callable[[TaskConfig], Verifier]] = {
     "tool_call": _tool_call,  # JSON matching the reference's JSON Schema or function signature
     "code": _code,  # unit tests (asserts / stdin-stdout) run in the bubblewrap sandbox; fraction passed
     "reasoning_gym": _reasoning_gym,  # reasoning-gym's own scorer on the last <answer> block (task reasoning_gym)
-    "steps": _steps,  # the arithmetic steps stated in the reasoning all hold (a process reward, issue 27)
+    "steps": _steps,  # the arithmetic steps stated in the reasoning all hold (a process reward)
 }
 
 

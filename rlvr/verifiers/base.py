@@ -37,8 +37,8 @@ def error_verdict(what: str, err: BaseException | None = None, *, scorable: bool
 
 def safe_verify(verifier: Verifier, completion: str, reference: str, truncated: bool = False) -> Verdict:
     """Call `verifier.verify`, turning an exception or a non-Verdict return into an ERROR verdict. `truncated` (the
-    completion was cut at max_new_tokens) reaches a verifier that declares `reads_truncation` (the math verifier,
-    issue 48); the others keep the two-argument call."""
+    completion was cut at max_new_tokens) reaches a verifier that declares `reads_truncation` (the math verifier); the
+    others keep the two-argument call."""
     from rlvr.types import Verdict
 
     name = getattr(verifier, "name", type(verifier).__name__)

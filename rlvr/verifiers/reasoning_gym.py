@@ -1,4 +1,4 @@
-"""reasoning-gym's procedural datasets scored by reasoning-gym's own scorer (issue 26, item 6; optional extra `gym`).
+"""reasoning-gym's procedural datasets scored by reasoning-gym's own scorer (optional extra `gym`).
 
 reasoning-gym (github.com/open-thought/reasoning-gym) generates rows `{"question", "answer", "metadata"}` from a
 dataset name, a config and a seed, and scores an answer with `dataset.score_answer(answer, entry)`, where many

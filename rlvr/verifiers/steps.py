@@ -1,4 +1,4 @@
-"""The "steps" verifier: are the arithmetic steps a completion writes down true? (issue 27)
+"""The "steps" verifier: are the arithmetic steps a completion writes down true?
 
 Why a verifier: R1's rejection sampling keeps traces that are correct AND readable; a trace whose answer is right
 but whose intermediate equations are false ("7 * 8 = 54, so 56") is neither. Scored with a small weight beside

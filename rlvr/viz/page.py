@@ -29,7 +29,7 @@ EXAMPLE = {"rewards": [1.0, 0.0, 0.0, 1.0], "ratio": 1.25, "pi": 0.30, "pi_ref":
 
 def payload(runs: list[RunData], live: bool, recipes: list[tuple[str, str]] = ()) -> dict[str, Any]:
     """Everything the page draws, as JSON-ready data; run names are made unique for the legends. recipes: (name,
-    summary text) of the recipe directories given (issue 27: the per-stage tables, reasoning included)."""
+    summary text) of the recipe directories given (the per-stage tables, reasoning included)."""
     names = _unique([run.name for run in runs])
     return {
         "format": FORMAT, "live": live, "generated": time.strftime("%Y-%m-%d %H:%M:%S"),

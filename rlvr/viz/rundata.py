@@ -1,4 +1,4 @@
-"""One run directory as typed records for `rlvr report` and `rlvr dashboard` (issue #13).
+"""One run directory as typed records for `rlvr report` and `rlvr dashboard`.
 
 Read-only: the run may be writing its logs meanwhile (see jsonl.py). Files read, all but metrics.jsonl optional:
   config.yaml     shown as text
@@ -50,7 +50,7 @@ class Message:
 
 @dataclass(frozen=True)
 class Episode:
-    """How one multi-turn episode went (issue 26): the "episode" of its samples.jsonl / groups.jsonl entry."""
+    """How one multi-turn episode went: the "episode" of its samples.jsonl / groups.jsonl entry."""
 
     messages: list[Message]  # the turns after the prompt
     model_turns: int

@@ -1,4 +1,4 @@
-"""Pure conversions between vLLM's request/response shapes and rlvr's RolloutBatch (issue #11, item 2).
+"""Pure conversions between vLLM's request/response shapes and rlvr's RolloutBatch.
 
 Kept apart from rollout/vllm.py, and free of any vllm import, so the part that can be wrong without a GPU (masks,
 padding, truncation flags, which log-prob belongs to which token) is tested on CPU with stand-in objects
@@ -129,7 +129,7 @@ def rollout_from_outputs(outputs: Sequence[Any], prompts: list[Prompt], group_si
     rows = sampled_rows(outputs, group_size)
     width = max([len(r.token_ids) for r in rows] + [1])
     device = prompt_ids.device
-    # host: filled row by row from vLLM's Python lists, then moved to `device` once (issue #23)
+    # host: filled row by row from vLLM's Python lists, then moved to `device` once
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # [B, C]
     logprobs = torch.zeros((len(rows), width), dtype=torch.float32)  # [B, C]; host: as ids
     for b, row in enumerate(rows):
@@ -160,7 +160,7 @@ def completion_logprobs(outputs: Sequence[Any], rollouts: RolloutBatch) -> torch
     None (no context); completion token t of row b sits at index P_b + t."""
     requests = scoring_requests(rollouts)
     lengths = [int(n) for n in rollouts.completion_mask.sum(dim=1).tolist()]
-    # host: filled entry by entry from vLLM's Python lists, then moved to the rollouts' device (issue #23)
+    # host: filled entry by entry from vLLM's Python lists, then moved to the rollouts' device
     out = torch.zeros(rollouts.completion_ids.shape, dtype=torch.float32)  # [B, C]
     if len(outputs) != len(requests):
         raise VLLMError(f"vLLM scored {len(outputs)} sequences, expected {len(requests)}")

@@ -1,4 +1,4 @@
-"""The vLLM rollout engine (issue #11, item 2): a SyncedEngine whose RolloutBatch equals HFRolloutEngine's.
+"""The vLLM rollout engine: a SyncedEngine whose RolloutBatch equals HFRolloutEngine's.
 
 Written against vLLM 0.11.0 (V1 engine) and its documented offline API, which later releases keep: `vllm.LLM(...,
 enable_sleep_mode, gpu_memory_utilization, logprobs_mode, worker_extension_cls)`, `LLM.generate` on token-id prompts,
@@ -183,7 +183,7 @@ class VLLMEngine:
 
 @dataclass(frozen=True)
 class VLLMSettings:
-    """What the vLLM engine is built from, and nothing else of the run (issue 25, design.md principle 8;
+    """What the vLLM engine is built from, and nothing else of the run (design.md principle 8;
     rlvr/grpo/backends.py builds it from the run config)."""
 
     engine: EngineConfig  # rollout.engine: the mode, colocate's memory share and sleep, the server, agreement_rows

@@ -1,4 +1,4 @@
-"""rollout.engine.vllm_mode=server (issue #11, item 2): a SyncedEngine over a separate `vllm serve` process.
+"""rollout.engine.vllm_mode=server: a SyncedEngine over a separate `vllm serve` process.
 
 Start the server with (vLLM >= 0.22; VLLM_SERVER_DEV_MODE exposes the weight-transfer and cache routes):
 

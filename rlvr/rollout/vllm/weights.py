@@ -1,4 +1,4 @@
-"""The data plane of vLLM server mode's weight sync (issue #11, item 2): how the trainer's tensors reach a
+"""The data plane of vLLM server mode's weight sync: how the trainer's tensors reach a
 `vllm serve` process while the HTTP control plane (rollout/vllm/server.py) tells the server what to expect.
 
 vLLM's native weight-transfer API (vLLM >= 0.22, docs.vllm.ai/en/latest/training/weight_transfer/ and

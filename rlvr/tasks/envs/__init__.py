@@ -1,5 +1,5 @@
-"""Built-in environment tasks (issue 26, item 5), each its prompts (with the hashed held-out split) and an
+"""Built-in environment tasks, each its prompts (with the hashed held-out split) and an
 environment that checks its outcome, played through rlvr/agents/ (the episode machinery): calculator.py
 (multi-step arithmetic word problems with a calculator tool), filesystem.py (reach a target tree on an in-memory
 filesystem), code.py (run code in the bubblewrap sandbox, then answer), textarena_adapter.py (TextArena's games
-for rlvr/tasks/textarena.py). Here since issue 44, item 6: every task lives in rlvr/tasks/."""
+for rlvr/tasks/textarena.py). Here because every task lives in rlvr/tasks/."""

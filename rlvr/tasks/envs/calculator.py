@@ -1,4 +1,4 @@
-"""The calculator environment and its task (issue 26, item 5a): multi-step arithmetic word problems and one tool,
+"""The calculator environment and its task: multi-step arithmetic word problems and one tool,
 `calculate(expression)`, that evaluates + - * / and parentheses over whole numbers.
 
 The evaluator never calls eval: the text must consist of digits, operators, parentheses and spaces, is parsed
@@ -8,8 +8,8 @@ Sizes are bounded (the expression's length, its node count, every literal and ev
 hang. The environment has no state: the answer is checked by the "math" verifier on the last model turn
 ("Answer: <number>"; Prompt.reference is the number) and score_state returns None.
 
-Calls: each worked example writes its whole expression in one call ("3 * 4 + 2" -> 14), then answers. Measured
-(issue 26, item 8): with examples that called once per operation, training on levels 1 and 2 taught the
+Calls: each worked example writes its whole expression in one call ("3 * 4 + 2" -> 14), then answers. Measured:
+with examples that called once per operation, training on levels 1 and 2 taught the
 135M model to answer after its first call, right on one-operation problems and wrong on every two-operation one
 (held-out level-2 pass@1 0.019 -> 0.025); with the whole expression in one call, one call then the answer is right
 at every level, so what level 1 teaches (reading the operation from the words) carries over to level 2 (0.050 ->
@@ -19,21 +19,21 @@ Step rewards (read with episode.credit=process; rlvr/tasks/envs/calc_steps.py) p
 the known solution: a call reaches a step of the reference by performing its operation on the same operands (one
 call per operation, or the whole expression in one), or by another order of the same work (the question's numbers,
 the reference's operators, its value: "5 - 8 + 12" for 5 + 12 - 8). A turn earns share x precision: the steps it
-reached first / all steps, x those steps / (its operations + those wasted earlier in the episode). Issue 42: the
+reached first / all steps, x those steps / (its operations + those wasted earlier in the episode). The
 former rule (1 for a turn that reached a value of the solution) paid a red team's guesses: `calculate("17")`, 8
 literals 13 ... 20 in one turn; then precision per turn let guessing across turns tie honest working. Now an
 expression without an operation ("17", "(17)", "-17") computes nothing and is a failed call (its turn earns 0, as
 with any bad call, and each failed call is one operation wasted); a guess, a repeat or an identity ("17 + 0")
 is a valid call (the tool computed an operation, and a reference step may be an identity: "(4 - 3) * 5" works
-1 * 5) that reaches nothing and dilutes its turn and every later one. Measured with the former rule (issue 42):
+1 * 5) that reaches nothing and dilutes its turn and every later one. Measured with the former rule:
 with outcome credit alone the trained model copied one template's sentence into the expression in about half of
 its held-out episodes (valid-call share 0.96 -> 0.35); the step reward's 0 for such turns kept it at 1.00. A "the
 call ran" step reward taught it to call anything (entropy 0.03).
 
 Problems: a level is its number of operations: 1 (numbers 2..12), 2 (numbers 2..12) or 3 (numbers 2..9), kept
-when every step stays a whole non-negative number. Level 2 is the measured task (issue 26, item 8); level 1 tells
+when every step stays a whole non-negative number. Level 2 is the measured task; level 1 tells
 the same stories with one operation, the first rung of a curriculum (task.train_levels=[1,2]): the 135M base gets
-~2 % of level-2 episodes right, so GRPO's groups there almost always tie, and level 1 several times more (issue 26).
+~2 % of level-2 episodes right, so GRPO's groups there almost always tie, and level 1 several times more.
 A problem's identity is "<template> <numbers>" (e.g. "apples 3 5 2"); the held-out split hashes it
 (rlvr.tasks.base.split_by_hash). The two worked examples' templates are in no split.
 """
@@ -144,7 +144,7 @@ def evaluate(expression: object) -> str:
 def calculation(expression: object) -> tuple[str, Work | None]:
     """The episode's `calculate` tool: (its answer, what it computed; None for a failed call). As `evaluate`,
     except that an expression without an operation ("17", "(17)", "-17") is a failed call: it computes nothing
-    (issue 42; rlvr/tasks/envs/calc_steps.py)."""
+    (rlvr/tasks/envs/calc_steps.py)."""
     try:
         value, steps = worked(expression)
     except CalcError as err:

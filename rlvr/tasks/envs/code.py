@@ -1,4 +1,4 @@
-"""The code environment and its task (issue 26, item 5c): write a small Python function, try it in the bubblewrap
+"""The code environment and its task: write a small Python function, try it in the bubblewrap
 sandbox through two tools, then answer with the code.
 
 Tools:
@@ -9,14 +9,14 @@ Tools:
     tests are only in Prompt.reference: the "code" verifier scores the final answer (the last model turn's
     ```python block) against them, so passing the visible tests by hard-coding them earns nothing.
 
-The sandbox is the only place model code runs (the security claim of issue 26): both tools go through
+The sandbox is the only place model code runs (the security claim of multi-turn episodes): both tools go through
 `run_sandboxed`. A program's wall-clock limit is the tighter of task.code_time_limit_s and
 episode.tool_time_limit_s; the tool thread's own limit (rlvr/agents/tool_calls.py) is that plus the sandbox's
 start and clean-up, so the sandbox's kill, not the thread's, ends a looping program and its tree. Without a
 sandbox (and without task.code_unsandboxed) a call answers "error: ... sandbox ..." and is counted invalid: the
 handler raises, run_calls turns that into the error observation, and nothing reaches the driver.
 
-The state (issue 42): the task says "check your code with run_tests, then answer", and the episode is graded on
+The state: the task says "check your code with run_tests, then answer", and the episode is graded on
 that too. The episode records digests of the sources run_tests passed whole and of the answer's source; the
 state verdict is CORRECT when the answer is code the episode tested and passed (whitespace at line ends and around
 the block aside), WRONG otherwise. With episode.state_weight > 0 it is a gated component (as a format check is:
@@ -30,7 +30,7 @@ run the tests first and the episode goes on (the answer turn still counts agains
 still dropped every call after one update at state_weight 0.5 and 1.0 (lr 2e-5 and 1e-5): SmolLM2's first calls
 are often malformed (36 % at step 1), so at first calling paid less than answering at once.
 
-The prompt's two worked examples (issue 42): SmolLM2-135M-Instruct made no call in 1,600 evaluated episodes with
+The prompt's two worked examples: SmolLM2-135M-Instruct made no call in 1,600 evaluated episodes with
 one example (a passing run_tests call, then the answer), nor in 40 sampled first turns with that example and a
 sentence before its call. With a second example whose first try fails a visible test (run_tests shows the FAILs,
 the answer is the fixed code), 15 of 40 first turns were valid run_tests calls (T 0.6, 20 held-out problems).

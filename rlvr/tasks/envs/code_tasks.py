@@ -1,4 +1,4 @@
-"""The problems of the code environment (issue 26, item 5c): small Python functions `f` from templates with varied
+"""The problems of the code environment: small Python functions `f` from templates with varied
 constants, each with visible tests (shown to the model, run by the `run_tests` tool) and hidden tests (only in
 Prompt.reference, for the "code" verifier that scores the final answer).
 

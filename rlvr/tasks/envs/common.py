@@ -1,4 +1,4 @@
-"""What the built-in environment tasks share (issue 26, item 5): the one-shot exchange that shows a tool call, and
+"""What the built-in environment tasks share: the one-shot exchange that shows a tool call, and
 the train / eval streams over a fixed problem list. Their held-out split is every enumerated task's:
 rlvr.tasks.base.split_by_hash.
 """
@@ -47,11 +47,11 @@ def one_shot_messages(examples: Sequence[Example], question: str, config: TaskCo
     """System turn (if config.system_prompt), the worked exchange (if config.one_shot): user / assistant with a
     sentence then the calls / tool with their results / assistant's final answer; then the real question.
 
-    A tiny model copies the shape of the example (issue 26: a 135M model should make valid calls). The sentence
+    A tiny model copies the shape of the example (a 135M model should make valid calls). The sentence
     before the calls matters: without it SmolLM2-135M-Instruct begins its turn like the tool turn it saw last
     ("<tool_response>...") instead of with a call (greedy, 16 calculator prompts: 0 valid first turns without
     it, 6 with it). Two worked examples rather than one: with user-role observations SmolLM2-135M made a valid
-    first call in 14 of 32 sampled turns with two, 1 of 32 with one (issue 26, T = 1)."""
+    first call in 14 of 32 sampled turns with two, 1 of 32 with one (T = 1)."""
     messages: list[dict[str, str]] = []
     if config.system_prompt is not None:
         messages.append({"role": "system", "content": config.system_prompt})

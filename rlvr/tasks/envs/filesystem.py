@@ -1,4 +1,4 @@
-"""The filesystem environment and its task (issue 26, item 5b): reach a target tree on an in-memory filesystem with
+"""The filesystem environment and its task: reach a target tree on an in-memory filesystem with
 the tools ls, cat, write, mkdir, mv and rm (rlvr/tasks/envs/fs_tree.py).
 
 A task row is a starting tree (Prompt.columns["start"], canonical JSON) and a goal in words ("Create a folder
@@ -153,7 +153,7 @@ def score_tree(final_state: str, reference: str, partial_credit: bool) -> Verdic
 
 class FilesystemEpisode:
     """The tree the calls change. Step reward (read with episode.credit=process), checked against the reference as
-    the calculator's (issue 42): progress x precision for a turn whose calls all succeeded. Progress = the paths
+    the calculator's: progress x precision for a turn whose calls all succeeded. Progress = the paths
     the turn leaves right beyond the fewest wrong at any turn's end before / the paths wrong at the start, so an
     episode earns at most 1 in all, however it splits its work, and a path fixed, undone and fixed again is paid
     once. Precision = the changing calls (write, mkdir, mv, rm) that left fewer paths wrong than any state before
@@ -242,7 +242,7 @@ def signatures(tools: tuple[ToolSpec, ...]) -> str:
     """"ls(path), mv(src, dst), ...": the tools in one line. With episode.list_tools=false (the setting small models
     need, docs/agents.md) the model saw only the tools its worked examples use and invented others
     ("rename", "delete", "replace_text"); this line in the question took SmolLM2-135M from 2 to 6 successes and from
-    19 to 34 valid calls in 80 held-out episodes (issue 26)."""
+    19 to 34 valid calls in 80 held-out episodes."""
     return ", ".join(f"{t.name}({', '.join(t.parameters['properties'])})" for t in tools)
 
 
@@ -256,7 +256,7 @@ EXAMPLE = Example(question("Create a folder box and move a.txt into it.", {"a.tx
                   "Done.")
 # The second example shows the other changing tools (rm, mv as a rename, write): with episode.list_tools=false the
 # examples are all the model sees of the tools, and without write in them SmolLM2-135M invented tools ("rename",
-# "create_file") on the goals that need it (issue 26).
+# "create_file") on the goals that need it.
 SECOND_EXAMPLE = Example(
     question("Delete old.txt, rename b.txt to c.txt and create a file n.txt with the text 'hi'.",
              {"old.txt": "x", "b.txt": "y"}), "I will use the tools.",

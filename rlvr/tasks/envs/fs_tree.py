@@ -1,4 +1,4 @@
-"""The in-memory file tree of the filesystem environment (issue 26, item 5b) and its six tools.
+"""The in-memory file tree of the filesystem environment and its six tools.
 
 A tree is nested dicts: a folder maps names to entries, a file is its text. Its canonical JSON (sorted keys, no
 spaces) is the episode's final state and the task's reference. Paths are read relative to the root whatever
@@ -10,7 +10,7 @@ looping model cannot grow the state that every later turn's prompt carries. The 
 parse_tree would refuse to read back: a live tree's final state is always a tree. A name holds no "/", control
 character, line break or lone surrogate (a name with a newline was listed as two entries by ls); a file's text
 holds anything but a lone surrogate, so the state always encodes as UTF-8; error messages quote paths escaped, on
-one line (rlvr/agents/text_safety.py, issue 42).
+one line (rlvr/agents/text_safety.py).
 """
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def _name_problem(name: object) -> str | None:
         return f"{name!r} is not a file or folder name"
     if len(name) > MAX_NAME_CHARS:
         return f"name {name[:20]!r}... is too long"
-    # control characters, line breaks, lone surrogates: a name with a newline listed as two entries (issue 42)
+    # control characters, line breaks, lone surrogates: a name with a newline listed as two entries
     problem = name_problem(name)
     return f"{name[:20]!r} is not a file or folder name: {problem}" if problem else None
 

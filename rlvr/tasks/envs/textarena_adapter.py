@@ -1,4 +1,4 @@
-"""TextArena's single-player games through rlvr's Environment protocol (issue 26, item 6; optional extra `textarena`).
+"""TextArena's single-player games through rlvr's Environment protocol (optional extra `textarena`).
 
 TextArena (github.com/LeonGuertler/TextArena) games are text in, text out: `env.reset(num_players, seed)`, then
 `env.step(action_text) -> (done, info)`, `env.get_observation() -> (player_id, [(sender, message, kind), ...])`

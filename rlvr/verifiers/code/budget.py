@@ -1,9 +1,9 @@
-"""The parent's CPU budget for one completion (issue #24): what the trainer may spend on one candidate's values.
+"""The parent's CPU budget for one completion: what the trainer may spend on one candidate's values.
 
 The parent (the process that calls `CodeVerifier.verify`, the trainer or its reward workers) decodes the
 candidate's results and evaluates the asserts on them. Size bounds (code/values) keep each single operation
 small, but a candidate can still make the parent loop: 30,000 Fractions summed took 18 s, iterating a 100,000-item
-generator result 2-3 s (issue #24). So every loop the parent runs over candidate data (evaluation steps, builtin
+generator result 2-3 s. So every loop the parent runs over candidate data (evaluation steps, builtin
 calls and their callbacks, decoding, `sum`) checks the thread's CPU time against a deadline taken when the
 completion's judging began; past it, the test fails with a detail saying so, never a pass. A budget hit
 depends on this machine's speed, as the sandbox's time limit does; honest asserts use a few milliseconds.
@@ -15,7 +15,7 @@ While a budget is active Python's cyclic garbage collector is paused, except whi
 sandbox (Budget.waiting). The parent's values there are acyclic and freed by reference counting, but allocating
 100,000 of them triggered a full collection of the whole trainer heap: 0.135 s of the 0.204 s one completion
 cost with torch loaded (bench's list_sum_quadratic under pytest). Paused, that collection never happens while
-judging; during a wait the collector runs as usual (red team, issue 43: a candidate that slept kept the trainer's
+judging; during a wait the collector runs as usual (red team: a candidate that slept kept the trainer's
 collector off for up to the 60 s time limit), and a full collection then is not charged to the candidate: the
 wait's CPU time is given back to the budget (gc.callbacks crashed the interpreter in a test run; gc.get_stats
 counts the collections instead).
@@ -35,7 +35,7 @@ PARENT_CPU_S = 0.1  # per completion; with the sandbox's own overhead, the total
 FRACTION_BITS = 1 << 17  # Fractions per completion, each counted as max(64, numerator + denominator bits)
 CHECK_EVERY = 64  # items between two clock reads in guarded loops (a clock read costs ~0.5 us)
 DECODE_S_PER_BYTE = 5e-8  # json.loads of a 1 MB result line took 25-45 ms here: decoded only if the budget has it
-# Issue 43 (review): `Decimal == int` converts the int to a Decimal each time, quadratic in its bits: 5.4 ms at
+# `Decimal == int` converts the int to a Decimal each time, quadratic in its bits: 5.4 ms at
 # 65,536 bits here (1.2 us at 1,024, 24 us at 4,096), inside whatever single C call compares the two (a set of 16
 # Decimals and 16 big ints sharing one hash took 1.95 s). So every (Decimal, int or Fraction over COSTLY_BITS) pair
 # a completion holds is paid for once, when its second member arrives: TO_DECIMAL_S * (bits / 65,536) ** 2.
@@ -156,7 +156,7 @@ def check(cost_s: float = 0.0) -> None:
 
 
 def trip() -> None:
-    """Count, on the active budget, a failure raised where a check program may catch it (issue 43: a defaultdict's
+    """Count, on the active budget, a failure raised where a check program may catch it (a defaultdict's
     unknown default_factory), so that the run fails all the same (code/check_program.run_check)."""
     budget = _ACTIVE.get()
     if budget is not None:
@@ -184,7 +184,7 @@ def produced(value: Any) -> Any:
     """Count a Fraction, a Decimal or an int over COSTLY_BITS the parent made or decoded against the active budget
     (Budget.fraction, Budget.number); other values pass."""
     if isinstance(value, (Fraction, Decimal)) or (isinstance(value, int) and value.bit_length() > COSTLY_BITS):
-        budget = _ACTIVE.get()  # a subclass too (issue 43: code/stdtypes)
+        budget = _ACTIVE.get()  # a subclass too (code/stdtypes)
         if budget is not None:
             if isinstance(value, Fraction):
                 budget.fraction(value)

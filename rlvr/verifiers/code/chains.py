@@ -1,4 +1,4 @@
-"""A candidate call chain of an assert, evaluated in Python's own order (issue 43).
+"""A candidate call chain of an assert, evaluated in Python's own order.
 
 Python evaluates `f(a, g(b), c).m(d)` as: f's arguments left to right (g(b) is called when it is reached), then f,
 then `.m`, then d, then m. The red team found `f(g(1), 1 + h(2))` running h before g (the parent evaluated its
@@ -73,7 +73,7 @@ def candidate_chain(node: ast.expr, bound: frozenset[str] | set[str], entry: str
 
 
 def write_back(target: Any, new: Any) -> None:
-    """Python's in-place change of a caller's argument, on the parent's own object (red team, issue 43: `a = [3, 1,
+    """Python's in-place change of a caller's argument, on the parent's own object (red team: `a = [3, 1,
     2]; candidate(a); assert a == [1, 2, 3]` failed): its content becomes what the candidate left. Objects nested
     in it are replaced by the parent's copies of theirs (their identity is not kept)."""
     t = kind(target)

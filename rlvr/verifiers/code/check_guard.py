@@ -1,4 +1,4 @@
-"""A `check(candidate)` program's own operations, bounded (issue 43): the AST rewrite and the helpers it calls.
+"""A `check(candidate)` program's own operations, bounded: the AST rewrite and the helpers it calls.
 
 A check program is trusted reference code, run as Python in the parent; but the values it works on come from the
 candidate, and the parent must stay within its CPU budget whatever they are (`2 ** candidate(x)`, `"a" *
@@ -199,7 +199,7 @@ def _format_bound(fmt: str | bytes | bytearray, args: tuple) -> None:
 
 def _method_bound(name: str, receiver: Any, args: tuple, kwargs: dict) -> None:
     """str/bytes (and int) methods whose result grows with an argument: widths (ljust, zfill, ...), replace,
-    format and format_map, int.to_bytes. Red team, issue 43: keyword arguments and format_map were not looked at."""
+    format and format_map, int.to_bytes. Red team: keyword arguments and format_map were not looked at."""
     sizes = [a for a in (*args, *kwargs.values()) if type(a) is int]
     if name in _WIDTH_METHODS and any(a > MAX_ITEMS for a in sizes):
         raise Failed(f"{name}() to a width over the {MAX_ITEMS} bound")

@@ -1,18 +1,18 @@
 """Decimals against other numbers in the parent: the costs Python's Decimal hides inside single C calls.
 
-Issue 43 (review): `Decimal == int` converts the int to a Decimal (5.4 ms for 65,536 bits here), `Decimal < float`
+`Decimal == int` converts the int to a Decimal (5.4 ms for 65,536 bits here), `Decimal < float`
 converts the float exactly (3 us for a subnormal), and a non-integral Decimal power is correctly rounded at the
 base's full length (18,999 nines to the power 0.5: 8.2 s). Pairs of Decimals and big ints are paid for as they
 arrive (budget.Budget.number); what is left here is bounded before the C call that would run it: powers, and
 sorted(), min(), max() and list.sort() of mixed numbers.
 
-Issue 43 (red team, finding 8): sorting any long sequence is one C call too. sorted() of a candidate's 999,000-char
+Sorting any long sequence is one C call too. sorted() of a candidate's 999,000-char
 string (`sorted(f('listen')) == sorted('silent')`, an ordinary anagram test) cost the parent 0.13 s, sorting 960,000
 mixed ints and floats 0.22 s, against the 0.1 s budget. So sorted(), list.sort(), min() and max() of more than
 FREE_WEIGHT items (nested items counted: order_weight) ask the budget for room first: SORT_S per item and log2 of
 the length, SCAN_S per item for min()/max(). Honest asserts on ordinary sizes stay free.
 
-Red team 43d (finding 8a): the weight missed what the comparisons walk. A list of 4,096 Counters of 24 keys weighed
+Red team: the weight missed what the comparisons walk. A list of 4,096 Counters of 24 keys weighed
 4,096 (free), but Counter's comparisons are pure Python inside the one sorted() call: 0.18-0.22 s of parent CPU;
 `[0, long_list]` pairs weighed 3 each (a level whose first item was a scalar was not walked). Now every item of
 each level is walked, mappings count keys and values, Counters more (COUNTER_CALL, COUNTER_KEY), and `==`, `<`
@@ -32,7 +32,7 @@ from rlvr.verifiers.code.budget import Failed, check, decimals_seen, remaining
 from rlvr.verifiers.code.budget import check as check_between_levels  # not a charge: tests record `check` alone
 from rlvr.verifiers.code.stdtypes import kind
 
-# Issue 43 (review): a non-integral Decimal power is correctly rounded at its base's length: Decimal('9' * 3000)
+# A non-integral Decimal power is correctly rounded at its base's length: Decimal('9' * 3000)
 # ** Decimal('0.5') took 0.35 s here, 18,999 nines 8.2 s; 400 digits 0.8 ms.
 MAX_DECIMAL_POW_DIGITS = 400
 # Comparing a Decimal with a float or int converts it (a subnormal float: 3 us). sorted() of 64,000 Decimals and
@@ -54,7 +54,7 @@ def decimal_pow_bound(base: Any, exp: Any) -> None:
                          "bound")
 
 
-# Any long sequence (issue 43's red team, finding 8), per item * log2(n) for a sort, per item for min/max; measured
+# Any long sequence, per item * log2(n) for a sort, per item for min/max; measured
 # here, worst of ints, big ints, floats, strings and mixed ints and floats: 34 ns per n * log2(n) sorting (mixed
 # ints and floats), 12 ns an item scanning. Nested items count once per element (order_weight): comparing two lists
 # compares their elements (pairs of floats: 61 ns per n * log2(n) against 3 items of weight each).
@@ -63,13 +63,13 @@ SCAN_S = 1.5e-8
 FREE_WEIGHT = 4096  # at most 4096 * 12 * 40 ns = 2 ms: not worth a charge (so small honest sorts pay nothing)
 _NESTED = (list, tuple, set, frozenset, deque)  # compared element by element, in C
 _MAPPINGS = (dict,)  # OrderedDict, defaultdict, Counter: compared key by key, values too
-# Red team 43d (finding 8a): Counter's `<`, `<=` and `==` are pure-Python code in collections, run inside the one
+# Red team: Counter's `<`, `<=` and `==` are pure-Python code in collections, run inside the one
 # sorted() call: about 0.6 us a comparison plus 70 ns a key here (4,096 Counters of 24 keys sorted in 0.15 s, 512
 # of 200 keys in 65 ms). So a Counter weighs COUNTER_CALL more, and COUNTER_KEY more per key, than a dict of its
 # size (keys and values, 2 a key): about twice what was measured, in units of SORT_S.
 COUNTER_CALL = 32
 COUNTER_KEY = 2
-# Levels walked: all of them. Red team 43d: at 4, Counters wrapped in four lists were counted as one item each, and
+# Levels walked: all of them. Red team: at 4, Counters wrapped in four lists were counted as one item each, and
 # comparing two wrappers compares the Counters (the harness's encoder stops at 100 levels, but a line the candidate
 # writes itself is decoded as deep as json goes). No cap is needed: a level's containers were counted at the level
 # above, and what lies `depth` levels down counts `depth` times, so the work stays in proportion to the weight,
@@ -81,10 +81,10 @@ _CHUNK = 4096  # containers expanded between two budget checks
 def order_weight(items: list[Any], limit: int = _MAX_COUNTED) -> int:
     """The items plus every element of the lists, tuples, sets, deques and mappings among them (a mapping's keys and
     values; a Counter more: COUNTER_CALL, COUNTER_KEY), level by level, all the way down. Every item of a level is
-    looked at, not only the first (red team 43d: `[0, long_list]` pairs weighed 3 however long the lists, and
+    looked at, not only the first (red team: `[0, long_list]` pairs weighed 3 however long the lists, and
     comparing two of them walks the lists). What lies `depth` levels down counts `depth` times: `a < b` on lists
     first compares items with `==` to find where they differ, then that pair with `<`, which does the same a level
-    down (red team 43d: 4,096 Counters wrapped in four lists sorted in 0.55 s, each compared four times with `==`
+    down (red team: 4,096 Counters wrapped in four lists sorted in 0.55 s, each compared four times with `==`
     and once with `<`). Each level is sorted by type and counted by C loops (map, compress, chain), with a budget
     check every _CHUNK containers; counting stops once past `limit`."""
     total, level = len(items), items
@@ -148,7 +148,7 @@ def order_bound(items: list[Any], sort: bool) -> None:
         return
     cost = 0.0
     weight = order_weight(items, _limit(math.log2(n) * SORT_S if sort else SCAN_S))
-    if weight > FREE_WEIGHT:  # issue 43's red team, finding 8: a long string or list sorted in one C call
+    if weight > FREE_WEIGHT:  # a long string or list sorted in one C call
         cost = weight * math.log2(n) * SORT_S if sort else n * SCAN_S + (weight - n) * SORT_S
     if decimals_seen():
         types = set(map(type, items))

@@ -1,4 +1,4 @@
-"""Judge asserts in the parent; the sandbox only resolves the candidate's own calls (issue #8).
+"""Judge asserts in the parent; the sandbox only resolves the candidate's own calls.
 
 An assert such as `assert abs(hyp(3, 4) - 5.0) < 1e-9` is split by *name*: `hyp` is the candidate's (any name
 that is not an allow-listed builtin, `math`, a comprehension variable, an unsupported builtin or a known
@@ -7,7 +7,7 @@ library), everything else is the parent's (code/values). A candidate *call chain
 back as a plain value; `abs`, `-`, `<` and `1e-9` are then evaluated here, where the candidate's namespace,
 builtins and modules do not exist. Each call is resolved when Python's own evaluation reaches it, through a live
 sandbox session (code/session.py), so the candidate sees its calls in the order the asserts make them, and a
-branch Python does not take makes no call (issue 43: before, calls ran in rounds, batched by nesting depth, which
+branch Python does not take makes no call (before, calls ran in rounds, batched by nesting depth, which
 reordered them for functions that keep state). Forms the parent cannot evaluate are refused when the reference is
 read (code/forms.check_supported, naming the form): the sample is unscorable, never a pass decided in the sandbox.
 """
@@ -152,7 +152,7 @@ class Evaluator(ChainEvaluation):
         return set(hash_bound(self._elements(node.elts, scope)))
 
     def _Dict(self, node: ast.Dict, scope: dict) -> dict:
-        """Key, then its value, pair by pair, as Python evaluates a display (issue 43: all keys went first)."""
+        """Key, then its value, pair by pair, as Python evaluates a display (all keys went first)."""
         out: dict = {}
         for key, value in zip(node.keys, node.values):
             if key is None:

@@ -1,11 +1,11 @@
-"""Which assert forms the parent evaluates: checked when the reference is read (issue #8).
+"""Which assert forms the parent evaluates: checked when the reference is read.
 
 A form outside this set makes the reference unscorable with a detail naming the form, so a pass is never
 decided in the sandbox. docs/verifiers.md, "Assert forms the code verifier evaluates", lists the same set.
 
 Each candidate name is also recorded as *tested* (in the first operand of a comparison that has one, or outside
 comparisons) or *expected* (in a later operand: `Fraction` in `f(3) == Fraction(1, 3)`). Without an "entry",
-parse_reference refuses a name that is only ever expected (issue #24): the candidate could define it to match.
+parse_reference refuses a name that is only ever expected: the candidate could define it to match.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ _COMPARE_OPS = {"Eq", "NotEq", "Lt", "LtE", "Gt", "GtE", "Is", "IsNot", "In", "N
 
 def check_supported(test: ast.expr, source: str, entry: str | None) -> tuple[frozenset[str], frozenset[str]]:
     """(tested names, expected names) of `test`'s candidate calls; both empty when `test` never calls the candidate
-    (a test of constants, such as HumanEval's `assert True, "..."`: the caller ignores it, issue 43). Raises
+    (a test of constants, such as HumanEval's `assert True, "..."`: the caller ignores it). Raises
     BadReference naming the first form the parent cannot evaluate."""
     checker = _Checker(entry)
     try:
@@ -84,7 +84,7 @@ class _Checker:
             raise _Unsupported(f"the candidate's {root!r} as a value (only calls of its functions are evaluated)")
         if self.entry is not None and root not in (self.entry, "candidate"):
             # With an entry, any other name would be looked up in the candidate's namespace: a helper the test
-            # trusts (HumanEval/32's poly) would then be the candidate's own (issue #8 review).
+            # trusts (HumanEval/32's poly) would then be the candidate's own.
             raise _Unsupported(f"the name {root!r}, which is neither the entry {self.entry!r} nor a builtin rlvr "
                                "evaluates (a helper the test trusts would be the candidate's own)")
         self.roots.append((root, self.expected))

@@ -2,10 +2,10 @@
 parent writes and the parent's reading of the harness's lines (code/session.py drives them; wire.py says what a
 line's value may be).
 
-Protocol (issue 43: one live run per completion, calls answered one at a time in the parent's order):
+Protocol (one live run per completion, calls answered one at a time in the parent's order):
 harness -> parent `{"ready": true}` (the harness is up), then `{"loaded": true}` or `{"load": why}` (the code ran);
 then for the n-th request line `{"root": name, "ops": [...]}` one line `{"n": n, "ok": true, "value": V,
-"done": k}` or `{"n": n, "ok": false, "error": why, "exc": built-in class}`. Issue 43 (code/chains.py): a request
+"done": k}` or `{"n": n, "ok": false, "error": why, "exc": built-in class}`. Chains (code/chains.py): a request
 may start from the value an earlier one kept (`"ref": m`) and ask to keep its own (`"keep": "prefix"` keeps a value
 that is not plain data, `"handle"` keeps any, answered `{"n": n, "ok": true, "kept": true, "done": k}`); an
 argument `{"ref": m}` is that kept value; and a reply lists the container arguments the call changed, `"after":

@@ -1,7 +1,7 @@
 """The program the sandbox runs for asserts and check programs (code/harness.py sends it as harness.py).
 
 It runs under Debian's python3 (rlvr imports it only in tests, to stand in for the sandbox). It loads the
-candidate's code, then answers the parent's calls one at a time, in the order the parent makes them (issue 43: a
+candidate's code, then answers the parent's calls one at a time, in the order the parent makes them (a
 function that keeps state between calls sees the calls in the order the asserts make them): a request line on
 stdin, a result line on the channel (argv[1]).
 Everything it needs is bound (default arguments, closures) before the candidate runs; the candidate can still
@@ -11,7 +11,7 @@ threat model).
 Results are encoded by exact type (code/wire.py lists the tags). An instance of a subclass of one of those types
 is sent as {"sub": its base type's content}, read with the base type's own C methods, so the parent sees that the
 class is not the base (`type(x) is list` is False for a list subclass) and never runs the subclass's methods: in
-a call chain too, an attribute the base type has is left to the parent, on its copy (red team, issue 43: `f(1)
+a call chain too, an attribute the base type has is left to the parent, on its copy (red team: `f(1)
 .copy()` ran a list subclass's own copy). The parent never asks for `candidate`: it asks for the entry by its
 name, so a completion's own function `candidate` is not the entry.
 """
@@ -298,7 +298,7 @@ def main(dumps=json.dumps, write=os.write, BaseException=BaseException, type=typ
     send({"ready": True})
     requests = os.dup(0)  # the parent's calls; the candidate's stdin is /dev/null, so input() sees an empty file
     null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):  # the candidate's prints cost the trainer nothing (issue #24)
+    for fd in (0, 1, 2):  # the candidate's prints cost the trainer nothing
         os.dup2(null, fd)
     os.close(null)
     module = type(sys)("solution")  # a real module, so pickle (multiprocessing) can find its functions

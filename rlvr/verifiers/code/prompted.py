@@ -1,4 +1,4 @@
-"""A reference's "prompt" (issue 48): the code the answer completes, as HumanEval gives a signature and docstring.
+"""A reference's "prompt": the code the answer completes, as HumanEval gives a signature and docstring.
 
 Chat models answer HumanEval with the whole function in a fenced block; base models, and the benchmark's original
 protocol (Chen et al. 2021), continue the prompt with the function's body. Both are read:

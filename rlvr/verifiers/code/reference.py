@@ -5,15 +5,15 @@ harness_main.py, the live run session.py, the wire format of results wire.py. Us
 docstring for the verifier around it.
 
 Known hacks on naive harnesses: sys.exit(0) before the asserts, an object whose __eq__ is always True, walking
-stack frames or gc to forge results, patching the harness, builtins or `math` (issue #3), and shadowing `abs`
-or `math.isclose` in the candidate's own namespace so that tolerance asserts pass (issue #8). All of them act
+stack frames or gc to forge results, patching the harness, builtins or `math`, and shadowing `abs`
+or `math.isclose` in the candidate's own namespace so that tolerance asserts pass. All of them act
 inside the process that runs the code, so that process decides nothing:
   * The parent reads each assert with `ast` and refuses forms it cannot evaluate itself (code/evaluate); an
     assert that never calls the candidate (HumanEval's `assert True, "..."`) tests nothing and is ignored
-    (issue 43; before, it made the whole reference unscorable).
+    (before, it made the whole reference unscorable).
   * The sandbox receives only the candidate's call chains with plain arguments the parent computed
     (`hyp(3, 4)`, `Stack().push(1).pop()`), one at a time, in the order Python's evaluation of the asserts makes
-    them (issue 43, code/session.py), and answers each with one JSON line on a private pipe (not stdout, which
+    them (code/session.py), and answers each with one JSON line on a private pipe (not stdout, which
     with stderr goes to /dev/null once the harness is up) through a strict encoder: only the carried types, by
     exact type (code/wire.py); an instance of a subclass is sent as its base type's content, read with the base
     type's own methods, and marked as a subclass (code/stdtypes); a returned iterator is drained.
@@ -22,7 +22,7 @@ inside the process that runs the code, so that process decides nothing:
     out of order) fails its test; a forged line can only claim a value the function could have returned.
   * A `check(candidate)` program (code/check_program.py) is trusted code run here, with a proxy for `candidate`
     whose calls go to the same session; its operations on candidate values are bounded (code/check_guard.py).
-Equality (`==`, `!=`, `in`, `<`) is Python's own on plain data (issue #24: [1, 2] != (1, 2), 0.1 + 0.2 != 0.3);
+Equality (`==`, `!=`, `in`, `<`) is Python's own on plain data ([1, 2] != (1, 2), 0.1 + 0.2 != 0.3);
 a reference's "rel_tol" makes two floats match within math.isclose(rel_tol=...) (code/values.same).
 """
 from __future__ import annotations
@@ -59,8 +59,8 @@ class CodeTests:
     entry: str | None
     time_limit_s: float | None
     rel_tol: float | None = None  # floats match within math.isclose(rel_tol=...) when given; else Python's ==
-    check: CheckProgram | None = None  # a `check(candidate)` program (issue 43): one more test, run after the asserts
-    prompt: str | None = None  # the code the answer completes (issue 48, code/prompted.py); needs entry
+    check: CheckProgram | None = None  # a `check(candidate)` program: one more test, run after the asserts
+    prompt: str | None = None  # the code the answer completes (code/prompted.py); needs entry
 
 
 def parse_reference(reference: str) -> CodeTests:
@@ -94,7 +94,7 @@ def parse_reference(reference: str) -> CodeTests:
         for stmt in _assert_statements(source):
             text = ast.unparse(stmt)
             names, wanted = check_supported(stmt.test, text, entry)
-            if not names and not wanted:  # a constant assert tests nothing: ignored (issue 43)
+            if not names and not wanted:  # a constant assert tests nothing: ignored
                 continue
             tested |= names
             expected.update({name: text for name in wanted if name not in expected})
@@ -103,7 +103,7 @@ def parse_reference(reference: str) -> CodeTests:
     if not tests and not io and check is None:
         raise BadReference("no assert statements that call the candidate, no check program and no io cases")
     for name, text in expected.items():
-        if entry is None and name not in tested:  # issue #24: the candidate could define it to match
+        if entry is None and name not in tested:  # the candidate could define it to match
             raise BadReference(f"{text[:80]!r} takes {name!r} from the candidate's code only on the expected side; "
                                "without an 'entry' rlvr cannot tell it from the function under test (give the "
                                "reference an 'entry'); the sample is unscorable")
@@ -152,7 +152,7 @@ def _judge(test: AssertTest, tests: CodeTests, resolve: Resolve) -> tuple[bool, 
 
 class _Unsorted(reprlib.Repr):
     """reprlib without its sorting: reprlib sorts a whole set or dict to show a few keys (one C call; a set of 30
-    Decimals and 30 big ints took 0.4 s, issue 43 review), and repr()s a Counter, OrderedDict or defaultdict in full
+    Decimals and 30 big ints took 0.4 s), and repr()s a Counter, OrderedDict or defaultdict in full
     (Counter's sorts its counts). Here the first few items are shown in the container's own order."""
 
     def _few(self, items: Any, level: int, pair: bool, length: int) -> str:

@@ -1,22 +1,23 @@
 """A local sandbox for untrusted programs; it knows nothing about RL or tests: run a program, get bytes back.
 
-No account, no service. Layers, each measured on this machine (/work/shared/sandbox-facts.md):
+No account, no service. Layers, each measured on a 2-core Debian VM with bubblewrap
+(docs/verifiers.md, "How a completion is judged"):
   1. bubblewrap: new user/pid/net/ipc/uts/mount/cgroup namespaces, read-only /usr, / and /dev, size-capped
      tmpfs /tmp (the work dir) and /dev/shm, cleared environment, uid 65534 with every capability dropped
-     (facts #3: root inside a bare userns keeps full caps), --die-with-parent, --new-session, --as-pid-1,
+     (measured: root inside a bare userns keeps full caps), --die-with-parent, --new-session, --as-pid-1,
      --disable-userns (no nested userns).
-     Nothing from /work or /root is bound; the interpreter is Debian's /usr/bin/python3 (facts #5: a pyenv
-     python bound elsewhere silently ran Debian's stdlib anyway).
-  2. As root the launcher drops to uid 65534 with setpriv before bwrap (facts #4), so a namespace escape
+     Nothing from the repository or a home directory is bound; the interpreter is Debian's /usr/bin/python3
+     (measured: a pyenv python bound elsewhere silently ran Debian's stdlib anyway).
+  2. As root the launcher drops to uid 65534 with setpriv before bwrap, so a namespace escape
      lands as nobody, not as root.
   3. rlimits through prlimit: address space, CPU, file size, open files, core 0. NPROC is only a loose
-     system-wide backstop: it does not bind root and counts per real uid across all sandboxes (facts).
+     system-wide backstop: it does not bind root and counts per real uid across all sandboxes (measured).
   4. A cgroup v1 pids + memory child per run when root (sandbox_host.py): the only root-proof fork/memory
      cap found. The launcher shell writes its own pid into cgroup.procs and then execs, so every
      descendant starts inside: no spawn-then-move race, and no preexec_fn (unsafe with threads).
-  5. A seccomp deny-list from Debian's python3-seccomp when installed (facts #6).
+  5. A seccomp deny-list from Debian's python3-seccomp when installed.
   6. The trusted parent: a wall-clock deadline, then SIGKILL to the launcher's process group and to every
-     pid in the cgroup (facts: orphans outlive a plain child kill); stdout/stderr/channel reads are capped,
+     pid in the cgroup (measured: orphans outlive a plain child kill); stdout/stderr/channel reads are capped,
      and a stream over its cap is closed, so a flood cannot keep the parent reading (sandbox_io.py).
 """
 from __future__ import annotations
@@ -164,7 +165,7 @@ def run_sandboxed(program: str | list[str], stdin: bytes = b"", config: SandboxC
 
 def start_sandboxed(argv: list[str], config: SandboxConfig, files: dict[str, bytes]) -> Spawned:
     """Start `argv` (it may use PYTHON / CHANNEL_FD) under the sandbox, as run_sandboxed does with a channel, and
-    return while it runs (issue 43: a live session, code/session.py): its stdin is a pipe whose write end
+    return while it runs (a live session, code/session.py): its stdin is a pipe whose write end
     (non-blocking) the caller holds. The caller reads the pipes, kills the program (sandbox_io) and calls
     `release()`. Raises SandboxUnavailable as run_sandboxed does."""
     ok, files = _ready(config, files)
@@ -245,7 +246,7 @@ def _spawn(argv: list[str], stdin: bytes | None, config: SandboxConfig, host: _H
 
     try:
         # stdout and stderr reach the child as its fds 1 and 2 only: a second copy by number let the harness's
-        # candidate write to the parent's pipes after the harness had pointed 1 and 2 at /dev/null (issue 43)
+        # candidate write to the parent's pipes after the harness had pointed 1 and 2 at /dev/null
         out_w, err_w = pipe("stdout", False), pipe("stderr", False)
         ch_w = pipe("channel") if channel else None
         if stdin is None:
@@ -304,7 +305,7 @@ def exit_status(code: int, sandboxed: bool) -> tuple[int | None, int | None]:
 
 def _bwrap_argv(host: _Host, config: SandboxConfig, files: dict[str, bytes], status_fd: int, owned: list[int],
                 child_fds: list[int]) -> list[str]:
-    """The bwrap recipe of sandbox-facts.md (`B` plus --uid/--gid/--cap-drop, facts #3)."""
+    """The measured bwrap recipe, plus --uid/--gid/--cap-drop (root inside a bare userns keeps full caps)."""
     size = ["--size", str(config.max_file_mb << 20)] if "--size" in host.bwrap_options else []
     args = [host.bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--as-pid-1",
             "--new-session", "--clearenv", "--setenv", "PATH", _PATH, "--setenv", "HOME", WORK_DIR,

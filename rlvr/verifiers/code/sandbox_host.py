@@ -2,7 +2,7 @@
 memfds for the child's inputs, and the unsandboxed mode's scratch dir.
 
 Split from sandbox.py to keep each file readable; nothing here runs untrusted code.
-Facts cited are from /work/shared/sandbox-facts.md (measured on this machine).
+Facts cited were measured on a 2-core Debian VM with bubblewrap (docs/verifiers.md, "How a completion is judged").
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ _DENY_SYSCALLS = (
     "perf_event_open userfaultfd keyctl add_key request_key kexec_load kexec_file_load init_module "
     "finit_module delete_module io_uring_setup io_uring_enter io_uring_register open_by_handle_at "
     "name_to_handle_at personality swapon swapoff reboot syslog acct quotactl fanotify_init").split()
-# Runs under Debian's python3, because python3-seccomp is packaged for it, not for our venv (facts #6).
+# Runs under Debian's python3, because python3-seccomp is packaged for it, not for our venv.
 # Sockets other than AF_UNIX are refused (asyncio and multiprocessing need socketpair); the network
 # namespace is private anyway, so this is depth, not the only wall.
 _SECCOMP_SCRIPT = r"""

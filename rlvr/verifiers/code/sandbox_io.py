@@ -1,6 +1,6 @@
 """The trusted parent's side of one sandboxed run: reading the program's pipes (capped) and killing its tree.
 
-Split from sandbox.py (layer 6 of its docstring). Issue #24: a stdout flood kept the parent reading for the whole
+Split from sandbox.py (layer 6 of its docstring). Before, a stdout flood kept the parent reading for the whole
 time limit (0.7 s of CPU in 3 s); now a stream over its cap is closed, so the program's further writes fail
 (EPIPE), and after _BUSY_WAKEUPS wakeups with data the parent reads at most every _THROTTLE_S, so a program
 dripping a byte at a time cannot keep it busy either.

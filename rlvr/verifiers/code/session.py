@@ -1,6 +1,6 @@
-"""A live sandboxed run per completion: the parent's calls go to the candidate one at a time (issue 43).
+"""A live sandboxed run per completion: the parent's calls go to the candidate one at a time.
 
-Before issue 43 the asserts' calls ran in rounds: every call whose arguments were known went to one sandbox run,
+Before, the asserts' calls ran in rounds: every call whose arguments were known went to one sandbox run,
 nested calls (`f(g(1) + 1)`) to the next run, in a fresh process, and calls of branches Python might not take
 ran last. A function that keeps state between calls (a counter, a cache, a class-level registry) then saw another
 order than the asserts', or lost its state between rounds. Now one sandboxed harness (harness_main.py) loads the
@@ -35,7 +35,7 @@ from rlvr.verifiers.code.sandbox_io import Streams, _kill_tree, _open_program
 MAX_CALLS = 20_000  # per completion; the CPU budget normally ends a longer session first (about 30 us a call here)
 _BUSY_WAKEUPS = 64  # wakeups without a whole line (an honest reply needs one or two) ...
 _THROTTLE_S = 0.005  # ... then at most one per 5 ms, so a byte-at-a-time drip cannot keep the parent busy,
-_MAX_THROTTLE_S = 0.25  # and slower and slower: with 5 ms always, a 30 s drip cost the whole 0.1 s budget (issue 43)
+_MAX_THROTTLE_S = 0.25  # and slower and slower: with 5 ms always, a 30 s drip cost the whole 0.1 s budget
 
 
 class Session:

@@ -1,6 +1,6 @@
-"""The parent's copies of results whose type is not one of the original plain ones (issue 43).
+"""The parent's copies of results whose type is not one of the original plain ones.
 
-Issue 43: honest results the wire could not carry (`range`, dict views, `deque`, `Decimal`, `bytearray`) scored 0,
+Honest results the wire could not carry (`range`, dict views, `deque`, `Decimal`, `bytearray`) scored 0,
 a `defaultdict` lost its default, and a list subclass arrived as a list, so `type(f(x)) is list` passed. Now:
   * range, deque, Decimal, bytearray, defaultdict and the six dict/OrderedDict views are rebuilt here as the real
     standard-library objects, so they compare as Python compares them (`range(3) == range(3)`, a deque is not a

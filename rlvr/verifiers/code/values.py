@@ -1,9 +1,9 @@
 """Plain data in the parent: equality, size bounds, and the fixed allow-list the parent evaluates asserts with.
 
-Issue #8: a pass must never depend on anything the candidate can define or patch. So everything in an assert
+A pass must never depend on anything the candidate can define or patch. So everything in an assert
 except the candidate's own calls runs here, in the trusted parent, on *plain* values: exactly None, bool,
-int, float, complex, Fraction, str, bytes, list, tuple, dict, OrderedDict, Counter, set, frozenset, and since
-issue 43 range, bytearray, deque, defaultdict, Decimal, dict views and subclasses of these (code/stdtypes; decoded
+int, float, complex, Fraction, str, bytes, list, tuple, dict, OrderedDict, Counter, set, frozenset, and also
+range, bytearray, deque, defaultdict, Decimal, dict views and subclasses of these (code/stdtypes; decoded
 from the sandbox's wire format, verifiers/code/wire.py, so they carry no overridden methods), combined only by the
 functions below. Each function is a real builtin or `math` function, called through `call_allowed`, which
 refuses anything else and bounds the ones that could blow up the trainer's memory or time (`2 ** f(x)`,
@@ -27,7 +27,7 @@ from rlvr.verifiers.code.decimals import compare_bound, decimal_pow_bound, membe
 from rlvr.verifiers.code.stdtypes import check_decimal, kind
 
 MAX_ITEMS = 1_000_000  # longest str/list/range the parent builds from a reference expression
-# ~19,700 decimal digits (1000! has 2,568). Issue #24: at 2**18 bits one division took 56 ms and one gcd ~100 ms
+# ~19,700 decimal digits (1000! has 2,568). Measured: at 2**18 bits one division took 56 ms and one gcd ~100 ms
 # here; at 2**16 they take 2 ms and 7 ms, so a few of them stay within the parent's budget.
 MAX_INT_BITS = 1 << 16
 MAX_HASH_COLLISIONS = 32  # distinct values sharing one hash, in a set or dict built from candidate data
@@ -37,7 +37,7 @@ MAX_ROUND_DIGITS = 10_000
 MAX_MODPOW_WORK = 1 << 32  # pow(b, e, m): bits(e) * bits(m)**2; pow with a 20,000-bit e and 65,536-bit m took 211 s
 # A range result may stand for no more than the list the wire would carry in its place: a result line is capped
 # at 1 MiB (SandboxConfig.max_output_bytes' default), and a list item takes at least 3 bytes there ("1, "), an int
-# of 53 bits or more 13 + its hex digits ('{"i": "0x..."}, '). Red team, issue 43: range(2 ** 126, 2 ** 126 + 10 ** 6)
+# of 53 bits or more 13 + its hex digits ('{"i": "0x..."}, '). Red team: range(2 ** 126, 2 ** 126 + 10 ** 6)
 # is 30 bytes on the wire, and set() of it cost the parent 0.2-0.9 s.
 RESULT_RANGE_BYTES = 1 << 20
 HASH_S_PER_ITEM = 2e-7  # hash_bound plus the set/dict built after it: 0.15-0.4 us an item here, under load
@@ -48,7 +48,7 @@ NUMBERS = (bool, int, float, complex, Fraction)
 
 def materialized(items: Iterable[Any]) -> list[Any]:
     """list(items), built _CHUNK items at a time with a budget check between chunks: one C call over a
-    1,000,000-item range took up to 0.1 s here (red team, issue 43). A list is returned as it is."""
+    1,000,000-item range took up to 0.1 s here (red team). A list is returned as it is."""
     if type(items) is list:
         return items
     out: list[Any] = []
@@ -87,11 +87,11 @@ def hash_bound(items: Iterable[Any]) -> list[Any]:
 
 # ---------------------------------------------------------------- equality and comparisons
 def same(got: Any, want: Any, rel_tol: float | None = None) -> bool:
-    """`==` of the asserts: Python's own on plain data (issue #24: Python's comparison is the specification, so
+    """`==` of the asserts: Python's own on plain data (Python's comparison is the specification, so
     `[1, 2] != (1, 2)`, OrderedDicts compare by order, `0.1 + 0.2 != 0.3`, `1 == 1.0 == True`). With the
     reference's "rel_tol", two floats at the same place of the compared values (lists and tuples item by item,
     mappings key by key) also match within math.isclose(rel_tol=rel_tol); an int or bool against a float stays
-    exact (`return 1e12` must not pass `f(3) == 1000000000999`, issue #8 review) and set members and dict keys
+    exact (`return 1e12` must not pass `f(3) == 1000000000999`) and set members and dict keys
     stay Python's hashed lookups."""
     if rel_tol is None:
         return bool(got == want)
@@ -128,7 +128,7 @@ _ORDER = {"Lt": operator.lt, "LtE": operator.le, "Gt": operator.gt, "GtE": opera
 def compare(op: str, left: Any, right: Any, rel_tol: float | None = None) -> bool:
     """One comparison of an assert (ast operator class name), as Python does it. Errors (1 < "a", 1 in 5)
     propagate: the test fails, and `not (f(x) < 5)` cannot pass by making the comparison raise."""
-    if op in ("In", "NotIn"):  # red team 43d: one C call each, which may run Counter's Python comparisons throughout
+    if op in ("In", "NotIn"):  # red team: one C call each, which may run Counter's Python comparisons throughout
         member_bound(left, right)
     elif op not in ("Is", "IsNot"):
         compare_bound(op, left, right)
@@ -172,7 +172,7 @@ def _bits(x: Any) -> int | None:
 
 
 def _pow_bound(base: Any, exp: Any, mod: Any = None) -> None:
-    """Refuse powers whose exact result or work is too big, before computing them. Issue #24: a Fraction
+    """Refuse powers whose exact result or work is too big, before computing them. A Fraction
     exponent (2 ** Fraction(10**7)) is an int power in Python, and so is Fraction(3, 2) ** 10**6."""
     if mod is not None:
         if all(kind(v) in (int, bool) for v in (base, exp, mod)) \
@@ -262,7 +262,7 @@ def _bounded_range(*args: Any) -> range:
 
 
 def check_range(r: range, result: bool = False) -> None:
-    """A range is a few ints however long it is; list(r) or sum(r) is one C call. Issue 43: the items' size counts
+    """A range is a few ints however long it is; list(r) or sum(r) is one C call. The items' size counts
     too (range(0, 2 ** 65000, 2 ** 64980) has only 2 ** 20 items, of 8 KB each), in 64-bit words rounded up (a
     127-bit item is two). A range the candidate returned (`result`) also stands for no more items than the list
     the wire would carry in its place (RESULT_RANGE_BYTES)."""
@@ -286,7 +286,7 @@ def _bounded_pow(base: Any, exp: Any, mod: Any = None) -> Any:
 
 def _bounded_sum(iterable: Iterable[Any], /, start: Any = 0) -> Any:
     """Python's sum, with budget checks between items: summing 30,000 Fractions, or lists (quadratic), ran for
-    seconds inside one C call (issue #24)."""
+    seconds inside one C call."""
     return sum(guarded(iterable), start)
 
 
@@ -342,9 +342,9 @@ _MATH_NAMES = ("pi e tau inf nan sqrt isqrt cbrt isclose fabs floor ceil trunc g
 MODULES = {"math": {n: getattr(math, n) for n in _MATH_NAMES if hasattr(math, n)},
            "collections": {"Counter": Counter, "OrderedDict": OrderedDict, "deque": deque, "defaultdict": defaultdict},
            "fractions": {"Fraction": Fraction}, "decimal": {"Decimal": Decimal}}
-# Fraction is the parent's too (issue #24): as a candidate name on the expected side, `f(3) == Fraction(1, 3)`
+# Fraction is the parent's too: as a candidate name on the expected side, `f(3) == Fraction(1, 3)`
 # compared with the candidate's own Fraction class.
-# Issue 43: deque, defaultdict and Decimal too, which results now carry (`f(x) == deque([1, 2])`).
+# Deque, defaultdict and Decimal too, which results now carry (`f(x) == deque([1, 2])`).
 NAMES: dict[str, Any] = {**BUILTINS, "Counter": Counter, "OrderedDict": OrderedDict, "Fraction": Fraction,
                          "deque": deque, "defaultdict": defaultdict, "Decimal": Decimal}
 # Called through a substitute (same result, bounded) or after a bound check.
@@ -370,7 +370,7 @@ LIBRARIES = frozenset("np numpy pd pandas scipy sympy torch re itertools functoo
 
 def call_bounded(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """func(*args, **kwargs), through the bound or substitute of the callables that have one (pow, sum, range,
-    factorial, set, ...); any other callable is called as it is (a check program's own functions, issue 43)."""
+    factorial, set, ...); any other callable is called as it is (a check program's own functions)."""
     if id(func) not in _BOUNDED_IDS:
         return func(*args, **kwargs)
     if func is math.prod and args:

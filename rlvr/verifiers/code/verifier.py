@@ -1,7 +1,7 @@
 """Code verifier: run model-written Python against unit tests in the local sandbox.
 
 Reference (a JSON string): {"asserts": ["assert add(1, 2) == 3", ...]}, {"check": "def check(candidate): ..."}
-(a HumanEval test program, issue 43; needs "entry") and/or {"io": [{"input": "1 2\\n", "output": "3\\n"}, ...]},
+(a HumanEval test program; needs "entry") and/or {"io": [{"input": "1 2\\n", "output": "3\\n"}, ...]},
 optional "entry" (the function under test, also bound as `candidate`, HumanEval style), "prompt" (the code the
 answer completes, HumanEval's signature and docstring: code/prompted.py; needs "entry"), "time_limit_s" (per
 sandbox run, capped at 60 s) and "rel_tol" (two floats then match within math.isclose(rel_tol=...); without it,
@@ -10,9 +10,9 @@ sandbox run, capped at 60 s) and "rel_tol" (two floats then match within math.is
   * Code: the last ```python / ```py / bare ``` block of the completion, else the whole completion.
   * Asserts and a check program: judged in this process on plain data; the sandbox only runs the candidate's
     own calls, on arguments computed here, in one live sandboxed run per completion that answers each call when
-    Python's evaluation reaches it (code/session.py, issue 43), so calls run in the order the asserts make them
+    Python's evaluation reaches it (code/session.py), so calls run in the order the asserts make them
     and a branch Python does not take makes no call (verifiers/code/reference.py says why).
-    The parent spends at most code/budget.PARENT_CPU_S of CPU judging one completion (issue #24).
+    The parent spends at most code/budget.PARENT_CPU_S of CPU judging one completion.
   * stdin/stdout: one sandboxed run per case; a case passes when stdout equals the expected output
     (trailing whitespace per line and trailing blank lines ignored), the program exited 0, within time.
     The exit status alone never passes anything.
@@ -66,7 +66,7 @@ def extract_code(completion: str) -> str | None:
 
 
 def _dedented(lines: list[str]) -> str:
-    """A block fenced inside a Markdown list is indented as a whole: dedented (issue 43 review). Code whose first
+    """A block fenced inside a Markdown list is indented as a whole: dedented. Code whose first
     line starts at column 0 is left exactly as written (dedent also blanks whitespace-only lines)."""
     code = "\n".join(lines)
     first = next((line for line in lines if line.strip()), "")
@@ -146,7 +146,7 @@ class CodeVerifier:
     def _run_io(code: str, index: int, stdin: str, expected: str, config: SandboxConfig,
                 problems: list[str]) -> tuple[bool, str]:
         # Output more than twice the expected size (plus slack for trailing spaces) can never normalise to it: it
-        # is not read, so 100 cases printing 1 MiB each cost the parent reads of 64 KiB (issue 43 review: 0.34 s).
+        # is not read, so 100 cases printing 1 MiB each cost the parent reads of 64 KiB (0.34 s).
         cap = min(config.max_output_bytes, 2 * len(expected.encode("utf-8")) + IO_SLACK_BYTES)
         run = run_sandboxed(code, stdin.encode(), replace(config, max_output_bytes=cap))
         if not run.started:
@@ -155,7 +155,7 @@ class CodeVerifier:
         if run.timed_out:
             problems.append("timeout")
             return False, f"io case {index}: timed out after {config.time_limit_s:g}s"
-        try:  # strict: 1 MiB of invalid bytes decoded with errors="replace" cost 8 ms a case (issue 43 review)
+        try:  # strict: 1 MiB of invalid bytes decoded with errors="replace" cost 8 ms a case
             got = run.stdout.decode("utf-8").replace("\r\n", "\n").rstrip()
         except UnicodeDecodeError:
             return False, f"io case {index}: printed bytes that are not UTF-8"
@@ -186,5 +186,5 @@ def _normalise(text: str) -> str:
 
 def _same_output(got: str, want: str) -> bool:
     """`got` (already rstripped) normalises to `want`. Lines are only split when the counts agree, so the work
-    is the reference's size, not the candidate's: normalising 1 MiB of newlines took 140 ms (issue #24)."""
+    is the reference's size, not the candidate's: normalising 1 MiB of newlines took 140 ms."""
     return got.count("\n") == want.count("\n") and _normalise(got) == want

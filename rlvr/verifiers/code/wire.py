@@ -4,10 +4,10 @@ Plain JSON carries None, bool, int (|x| < 2**53), float (NaN and infinities as J
 and list. Everything else is a one-key object whose key says the type: {"i": hex} big int, {"b": hex} bytes,
 {"t": items} tuple, {"s": items} set, {"f": items} frozenset, {"d": pairs} dict, {"o": pairs} OrderedDict,
 {"k": pairs} Counter, {"c": [re, im]} complex, {"q": [numerator, denominator]} Fraction, {"it": items} a
-drained iterator (decoded as an iterator over its items, at any depth: red team, issue 43, a nested one
+drained iterator (decoded as an iterator over its items, at any depth: red team, a nested one
 compared as a list). OrderedDict and Counter keep their own tags because Python compares them
-differently from a dict: OrderedDicts by order, Counters with missing keys as zero (issue #24).
-Issue 43 (code/stdtypes.py): {"r": [start, stop, step]} range, {"ba": hex} bytearray, {"dq": [items, maxlen]}
+differently from a dict: OrderedDicts by order, Counters with missing keys as zero.
+More types (code/stdtypes.py): {"r": [start, stop, step]} range, {"ba": hex} bytearray, {"dq": [items, maxlen]}
 deque, {"dec": text} Decimal, {"dd": [factory, pairs]} defaultdict, {"vk"|"vv"|"vi": items} dict views and
 {"ovk"|"ovv"|"ovi": items} OrderedDict views, and {"sub": value} an instance of a subclass of the value's type.
 
@@ -33,7 +33,7 @@ DUMPS_S_PER_VALUE = 1e-7  # json.dumps of encoded arguments: 0.07 us a small int
 def encode(x: Any) -> Any:
     """Plain value -> wire value, for the arguments the parent sends to the candidate's functions. An instance of
     the parent's subclass of a type (a result of another call) is sent as its base type's content. Budgeted (red
-    team, issue 43: a 1,000,000-item list sent back took 0.86 s to encode and 0.3 s to dump): a budget check every
+    team: a 1,000,000-item list sent back took 0.86 s to encode and 0.3 s to dump): a budget check every
     CHECK_EVERY values, and json.dumps of the whole, one C call, charged before it runs (DUMPS_S_PER_VALUE)."""
     counter = [0]
     value = _encode(x, 0, counter)
@@ -77,7 +77,7 @@ def _encode(x: Any, depth: int, counter: list[int]) -> Any:
 
 
 def _encode_new(x: Any, t: type, items: Callable[[Any], list]) -> Any:
-    """The types issue 43 added, or None."""
+    """The types of code/stdtypes.py, or None."""
     if t is range:
         return {"r": items((x.start, x.stop, x.step))}
     if t is bytearray:

@@ -1,5 +1,5 @@
 """Plain arithmetic read exactly ('12 + 22', '3 × 4 - 1'), for the rules that let arithmetic restate or explain a value
-(rlvr.verifiers.math.around, corrections). Moved out of around.py in issue 43, fifth round, to keep it under 400 lines.
+(rlvr.verifiers.math.around, corrections). Moved out of around.py to keep it under 400 lines.
 Strings only: one pass of anchored token matches.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What stands around the final answer (issue 43, the red team's findings): where a statement's value ends, and what
+"""What stands around the final answer (the red team's findings): where a statement's value ends, and what
 before or after it changes, retracts or hedges it. Strings only, linear, bounded windows.
 
 Decisions (tests/test_math_around.py; corpus rows of forms 'explanation', 'retraction', 'trailing_hedge',
@@ -13,7 +13,7 @@ Decisions (tests/test_math_around.py; corpus rows of forms 'explanation', 'retra
   is 18. She has 20 dollars left.'), unless it explains ('This is because ...'). A number equal to the answer, or
   marked as an approximation of it ('or about 0.87'), is no other value. Only TRAILER_CHARS after the statement are
   read: nothing further is paid for anyway, since only the final statement is compared.
-- Issue 43, fifth round: 'or' after 'not 4' rejects both ("so it's not 4 or 6" offers no value), and '(not 5 m)'
+- 'or' after 'not 4' rejects both ("so it's not 4 or 6" offers no value), and '(not 5 m)'
   after the value rejects another one, it does not retract the answer ('Answer: 5 cm (not 5 m)').
 - A box is its content only when nothing next to it changes it (box_problem): a sign, an operator, a digit or a
   value word before it ('-\\boxed{3}', 'twice \\boxed{5}', '3 or \\boxed{4}'), a power, a command, a digit or a value
@@ -21,7 +21,7 @@ Decisions (tests/test_math_around.py; corpus rows of forms 'explanation', 'retra
   its percent; a unit after it is its unit ('\\boxed{5} cm', compared by rlvr.verifiers.math.units).
 - Without a statement (modes last_number, latex): a negation right before the final number ('The answer isn't 5')
   or a retraction after it makes it UNPARSEABLE (fallback_problem).
-- Third red team (tests/test_math_withdrawn.py): a denial right after a value ('\\boxed{5} is false', 'Answer: 5
+- Red team (tests/test_math_withdrawn.py): a denial right after a value ('\\boxed{5} is false', 'Answer: 5
   fails') is a retraction (denied); a negation before a box, in a \\text{} too ('cannot be \\boxed{5}'), a case with
   another value in a parenthesis after it ('(6 with endpoints)'), a value alone on the next line of an 'Answer:' line
   and an 'alternative' label are hedges or changes; a markdown bullet is no minus sign.
@@ -63,7 +63,7 @@ _RETRACTION = re.compile(
     r"|\b(?:is|was)\s*n['’]t\s+\$?\\?(?:boxed\{)?[-\d.]|\b(?:is|was)\s+not\s+\$?\\?(?:boxed\{)?[-\d.]", re.IGNORECASE)
 _HEDGE = re.compile(r"\b(?:or|either|maybe|perhaps|possibly|might|could|alternatively|otherwise|though|although|also"
                     r"|instead|too|if|unless|however|whereas|else|alternative(?=(?:\s+answer)?\s*\)?\s*:))\b",
-                    re.IGNORECASE)  # 'if', 'unless', ...: red team; 'Answer (alternative): 6' (third red team)
+                    re.IGNORECASE)  # 'if', 'unless', ...: red team; 'Answer (alternative): 6' (red team)
 _EITHER_SIDE = frozenset(("maybe", "perhaps", "possibly", "might", "could", "also", "instead", "too"))
 _APPROX = re.compile(r"\b(?:approximately|approx|about|roughly|around|nearly|equivalently|i\.e|that\s+is)\b|≈|\\approx",
                      re.IGNORECASE)
@@ -76,7 +76,7 @@ _WORD_AFTER = re.compile(r"\s*([A-Za-z]+)")
 _NOT = re.compile(r"\bnot\s*\$?\s*\Z", re.IGNORECASE)  # 'The answer is 5, not 6' rejects 6
 _OPERATOR_BEFORE = re.compile(r"(?:[-+*/×÷·=^_]|\\(?:times|cdot|div))\s*\$?\s*\Z")  # '3 × 4 = 12', '13_5' (base 5)
 _OPERATOR_AFTER = re.compile(r"\s*\$?\s*(?:[-+*/×÷·=^_]|\\(?:times|cdot|div)(?![A-Za-z]))")
-# '(see step 2)': a pointer to the work, no value (issue 43's red team)
+# '(see step 2)': a pointer to the work, no value
 _NOTE = re.compile(r"\s*(?:see|from|by|using|as\s+in|in|cf\.?|per)\s+(?:step|eq(?:uation)?|part|line|case|lemma"
                    r"|theorem)s?\.?\s*\(?\d{1,3}[a-z]?\)?\.?\s*", re.IGNORECASE)
 _NOTE_AFTER = re.compile(rf"\s*\(({_NOTE.pattern})\)", re.IGNORECASE)
@@ -96,7 +96,7 @@ def value_end(text: str, start: int, end: int, value_of=None) -> int:
     clause = text[start:end].rstrip(" .!")
     if clause.endswith(")") and (opened := clause.rfind("(")) > 0 and _MEANINGFUL.search(clause, 0, opened):
         if _NOTE.fullmatch(clause, opened + 1, len(clause) - 1) or _restates(clause[opened + 1:-1], clause[:opened]) \
-                or _NOT_OTHER.match(clause, opened + 1):  # '5 cm (not 5 m)' rejects another value (fifth round)
+                or _NOT_OTHER.match(clause, opened + 1):  # '5 cm (not 5 m)' rejects another value
             end = start + opened
     return end
 
@@ -115,7 +115,7 @@ _EXPLANATION_KEYS = (",", ";", "because", "since", "given", "due", "which", "as"
 
 def _restates(inside: str, value: str) -> bool:
     """Whether a parenthesis restates the value before it: the same number in words or figures, or arithmetic that
-    gives it ('34 (12 + 22)', '5 (five)'). Only short values are read: 1 MB of '(3) ' cost 0.3 s (issue 43)."""
+    gives it ('34 (12 + 22)', '5 (five)'). Only short values are read: 1 MB of '(3) ' cost 0.3 s."""
     if len(inside) > 80 or len(value) > _RESTATED_CHARS:
         return False
     number = _number(value)
@@ -135,7 +135,7 @@ _QUALIFIER = re.compile(r"\b(?:unlikely|guess(?:ed|es)?|estimated?|estimates|app
 _HEDGING = re.compile(r"\b(?:maybe|perhaps|possibly|probably)\b", re.IGNORECASE)  # on a line: a hedge (hedges.py)
 _CLAUSE_START = re.compile(r"[.!?;,](?:\s|$)|\n")
 # A case of the problem ('For n odd the answer is 3; for n even the answer is 4', 'If $n > 3$, the total is 5'): one
-# answer among cases (issue 43's red team); 'For this problem the answer is 4' names no case
+# answer among cases; 'For this problem the answer is 4' names no case
 _CASE_START = re.compile(r"[.!?;](?:\s|$)|\n")
 _CASE = re.compile(r"\s*(?:\W\s*)?(?:if|when|whenever|for|provided|assuming|unless|otherwise|else)\b"
                    r"(?:(?!\b(?:answer|total|value|result)\b)[^.;!?\n]){0,40}?(?:\b(?:odd|even|positive|negative|nonzero|prime|composite)\b|[<>≤≥≠]"
@@ -148,7 +148,7 @@ def qualified(text: str, start: int, end: int, reach: int, hedging: bool = False
     """Why the clause of a value (text[start:end], read from the start of its clause at most `reach` characters
     before `start`) negates or retracts it ('Answer: 25 would be wrong', 'the wrong answer is 25', 'The total
     cannot be 120'): RETRACTED; or bounds, estimates or qualifies it ('the lower bound is 25', 'Answer: 5 at best',
-    'Maybe 5.'): QUALIFIED; None otherwise. Issue 43's red team: word lists, not one-off patterns."""
+    'Maybe 5.'): QUALIFIED; None otherwise. Red team: word lists, not one-off patterns."""
     low, end = max(0, start - reach), min(end, start + QUALIFIED_CHARS)
     starts = [m.end() for m in _CLAUSE_START.finditer(text, low, start)]
     low = starts[-1] if starts else low
@@ -159,7 +159,7 @@ def qualified(text: str, start: int, end: int, reach: int, hedging: bool = False
     return QUALIFIED if found or _CASE.match(text, cases[-1] if cases else max(0, start - reach), start) else None
 
 
-# A value, then a predicate that denies it, in its own clause (issue 43's third red team: '\\boxed{5} is false',
+# A value, then a predicate that denies it, in its own clause ('\\boxed{5} is false',
 # '\\boxed{5 \\text{ fails}}', '<answer>5 is incorrect</answer>', 'Answer: 5 fails'). Only right after a value: 'false'
 # alone is an answer ('\\boxed{\\text{False}}'), and 'The other case fails' later explains, it denies nothing.
 _DENIED = re.compile(r"(?:[ \t]|[$)\]}]|\\[)\]]|\\(?:text|mathrm|mbox|textrm)\s*\{|</answer>)*(?:,?\s*which\s+)?"
@@ -192,7 +192,7 @@ def trailer_problem(text: str, end: int, line_end: int, value: str) -> str | Non
         low, high = _sentence_around(window, hedge.start(), hedge.end(), 40)  # ('4 might work too')
         low = low if hedge.group().lower() in _EITHER_SIDE else hedge.end()
         if _NOT_EITHER.search(window, max(0, hedge.start() - 24), hedge.start()):
-            continue  # "so it's not 4 or 6" rejects both (issue 43, fifth round)
+            continue  # "so it's not 4 or 6" rejects both
         if other_number(window[low:hedge.start()] + " " + window[hedge.end():high], value):
             return f"{HEDGED} ({value} and another value with {hedge.group()!r})"
     below = value_below(text, end, line_end)  # 'Answer:\n5\n6', '#### 5\n6', '\\boxed{5}\n\n6' (rlvr...gaps)
@@ -241,8 +241,8 @@ def _number(value: str) -> Fraction | None:
 
 
 # ---------------------------------------------------------------- next to a box
-# '*' is a product, but '**' is markdown bold ('**Final Answer:** \\boxed{42}', 'is **\\boxed{42}**': issue 43's third
-# red team, finding 6) unless glued to the box after a word or bracket ('x**\\boxed{2}', '(x+1)**\\boxed{2}') or set
+# '*' is a product, but '**' is markdown bold ('**Final Answer:** \\boxed{42}', 'is **\\boxed{42}**'; red
+# team) unless glued to the box after a word or bracket ('x**\\boxed{2}', '(x+1)**\\boxed{2}') or set
 # apart by spaces on both sides (' ** ' is no markdown emphasis); after a digit, the digit refuses it
 _BEFORE_BOX = re.compile(r"(?:(?:[+/^_×÷·\d<≤≥≠≈∼~]|(?<!\*)\*(?!\*)|(?<=[\w)}\]])\*\*(?=\Z)|(?<=\s)\*\*(?=\s)"
                          r"|(?<![-=])>"
@@ -255,10 +255,10 @@ _WORDS_BEFORE = re.compile(r"([A-Za-z'’]+)\s+(?:([A-Za-z'’]+)\s+)?(?:\$|\\\(
 _AFTER_BOX = re.compile(r"(?:[ \t~]|\\[,;:! ]|\$|\\\)|\\\]|\*\*|[)\]}]|\\right\s*[).\]|])*"
                         r"(?:(\\?%|percent\b|pct\b)"
                         r"|\\(?:text|mathrm|mbox)\s*\{([^{}]*)\}|([A-Za-z]+)"
-                        r"|([\^_/×÷·\d<>≤≥≠²³½⅓⅔¼¾⅛⅜⅝⅞]|(?<!\*)\*(?!\*)"  # a closing '**' is bold: finding 6
+                        r"|([\^_/×÷·\d<>≤≥≠²³½⅓⅔¼¾⅛⅜⅝⅞]|(?<!\*)\*(?!\*)"  # a closing '**' is bold (red team)
                         r"|\\(?!(?:right|end|q?quad|pmod)(?![A-Za-z]))[A-Za-z]))")  # '\\pmod{11}' ok
 # A sign set apart from the box ('is - \\boxed{3}', '= -\\,\\boxed{3}', '10 - \\boxed{3}'); not a bullet ('- \\boxed{3}'
-# at the start of a line) nor a dash after a word ('Final answer - \\boxed{3}'): issue 43's red team
+# at the start of a line) nor a dash after a word ('Final answer - \\boxed{3}')
 _DETACHED_SIGN = re.compile(r"[-\u2212\u2013](?:\s|\\[,;:! ])+(?:\$|\\\(|\\\[|\*\*)?\s*\Z")
 _WORD_END = re.compile(r"([A-Za-z]+)[*\s]*\Z")
 # What is glued to the end of a box changes it ('\\boxed{3},000', '\\boxed{3}.5', '\\boxed{3}e5', '\\boxed{3}!',
@@ -288,7 +288,7 @@ def box_problem(text: str, start: int, end: int, tag: bool = False, value: str =
         if not word or word.group(1).lower() in COPULAS:
             return "the box is part of an expression (a sign before it)", ""
     said = _TEXT_WRAP.sub(r"\1 ", before)  # '$\\text{It is not } \\boxed{5}$': the words of a \\text{} count
-    negated = _NEGATED_BOX.search(said)  # 'cannot be \\boxed{5}', "can't be \\boxed{5}" (third red team)
+    negated = _NEGATED_BOX.search(said)  # 'cannot be \\boxed{5}', "can't be \\boxed{5}" (red team)
     if negated:
         return f"a word ({negated.group().strip()!r} before the box)", ""
     words = _WORDS_BEFORE.search(said)
@@ -310,14 +310,14 @@ _BRACED_SIGN = re.compile(r"\{\s*[-\u2212+±]\s*\}\s*(?:\$|\\\(|\\\[)?\s*\Z")  #
 # with it, 0.16 s of a 0.2 s budget (bench/math_adversarial.py, box_then_padding). Alone, the greedy run never
 # backtracks, and what follows it never starts with spacing.
 _SPACE = re.compile(r"(?:[ \t~$]+|\\[,;:! )\]]|\*\*)*")
-# After a box (issue 43's red team): a term ('\\boxed{3} + C', '\\boxed{3} - 2'), a factor in parentheses
+# After a box: a term ('\\boxed{3} + C', '\\boxed{3} - 2'), a factor in parentheses
 # ('\\boxed{3}(2)'), a scale in words ('\\boxed{3} (in thousands)'), 'percent of' a number, or a condition
 # ('\\boxed{5} otherwise'). A parenthesis with words ('(in cm)', '(see step 2)') or one that restates it stays.
 _TERM_AFTER = re.compile(r"(?:[+±]|[-\u2212]\s*(?:\d|\\[A-Za-z]|[A-Za-z](?![A-Za-z])|\())")
 _PAREN_AFTER = re.compile(r"\(([^()\n]{0,80})\)")
 _OF_AFTER = re.compile(r"\s+of\b")
 _CASE_PAREN = re.compile(r"\s*[-+]?\d[\d.,/]*\s+(?:with|without|including|excluding|counting|if|when|or|otherwise"
-                         r"|unless)\b|\s*(?:or|if|when|otherwise|else|unless)\b", re.IGNORECASE)  # third red team
+                         r"|unless)\b|\s*(?:or|if|when|otherwise|else|unless)\b", re.IGNORECASE)  # red team
 _CASE_AFTER = frozenset(("otherwise", "else", "when", "whenever", "if", "unless"))
 
 
@@ -327,7 +327,7 @@ def _around_box(text: str, end: int, after: re.Match | None, value: str) -> str 
     if _TERM_AFTER.match(text, spaced):
         return "a term after it"
     paren = _PAREN_AFTER.match(text, spaced)
-    other = _NOT_OTHER.match(paren.group(1)) if paren else None  # '(not 3)' rejects another value (fifth round)
+    other = _NOT_OTHER.match(paren.group(1)) if paren else None  # '(not 3)' rejects another value
     if paren and not (other and as_number(paren.group(1)[other.end() - 1:].strip()) not in (None, _number(value))):
         inside = paren.group(1)
         words = re.findall(r"[A-Za-z]+", inside)
@@ -375,7 +375,7 @@ def fallback_problem(text: str, start: int, end: int) -> str | None:
     return RETRACTED if _RETRACTION.search(text, end, end + TRAILER_CHARS) else None
 
 
-# Running text (issue 43's red team): a word that changes the number right before it ('twice 120', '3 through 5'), a
+# Running text: a word that changes the number right before it ('twice 120', '3 through 5'), a
 # subject that is a multiple of the unknown ('The value of $2n$ is 34'), or a condition right after it ('5 otherwise')
 _CHANGED_BY = DENY - {"minus", "negative", "no", "not", "if", "when", "unless", "by", "or", "either", "nor", "never",
                      "maybe", "perhaps", "possibly", "probably", "likely"}  # a sign word is its sign; hedges and

@@ -1,7 +1,7 @@
-"""A completion that is only a number is that answer in mode strict (issue 47; last_number and latex read it already).
+"""A completion that is only a number is that answer in mode strict (last_number and latex read it already).
 
 Why: mode strict reads an answer only where the completion states one (\\boxed{}, 'Answer:', '####', <answer>), so
-that a number met in the reasoning is never taken for the answer. Issue 47 asks the model plain questions as a user
+that a number met in the reasoning is never taken for the answer. Plain questions ask the model as a user
 would, among them 'What is 7 times 8? Give only the number.', whose honest reply is `56`: with nothing but the
 number there is no reasoning to mistake for it, and refusing it would score the model for a format the question
 never asked for. So a completion whose whole text outside <think> is one plain number is that number, with at most

@@ -1,4 +1,4 @@
-"""Boxed answers and the cut of an answer's span, for rlvr.verifiers.math.extract (split from it, issue 43).
+"""Boxed answers and the cut of an answer's span, for rlvr.verifiers.math.extract (split from it).
 
 Strings only, linear in the completion: a box whose braces never close is not an answer (`\\boxed{\\frac{1}{2}` never
 reads as 1/2); one still open MAX_ANSWER_CHARS into its content is an over-long answer (unparseable), which keeps

@@ -1,4 +1,4 @@
-"""A correction written in prose after the final answer statement (issue 43's third red team, finding 3): it states
+"""A correction written in prose after the final answer statement: it states
 a new answer, or it only takes the earlier one back. Strings only, linear: a bounded window after the statement.
 
 Decisions (tests/test_math_withdrawn.py; corpus rows of form 'withdrawn'):
@@ -13,13 +13,13 @@ Decisions (tests/test_math_withdrawn.py; corpus rows of form 'withdrawn'):
 - An opener that offers another value without stating it cleanly ('On second thought, maybe 6 fits better', 'I
   made a mistake in step 2, which gives 7') withdraws the answer: UNPARSEABLE, never the earlier value paid. Mild
   openers ('actually', 'wait', 'let me recheck') only state: reasoning after an answer often uses them honestly.
-- Issue 43, fifth round (tests/test_math_r5_statements.py): after the final statement, an answer label ('Ans: 3',
+- Fifth round (tests/test_math_r5_statements.py): after the final statement, an answer label ('Ans: 3',
   'Result: 3', 'Answer = 3'), a casual retraction ('nvm, 3', 'My mistake, 3', '(I mean 3)') or a sentence on a later
   line that states only another value after fillers and a copula ("It's 3.", 'We get 3.', 'Hence 3.', 'So there are 3
   apples.') is one more statement, so the answer; one restating the answer changes nothing, and 'Total: 4' (a label)
   or a bare value below the statement stays what it was (a hedge: rlvr.verifiers.math.gaps). Another value in
   question ('Hmm, 3?') withdraws the answer; an arrow to another value ('\\boxed{4} -> 3') is a hedge.
-- Issue 43, fifth round (tests/test_math_r5_trailers.py): 'A: 3' (a capital A opening its line), 'Solution: 3',
+- Fifth round (tests/test_math_r5_trailers.py): 'A: 3' (a capital A opening its line), 'Solution: 3',
   "the answer's 3" and single-star emphasis ('*Correction*: 3') are labels too: after the box, they state the answer.
 - No correction: a verb ('Update the total: 3 + 2 = 5.' before the answer is no label), arithmetic ('Check: 2 + 3
   = 5'), the same value ('The correct total is 5'), an opener before the final statement (the statement wins).
@@ -40,7 +40,7 @@ KIND = "correction"  # the kind of a statement read here (rlvr.verifiers.math.ex
 _LABEL = (r"(?:correction|corrected(?:\s+(?:answer|total|count|result|value))?|errat(?:um|a)|corrigendum|update"
           r"|edit|revision|revised(?:\s+(?:answer|total|count|result|value))?|fix|typo|recount|amended"
           r"|final(?:\s+(?:total|count|tally|sum|result|value|number|amount))?)"
-          r"\s*(?:\*\*?)?\s*(?::|(?=\s[-\u2013\u2014]))")  # '*Correction*: 3' (fifth round)
+          r"\s*(?:\*\*?)?\s*(?::|(?=\s[-\u2013\u2014]))")  # '*Correction*: 3'
 _STRONG = (r"on\s+second\s+thoughts?|(?:on|upon)\s+(?:further\s+|closer\s+)?(?:reflection|inspection)|oops|whoops"
            r"|scratch\s+that|strike\s+that|ignore\s+(?:that|the\s+above)|make\s+(?:that|it)|i\s+meant|my\s+bad"
            r"|sorry|apologies|(?:i\s+)?mis(?:counted|calculated|computed|read|added|typed)|(?:i\s+)?forgot"
@@ -53,7 +53,7 @@ _MILD = r"actually|wait|let\s+me\s+(?:re-?check|recount|recompute|redo|correct)\
 # Mild words that open a correction only at the start of a sentence ('No, 6.', 'Hmm, 6.', "So it's 6."; not 'there
 # is no 6')
 _SENTENCE = r"no|nope|nah|rather|hmm+|er|err|uh|um|i\s+mean|so"
-# Issue 43, fifth round: answer labels that state a later value ('Ans: 3', 'Result: 3', 'Answer = 3'), casual
+# Answer labels that state a later value ('Ans: 3', 'Result: 3', 'Answer = 3'), casual
 # retractions ('nvm, 3', 'jk, 3', 'My mistake, 3'), an arrow to another value ('\\boxed{4} -> 3': a hedge, as between
 # two boxes) and any sentence start (a sentence stating only another value after fillers and a copula: "It's 3.")
 _ANSWER_LABEL = (r"(?:ans(?:wer)?|(?:final\s+)?(?:result|solution)|conclusion|(?<![^\n])(?-i:A))\s*(?:\*\*?)?\s*"
@@ -139,7 +139,7 @@ def _instead(text: str, end: int, limit: int, value: str) -> Candidate | None:
         if all(word.lower() in _SUBJECT for word in _WORDS.findall(lead)) and not re.search(r"[^\sA-Za-z'=:,]", lead):
             at = match.start("new") if match.group("new") else match.start("new2")
             # its line ends where the text's line does, as a box's (a value on a line below it is a hedge: with the
-            # line ending at the match, 'Not 5 but 6.\n\n**7**' paid 6; a mutation sample found it, issue 43)
+            # line ending at the match, 'Not 5 but 6.\n\n**7**' paid 6; a mutation sample found it)
             return Candidate(new, at, at + len(new), new, kind=KIND)
     return None
 
@@ -168,18 +168,18 @@ def correction(text: str, end: int, value: str) -> Candidate | str | None:
             continue  # a bare value below the statement is a hedge (rlvr.verifiers.math.gaps), no sentence
         stated = _stated(clause, strong)
         if stated is not None and fresh and same(stated, latest):
-            continue  # a new kind of opener restating the answer corrects nothing (fifth round)
-        if stated is None and clause.rstrip(" \t$*").endswith("?"):  # 'Hmm, 3?' doubts the answer (fifth round)
+            continue  # a new kind of opener restating the answer corrects nothing
+        if stated is None and clause.rstrip(" \t$*").endswith("?"):  # 'Hmm, 3?' doubts the answer
             doubted = _stated(clause.rstrip(" \t$*").rstrip("?"), False)
             withdrawn = withdrawn or (doubted is not None and not same(doubted, latest))
             continue
-        if stated is not None:  # words before a fresh value set it apart: no connective joins it (fifth round)
+        if stated is not None:  # words before a fresh value set it apart: no connective joins it
             alone = fresh and not opener.group("arrow") and _WORDED.search(text, opener.start(), start + 1) is not None
             found = Candidate(stated, start, stop, clause, kind=KIND, line_end=line_end, alone=alone)
             withdrawn = False
         elif opener.group("strong") and other_number(_POINTER.sub(" ", text[start:line_end]), latest):
             withdrawn = True  # another value, offered but not stated: the answer before it is withdrawn
-    # a framed box or a display after it ('\\framebox{3}', '\\[3\\]'): one more statement (fifth round)
+    # a framed box or a display after it ('\\framebox{3}', '\\[3\\]'): one more statement
     found = later(text, found.end if found else end, limit, found.text if found else value) or found
     instead = _instead(text, found.end if found else end, limit, found.text if found else value)
     if instead is not None:

@@ -1,5 +1,5 @@
-"""Negations before a box and denials after a value that the first rules missed (issue 43's third red team, class 2,
-fourth round). Strings only; each check is one anchored match at a bounded number of places.
+"""Negations before a box and denials after a value that the first rules missed. Strings only; each check is one
+anchored match at a bounded number of places.
 
 Decisions (tests/test_math_r4_denials.py; corpus rows of form 'denial_words'):
 - A negation touches a box when only these stand between them: at most three words of a small list ('be', 'equal',
@@ -18,7 +18,7 @@ Decisions (tests/test_math_r4_denials.py; corpus rows of form 'denial_words'):
   work", 'cannot work', ...); a question answered 'No' ('Is it \\boxed{5}? No.'); a cross mark ('✗', '❌'); a sentence
   that is only 'Not.', 'Nope.' or 'Just kidding.'. Reading: UNPARSEABLE (retracted), as around.denied reads
   '\\boxed{5} is false'. 'No doubt' and 'No problem' answer no question.
-- Issue 43, fifth round (tests/test_math_r5_denials.py; corpus rows 'r5_denial'): after the value also 'Nah', 'False',
+- Fifth round (tests/test_math_r5_denials.py; corpus rows 'r5_denial'): after the value also 'Nah', 'False',
   'is not it', "can't be right", 'is not the case', 'is flawed', 'is an error / a trap / a red herring', 'is the naive
   answer', '✖', '👎', and a detached 'NOT.' ('— NOT.', '... not.', '. FALSE.'); before it also an aside between commas
   ('not, I repeat,'), '\\hspace{..}' and '\\\\', 'n o t', a rejecting verb ('We reject', 'We can exclude', "Don't
@@ -68,7 +68,7 @@ _DENIAL = re.compile(rf"{_SKIP}{_SEPARATOR}{_COPULA}{_REJECTS}"
                      r"(?:not|nope|nah|false|just\s+kidding)[.!]*[ \t]*(?:\n|\Z)", re.IGNORECASE)
 _VALUE_END = re.compile(r"[\d}$)\]]")
 _STRUCK = re.compile(r"\\(?:[bx]?cancel|sout|st|xout)\s*\{\s*(?:\$|\\\(|\\\[)?\s*\Z")  # '\\cancel{\\boxed{5}}'
-# Letters that look like Latin ones (Greek, Cyrillic: issue 43, fifth round): a word spelled with them reads as the
+# Letters that look like Latin ones (Greek, Cyrillic): a word spelled with them reads as the
 # Latin word; accents are dropped ('ñot' is 'not')
 _LOOKALIKE = str.maketrans("οОоΟαаАΑеЕεΕіІιΙтТΤсСϲрРΡхХΧуУνոԁ", "oOoOaaAAeEeEiIiItTTcCcpPPxXXyYvnd")
 
@@ -89,7 +89,7 @@ def negated_before(text: str, start: int) -> str | None:
     struck = _STRUCK.search(before)
     if struck:
         return f"the box is struck through ({struck.group().strip()!r} before it)"
-    before = _latin(before) if not before.isascii() else before  # 'nοt' with a Greek omicron is 'not' (fifth round)
+    before = _latin(before) if not before.isascii() else before  # 'nοt' with a Greek omicron is 'not'
     negation = _NEGATED.search(before) or _DENIED_CLAIM.search(before)
     return f"{NEGATED} ({negation.group().strip()!r} before it)" if negation else None
 

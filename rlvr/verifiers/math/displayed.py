@@ -1,4 +1,4 @@
-"""A value framed or displayed after the final statement (issue 43, fifth round: the red team's finding 6). Strings
+"""A value framed or displayed after the final statement (a red-team finding). Strings
 only, linear: a bounded number of anchored matches in the window after the statement.
 
 Decision (tests/test_math_r5_statements.py; corpus rows of form 'r5_statement'):
@@ -7,7 +7,7 @@ Decision (tests/test_math_r5_statements.py; corpus rows of form 'r5_statement'):
   does: it is one more answer statement, so the answer ('\\boxed{4}\\n\\n\\[3\\]' pays 3, never 4). It is read
   alone: the blank line before it joins nothing (unlike a bare '3' below the box, a hedge). A display holding a
   relation ('\\[2 + 2 = 4\\]') checks work and states nothing; one restating the answer changes nothing. Two that
-  state different values offer both: a hedge, as two boxes are (a mutation sample, issue 43).
+  state different values offer both: a hedge, as two boxes are (a mutation sample).
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def later(text: str, start: int, limit: int, latest: str) -> Candidate | None:
             continue
         values += [] if any(same(value, seen) for seen in values) else [value]
         # two different framed values after the answer offer both, as two boxes do ('\\framebox{3} or
-        # \\framebox{5}' paid 5: a mutation sample found it, issue 43)
+        # \\framebox{5}' paid 5: a mutation sample found it)
         hedge = f"{HEDGED} ({', '.join(values)})" if len(values) > 1 else ""
         last = Candidate(value, match.start(group), match.end(), match.group(group), kind=KIND, alone=True,
                          problem=hedge)

@@ -1,4 +1,4 @@
-"""Markdown and HTML emphasis read as the text without it (issue 43's third red team, class 8, fourth round).
+"""Markdown and HTML emphasis read as the text without it.
 
 Decisions (tests/test_math_r4_emphasis.py; corpus rows of form 'emphasis_refusal'):
 - Paired bold delimiters ('**', '***', '__') and paired HTML emphasis tags ('<b>', '<strong>', '<em>', '<i>') are

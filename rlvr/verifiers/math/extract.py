@@ -7,9 +7,9 @@ that in a separate process with a time budget.
 Decisions (each one a line; the tests in tests/test_math_attacks.py, tests/test_math_statements.py and
 tests/test_verifiers.py pin them):
 - Thinking does not count (outside_thinking): every `<think>...</think>` block is reasoning, wherever it is (a
-  second block after the answer too, issue 43); text before a `</think>` with nothing open is reasoning (chat
+  second block after the answer too); text before a `</think>` with nothing open is reasoning (chat
   templates that prefill `<think>`, trl#6966), and an unclosed `<think>` makes everything after it reasoning.
-- Issue 43, one rule for "the answer": the LAST answer statement outside reasoning is the final answer, whatever
+- One rule for "the answer": the LAST answer statement outside reasoning is the final answer, whatever
   its kind: a complete `<answer>...</answer>` (inside it: its last statement, else its whole text), a complete
   `\\boxed{}`/`\\fbox{}`, an 'Answer:' / 'answer is' line, a '####' line. Kinds are not ranked: in 'The final
   answer is \\boxed{3}. Wait, I made an error: the total is 5. Final Answer: 5' the answer is 5, and in GSM8K's
@@ -17,21 +17,21 @@ tests/test_verifiers.py pin them):
   what lies inside a box or an <answer> block belongs to it. An 'Answer:' / '####' line that states no value
   ('this answer is correct because ...', 'Final Answer: The final answer is' cut by the next marker) does not
   overrule an earlier statement; one holding a digit does ('The answer is therefore 4': rlvr.verifiers.math.lines).
-  Without any statement: (mode strict) only a completion that is one plain number ('56', '$56$.': issue 47,
+  Without any statement: (mode strict) only a completion that is one plain number ('56', '$56$.':
   rlvr.verifiers.math.bare), (mode last_number) the last number, with the number before it when only connectives
   join them (a hedge: 'It is 3 or 4'), or (mode latex) the last LaTeX environment, bare fraction or plain number
   (rlvr.verifiers.math.latex). In mode latex, 'Answer:' lines and <answer> blocks are read as math-verify reads
   them (their first LaTeX environment, else their text without prose words). An 'Answer:' line's value is its
   first clause ('... is 12,000,023. I hope it is correct.' reads 12,000,023; rlvr.verifiers.math.around), and what
-  stands around the final statement may retract or hedge it (issue 43's red team: _checked, around.py). A box
+  stands around the final statement may retract or hedge it (_checked, around.py). A box
   whose braces never close is not an answer:
   `\\boxed{\\frac{1}{2}` never reads as 1/2 (nor does the latex fallback read its inside, or after an unclosed
   <answer>); one still open MAX_ANSWER_CHARS into its content is an over-long answer (unparseable), which keeps
   the brace scan bounded on 1 MB of braces.
-- Issue 43's third red team: a correction in prose after the final statement ('Correction: 6', 'Oops, I miscounted;
+- A correction in prose after the final statement ('Correction: 6', 'Oops, I miscounted;
   the total is 6') is the last statement, or withdraws the answer (rlvr.verifiers.math.corrections); struck-through
   text ('~~The answer is 5~~') is withdrawn (unstruck).
-- Issue 43, fifth round: HTML and LaTeX comments are blanked, statements in fenced code count only when none lies
+- HTML and LaTeX comments are blanked, statements in fenced code count only when none lies
   outside, and a box named as compared or mistaken is no statement (rlvr.verifiers.math.hidden); running text that
   rejects its last value right after another ('It is 5 and not 6.') states the other (_AND_NOT).
 - A correction is not a hedge: an earlier, different statement separated from the last one by anything but
@@ -41,7 +41,7 @@ tests/test_verifiers.py pin them):
   more than MAX_DISTINCT_ANSWERS different declared answers. Both are checked in rlvr.verifiers.math.hedges,
   which says what counts; LaTeX environments and numbers (mode latex) are mostly reasoning, so only their final
   run counts for spam.
-- Several answers where the reference lists several (issue 8, section 2): a run of boxes (or environments,
+- Several answers where the reference lists several: a run of boxes (or environments,
   'Answer:' lines) joined only by commas and 'and' is one list answer when the reference is a list or a set
   with several items: `\\boxed{1}, \\boxed{2}` answers `\\{1, 2\\}`. Joined by 'or', it stays a hedge.
 - Malformed LaTeX (checked in rlvr.verifiers.math.verifier.brace_problem): an answer whose `{` `}` do not balance
@@ -57,7 +57,7 @@ tests/test_verifiers.py pin them):
   (a question that wants rounding states the precision, and its reference is the rounded value); a decimal
   answer to an exact reference (3.14 for \\pi, 0.333 for 1/3) is wrong (tolerance bait), unless it is a fraction
   printed at double precision (0.0833333333333333 for 1/12: rlvr.verifiers.math.forms.machine_rounding).
-- Issue 24: a reference in several boxes joined by commas is one list, as a completion's is; an 'Answer:'
+- A reference in several boxes joined by commas is one list, as a completion's is; an 'Answer:'
   line or <answer> block that names the asked variable and then states the value ('the largest $n$ is
   34') reads that value (rlvr.verifiers.math.latex.stated_value). Long completions: math_scan.
 """
@@ -100,7 +100,7 @@ from rlvr.verifiers.math.units import unit_around
 Mode = Literal["strict", "last_number", "latex"]
 MODES: tuple[str, ...] = get_args(Mode)
 
-# The kinds a completion cut at max_new_tokens may be scored by (issue 48): an answer the model stated as one. A
+# The kinds a completion cut at max_new_tokens may be scored by: an answer the model stated as one. A
 # fallback reading (the last number, the last LaTeX, a bare number, a prose correction) of a text that was cut off
 # is the number the ramble happened to stop on; listed as allowed, so a new kind is a fallback until named here.
 EXPLICIT_KINDS = frozenset({"answer_tag", "boxed", "answer_line", "hashes"})
@@ -119,7 +119,7 @@ _HEDGE_WORD = re.compile(r"\b(?:or|either|maybe|perhaps)\b", re.IGNORECASE)
 _ANSWER_BLOCKS = 16
 _DELIMITED = ("answer_tag", "boxed", "latex")  # kinds whose extent is marked, unlike a line's
 # Between two statements, a word that offers the second as an alternative ('\\boxed{3} (if n is even), \\boxed{4}',
-# '\\boxed{3} -> \\boxed{4}'), unless a word corrects the first ('Wait, if we count the ends, \\boxed{4}'): issue 43.
+# '\\boxed{3} -> \\boxed{4}'), unless a word corrects the first ('Wait, if we count the ends, \\boxed{4}').
 _ALTERNATIVE = re.compile(r"\b(?:or|either|maybe|perhaps|possibly|alternative(?:ly|s)?|otherwise|if|unless|whereas|vs"
                           r"|versus|else)\b|->|=>|[→⇒⟹]|\\(?:to|Rightarrow|implies)(?![A-Za-z])", re.IGNORECASE)
 # A value rejected right after the one it follows ('5 and not 6', '5, not 6', '5 but not 6'): the earlier one is stated
@@ -135,7 +135,7 @@ class FinalAnswer:
     recent: tuple[str, ...]  # the last answers of that kind, final one last (spam check)
     run: tuple[str, ...]  # the final answer and the ones right before it with only connectives between
     listed: bool = False  # a run of several joined only by commas and 'and' (a list, not alternatives)
-    written: str = ""  # the final statement as written (its unit, issue 43: rlvr.verifiers.math.units)
+    written: str = ""  # the final statement as written (its unit: rlvr.verifiers.math.units)
     line: tuple[str, ...] = ()  # the boxes of its line that a comma or 'and' joins (_on_line), final one last
     problem: str = ""  # why it is no answer though found: retracted, hedged after it, part of an expression (around.py)
 
@@ -181,7 +181,7 @@ def _boxed(text: str) -> list[Candidate]:
 
 def _answer_tags(text: str, mode: Mode) -> list[Candidate]:
     """Complete <answer> blocks, each read as its last statement (a run of alternatives inside it stays one: '<answer>
-    \\boxed{3} or \\boxed{4}</answer>' is a hedge, issue 43), else its whole text."""
+    \\boxed{3} or \\boxed{4}</answer>' is a hedge), else its whole text."""
     found, pos = [], nth_last(text, "<answer>")  # tags are paired from the last MAX_MARKS openers
     while (start := text.find("<answer>", pos)) >= 0:
         close = text.find("</answer>", start + len("<answer>"))
@@ -216,7 +216,7 @@ def _adjacent(text: str, first: Candidate, second: Candidate, delimited: bool) -
     gap = text[first.end:second.start]
     if first.end > second.start:
         return False
-    if one_sentence(first, second):  # 'The answer is 3, the answer is 4.' (issue 43, fifth round: trailers.py)
+    if one_sentence(first, second):  # 'The answer is 3, the answer is 4.' (trailers.py)
         return True
     if len(gap) <= 200 and _ALTERNATIVE.search(gap) and not _CORRECTION.search(gap):
         return True
@@ -254,7 +254,7 @@ def _statements(text: str, mode: Mode, tags: bool) -> list[Candidate]:
 
 def _shown(text: str, statements: list[Candidate]) -> list[Candidate]:
     """The statements outside fenced code, unless all lie inside it, less the boxes named as compared or mistaken; when
-    none is left, the last one, marked as no answer (issue 43, fifth round: rlvr.verifiers.math.hidden)."""
+    none is left, the last one, marked as no answer (rlvr.verifiers.math.hidden)."""
     spans = fenced(text) if "```" in text else []
     ends = [span[1] for span in spans]
     outside = [c for c in statements if not _inside(c.start, spans, ends)] or statements
@@ -286,7 +286,7 @@ def _with_run(text: str, candidates: list[Candidate]) -> FinalAnswer:
 def _on_line(text: str, statements: list[Candidate]) -> tuple[str, ...]:
     """The boxes on the final box's line that gaps holding a comma or 'and', and no hedge word, join to it
     ('\\boxed{(3, 3)} \\text{ for part (a) and } \\boxed{(1, 1)}'): one list where the reference lists several
-    values (issue 43; rlvr.verifiers.math.hedges.answer_text), and a reference's own list (extract_reference)."""
+    values (rlvr.verifiers.math.hedges.answer_text), and a reference's own list (extract_reference)."""
     line: list[Candidate] = []
     for statement in reversed(statements):
         gap = text[statement.end:line[-1].start] if line else ","
@@ -305,7 +305,7 @@ def _final(text: str, mode: Mode, tags: bool = True, fallback: bool = True) -> F
         return replace(final, problem=final.problem or corrected) if isinstance(corrected, str) else final
     if not fallback:
         return None
-    if mode == "strict":  # a completion that is only a number ('56' to 'Give only the number'): issue 47, bare.py
+    if mode == "strict":  # a completion that is only a number ('56' to 'Give only the number'): bare.py
         number = bare_number(text)
         return None if number is None else FinalAnswer(number, "bare_number", (number,), (number,), written=number)
     if mode == "latex" and not _BOX_OR_TAG.search(text):  # a box or tag that never closed is no answer
@@ -314,23 +314,23 @@ def _final(text: str, mode: Mode, tags: bool = True, fallback: bool = True) -> F
                       for span in latex_level(text) if span.text]
         # Environments are mostly reasoning ('$x = 3$'): only the final run counts as answers (spam check).
         if len(candidates) > 1 and _AND_NOT.search(text, max(0, candidates[-1].start - 40), candidates[-1].start):
-            candidates.pop()  # 'It is 5 and not 6.' states 5 (issue 43, fifth round)
+            candidates.pop()  # 'It is 5 and not 6.' states 5
         if not candidates:
             return None
         final, last = _with_run(text, candidates), candidates[-1]
-        sign, unit = unit_around(text, last.start, last.end)  # '$5$ m long': a unit (issue 43)
+        sign, unit = unit_around(text, last.start, last.end)  # '$5$ m long': a unit
         return replace(final, recent=final.run, written=sign + final.written + unit,
                        problem=fallback_problem(text, last.start, last.end) or negated_before(text, last.start)
-                       or denial_after(text, last.start, last.end) or "")  # '$5$, which is impossible' (fourth round)
+                       or denial_after(text, last.start, last.end) or "")  # '$5$, which is impossible'
     window = tail(text)
     number = last_number(window) if mode == "last_number" and not solves_nothing(window) else None
     if number is None:
         return None
     at = window.rfind(number)
     before = number_before(window, at) if _AND_NOT.search(window, max(0, at - 40), at) else None  # 'It is 5 and not 6.'
-    number, at = (before[0], window.rfind(before[0], 0, before[1])) if before else (number, at)  # fifth round
+    number, at = (before[0], window.rfind(before[0], 0, before[1])) if before else (number, at)
     sign, unit = unit_around(window, at, at + len(number))
-    before = number_before(window, at)  # 'It is 3 or 4', '12 3', 'between 3 and 4': a run (issue 43)
+    before = number_before(window, at)  # 'It is 3 or 4', '12 3', 'between 3 and 4': a run
     run = (before[0], number) if before and _connective(window[before[1]:at]) else (number,)
     end = at + len(number)
     return FinalAnswer(number, "last_number", run, run, written=sign + number + unit,
@@ -346,15 +346,15 @@ def _checked(text: str, final: FinalAnswer, last: Candidate) -> FinalAnswer:
         why, percent = box_problem(text, last.start, last.end, last.kind == "answer_tag", final.text)
         sign, unit = unit_around(text, last.start, last.end)
         answer, written, problem = answer + percent, sign + written + percent + unit, problem or why or ""
-    if last.kind == "boxed":  # 'The answer is not: \\boxed{5}', '\\textbf{not } \\boxed{5}' (fourth round)
+    if last.kind == "boxed":  # 'The answer is not: \\boxed{5}', '\\textbf{not } \\boxed{5}'
         problem = problem or negated_before(text, last.start) or ""
     problem = problem or denied(text, last.start, last.end) or ""  # '\\boxed{5} is false', 'Answer: 5 fails'
-    problem = problem or denial_after(text, last.start, last.end) or ""  # '\\boxed{5} is extraneous' (fourth round)
-    if last.kind in ("boxed", "answer_tag"):  # 'I guess \\boxed{5}', '\\boxed{5}?' (fifth round)
+    problem = problem or denial_after(text, last.start, last.end) or ""  # '\\boxed{5} is extraneous'
+    if last.kind in ("boxed", "answer_tag"):  # 'I guess \\boxed{5}', '\\boxed{5}?'
         problem = problem or doubted(text, last.start, last.end) or ""
     problem = problem or trailer_problem(text, last.end, last.line_end, final.text) or ""
-    problem = problem or offered_after(text, last.end, final.text) or ""  # '(3 if n is odd)' (fifth round)
-    if last.kind in LINE_KINDS:  # 'Answer: 25 would be wrong', 'the lower bound is 25' (issue 43's red team)
+    problem = problem or offered_after(text, last.end, final.text) or ""  # '(3 if n is odd)'
+    if last.kind in LINE_KINDS:  # 'Answer: 25 would be wrong', 'the lower bound is 25'
         problem = problem or qualified(text, last.start, last.end, 120) or ""
     return replace(final, text=answer, written=written, problem=problem)
 
@@ -364,7 +364,7 @@ def final_answer(completion: str, mode: Mode = "strict") -> FinalAnswer | None:
     return _final(unstruck(plain(unhidden(outside_thinking(completion)))), mode)  # emphasis.py, hidden.py
 
 
-# Markdown strikethrough ('~~The answer is 5~~'): withdrawn text, read as blank (issue 43's third red team). As GFM
+# Markdown strikethrough ('~~The answer is 5~~'): withdrawn text, read as blank. As GFM
 # flanks it: '~~' opens before a non-space and closes after one, never inside a word, so LaTeX's '~' spacing
 # ('x~~=~~5', '5~~\\text{cm}') strikes nothing; one paragraph at most, and no '~~' inside (linear).
 _STRUCK = re.compile(r"(?<![^\s(*_])~~(?=[^\s~])(?:(?!\n[ \t]*\n)[^~]|~(?!~)){1,2000}?(?<=[^\s~])~~(?![\w~])")
@@ -382,9 +382,9 @@ def extract_answer(text: str, mode: Mode = "strict") -> str | None:
 
 def extract_reference(reference: str) -> str | None:
     """The gold answer: marked the same way as completions, else the whole (plain) reference text. Several boxes
-    joined by commas or 'and' are one list ('\\boxed{1}, \\boxed{2}' -> '1, 2', issue 24), as in completions; so are
+    joined by commas or 'and' are one list ('\\boxed{1}, \\boxed{2}' -> '1, 2'), as in completions; so are
     boxes on one line whose gaps hold a comma or 'and' among other words ('\\boxed{1} papers and \\boxed{2} bins' ->
-    '1, 2', issue 43): a reference states its answer, it does not correct itself. 'no no no' joins nothing."""
+    '1, 2'): a reference states its answer, it does not correct itself. 'no no no' joins nothing."""
     found = _final(reference, "strict")
     if found is None and _MARKER.search(reference):  # '#### ' or '\\boxed{' with nothing readable after it
         return None

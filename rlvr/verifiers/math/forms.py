@@ -1,4 +1,4 @@
-"""Written forms around a value that keep it or change it (issue 24, part 3). Strings and Fractions only: this
+"""Written forms around a value that keep it or change it. Strings and Fractions only: this
 runs in the trainer's process, never sympy.
 
 Decisions (pinned by tests/test_math_forms.py, corpus rows in bench/data/math_corpus.jsonl):
@@ -10,7 +10,7 @@ Decisions (pinned by tests/test_math_forms.py, corpus rows in bench/data/math_co
   group (`5 \\text{ million}` == 5 there), so an answer with one that the reference lacks is WRONG before it
   reaches math-verify (value_problem). 'more', 'fewer', 'less', 'higher' stay units: '5 more apples' answers
   'how many more'. A magnitude word reads as its factor: `5 \\text{ million}` == 5000000 (MAGNITUDES).
-- A plain noun after a number in an answer line or <answer> block (mode strict, issue 42): 'Answer: 17 birds'
+- A plain noun after a number in an answer line or <answer> block (mode strict): 'Answer: 17 birds'
   is 17. The words must be letters (two or more per word, 'a' after the first) none of which, singular or
   plural, is a VALUE_WORDS word, a hedge, a bound, a multiplier or a number word, so '17 million', '17
   thousands', '17 or more', '17 maybe', '17 point five' are not 17, and a lone letter stays a variable
@@ -18,9 +18,9 @@ Decisions (pinned by tests/test_math_forms.py, corpus rows in bench/data/math_co
   calculator's 8 story nouns (math-verify read 'apples' alone as a unit). '17 red and yellow flowers' stays
   WRONG ('and' may join a second value); '17 percent' and '17 per cent' follow the percent rule (X% is X or
   X/100 against a plain number: rlvr.verifiers.math.extract).
-- An arrow (`3 \\to 4`, `3 \\Rightarrow 4`, '3 -> 4', `3 \\xrightarrow{} 4`: fifth round) is not a value: math-verify
+- An arrow (`3 \\to 4`, `3 \\Rightarrow 4`, '3 -> 4', `3 \\xrightarrow{} 4`) is not a value: math-verify
   reads the side after it.
-- Issue 43, fifth round: a set is not a tuple or an interval. A set of two or more items against a bracketed tuple
+- A set is not a tuple or an interval. A set of two or more items against a bracketed tuple
   or interval of two or more, either way round, is WRONG ('\\{3, 4\\}' for '(3, 4)'; math-verify compared the
   items only). A bare list ('3, 4') answers either, and a set of one tuple is that tuple ('\\{(1, 2)\\}').
   Words that scale or bound a value ('doubled', 'halved', 'max', plural magnitudes 'hundreds') are no unit, and an
@@ -45,12 +45,12 @@ from rlvr.verifiers.math.numerals import denominator
 from rlvr.verifiers.math.operators import operator_problem
 
 MACHINE_DIGITS = 15  # significant digits a double always prints correctly (DBL_DIG)
-# 'permille' is a thousandth, read like a percent is read as X/100 (issue 43's red team: '5 permille' was read as
+# 'permille' is a thousandth, read like a percent is read as X/100 ('5 permille' was read as
 # the count 5 of a noun); unlike a percent it is never also read as X: no reference states a per-mille figure bare.
 MAGNITUDES: dict[str, int | Fraction] = {
     "hundred": 100, "thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12, "dozen": 12,
     "permille": Fraction(1, 1000), "promille": Fraction(1, 1000), "permil": Fraction(1, 1000),
-    # fourth red team (finding 7): the larger scales, and parts per million/billion and basis points, change it too
+    # red team: the larger scales, and parts per million/billion and basis points, change it too
     "quadrillion": 10**15, "quintillion": 10**18, "sextillion": 10**21, "googol": 10**100,
     "ppm": Fraction(1, 10**6), "ppb": Fraction(1, 10**9), "bps": Fraction(1, 10**4)}
 # Words after a number that change its value or make it a bound or an estimate: never a unit.
@@ -61,7 +61,7 @@ VALUE_WORDS = frozenset({
     "hundredth", "hundredths", "thousandth", "thousandths", "millionth", "millionths", "power", "root", "roots",
     "factorial", "about", "approximately", "approx", "around", "roughly", "nearly", "almost", "circa", "ca",
     "deficit", "short", "loss", "thou", "ppt", "basis", "bp", "pp",
-    # issue 43, fifth round: a scaled value or a bound ('4 \\text{ doubled}', '4 \\text{ max}') is not 4
+    # a scaled value or a bound ('4 \\text{ doubled}', '4 \\text{ max}') is not 4
     "doubled", "halved", "tripled", "quadrupled", "twice", "thrice", "max", "min", "maximum", "minimum"})
 _FIRST_ONLY = frozenset({"squared", "cubed"})  # '5 squared' is 25, '5 m squared' is 5 m²
 _PREFIXES = frozenset({"k", "K", "M", "B", "G", "T"})  # alone: thousand/million/... or kelvin/molar/tesla
@@ -84,17 +84,17 @@ def is_unit(text: str) -> bool:
     if not text or text in _PREFIXES or text in _CONSTANTS or not _UNIT_TEXT.fullmatch(text):
         return False
     words = [w.lower() for w in _WORD.findall(text)]
-    if MAGNITUDES.keys() & {w.removesuffix("s") for w in words}:  # '4 \\text{ hundreds}' (issue 43, fifth round)
+    if MAGNITUDES.keys() & {w.removesuffix("s") for w in words}:  # '4 \\text{ hundreds}'
         return False
     return not (VALUE_WORDS.intersection(words) or words[0] in _FIRST_ONLY)
 
 
 # A count's words: letters, two or more to a word ('a' and 'an' allowed after the first), joined by spaces, commas,
 # hyphens or apostrophes; a final '.' or '!'.
-_COUNTED = re.compile(r"\s*([-+]?(?:\d+\s+\d+/\d+|\d[\d,]*(?:\.\d+)?|\.\d+)(?:/\d+)?)"  # '5 1/2 miles' (issue 43)
+_COUNTED = re.compile(r"\s*([-+]?(?:\d+\s+\d+/\d+|\d[\d,]*(?:\.\d+)?|\.\d+)(?:/\d+)?)"  # '5 1/2 miles'
                       r"\s+([^\W\d_]{2,}(?:(?:\s*,\s*|\s+|[-'])"
                       r"(?:[^\W\d_]{2,}|a))*)\s*[.!]?\s*")
-# Words after a count that VALUE_WORDS lets through as units yet change the value, hedge it or bound it (issue 42's
+# Words after a count that VALUE_WORDS lets through as units yet change the value, hedge it or bound it (a
 # fresh-eyes review: '17 thousands', '17 maybe', '17 point five', '17 per cent'); also any number word. Plurals are
 # read as their singular. 'more', 'fewer', 'less', 'times' stay: '17 more birds', '17 times' answer 'how many'.
 _NOT_A_COUNT = VALUE_WORDS - {"to"} | frozenset({
@@ -107,16 +107,16 @@ _NOT_A_COUNT = VALUE_WORDS - {"to"} | frozenset({
     "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty",
     "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety", "hundred", "thousand", "million", "billion",
     "trillion",
-    "pi", "sqrt", "log", "ln", "sin", "cos", "tan", "exp", "choose",  # issue 43: boxes read counts ('2 pi')
-    "itself", "themselves", "tens", "lakhs", "crores"})  # issue 43's red team: '5 times itself', '5 tens'
-_TO_THE = re.compile(r"\bto(?:\s+the\b|\s*$)", re.IGNORECASE)  # '5 to the second' is a power (issue 43's red team)
+    "pi", "sqrt", "log", "ln", "sin", "cos", "tan", "exp", "choose",  # boxes read counts ('2 pi')
+    "itself", "themselves", "tens", "lakhs", "crores"})  # '5 times itself', '5 tens'
+_TO_THE = re.compile(r"\bto(?:\s+the\b|\s*$)", re.IGNORECASE)  # '5 to the second' is a power
 
 
 def changes_count(word: str) -> bool:
     """Whether a word after a number changes, hedges or bounds it (_NOT_A_COUNT, plurals read as their singular)."""
-    word = word.lower()  # 'miles' is no 'mil' (issue 43's red team): '-es' only after a sibilant ('boxes')
+    word = word.lower()  # 'miles' is no 'mil': '-es' only after a sibilant ('boxes')
     sibilant = word.endswith(("ses", "xes", "zes", "ches", "shes"))
-    forms = (word, word.removesuffix("s"), word[:-2] if sibilant else word)  # '5 sixteenths' (fourth red team)
+    forms = (word, word.removesuffix("s"), word[:-2] if sibilant else word)  # '5 sixteenths' (red team)
     return any(form in _NOT_A_COUNT for form in forms) or denominator(word) is not None
 
 
@@ -150,22 +150,22 @@ def value_problem(pred: str, gold: str) -> str | None:
     if arrow and not _ARROW.search(gold):
         return f"an arrow ({arrow.group()!r}) is not a value"
     kinds = {bracket_kind(pred), bracket_kind(gold)}
-    if kinds == {"set", "ordered"}:  # '\\{3, 4\\}' for '(3, 4)' (issue 43, fifth round)
+    if kinds == {"set", "ordered"}:  # '\\{3, 4\\}' for '(3, 4)'
         return "a set is not a tuple or an interval"
     return _marks_problem(pred, gold) or operator_problem(pred, gold)  # '3 \\slash 4' (rlvr...operators)
 
 
-# Issue 43's red team (finding 1): a relation with nothing on its left ('\\neq 5', '\\geq 5', '≠ 5', '\\in 5') says
+# Red team: a relation with nothing on its left ('\\neq 5', '\\geq 5', '≠ 5', '\\in 5') says
 # how the answer relates to 5, not that it is 5; math-verify drops it and reads 5. '=' (and ':=', '\\equiv', which
 # assert the value) stays: '\\boxed{= 5}' states 5. Compared as written with a reference that opens the same way.
 _RELATION = re.compile(r"\s*(?:\$\s*)?(?:[<>≠≥≤≦≧⩽⩾≪≫∈∉∋∝⊂⊆⊃⊇⊊⊋∣∤∥⊥≲≳≺≻≼≽≮≯≰≱]|\\(?:n?(?:[lg]eq?q?|[lg]eqslant|[lg]t"
                        r"|less\w*|gtr\w*|su[bp]set\w*|mid|parallel|prec\w*|succ\w*)|neq?|not(?:in)?|ll|gg|lll|ggg|in|ni"
                        r"|owns|(?:var)?propto|perp)(?![A-Za-z]))")
-# '5\'', '5′': feet, minutes or a derivative, never the bare 5 (finding 7; a "'" after a box is WRONG already)
-_PRIME = re.compile(r"\d(?:\s|~|\\[,;:! ]|\\q?quad(?![A-Za-z])){0,8}['’′″‴]")  # '5\\,\'' (fourth red team)
-# '6_{5}', '12_8': a numeral in base 5 or 8; math-verify drops the subscript and reads 6 and 12 (finding 7). A
+# '5\'', '5′': feet, minutes or a derivative, never the bare 5 (red team; a "'" after a box is WRONG already)
+_PRIME = re.compile(r"\d(?:\s|~|\\[,;:! ]|\\q?quad(?![A-Za-z])){0,8}['’′″‴]")  # '5\\,\'' (red team)
+# '6_{5}', '12_8': a numeral in base 5 or 8; math-verify drops the subscript and reads 6 and 12 (red team). A
 # subscript 10 is the plain number; any other base must be the reference's.
-# Fourth red team: the subscript is read through braces, parentheses, spacing and text groups ('6_{(5)}', '6_{\\,5}',
+# Red team: the subscript is read through braces, parentheses, spacing and text groups ('6_{(5)}', '6_{\\,5}',
 # '6_{{5}}'), and an explicit base 10 is a base too: '12_{10}' is not '12_8'.
 _BASE = re.compile(r"(?<=\d)\s*_\s*(\{(?:[^{}]|\{[^{}]{0,40}\}){0,40}\}|\w)")
 _BASE_NOISE = re.compile(r"\\(?:text|mathrm|textrm|mbox|mathbf|rm)(?![A-Za-z])|\\[,;:! ]|\\q?quad(?![A-Za-z])|[{}()\s~]"
@@ -173,8 +173,8 @@ _BASE_NOISE = re.compile(r"\\(?:text|mathrm|textrm|mbox|mathbf|rm)(?![A-Za-z])|\
 
 
 def _marks_problem(pred: str, gold: str) -> str | None:
-    """Why a relation before `pred`, a prime after its number or a base subscript on it (finding 1 and 7 of issue 43's
-    third red team) makes it another value than the number math-verify reads; None when the reference has the same."""
+    """Why a relation before `pred`, a prime after its number or a base subscript on it (red-team
+    findings) makes it another value than the number math-verify reads; None when the reference has the same."""
     relation, same = _RELATION.match(pred), _RELATION.match(gold)
     if relation and (same is None or relation.group().strip(" $") != same.group().strip(" $")):
         return f"a relation ({relation.group().strip()!r}) before it bounds or excludes the value; it states none"
@@ -189,7 +189,7 @@ def _marks_problem(pred: str, gold: str) -> str | None:
     return None
 
 
-# An accent on a number ('\\hat 4', '\\tilde{4}'): math-verify drops it and reads 4 (issue 43, fifth round). After a
+# An accent on a number ('\\hat 4', '\\tilde{4}'): math-verify drops it and reads 4. After a
 # digit or a decimal point it is a repeating decimal's mark ('0.\\dot{3}', '0.\\bar{3}'), left to the other rules.
 _ACCENT = re.compile(r"(?<![\d.])(?<![\d.]\s)\\(hat|widehat|tilde|widetilde|vec|check|breve|acute|grave|mathring"
                      r"|ddot|dddot|overrightarrow|overleftarrow|bar|dot)(?![A-Za-z])\s*(?:\{\s*)?[-+]?[\d.]")

@@ -1,4 +1,4 @@
-"""What stands between two answer statements and joins them into one (issue 43's fourth red team, finding 4).
+"""What stands between two answer statements and joins them into one.
 Strings only, linear: every pattern is a single pass with bounded repeats.
 
 Decisions (tests/test_math_r4_hedges.py; rlvr.verifiers.math.latex.connective and list_gap use these):
@@ -8,7 +8,7 @@ Decisions (tests/test_math_r4_hedges.py; rlvr.verifiers.math.latex.connective an
   `\\\\[2pt]`, `\\break`, `\\pagebreak`), with their dimensions; HTML breaks and spaces (`<br>`, `&nbsp;`) too.
 - A relation or an operator between two statements (`\\boxed{5} = \\boxed{6}`, `\\equiv`, `\\iff`, `\\slash`, `‖`,
   `∨`) offers both: a hedge, never the second alone. So do case and option labels (`Case 2:`, `Option B:`) and a
-  label that names another answer (`Alternate answer: 6`, `Another answer: 6`; issue 43, fifth round: `Other
+  label that names another answer (`Alternate answer: 6`, `Another answer: 6`; also `Other
   interpretation: 6`, `Another reading: 6`, `Another possibility:`) and a case condition on a variable (`for even n`,
   `when odd`). Not list items for a list
   reference: only spacing joins those (list_gap).
@@ -37,7 +37,7 @@ BETWEEN = re.compile(
     r"|\b(?:case|option|choice|scenario|possibility|alternat(?:e|ive)|alt|another|other|second|backup|secondary)\b"
     r"(?:\s*(?:answer|solution|value|result|interpretation|reading|view|approach|method|guess|possibility|option|case|scenario))?(?:\s*\(?\s*(?:\d{1,2}|[A-Za-z](?![A-Za-z]))\s*\)?)?\s*:?(?:\s*the\b)?"
     r"|\brespectively\b|\bresp\b\.?"
-    # a case condition ('\\boxed{3} for even n; \\boxed{4} for odd n': issue 43, fifth round)
+    # a case condition ('\\boxed{3} for even n; \\boxed{4} for odd n')
     r"|\b(?:for|when|if)\s+(?:all\s+)?(?:even|odd|positive|negative|non-?negative|prime|composite|large|small)\b",
     re.IGNORECASE)
 
@@ -52,7 +52,7 @@ def joined(gap: str) -> str:
     return BETWEEN.sub(" ", GLUE.sub(" ", gap))
 
 
-# A line below the final statement that holds only another value is a second candidate (issue 43's fourth red team:
+# A line below the final statement that holds only another value is a second candidate (red team:
 # a blank line, a bullet or a number word got past the next-line rule: 'Answer: 5\n\n6', 'Answer:\n5\n- 6',
 # '\\boxed{5}\n6'). At most two blank lines, then: a bullet, 'or', '$' or '**' around one number or one word.
 _BELOW = re.compile(r"(?:[ \t]*\r?\n){1,3}(?:[ \t]*(?:or|either|and/or)[ \t]*(?:\r?\n[ \t]*){1,3})?"

@@ -5,22 +5,22 @@ rlvr.verifiers.math.extract):
 - A hedge is several candidates in one answer statement: alternatives ('or', 'either', 'and/or', `\\lor`,
   `\\vee`), a list of different values when the reference is one value, or statements with only connectives
   between them (`\\boxed{3} \\boxed{4}`). An earlier, separate statement is a correction, not a hedge.
-- Issue 43: values joined by other connectives are several values too, never the last side: a top-level
+- Values joined by other connectives are several values too, never the last side: a top-level
   `\\\\` line break, numbers side by side ('12 3': math-verify read them as one product or sum), and `\\quad`
   `\\qquad` `\\land` `\\wedge` `\\&` `\\mid` `\\sim` `\\setminus` between plain values or assignments
   (`3 \\quad 4`, `x=3 \\wedge x=4`; `5 \\quad \\text{cm}` is 5 with a unit, and between sets
   `\\mathbb{R} \\setminus \\{0\\}` stays one set). A mixed number ('5 1/2', '2 and
-  3/4') is one value (rlvr.verifiers.math.words). Issue 43's red team: also `\\cr`, `\\newline` always, and
+  3/4') is one value (rlvr.verifiers.math.words). Red team: also `\\cr`, `\\newline` always, and
   `\\hspace{..}`, `\\enspace`, `\\>`, `~`, `|`, `\\vert`, `\\parallel`, `\\cup`, `\\cap`, `\\dots` between plain
-  values; the rows of a `cases` or `aligned` environment are values (a matrix's rows stay one value). Issue 43,
-  fifth round: `∨` always, and `∪` `∩` `∧`, glue of any name (`\\kern1em`, `\\mathstrut`: rlvr.verifiers.math.gaps)
+  values; the rows of a `cases` or `aligned` environment are values (a matrix's rows stay one value). Also
+  `∨` always, and `∪` `∩` `∧`, glue of any name (`\\kern1em`, `\\mathstrut`: rlvr.verifiers.math.gaps)
   and bars with nothing between them (`3 || 4`, `| 3 | 4 |`, `3 \\mid\\mid 4`) between plain values. Several
   statements joined by 'or' are a hedge whatever the reference ('\\boxed{1, 2} or \\boxed{1, 3}').
 - A bare list answers a tuple reference of its length, in its order: `\\boxed{2, 1}` is the pair `(2, 1)`, and
-  wrong for `(1, 2)` (issue 43).
+  wrong for `(1, 2)`.
 - Answer spam: more than MAX_DISTINCT_ANSWERS different values among the completion's answer declarations
   ('Answer:', 'the answer is', '####', <answer>, and boxes inside those) and its final statement. A box elsewhere
-  is a step's result: a solution may box each step and then the result (issue 43), and only the last statement
+  is a step's result: a solution may box each step and then the result, and only the last statement
   is ever paid, so boxes before it earn nothing.
 """
 from __future__ import annotations
@@ -32,21 +32,21 @@ from rlvr.verifiers.math.gaps import GLUE
 from rlvr.verifiers.math.numbers import as_number
 
 MAX_DISTINCT_ANSWERS = 3  # more different declared answers than this is answer spam
-# 'and/or' has 'or'; 'alt.', 'vs' offer a second value too ('Answer: 5 (alt. 6)' paid 6: issue 43, fifth round)
+# 'and/or' has 'or'; 'alt.', 'vs' offer a second value too ('Answer: 5 (alt. 6)' paid 6)
 _HEDGE_WORDS = re.compile(r"\b(?:or|either|alt|alternatively|alternative|vs|versus)\b|\\(?:lor|vee)(?![A-Za-z])",
                           re.IGNORECASE)
 _AND = re.compile(r"\\text\{\s*and\s*\}|\band\b", re.IGNORECASE)
 _OR = re.compile(r"\\text\{\s*or\s*\}|(?<![A-Za-z])or(?![A-Za-z])")
 _SET = re.compile(r"\\left\\\{(.*)\\right\\\}|\\\{(.*)\\\}|\{(.*)\}", re.DOTALL)
-# Top-level separators of an answer (issue 43). Group 1: always a separator; group 2: only between plain values.
+# Top-level separators of an answer. Group 1: always a separator; group 2: only between plain values.
 _JOINS = re.compile(r"(\\\\|\\(?:lor|vee|cr|newline)(?![A-Za-z])|∨)"
                     r"|(\\(?:land|wedge|mid|sim|setminus|q?quad|enspace|enskip|emsp|thinspace|hfill|cup|cap"
                     r"|[lr]?[vV]ert|parallel|[lcv]?dots[bc]?)(?![A-Za-z])|\\[&>]|\\hspace\*?\{[^{}]*\}"
                     r"|\\phantom\{[^{}]*\}"
                     r"|\\(?:text|mbox|hbox)\{\s*\}|\||(?<!\\)&|[∪∩∧]|(?i:" + GLUE.pattern + "))")
-# issue 43's red team: spacing, bars, unions, dots, and a bare '&' outside a matrix ('\\boxed{3 & 4}' is two values);
-# fifth round: Unicode unions and glue of any name
-# an environment whose rows are several values: '\\begin{cases} 3 \\\\ 4 \\end{cases}' (issue 43's red team)
+# spacing, bars, unions, dots, and a bare '&' outside a matrix ('\\boxed{3 & 4}' is two values);
+# Unicode unions and glue of any name
+# an environment whose rows are several values: '\\begin{cases} 3 \\\\ 4 \\end{cases}'
 _ROWS = re.compile(r"\s*\\begin\{(cases|aligned|align\*?|gathered|gather\*?|split|eqnarray\*?|multline\*?)\}"
                    r"(.*)\\end\{\1\}\s*", re.DOTALL)
 _ENVIRONMENT = re.compile(r"\\(begin|end)\s*\{")
@@ -90,7 +90,7 @@ def _joined_values(item: str) -> list[str]:
         elif depth == 0 and env == 0:
             (strong if what.group(1) else weak).append((start, end))
     parts = [p.strip() for p in _split_at(item, strong) if p.strip()] if strong else [item.strip()]
-    if weak and not strong:  # empty sides are the bars of '| 3 | 4 |' or '3 || 4' (issue 43, fifth round)
+    if weak and not strong:  # empty sides are the bars of '| 3 | 4 |' or '3 || 4'
         sides = [side for side in (_EDGES.sub("", p) for p in _split_at(item, weak)) if side]
         if len(sides) > 1 and all(_plain_side(side) for side in sides):
             parts = sides
@@ -113,12 +113,12 @@ def _side_by_side(part: str) -> list[str]:
 
 def top_level_items(answer: str) -> list[str]:
     """`answer` split at commas, semicolons and 'and' outside brackets: '3, 4' -> 2 items, '(0,1]' -> 1; and at the
-    connectives of _joined_values (issue 43)."""
+    connectives of _joined_values."""
     if as_number(answer) is not None:  # '1,234' and '2 and 3/4' are one number
         return [answer]
     items, depth, start, text = [], 0, 0, _AND.sub(",", answer)
     for i, ch in enumerate(text):
-        if ch in ",;" and i and text[i - 1] == "\\":  # '\\,' '\\;' are spacing ('12\\,\\text{cm}', issue 24)
+        if ch in ",;" and i and text[i - 1] == "\\":  # '\\,' '\\;' are spacing ('12\\,\\text{cm}')
             continue
         if ch in "([{":
             depth += 1
@@ -139,7 +139,7 @@ def _named_values(items: list[str]) -> bool:
 
 def gold_items(gold: str) -> list[str]:
     """The values a reference lists: its top-level items, inside one outer set brace ('\\{1, 2\\}' -> 2); a
-    reference's alternatives are its values too ('(11,7) or (7,11)' -> 2: issue 43)."""
+    reference's alternatives are its values too ('(11,7) or (7,11)' -> 2)."""
     gold = _OR.sub(",", gold)
     match = _SET.fullmatch(gold.strip())
     inner = next((g for g in match.groups() if g is not None), gold) if match else gold
@@ -166,7 +166,7 @@ def tuple_length(gold: str) -> int:
 
 
 def _bare_tuple(answer: str, gold: str) -> bool:
-    """Whether `answer` is a bare list ('2, 1') of as many values as the reference's tuple (issue 43)."""
+    """Whether `answer` is a bare list ('2, 1') of as many values as the reference's tuple."""
     length = tuple_length(gold)
     return bool(length) and answer.strip()[:1] not in "([{\\" and "=" not in answer \
         and len(top_level_items(answer)) == length and not _HEDGE_WORDS.search(answer)
@@ -174,7 +174,7 @@ def _bare_tuple(answer: str, gold: str) -> bool:
 
 def _joined(final, gold: str) -> tuple[str, ...]:
     """The answers that are one list answer when the reference lists several values: a listed run, or the boxes of
-    the final line joined by a comma or 'and' (issue 43); () when the final answer stands alone."""
+    the final line joined by a comma or 'and'; () when the final answer stands alone."""
     if len(gold_items(gold)) < 2:
         return ()
     return final.run if final.listed else final.line if len(final.line) > 1 else ()
@@ -196,7 +196,7 @@ def hedge_problem(final, gold: str) -> str | None:
     if _HEDGE_WORDS.search(final.text) and not _HEDGE_WORDS.search(gold):
         return several
     alternatives = len({_value_key(answer) for answer in final.run}) > 1 and not final.listed  # '\\boxed{1, 2} or
-    if alternatives and (len(gold_items(gold)) > 1 or final.kind == "last_number"):  # \\boxed{1, 3}' (issue 43)
+    if alternatives and (len(gold_items(gold)) > 1 or final.kind == "last_number"):  # \\boxed{1, 3}'
         return f"hedged: several answers ({', '.join(_short(a, 20) for a in final.run[-3:])})"
     if len(gold_items(gold)) == 1 and not _bare_tuple(final.text, gold):
         items = top_level_items(final.text)

@@ -13,10 +13,10 @@ Decisions (tests/test_math_latex_mode.py; precedence in rlvr.verifiers.math.extr
   the environments chained to it by ',', 'and', 'or' (kept in the text, so 'or' still reads as a hedge);
   without one, its text minus leading and trailing prose words ('42 apples.' -> '42'), except words that
   change the value or hedge ('minus', 'thousand', 'or', 'at least', ...: _KEEP); before the number only fillers
-  and a subject with a copula go (rlvr.verifiers.math.prose, issue 43's red team). A digit after the first
+  and a subject with a copula go (rlvr.verifiers.math.prose). A digit after the first
   environments makes the whole line the answer, never its first value. A line whose environments
   only name the asked variable reads the value stated after them: 'the largest $n$ is 34.' -> '34'
-  (stated_value, issue 24), unless a later environment may overrule it.
+  (stated_value), unless a later environment may overrule it.
 - `$` pairs only on one line; a `$` right before a digit whose partner follows a space or precedes a digit is
   a currency sign ('$5 and $10'), not a delimiter; `\\$` is a dollar sign. A percent right after an
   environment belongs to it ('$28$\\%').
@@ -47,14 +47,14 @@ _PERCENT_AFTER = re.compile(r"\s*(?:\\%|%|percent\b)")
 _BARE = re.compile(  # a fraction or root written outside $..$: '\\frac{1}{3}', '2\\sqrt3' (one brace level)
     r"(?<![\\\w])-?(?:\d+\s*)?\\(?:[dtc]?frac(?:\{[^{}$\n]{1,200}\}|\d){2}|sqrt(?:\{[^{}$\n]{1,200}\}|\d+))")
 # between two answers: spacing, punctuation, and a variable named again ('$x = \\boxed{3}$ or $x = \\boxed{4}$'); line
-# breaks, a bar and an empty box (issue 43's red team: '\\boxed{4}|\\boxed{5}', '\\boxed{4} \\boxed{} \\boxed{5}')
+# breaks, a bar and an empty box ('\\boxed{4}|\\boxed{5}', '\\boxed{4} \\boxed{} \\boxed{5}')
 _GAP_NOISE = re.compile(r"\\(?:[hv]space\*?|[hv]?phantom)\s*\{[^{}]*\}|\\(?:[hv]fill?|enspace|enskip|[smb][a-z]+skip"
-                        r"|noindent|par)(?![A-Za-z])"  # spacing between two boxes joins them (third red team)
+                        r"|noindent|par)(?![A-Za-z])"  # spacing between two boxes joins them (red team)
                         r"|\\(?:quad|qquad|text|mathrm|mbox|[,;! ]|(?:newline|linebreak|hline|cr)(?![A-Za-z]))"
                         r"|\\(?:boxed|fbox)\s*\{\s*\}|\||(?<![\w\\])[A-Za-z](?:_\{?\w+\}?)?\s*="
-                        r"|[\s$,;.:!?()\[\]{}*&/\\-]")  # 'y_2 =' names a variable too (issue 43)
+                        r"|[\s$,;.:!?()\[\]{}*&/\\-]")  # 'y_2 =' names a variable too
 _CONNECTIVES = frozenset({"or", "and", "either", "maybe", "perhaps", "possibly", "also", "alternatively",
-                          "to", "but", "vs", "versus", "otherwise", "though", "although", "else",  # issue 43's red team
+                          "to", "but", "vs", "versus", "otherwise", "though", "although", "else",
                           "between", "respectively"})
 _EQUALS_OR_BRACE = re.compile(r"[{}=]")
 _DIGIT = re.compile(r"\d")
@@ -66,7 +66,7 @@ _NAMED = re.compile(r"\b(?:is|are|was|equals|becomes)\s*$")  # 'the number of di
 _EQUATION_WORD = re.compile(r"\b(?:equations?|inequalit(?:y|ies)|system|conditions?|constraints?|identity)\b[^.$]*$",
                             re.IGNORECASE)
 _SUBJECT = re.compile(r"[A-Za-z](?:_\{?\w+\}?)?\s*=?")  # what a question asks for: $n$, $a_5$, $x =$
-# issue 43: also a named object or a function's value: 'the volume of $ABCDEFGH$ is 120', 'the domain of $f(x)$ is 19'
+# also a named object or a function's value: 'the volume of $ABCDEFGH$ is 120', 'the domain of $f(x)$ is 19'
 _NAMED_SUBJECT = re.compile(r"(?:[A-Za-z]+(?:_\{?\w+\}?)?|[A-Za-z]\s*\(\s*\w+\s*\))\s*=?")
 _STATED = re.compile(r"\s*(?:(?:is|was|equals)(?![\w'])|=|:)\s*")
 _KEEP = frozenset({  # prose words that change the value or hedge: never trimmed from an answer
@@ -86,10 +86,10 @@ class Span(NamedTuple):
 
 def clean(answer: str) -> str:
     """Strip the wrapping models put around a final answer: spaces, **bold**, $..$, \\(..\\), final '.'. Runs of
-    wrappers other than '$' go at once, and after MAX_PASSES passes what is left stays as it is (issue 43: one
+    wrappers other than '$' go at once, and after MAX_PASSES passes what is left stays as it is (one
     wrapper per pass, searching the whole answer again each time, was quadratic: 64 answers of 2000 characters of
     '**' took 7 s)."""
-    if _PRICE.fullmatch(answer):  # a reference '$5' keeps its currency: '£5' does not answer it (fourth red team)
+    if _PRICE.fullmatch(answer):  # a reference '$5' keeps its currency: '£5' does not answer it (red team)
         return "\\$" + answer.strip()[1:].strip().rstrip(".")
     start, end = 0, len(answer)
     dollars = answer.count("$")
@@ -105,7 +105,7 @@ def clean(answer: str) -> str:
         if not answer.endswith("\\right.", start, end) and not dots and answer.endswith(".", start, end):
             end -= 1  # '\\right.' is no full stop either
         if end - start > 2 and answer[start] == answer[end - 1] and answer[start] in _EMPHASIS:
-            start, end = start + 1, end - 1  # markdown '*42*', '_42_', '`42`' (issue 43's third red team, finding 6)
+            start, end = start + 1, end - 1  # markdown '*42*', '_42_', '`42`'
         if (start, end) == before:
             break
     return answer[start:end].strip()
@@ -113,14 +113,14 @@ def clean(answer: str) -> str:
 
 _PRICE = re.compile(r"\s*\$\s*\d{1,12}(?:,\d{3}){0,4}(?:\.\d{1,6})?\.?\s*")  # one '$' before a number: a price
 MAX_PASSES = 16  # layers of '$' unwrapped at most (no honest answer has 3)
-_WRAPPERS = ("**", "__", "$", "\\(", "\\)", "\\[", "\\]")  # '__' is bold too: '__Answer:__ 42' (issue 43)
+_WRAPPERS = ("**", "__", "$", "\\(", "\\)", "\\[", "\\]")  # '__' is bold too: '__Answer:__ 42'
 _PAIRS = ("**", "__", "\\(", "\\)", "\\[", "\\]")  # the wrappers of two characters without a '$'
 _EMPHASIS = "*_`"  # one on each end: italic or code, never a value's own ('z^*' has none before it)
 
 
 def _runs(text: str, start: int, end: int, wrappers: bool = True) -> tuple[int, int]:
     """text[start:end] without spaces and (`wrappers`) runs of the '$'-free wrappers at its ends (no '$' count changes:
-    _dollar_sign). Matched in C, the tail reversed: a loop per pair cost 0.1 s on 64 x 2000 '**' (issue 43)."""
+    _dollar_sign). Matched in C, the tail reversed: a loop per pair cost 0.1 s on 64 x 2000 '**'."""
     lead, trail = (_LEAD_RUN, _TRAIL_RUN) if wrappers else (_SPACES, _SPACES)
     start = lead.match(text, start, end).end()
     if end > start and not text[end - 1].isspace() and not (wrappers and text.endswith(_PAIRS, start, end)):
@@ -135,7 +135,7 @@ _SPACES = re.compile(r"\s*")
 
 def _dollar_sign(text: str, start: int, end: int, dollars: int) -> bool:
     """Whether text[start:end] ends with a dollar sign written after its number: '18\\$', or its only '$' right after
-    a digit and spaces ('2,74 $', issues 24 and 43). `dollars`: the number of '$' in `text`, so that only the cut
+    a digit and spaces ('2,74 $'). `dollars`: the number of '$' in `text`, so that only the cut
     ends are counted again (clean cuts a few characters a pass: counting the middle each time was quadratic)."""
     if text.endswith("\\$", start, end):
         return True
@@ -148,17 +148,17 @@ def _dollar_sign(text: str, start: int, end: int, dollars: int) -> bool:
 
 
 def connective(gap: str, statements: bool = False) -> bool:
-    """True when two answers are separated by nothing but punctuation, spacing (any glue: issue 43's fourth red team)
+    """True when two answers are separated by nothing but punctuation, spacing (any glue)
     and words like 'or'; between two `statements`, relations, operators and case labels join them too
     (rlvr.verifiers.math.gaps), which between two numbers in running text make arithmetic ('2 + 3 = 5'), and so does
-    any gap without a word of prose (markup_only: issue 43, fifth round)."""
+    any gap without a word of prose (markup_only)."""
     if statements and len(gap) <= 200 and markup_only(joined(gap)):
         return True
     gap = joined(gap) if statements else spaced(gap)
     return len(gap) <= 200 and all(w.lower() in _CONNECTIVES for w in _GAP_NOISE.sub(" ", gap).split())
 
 
-# Issue 43, fifth round: between two statements, markup of any name joins them as a space does, since no list of it is
+# Between two statements, markup of any name joins them as a space does, since no list of it is
 # complete ('\\color{red}', '\\label{x}', '\\tag{1}', a '%' comment, a zero-width space, '…', ' — ', an emoji,
 # '\\sqcup'). What is left after dropping commands with their arguments (the words of a text group stay: they are
 # prose), symbols, punctuation and lone letters ('a.k.a.', 'i.e.') must be connectives or words that restate. A mark
@@ -211,7 +211,7 @@ def last_side(answer: str, before: str = "") -> str:
 
 def split_equals(answer: str) -> list[str]:
     """`answer` split at its top-level '=' (not '<=', '\\neq', nor one whose next brace closes a group). One pass
-    from the end (issue 43: a lookahead per '=' was quadratic, 16,000 '=' took 0.7 s)."""
+    from the end (a lookahead per '=' was quadratic, 16,000 '=' took 0.7 s)."""
     cuts, closing = [], False  # closing: the next brace to the right is a '}'
     for token in reversed(list(_EQUALS_OR_BRACE.finditer(answer))):
         at = token.start()
@@ -246,7 +246,7 @@ def _free_variable(side: str) -> bool:
 
 def _currency(text: str, opened: int, closing: int) -> bool:
     """'$5 and $10': the first `$` is a price, not an opening delimiter (see the module docstring). '$12 $ and $13 $'
-    delimits two numbers: what the `$` pair holds is one number, and no digit follows (issue 43)."""
+    delimits two numbers: what the `$` pair holds is one number, and no digit follows."""
     price = text[opened + 1:opened + 2].isdigit()
     if text[closing + 1:closing + 2].isdigit():
         return price
@@ -298,8 +298,8 @@ def _chain(text: str, envs: list[Span]) -> tuple[str, int]:
 
 def trim_prose(answer: str) -> str:
     """`answer` without the prose words before and after its number ('The total is 1,234 dollars.' -> '1,234'): before
-    it only fillers and a subject ended by a copula, after it no word that changes or hedges it (issue 43's red
-    team: rlvr.verifiers.math.prose); unchanged when what would remain has no digit."""
+    it only fillers and a subject ended by a copula, after it no word that changes or hedges it
+    (rlvr.verifiers.math.prose); unchanged when what would remain has no digit."""
     words = answer[lead_end(answer):].split()
     end = len(words)
     while end > 0 and _PROSE.fullmatch(words[end - 1]) and not _kept(words[end - 1]):
@@ -308,21 +308,21 @@ def trim_prose(answer: str) -> str:
     return kept if re.search(r"\d", kept) else answer
 
 
-# A '!' right after a number, ')' or '}' is a factorial, as after a box ('\\boxed{3}!': issue 43's third red team,
-# finding 7): 'Answer: 42!' reads 42! as in modes strict and last_number, never 42. After a word it ends the sentence.
+# A '!' right after a number, ')' or '}' is a factorial, as after a box ('\\boxed{3}!'; red team): 'Answer: 42!' reads
+# 42! as in modes strict and last_number, never 42. After a word it ends the sentence.
 _EXCLAIMED = re.compile(r"(?<![\d)}\]!])!+\Z")
 
 
 def _kept(word: str) -> bool:
     """A word trim_prose leaves: it changes or hedges the value (_KEEP, plurals too; rlvr.verifiers.math.prose), or
-    names a number, a denominator or a magnitude ('five', 'fifths', 'dozens': issue 43, rlvr.verifiers.math.words)."""
+    names a number, a denominator or a magnitude ('five', 'fifths', 'dozens': rlvr.verifiers.math.words)."""
     word = word.lower().strip(".,:;!?")
     return word in _KEEP or word.removesuffix("s") in _KEEP or value_word(word) or not keeps_value(word)
 
 
 def refine(region: str) -> str:
     """The answer in an 'Answer:' line or an <answer> block (see the module docstring). When a digit follows the first
-    environments ('$3$ is what I first got, but really it's 4'), the whole region is the answer (issue 43)."""
+    environments ('$3$ is what I first got, but really it's 4'), the whole region is the answer."""
     envs = latex_envs(region)
     stated = stated_value(region, envs)
     if stated or not envs:
@@ -333,11 +333,11 @@ def refine(region: str) -> str:
 
 def stated_value(region: str, envs: list[Span] | None = None) -> str | None:
     """The value stated after what the question asks for, when the environments before it only name that:
-    'the largest $n$ is 34.' -> '34', 'so $x$ = $5$' -> '5' (issue 24: the answer stated in words after the
+    'the largest $n$ is 34.' -> '34', 'so $x$ = $5$' -> '5' (the answer stated in words after the
     last LaTeX expression; math-verify reads the first environment, $n$). None for any other line."""
     envs = latex_envs(region) if envs is None else envs
     subjects = 1 if envs and _NAMED_SUBJECT.fullmatch(envs[0].text) else 0  # one: 'the largest $n$ is 34 when $k$ =
-    if not subjects:  # 5' is not 5 (issue 43's red team)
+    if not subjects:  # 5' is not 5
         return None
     last = envs[subjects - 1]
     stated = _STATED.match(region, last.end)
@@ -375,7 +375,7 @@ def latex_level(text: str) -> list[Span]:
 
 
 def _number_text(found: str) -> str:
-    """A number found in running text, cleaned, unless cleaning drops the sign that reads it ('2,74 $', issue 43)."""
+    """A number found in running text, cleaned, unless cleaning drops the sign that reads it ('2,74 $')."""
     cleaned = clean(found)
     return found.strip() if as_number(cleaned) is None and as_number(found) is not None else cleaned
 

@@ -1,18 +1,18 @@
 """'Answer:' and '####' lines: where their value is, and whether they state one (split from
-rlvr.verifiers.math.extract, issue 43). Strings only, linear: markers are walked from the end (math.scan).
+rlvr.verifiers.math.extract). Strings only, linear: markers are walked from the end (math.scan).
 
 Decisions (tests/test_math_statements.py, tests/test_math_around.py):
 - A line's value is the rest of its line after the marker (up to the next marker), or the next non-empty line when
   that is empty; it ends with its first clause (rlvr.verifiers.math.around.value_end: 'The final answer is 18. She
   has 20 dollars left.' states 18, '34 because 12 + 22 = 34' states 34).
-- Issue 43, fifth round: a line holding only 'Final Answer' (bold or not, no '#') is a heading over the next line's
+- A line holding only 'Final Answer' (bold or not, no '#') is a heading over the next line's
   value, as '### Final Answer' is.
 - What it states: the value after a named subject ('the largest $n$ is 34', rlvr.verifiers.math.latex.stated_value),
   a count ('17 birds': rlvr.verifiers.math.forms.counted_value), a number after fillers or a subject and a copula
   ('the total is 4', 'there are 4 apples', "It's 4": rlvr.verifiers.math.prose), else the clause itself; mode latex
   refines it as math-verify reads it (rlvr.verifiers.math.latex.refine).
 - A line states a value (states_value) when it starts like one, is a one-word answer ('Evelyn', 'yes'), or holds a
-  digit or LaTeX ('The answer is therefore 4' overrules an earlier box: issue 43's red team); not when it judges an
+  digit or LaTeX ('The answer is therefore 4' overrules an earlier box); not when it judges an
   answer ('this answer is correct because ...') or states nothing ('I hope this answer is helpful!'). 'the answer
   is not 5' is no statement (a retraction: rlvr.verifiers.math.around).
 """
@@ -30,11 +30,11 @@ from rlvr.verifiers.math.prose import lead_end
 from rlvr.verifiers.math.scan import ascii_lower, last_marks
 from rlvr.verifiers.math.words import dozens_counted
 
-# Markdown around the marker reads as without it (issue 43's third red team, finding 6): '__Answer:__ 42', '*Answer*:
+# Markdown around the marker reads as without it: '__Answer:__ 42', '*Answer*:
 # 42', and a heading alone on its line ('### Final Answer', then the value on the next line: _heading)
 ANSWER_MARK = re.compile(r"(?:\b|(?<=_))answer(?:(?:\*\*|__|[*_])?[ \t]*:|[ \t]+is\b(?![ \t]+not\b)[ \t]*:?"
                          r"|(?=(?:\*\*|__|[*_])?[ \t]*(?:\r?\n|\Z)))", re.IGNORECASE)
-# '**Final Answer**' alone on its line is a heading too (its '**' are dropped first: emphasis.py): issue 43, fifth round
+# '**Final Answer**' alone on its line is a heading too (its '**' are dropped first: emphasis.py)
 _HEADING = re.compile(r"(?:#{1,6}[ \t]+)?(?:\*\*|__|[*_])?(?:final[ \t]+)?", re.IGNORECASE)
 HASH_MARK = re.compile(r"####")
 # mode latex: '####' only before an answer (GSM8K '#### 72'), not as a markdown heading ('#### Step 1: ...')
@@ -47,9 +47,9 @@ _WORD_ANSWER = re.compile(r"(?:[A-Z][\w'-]*|yes|no|none|true|false|undefined|imp
 _JUDGEMENT = re.compile(r"(?:correct|right|consistent|reasonable|plausible|valid|verified|confirmed|helpful|clear"
                         r"|sensible|accurate|checked|wrong|incorrect|independent|dependent|in\s+(?:units|terms)|expressed|written"
                         r"|unique|the\s+same|rounded)\b", re.IGNORECASE)  # 'answer is correct'; '... is independent of
-# the 2 chosen points', '... is in units of 10 m' describe the answer, they state none (issue 43's red team)
+# the 2 chosen points', '... is in units of 10 m' describe the answer, they state none
 
-# What an 'Answer:' / '####' line that states a value starts with (issue 43): a number, LaTeX, a bracket, a currency
+# What an 'Answer:' / '####' line that states a value starts with: a number, LaTeX, a bracket, a currency
 # sign, a variable set to a value, or a number word ('five apples'); anything else is prose (states_value).
 _VALUE_START = re.compile(r"[-+\u2212\u2013~]?\s*[\d.$\\({\[<\u20ac\u00a3\u00a5]|[A-Za-z](?:_\{?\w+\}?)?\s*(?:=|$)"
                           r"|(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|[a-z]+teen|twenty"
@@ -66,7 +66,7 @@ class Candidate:
     declared: bool = True  # an answer declaration, or a box inside one; other boxes are steps (hedges.py)
     line_end: int = -1  # where a line's line ends (its value may end before: around.value_end)
     problem: str = ""  # why this statement, if final, is no answer (an <answer> block's own: around.py)
-    alone: bool = False  # a framed box or display after the answer: no connective joins it to one before (fifth round)
+    alone: bool = False  # a framed box or display after the answer: no connective joins it to one before
 
 
 def marked_lines(text: str, mark: re.Pattern, refined: bool = False) -> list[Candidate]:
@@ -90,7 +90,7 @@ def marked_lines(text: str, mark: re.Pattern, refined: bool = False) -> list[Can
             value, end = nxt.start(1), nxt.end(1)
         line_end, end = end, value_end(text, value, end)
         answer = cut(text, value, end)
-        heading = marks[i][1] - start == len("answer")  # '### Final Answer\n\n42' states 42 (finding 6); a heading
+        heading = marks[i][1] - start == len("answer")  # '### Final Answer\n\n42' states 42 (red team); a heading
         if heading and not _states_itself(answer):  # over work ('## Answer\n\nFirst, 3 + 4 = 7 ...') states nothing
             skipped += 1  # and counts towards RECENT: 4096 of them cost 0.17 s
             if skipped + len(found) >= RECENT:
@@ -123,7 +123,7 @@ def _stated(text: str, value: int, end: int, answer: str, refined: bool) -> str:
     if refined:
         return dozens_counted(answer) or cut(text, value, end, True) or answer
     raw = text[value:end] if end - value <= MAX_ANSWER_CHARS and text.count("$", value, end) <= 16 else ""  # a
-    # subject and its value: a few environments, not 2000 '$' to pair on each of 64 lines (issue 43's red team)
+    # subject and its value: a few environments, not 2000 '$' to pair on each of 64 lines
     counted = counted_value(answer) or dozens_counted(answer)
     return (raw and stated_value(raw)) or counted or lead_value(answer) or answer
 

@@ -2,23 +2,23 @@
 
 Decisions (pinned by tests/test_math_forms.py and tests/test_math_latex_mode.py):
 - Plain numbers are compared exactly as fractions, never with a tolerance (see rlvr.verifiers.math.extract).
-- Written forms read as one number (issue 8, section 2; math-verify's number regex accepts the same ones):
+- Written forms read as one number (math-verify's number regex accepts the same ones):
   thousands separators '1,000.99' and '1 000' (also LaTeX spacing '1\\,000' and '1{,}000'), a leading dot
   '.4', a currency sign '$5' / '\\$5' / '€5' / '5 €' / '18\\$', a percent 'X%' / 'X \\%' / 'X percent' (read as
   X/100 or as X; two percents compare as written), trailing units ('\\text{ cm}', '12\\,\\text{cm}^2',
   '^\\circ', '\\text{5 cm}'; rlvr.verifiers.math.forms decides what a unit is), magnitudes as factors
   ('5 million', '3\\text{ dozen}'), a repeating decimal '0.\\overline{3}', a minus sign U+2212 or a leading
   en dash, and a decimal comma '2,74 €' only next to a euro sign or before a dollar sign written after the number
-  ('2,74 $', issue 43): a bare '2,74' stays a list of two numbers,
+  ('2,74 $'): a bare '2,74' stays a list of two numbers,
   as in '\\boxed{3,5}' (a hedge), never 3.5, except in a reference ('1,22' == 1.22: reference_readings).
-- A number in running text is not the answer when it sits inside a larger expression (issue 8, section 2:
+- A number in running text is not the answer when it sits inside a larger expression (section 2:
   last_number read '$\\frac{1+\\sqrt{5}}{2}$' as 2 and scored it against gold 2): inside a brace group
   (fraction, root, exponent; '\\text{..}' groups excepted), right after '^', '_', '/', '\\frac', '\\sqrt', a
   binary operator or a relation ('x \\geq 2' bounds x, it is not 2), right before '^', '/', '*', '\\cdot',
   '\\pi', '\\end' or any other command, in a matrix cell ('&', '\\\\'), as the end of an interval, tuple
   or set '[0, 2)' / '\\{1, 2\\}', or as the argument of 'f(2)'; also digits glued to a word ('\\frac12'),
   after a detached minus or dash ('is − 3'), and before words that change it ('5 million', '5k', '5 below
-  zero', '7 \\text{ (mod 5)}'; issue 24).
+  zero', '7 \\text{ (mod 5)}').
   `last_number` then gives no number at all, rather than an earlier one, which could be a distractor.
 """
 from __future__ import annotations
@@ -35,12 +35,12 @@ _EURO = r"(?:€|\\euro(?:\{\})?|EUR\b|euros?\b)"
 _PERCENT_WORD = r"(?:\s*\\?%|\s*\\text\{\s*\\?%\s*\}|\s*(?:percent(?:age)?|pct)\b|\s*\\text\{\s*percent\s*\})"
 # A number in running text: thousands commas or spaces (also LaTeX's '1,\\!000', '1{,}000', '1\\,000'), decimals,
 # simple fractions, a decimal comma only next to a euro sign, an optional percent. '-', an en dash and the
-# minus sign U+2212 (issue 24: '−3' read as 3) are a sign only when they do not follow a word character (so
+# minus sign U+2212 ('−3' read as 3) are a sign only when they do not follow a word character (so
 # '3-5' yields 5, not -5). Every branch is linear-time.
 _SIGN = r"[-\u2212\u2013]"
-_DOTS = r"(?:\.\.\.(?!\.)|…)"  # '0.333...' repeats (rlvr.verifiers.math.words, issue 43)
+_DOTS = r"(?:\.\.\.(?!\.)|…)"  # '0.333...' repeats (rlvr.verifiers.math.words)
 NUMBER_IN_TEXT = re.compile(
-    rf"(?<![\w.,/])\d+\s+(?:and\s+)?\d+/\d+(?![\d/.])"  # a mixed number '5 1/2' (issue 43)
+    rf"(?<![\w.,/])\d+\s+(?:and\s+)?\d+/\d+(?![\d/.])"  # a mixed number '5 1/2'
     rf"|(?<![\w.])(?:€\s?\d+,\d{{1,2}}(?![\d,])|\d+,\d{{1,2}}\s*(?:{_EURO}|\\?\$(?![\w\\]))|\d{{4,}},\d{{1,2}}(?![\d,]))"
     rf"|(?:(?<![\w.])(?:(?<![\w)]){_SIGN})?(?:\d{{1,3}}(?:(?:,|,\\!\s*|\{{,\}}|\\,)\d{{3}})+(?!\d)"
     rf"|\d{{1,3}}(?: \d{{3}})+(?![\d,]|\.\d)|\d+)(?:\.\d+{_DOTS}?)?(?:/\d+)?|(?<![\w.]){_SIGN}?\.\d+)"
@@ -53,7 +53,7 @@ _LEADING_SIGN = re.compile(r"^(?:[-\u2212\u2013]\s*(?=[\d.\\])|\+\s+(?=[\d.]))")
 _EN_DASH_SIGN = re.compile(r"^\u2013(?=\s*[\d.\\])")  # a leading en dash is a minus ('–3'); '3–5' is a range
 _DECIMAL_COMMA = re.compile(r"[-+]?\d+,\d{1,2}")
 # '1000,99': whoever leaves 1000 ungrouped does not group thousands with commas, so its comma is a decimal comma
-# (issue 43). '1,22' stays a list, as '3,5' does.
+#. '1,22' stays a list, as '3,5' does.
 _UNGROUPED_COMMA = re.compile(r"[-+]?\d{4,},\d{1,2}")
 _SIMPLE_FRAC = re.compile(r"([-+]?)\\[dtc]?frac(?:\{\s*(\d+)\s*\}|(\d))(?:\{\s*(\d+)\s*\}|(\d))")
 _PERCENT = re.compile(rf"{_PERCENT_WORD}$")
@@ -70,15 +70,15 @@ _WHOLE_TEXT = re.compile(r"\\(?:text|textbf|textrm|mbox|mathrm)\s*\{([^{}]*\d[^{
 _TRAILING_WORDS = re.compile(r"(?<=[\d.])\s*((?:[^\W\d_]|°)[^\d\\{}$]*)$")
 _MAGNITUDE = re.compile(r"\s*(?:\\(?:text|mathrm|mbox)\s*\{\s*([A-Za-z]+)\s*\}|([A-Za-z]+))$")
 _CURRENCY_PREFIX = re.compile(r"^(?:\\\$|\$|£|¥|(€|\\euro(?:\{\})?))\s*")
-# '18\\$' (issue 24); group 1: a sign written after the number where decimal commas are the custom ('2,74 €', and
-# '2,74 $' as French-speaking Canada writes dollars: issue 43)
+# '18\\$'; group 1: a sign written after the number where decimal commas are the custom ('2,74 €', and
+# '2,74 $' as French-speaking Canada writes dollars)
 _CURRENCY_SUFFIX = re.compile(rf"\s*(?:£|¥|(\\\$|\$|{_EURO}|\\text\{{\s*{_EURO}\s*\}}))$")
 
 
 def _strip_units(text: str, words: bool = False) -> str:
     """`text` without trailing units; with `words`, also plain unit words ('5 cm' inside '\\text{5 cm}', where
     letters are prose, not variables: '5 ab' outside a text group is not 5). At most _UNIT_PASSES units: each pass
-    searches the whole text, so a run of thousands ('3^\\circ^\\circ...') was quadratic (issue 43's red team: 80 s of
+    searches the whole text, so a run of thousands ('3^\\circ^\\circ...') was quadratic (80 s of
     CPU for 180 KB); what is left then is no number."""
     for _ in range(_UNIT_PASSES):
         unit, degrees = _UNIT.search(text), _DEGREES.search(text)
@@ -120,15 +120,15 @@ def _percent_value(answer: str) -> Fraction | None:
 
 
 def _plain_value(text: str) -> Fraction | None:
-    signed = _SIGN_WORD.match(text)  # 'minus five', 'negative 5' (issue 43's red team)
+    signed = _SIGN_WORD.match(text)  # 'minus five', 'negative 5'
     if signed:
         value = _plain_value(text[signed.end():])
         return None if value is None else -value
     whole = _WHOLE_TEXT.fullmatch(text.strip())  # the whole answer written as text: '\\text{5 cm}'
     text = whole.group(1) if whole else text
-    if ESTIMATE.match(text):  # '~5' is about 5, not 5 (issue 43: rlvr.verifiers.math.words)
+    if ESTIMATE.match(text):  # '~5' is about 5, not 5 (rlvr.verifiers.math.words)
         return None
-    text = _THIN_COMMA.sub(",", text.strip().replace("\u2212", "-").replace("{,}", ","))  # '11,\\! 111' (issue 43)
+    text = _THIN_COMMA.sub(",", text.strip().replace("\u2212", "-").replace("{,}", ","))  # '11,\\! 111'
     text = _SPACING.sub(" ", text.replace("\\!", ""))
     text = _LEADING_SIGN.sub(lambda m: m.group()[0].replace("\u2013", "-"), " ".join(text.split()))
     text, euro = _strip_currency(_strip_units(text, words=bool(whole)))
@@ -192,10 +192,10 @@ _CLOCK = re.compile(r"\s*(\d{1,2}):(\d{2})\s*")
 def numbers_match(pred: str, gold: str) -> bool | None:
     """Whether two plain numbers are equal; None unless both are plain numbers. Exact, except that a percent
     on one side only may be read as X or X/100 (50% == 0.5 == 50) while two percents compare as written
-    (0.25% != 25%, issue 24), and a fraction without a finite decimal expansion equals its double-precision
+    (0.25% != 25%), and a fraction without a finite decimal expansion equals its double-precision
     print (rlvr.verifiers.math.forms.machine_rounding)."""
     clocks = _CLOCK.fullmatch(pred), _CLOCK.fullmatch(gold)
-    if all(clocks):  # '12:00' is a time of day, compared as hours and minutes (math-verify reads 12/00: issue 43)
+    if all(clocks):  # '12:00' is a time of day, compared as hours and minutes (math-verify reads 12/00)
         return tuple(map(int, clocks[0].groups())) == tuple(map(int, clocks[1].groups()))
     gold_values = reference_readings(gold) or reference_readings(without_unit(gold))  # units: unit_problem
     pred_values = number_readings(pred) or number_readings(without_unit(pred))
@@ -232,7 +232,7 @@ def rounded_fractions(pred: str, gold: str) -> str:
 def canonical(answer: str) -> str:
     """What math-verify is sent: a plain number as an exact fraction (percents as X/100), else the LaTeX with
     `\\mathrm{e}` as e and `\\mathrm{i}` as i (math-verify kept only a truncated string for
-    `1 - \\frac{1}{\\mathrm{e}}`), and `a \\choose b` as `\\binom{a}{b}` (issue 43, fifth round: it was read as b)."""
+    `1 - \\frac{1}{\\mathrm{e}}`), and `a \\choose b` as `\\binom{a}{b}` (it was read as b)."""
     value = as_number(answer)
     if value is not None:
         return str(value)
@@ -247,17 +247,17 @@ _BEFORE = re.compile(r"(?:[\^_/×÷&<>≤≥≠]|(?<!\*)\*"
                      r"|\\(?:[dtc]?frac|sqrt|binom|cdot|times|div|pm|mp|[gl]eq?|neq?|[gl]t)"
                      r"|(?:[\w})\]]|\\[A-Za-z]+)\s*\+"
                      r"|(?:\\[A-Za-z]+|(?<![A-Za-z])[A-Za-z]|[})\]])\s*-"
-                     r"|(?<!\S)[\u2212\u2013]"  # a detached minus or dash: 'is − 3' is not 3 (issue 24)
-                     r"|(?<!\S)~|[≈∼]|\\(?:approx|sim)(?![A-Za-z]))\s*$")  # an estimate: '~5' is not 5 (issue 43)
+                     r"|(?<!\S)[\u2212\u2013]"  # a detached minus or dash: 'is − 3' is not 3
+                     r"|(?<!\S)~|[≈∼]|\\(?:approx|sim)(?![A-Za-z]))\s*$")  # an estimate: '~5' is not 5
 _AFTER = re.compile(r"\s*(?:\^(?!\s*\{?\s*\\circ)|_|/|[×÷&]|\*(?!\*)|\\\\|\+\s*[\w\\(]"
-                    r"|!+\s*(?:\$|\\\)|\\\])"  # '$42!$': in math a '!' is a factorial (4th red team)
+                    r"|!+\s*(?:\$|\\\)|\\\])"  # '$42!$': in math a '!' is a factorial (red team)
                     r"|\\(?!(?:text|mathrm|mbox|textbf|right|circ|degree|q?quad)(?![A-Za-z]))[A-Za-z])")
 # what follows a number and changes it: a text group that is not a unit, a magnitude ('5 million', '5k')
 _CHANGING_WORDS = frozenset({"below", "squared", "cubed", "factorial", "halves", "thirds", "quarters", "tenths",
                              "hundredths", "thousandths", "millionths", "percentile", "mod", "modulo"})
 _NEXT_WORDS = re.compile(r"\s*(?:\\[,;:! ]\s*)*\\(?:text|textrm|mathrm|mbox)\s*\{([^{}]*)\}|(\s*)([A-Za-z]+)")
 _GLUED_PREFIXES = frozenset({"k", "K", "M", "B", "bn", "mn"})
-_AND_A_PART = re.compile(r"\s+and\s+[a-z]+\s+([a-z]+)")  # '5 and a half', '2 and three quarters' (issue 43)
+_AND_A_PART = re.compile(r"\s+and\s+[a-z]+\s+([a-z]+)")  # '5 and a half', '2 and three quarters'
 
 _TEXT_GROUP = re.compile(r"\\(?:text|textbf|textit|textrm|mbox|mathrm|mathbf|emph)\s*$")
 _CLOSER = re.compile(r"\s*(?:\)|\]|\\\}|\\right|\\rangle)")
@@ -314,7 +314,7 @@ def in_expression(text: str, start: int, end: int, in_group: bool) -> bool:
 
 def _changed_after(text: str, end: int) -> bool:
     """Whether what follows the number ending at `end` changes its value: '5 million', '5k', '5 below zero',
-    '7 \\text{ (mod 5)}' (issue 24); a unit ('5 cm', '5 \\text{ cm}') does not."""
+    '7 \\text{ (mod 5)}'; a unit ('5 cm', '5 \\text{ cm}') does not."""
     match = _NEXT_WORDS.match(text, end)
     if match is None:
         return False
@@ -348,7 +348,7 @@ _SENTENCE_BREAK = re.compile(r"[.!?;](?:\s|$)|\n")
 
 def number_before(text: str, at: int) -> tuple[str, int] | None:
     """The number before position `at` in its sentence, at most 200 characters back, and where it ends; None when
-    there is none (issue 43: 'It is 3 or 4' reads two numbers, a hedge)."""
+    there is none ('It is 3 or 4' reads two numbers, a hedge)."""
     low = max(0, at - 200)
     breaks = [m.end() for m in _SENTENCE_BREAK.finditer(text, low, at)]
     found = None

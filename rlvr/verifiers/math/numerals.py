@@ -1,6 +1,6 @@
 """Whole numbers and fraction denominators written in words ('twenty-one', 'one hundred and five', 'fifths',
 'sixteenth'), with no other module of the math verifier below them: words.py reads mixed numbers and counts with
-them, forms.py asks whether a word after a number names a fraction (issue 43)."""
+them, forms.py asks whether a word after a number names a fraction."""
 from __future__ import annotations
 
 _ONES = {w: i for i, w in enumerate(
@@ -25,7 +25,7 @@ _ORDINAL_STEMS = {"fif": "five", "eigh": "eight", "nin": "nine", "twelf": "twelv
 
 def _ordinal(word: str) -> int | None:
     """The number an ordinal in '-th' names ('sixteenth' -> 16, 'twentieth' -> 20, 'hundred-thousandth'): any such
-    word is a denominator (fourth red team, finding 7: '5 sixteenths' was read as 5, as the table lacked it)."""
+    word is a denominator (red team: '5 sixteenths' was read as 5, as the table lacked it)."""
     if not word.endswith("th") or len(word) > 40:
         return None
     stem = word[:-2]
@@ -51,7 +51,7 @@ def cardinal(text: str) -> int | None:
             group, last = group + _ONES[word], "ones"
         elif word in _TENS and last in ("", "hundred", "scale"):
             group, last = group + _TENS[word], "tens"
-        elif word == "hundred" and last in ("ones", "tens", "a") and 0 < group < 100:  # 'twelve hundred' (issue 43)
+        elif word == "hundred" and last in ("ones", "tens", "a") and 0 < group < 100:  # 'twelve hundred'
             group, last = group * 100, "hundred"
         elif word in _SCALES and last not in ("", "scale") and group and _SCALES[word] < cap:
             total, group, last, cap = total + group * _SCALES[word], 0, "scale", _SCALES[word]

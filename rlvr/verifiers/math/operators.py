@@ -1,4 +1,4 @@
-"""Operators and constructs math-verify cannot read (issue 43's fourth red team, finding 6). Strings only, linear.
+"""Operators and constructs math-verify cannot read. Strings only, linear.
 
 math-verify drops a LaTeX command it does not know, and a character such as '?' or '@', and then reads what is left:
 `\\boxed{3 \\slash 4}` (3/4) was 4, `\\boxed{3 \\colon 4}` (the ratio) was 4, and so with `\\circ`, `\\star`,
@@ -9,7 +9,7 @@ Decisions (tests/test_math_r4_operators.py; corpus form 'r4_operator'):
   letters, fonts, spacing, delimiters), or one of '?', '@', '#', '\\#', '\\S', '\\P', '\\_', standing between two
   parts of the answer, makes it WRONG: the answer is not one of its sides. A reference with the same construct is
   compared as written (math-verify then drops it on both sides). `^\\circ` (degrees) is a unit, not an operator.
-- Issue 43, fifth round: `a \\choose b` is the binomial coefficient: it is compared as `\\binom{a}{b}` (binomials;
+- `a \\choose b` is the binomial coefficient: it is compared as `\\binom{a}{b}` (binomials;
   math-verify read '10 \\choose 4' as 4), and a `\\choose` that cannot be so read (two in one group, which TeX calls
   ambiguous) is an operator math-verify cannot read.
 - A condition in a text group (`\\boxed{3 \\text{ if } n \\text{ even}}`: 'if', 'when', 'unless', 'otherwise',
@@ -40,7 +40,7 @@ KNOWN = frozenset((
 _COMMAND = re.compile(r"\\([A-Za-z]+)|\\([#S_P])(?![A-Za-z])|([?@#])|([^\x00-\x7f])")
 # Symbols outside ASCII that math-verify reads (or that are units and primes, judged elsewhere); any other symbol or
 # punctuation mark ('★', '§', '‖') is an operator it drops. An en dash between two values is a range or an operator
-# (a leading one is a minus: numbers.canonical): math-verify read '5 – 6' as 6 (issue 43, fifth round).
+# (a leading one is a minus: numbers.canonical): math-verify read '5 – 6' as 6.
 _KNOWN_SYMBOLS = frozenset("≤≥≠×÷·−∞π√∪∩∈∉⊂⊆⊃⊇∅±∓°′″‴’≈≡∼→⇒⇔↔∧∨¬∠△∥…⋅ℝℕℤℚℂ½⅓⅔¼¾⅛⅜⅝⅞²³¹⁰⁴⁵⁶⁷⁸⁹⁻€£¥¢₹")
 _DEGREES = re.compile(r"\^\s*\{?\s*\\circ")
 _SPACE_OR_GROUP = re.compile(r"[\s{}$]*")

@@ -1,4 +1,4 @@
-"""Prose around a stated number (issue 43, the red team's findings): which words before and after it can go without
+"""Prose around a stated number (the red team's findings): which words before and after it can go without
 changing what is stated. Strings only, no sympy.
 
 Decisions (tests/test_math_around.py; corpus rows of form 'prose_around'):
@@ -23,7 +23,7 @@ FILLERS = frozenset((
     "you", "it", "get", "gets", "got", "obtain", "obtains", "obtained", "find", "finds", "found", "arrive", "at",
     "gives", "give", "yields", "of", "total", "result", "value", "number", "correct", "required", "desired", "is",
     "equal", "to", "be", "will", "would", "should", "must", "which", "as", "follows",
-    "actually", "really", "still"))  # 'The answer is actually 6' states 6 (issue 43, fourth round)
+    "actually", "really", "still"))  # 'The answer is actually 6' states 6
 COPULAS = frozenset((
     "is", "are", "was", "were", "equals", "equal", "=", ":", "be", "becomes", "remains", "gives", "makes", "totals",
     "it's", "that's", "there's", "what's", "here's", "has", "have", "had", "costs", "weighs", "needs", "takes",

@@ -1,4 +1,4 @@
-"""A relation with nothing on its left (issue 43's third red team, class 1, fourth round): '\\neq 5', '\\geq 5',
+"""A relation with nothing on its left: '\\neq 5', '\\geq 5',
 '!= 5' say how the answer relates to 5, not that it is 5, and math-verify drops the relation and reads 5.
 
 Decisions (tests/test_math_r4_relations.py; corpus rows of form 'relation_prefix'):
@@ -10,7 +10,7 @@ Decisions (tests/test_math_r4_relations.py; corpus rows of form 'relation_prefix
 - Relations are a broad list: ASCII ('!=', '=/=', '/=', '<>', '<', '>'), HTML entities, Unicode (≠ ≥ ≃ ≅ ≈ ∼ ∈ ⊂ ...)
   and LaTeX commands (negated forms, '\\simeq', '\\cong', '\\nsim', '\\nequiv', '\\approx', '\\sim', order and set
   relations). An HTML tag ('<b>42</b>') is no relation.
-- Issue 43, fifth round: so is a binary operator with nothing on its left ('\\div 4', '\\times 4', '\\cdot 4', '÷ 4',
+- So is a binary operator with nothing on its left ('\\div 4', '\\times 4', '\\cdot 4', '÷ 4',
   '* 4', '/ 4'): math-verify dropped it and read 4. A sign ('-4', '+4', '\\pm 4') is no such operator.
 - The answer is WRONG unless the reference opens with the same relation (spellings of one relation are the same:
   '\\ne', '≠', '!=').
@@ -56,7 +56,7 @@ def leading_relation(answer: str) -> str | None:
     return None
 
 
-# A binary operator with nothing on its left (issue 43, fifth round); '**' is bold, never an operator
+# A binary operator with nothing on its left; '**' is bold, never an operator
 _OPERATOR = re.compile(r"\\(?:div|times|cdot|ast|over|bmod)(?![A-Za-z])|[÷×⋅·/]|\*(?!\*)")
 
 

@@ -1,6 +1,6 @@
 """Bounded scans of a long completion for the math verifier: strings only, linear, and capped in Python work.
 
-Issue 24, part 2: a 1 MB completion took 1-2 s of the trainer's CPU to extract, because every marker and
+A 1 MB completion took 1-2 s of the trainer's CPU to extract, because every marker and
 every number of the whole text went through Python (a match object each, 100k+ of them). The final answer
 sits at the end of a completion, so the scans here work from the end and stop early:
 - Markers ('\\boxed', 'Answer:', '####', '<answer>') are located with str.rfind (C speed) on the literal a

@@ -1,13 +1,13 @@
-"""Another value offered next to the final answer (issue 43, fifth round: the red team's last false positives).
+"""Another value offered next to the final answer (the red team's last false positives).
 Strings only, linear: a bounded window after the final statement, at most 32 sentences of it.
 
 Decisions (tests/test_math_r5_trailers.py; corpus rows of form 'r5_trailer'):
-- Issue 43, fifth round: two answer statements in one sentence ('The answer is 3, the answer is 4.', 'The answer is
+- Two answer statements in one sentence ('The answer is 3, the answer is 4.', 'The answer is
   3; the answer is 4.', 'Final answer: 3 / Final answer: 4', 'The answer is 3 (if we count the endpoints) and the
   answer is 4.') offer two values: a hedge (one_sentence), as 'Answer: 3' and 'Answer: 4' on two lines are. A word
   that corrects the first ('The answer is 3, no wait, the answer is 4.') makes the second a correction, and a first
   that is arithmetic giving no other value ('The answer is 2 + 2, so the answer is 4.') offers nothing.
-- Issue 43, fifth round: after the final statement, a sentence that offers another value is a hedge (offered_after):
+- After the final statement, a sentence that offers another value is a hedge (offered_after):
   one that opens with that value and a case or an endorsement ('(3 if n is odd)', 'P.S. 3 if the question meant
   inclusive.', '3 is equally valid.', '3 also works.'), or one holding a phrase that offers a value and another value
   ('Some would say 3.', '(Other interpretation: 3.)', 'Both 3 and 4 satisfy the constraints.'). A negation in the
@@ -45,7 +45,7 @@ def _first_value(raw: str) -> str:
 def one_sentence(first, second) -> bool:
     """Whether two 'Answer:' statements (rlvr.verifiers.math.lines.Candidate) share one sentence and offer two values:
     the first runs into the second's marker on its line, no word between them corrects it and it holds another number
-    (issue 43, fifth round: see the module docstring)."""
+    (see the module docstring)."""
     if first.kind not in _LINES or second.kind not in _LINES or first.end != second.start:
         return False
     written = first.raw or first.text
@@ -77,7 +77,7 @@ _REJECTED = re.compile(r"\b(?:not|never|no|wrong|incorrect|invalid|impossible|[a
 
 def offered_after(text: str, end: int, value: str) -> str | None:
     """HEDGED when a sentence after the final statement (ending at `end`, stating `value`) offers another value with
-    it; None otherwise (issue 43, fifth round: see the module docstring). Reads TRAILER_CHARS, 32 sentences at most."""
+    it; None otherwise (see the module docstring). Reads TRAILER_CHARS, 32 sentences at most."""
     window = text[end:end + TRAILER_CHARS]
     for match in islice(_SENTENCE.finditer(window), 32):
         sentence = match.group()

@@ -1,4 +1,4 @@
-"""Units on both sides of a comparison (issue 43): strings only, no sympy, no conversions.
+"""Units on both sides of a comparison: strings only, no sympy, no conversions.
 
 Decisions (tests/test_math_statements.py; corpus rows of form 'units'):
 - Equal only with the same unit or no unit: a unit on one side only is read as the number, as before ('5 cm'
@@ -7,7 +7,7 @@ Decisions (tests/test_math_statements.py; corpus rows of form 'units'):
   drops units, so it found '5 m' == '5 cm'.
 - Spellings of one unit are the same unit: 'cm', 'centimeters', 'centimetre', '\\text{ cm}'; '\\$', '$', 'dollars',
   'USD'; '^\\circ', '°', 'degrees'; 'cm^2', 'cm²', 'square centimeters', 'sq cm'; 'km/h', 'kilometers per hour'.
-- The units in _UNITS are compared by key. Issue 43's red team (43c, finding 5): the table has the families a
+- The units in _UNITS are compared by key. Red team: the table has the families a
   grade-school to competition dataset uses (mass, area, volume, data, power and energy, ...), and a word used for
   two units ('pound': lb or GBP; 'ounce' of a liquid; 'ton'; a food 'calorie') equals either (_EITHER). Other words
   after a number (a counted noun: '5 apples') are words, not units, read as the number on either side or both
@@ -16,10 +16,10 @@ Decisions (tests/test_math_statements.py; corpus rows of form 'units'):
   fewer than three letters or written against the number ('6ab') are variables, left to math-verify; 'units'
   alone is no unit.
 - The unit is read from the end of the statement as written (rlvr.verifiers.math.extract.FinalAnswer.written):
-  the words after its last digit, or a currency sign before its last number. Issue 43's red team: the unit those
+  the words after its last digit, or a currency sign before its last number. Red team: the unit those
   words start with ('5 cm long' is cm, not no unit), a two-letter unit in capitals ('5 KM' is km; 'M' stays no
   unit), and a word that names no unit we know where the reference has one is WRONG ('5 furlongs' for '5 m').
-- Issue 43, fifth round: 'Rs.' and 'INR' before a number are rupees, as '€' before one is euros ('Rs. 5' for '\\$5').
+- 'Rs.' and 'INR' before a number are rupees, as '€' before one is euros ('Rs. 5' for '\\$5').
 """
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ for _key, *_forms in (
         ("JPY", "¥", "yen", "\\yen", "\\textyen"), ("deg", "°", "degree"),
         ("rad", "radian"), ("degC", "°C", "celsius"), ("degF", "°F", "fahrenheit"), ("km/h", "kph", "kmh"),
         ("mi/h", "mph"), ("m/s", "mps"),
-        # issue 43's red team (finding 5): the families a grade-school to competition dataset uses, so that a
+        # red team: the families a grade-school to competition dataset uses, so that a
         # reference in one of them is compared at all ('5 pounds' for '5 kg', '5 MB' for '5 GB' scored 1.0).
         # Mass; 'pound' alone is mass or money (_EITHER), 'lb' is mass only; a 'ton' may be short or metric.
         ("lb", "lbs"), ("pound",), ("ton",), ("tonne", "metric ton", "metric tonne"), ("μg", "mcg", "microgram"),
@@ -86,7 +86,7 @@ _EITHER = frozenset(frozenset(pair) for pair in (
 _TEXT_GROUP = re.compile(r"\\(?:text|textrm|textnormal|mathrm|mbox|textit|operatorname)\s*\{([^{}]*)\}")
 _DEGREES = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|\\degree")
 # A power after a unit, written in superscript ('cm^2' -> 'cm ²', 'cm^{-1}' -> 'cm ⁻¹'): superscripts are no digits
-# to \d, so the number stays the last digit; any power but 2 and 3 is a unit of its own (issue 43's red team:
+# to \d, so the number stays the last digit; any power but 2 and 3 is a unit of its own (red team:
 # '\\boxed{5}\\,\\text{cm}^{-1}' was read as 5 cm).
 _POWER = re.compile(r"\^\s*(?:\{\s*(-?\s*\d{1,2})\s*\}|(-?\d))")
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
@@ -95,8 +95,8 @@ _PLAIN_POWER = str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")
 _MICRO = re.compile(r"\\(?:mu|textmu|micro)(?![A-Za-z])\s*(?:\{\})?\s*")
 _SPACING = re.compile(r"\\[,;:! ]|~|\\q?quad(?![A-Za-z])|[{}$]")
 _HYPHEN = re.compile(r"(?<=[^\W\d_])-(?=[^\W\d_])")  # 'kilowatt-hours', 'light-years' are two words
-_SIGNS = r"€|£|¥|\\(?:euro|texteuro|pounds|textsterling|yen|textyen)"  # fourth red team: '\\pounds 5' is GBP
-# 'Rs. 5', 'INR 5': rupees before the number (issue 43, fifth round: 'Rs. 5' was read as no unit and paid '\\$5')
+_SIGNS = r"€|£|¥|\\(?:euro|texteuro|pounds|textsterling|yen|textyen)"  # red team: '\\pounds 5' is GBP
+# 'Rs. 5', 'INR 5': rupees before the number ('Rs. 5' was read as no unit and paid '\\$5')
 _CURRENCY_BEFORE = re.compile(rf"(USD|(?<![A-Za-z])(?:Rs\.?|INR)|{_SIGNS}(?:\{{\}})?)\s*[-+]?\s*\d[\d,. ]*$")
 _LAST_DIGIT = re.compile(r"\d(?=\D*\Z)")
 _WORDS = re.compile(r"[^\W\d_]+\.?|[°¢€£¥/]|[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+")
@@ -108,7 +108,7 @@ def _one(word: str) -> str | None:
     """The unit one word names, plurals and case read ('Centimeters' -> cm; 'M' is not 'm'), else None."""
     word = word.rstrip(".")
     lower = word.lower()
-    short = [word, lower] if len(word) == 2 and word.isupper() else [word]  # 'KM' is km; 'M' is not 'm' (issue 43)
+    short = [word, lower] if len(word) == 2 and word.isupper() else [word]  # 'KM' is km; 'M' is not 'm'
     forms = short if len(word) <= 2 else [word, lower, word.removesuffix("s"), lower.removesuffix("s"),
                                           lower.removesuffix("es")]
     return next((_UNITS[form] for form in forms if form in _UNITS), None)
@@ -154,7 +154,7 @@ def unit_of(written: str) -> str | None:
 def _normal(text: str) -> str:
     """`text` with text groups opened, degrees as '°', powers as superscripts, hyphens between words and LaTeX
     spacing as spaces, single-spaced."""
-    text = _MICRO.sub("μ", text)  # '\\mathrm{\\mu m}' is μm, never m (fourth red team, finding 7)
+    text = _MICRO.sub("μ", text)  # '\\mathrm{\\mu m}' is μm, never m (red team)
     text = _POWER.sub(lambda m: " " + "".join((m.group(1) or m.group(2)).split()).translate(_SUPERSCRIPT) + " ",
                       _DEGREES.sub(" ° ", _TEXT_GROUP.sub(r" \1 ", text)))
     text = _SUPERSCRIPTS.sub(r" \g<0> ", _HYPHEN.sub(" ", text))
@@ -164,8 +164,8 @@ def _normal(text: str) -> str:
 
 
 def _read(written: str) -> tuple[str | None, list[str], bool]:
-    """(the unit that the words after the last number start with, as a canonical key ('5 cm long' -> cm: issue 43's
-    red team), or None; the words (up to four) that follow that number; whether a space parts them from it, so
+    """(the unit that the words after the last number start with, as a canonical key ('5 cm long' -> cm), or None; the
+    words (up to four) that follow that number; whether a space parts them from it, so
     that they are words, not variables multiplied ('6 apples', not '6ab'))."""
     text = written.replace("\\$", " USD ")
     if text.count("$") == 1:  # one '$' is a dollar sign ('5 $'), unless words follow it ('125$ miles'); a pair
@@ -194,7 +194,7 @@ _RATE_MARKS = frozenset({"per", "/", "each", "every", "a", "an"})
 def rate_of(written: str) -> str | None:
     """What a rate after the last number is per ('5 per hour', '\\$5/hour', '5 km/h', '5 an hour' -> 'h'; '5 per
     person' -> 'person'), as a unit key or a singular noun, or None. 'a' and 'an' mark a rate only before a unit
-    of time ('5 and a half' is no rate). Issue 43: '5 per hour' for '5 per minute' was paid (the per-words were
+    of time ('5 and a half' is no rate). Before: '5 per hour' for '5 per minute' was paid (the per-words were
     read as no unit on either side)."""
     text = _normal(written.replace("\\$", " ").replace("$", " ")).rstrip(".")
     last = _LAST_DIGIT.search(text)
@@ -249,9 +249,9 @@ def unit_around(text: str, start: int, end: int) -> tuple[str, str]:
 
 def _unit_after(text: str, end: int) -> str:
     """The unit words after text[end] (' m', ' cm ⁻¹'), read through LaTeX spacing and a text group as a statement's
-    are (issue 43's red team: '\\boxed{5}\\,\\text{cm}' was read with no unit, so it answered '5 m')."""
+    are ('\\boxed{5}\\,\\text{cm}' was read with no unit, so it answered '5 m')."""
     if text[end - 1:end] == "}" and _FACTORIAL_AFTER.match(text, end, end + 40):
-        return " !"  # '\\boxed{42} !': a factorial, read by unit_problem (fourth red team, finding 9)
+        return " !"  # '\\boxed{42} !': a factorial, read by unit_problem (red team)
     match = _FOLLOWING.match(_normal(text[end:end + 80]))
     if match is None:
         return ""
@@ -262,7 +262,7 @@ def _unit_after(text: str, end: int) -> str:
     return ""
 
 
-# A '!' after a number or a box, through spacing, is a factorial, not the end of a sentence (fourth red team): after a
+# A '!' after a number or a box, through spacing, is a factorial, not the end of a sentence (red team): after a
 # box only these are read as what follows it ('\\boxed{42} !'); '\\!' is a negative thin space. Detached from its
 # number, math-verify drops it and reads 42.
 _FACTORIAL_AFTER = re.compile(r"(?:\s|~|\\[,;: ]|\\!){0,8}!(?!=)")
@@ -272,7 +272,7 @@ _TRAILING_WORDS = re.compile(r"(?<=[\d.])\s*([^\W\d_][^\d\\{}$]{0,40})\Z")
 
 def without_unit(text: str) -> str:
     """`text` without the unit words that end it ('5 mL' -> '5', '5 KM' -> '5'), when they name a unit we know; the
-    units themselves are compared by unit_problem (issue 43's red team: '5 ml' for '5 mL' was WRONG)."""
+    units themselves are compared by unit_problem ('5 ml' for '5 mL' was WRONG)."""
     words = _TRAILING_WORDS.search(text, max(0, len(text) - 48))
     return text[:words.start()] if words and _named(words.group(1).strip().rstrip(".")) else text
 
@@ -289,7 +289,7 @@ def _nouns(words: list[str], spaced: bool) -> set[str]:
 
 def unit_problem(written: str, gold: str) -> str | None:
     """Why the answer's unit differs from the reference's; None otherwise. Known units compare by key ('pound'
-    is either lb or GBP: _EITHER); a known unit against the reference's words is WRONG (issue 43's red team:
+    is either lb or GBP: _EITHER); a known unit against the reference's words is WRONG (red team:
     '5 kilowatts' for '5 watts' and '5 MB' for '5 GB' were never compared while the reference's unit was
     unknown). Words on either side or both are read as the number; so is a word that changes the value ('percent',
     'dozen': rlvr.verifiers.math.forms decides those)."""
@@ -301,7 +301,7 @@ def unit_problem(written: str, gold: str) -> str | None:
         return f"a rate per {my_rate} where the reference's is per {their_rate}"
     if mine and theirs and mine != theirs and frozenset((mine, theirs)) not in _EITHER:
         return f"unit {mine} where the reference has {theirs} (units are compared, never converted)"
-    if theirs and not mine and my_words:  # '5 furlongs' for '5 m': a word that is no unit we know (issue 43)
+    if theirs and not mine and my_words:  # '5 furlongs' for '5 m': a word that is no unit we know
         return f"a word where the reference has the unit {theirs} (not a unit this verifier knows)"
     their_nouns = _nouns(their_words, their_space)
     if mine and not theirs and their_nouns:  # '5 kg' for '5 apples'

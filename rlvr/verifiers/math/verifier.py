@@ -68,7 +68,7 @@ TRUNCATED = "cut at max_new_tokens without an explicit final answer (\\boxed{}, 
 _HAVE_MATH_VERIFY = importlib.util.find_spec("math_verify") is not None
 MAX_NESTING = 10  # bracket depth; antlr parse time grows steeply with it (12 nested braces: ~2 s)
 MAX_EXPONENT = 10_000  # 10^{10^{10}} makes sympy build a 10-billion-digit integer
-STARVED_WALL_FACTOR = 3.0  # a worker starved of CPU gets up to this many budgets of wall-clock time (issue 43)
+STARVED_WALL_FACTOR = 3.0  # a worker starved of CPU gets up to this many budgets of wall-clock time
 _CACHE_SIZE = 4096  # math-verify replies remembered per MathVerifier (cleared when full)
 # The worker program is verifiers/math/worker.py itself, run as `python -c <its text>`: it needs neither rlvr on the
 # child's sys.path nor an import of this package in the child.
@@ -179,7 +179,7 @@ class MathVerifyWorker:
     def _read_line_in_budget(self, timeout_s: float) -> bytes | None:
         """The reply within `timeout_s` of wall-clock time, extended while the worker is runnable yet starved of CPU (a
         loaded machine: it used under half the budget in CPU time), up to STARVED_WALL_FACTOR budgets. A worker that
-        sleeps or has used its CPU budget gets no more. Issue 43: at load 5, comparisons under a budget of 1 s timed
+        sleeps or has used its CPU budget gets no more. Measured: at load 5, comparisons under a budget of 1 s timed
         out and scored 0 though the worker had barely run."""
         started, (cpu, _) = time.monotonic(), self._cpu()
         line = self._read_line(started + timeout_s)
@@ -268,7 +268,7 @@ class MathVerifier:
 
     def verify(self, completion: str, reference: str, truncated: bool = False) -> Verdict:
         """`truncated`: the completion was cut at max_new_tokens, not ended by the model; then only an explicit final
-        answer counts (EXPLICIT_KINDS): a cut ramble ending in the right number scored 1 before (issue 48)."""
+        answer counts (EXPLICIT_KINDS): a cut ramble ending in the right number scored 1 before."""
         try:
             return self._verify(completion, reference, truncated)
         except Exception as err:  # total: a verifier bug is an ERROR verdict, never a crash or a reward
@@ -306,19 +306,19 @@ class MathVerifier:
         if final.problem:  # retracted, hedged after it, or part of a larger expression (rlvr.verifiers.math.around)
             outcome = Outcome.UNPARSEABLE if final.problem.startswith("unparseable") else Outcome.WRONG
             return Verdict(outcome, 0.0, final.problem)
-        problem = hedge_problem(final, gold) or unit_problem(final.written, gold)  # units: issue 43
+        problem = hedge_problem(final, gold) or unit_problem(final.written, gold)  # units
         if problem:
             return Verdict(Outcome.WRONG, 0.0, problem if problem.startswith("hedged") else
                            f"extracted {_short(pred)}, expected {_short(gold)} ({problem})")
-        return self._compare(*without_rate(pred, gold, final.written))  # '5 per hour' for '5 an hour' (issue 43)
+        return self._compare(*without_rate(pred, gold, final.written))  # '5 per hour' for '5 an hour'
 
     def _compare(self, pred: str, gold: str) -> Verdict:
         """Exact numbers, else math-verify behind the shape checks and the value guards."""
-        problem = relation_problem(pred, gold)  # '\\boxed{(\\geq 5)}', 'Answer: != 5' bound 5 (issue 43, fourth round)
+        problem = relation_problem(pred, gold)  # '\\boxed{(\\geq 5)}', 'Answer: != 5' bound 5
         if problem:
             return Verdict(Outcome.WRONG, 0.0, f"extracted {_short(pred)}, expected {_short(gold)} ({problem})")
-        pred = exact_part(pred)  # 'x = 1/3 \\approx 0.33' states 1/3 (issue 43)
-        same = numbers_match(counted_value(pred) or pred, gold)  # '\\boxed{18 dollars}' is 18 (issue 43)
+        pred = exact_part(pred)  # 'x = 1/3 \\approx 0.33' states 1/3
+        same = numbers_match(counted_value(pred) or pred, gold)  # '\\boxed{18 dollars}' is 18
         if same is not None:
             return self._judge(same, pred, gold)
         # Identical text still goes to math-verify (cached): only it can tell that a gold answer such as

@@ -1,18 +1,18 @@
 """Numbers written in words, mixed numbers, fractions named in words and repeating decimals written with dots
-(issue 43). Strings and Fractions only: this runs in the trainer's process, never sympy.
+. Strings and Fractions only: this runs in the trainer's process, never sympy.
 
 Decisions (tests/test_math_statements.py; corpus rows of forms 'number_words', 'mixed_number', 'fraction_words',
-'repeating_dots'); before issue 43 each of these was read as a bare number or as two answers:
+'repeating_dots'); before these rules each of these was read as a bare number or as two answers:
 - A whole number in words is its value: 'five' == 5, 'twenty-one' == 21, 'one hundred and five' == 105, 'two
   thousand three hundred' == 2300, 'twelve hundred' == 1200. Words out of order ('five three', 'one thousand two
-  thousand') are no number. Hyphens join words ('three-fifths'), and '½', '2¾' are fractions (issue 43).
+  thousand') are no number. Hyphens join words ('three-fifths'), and '½', '2¾' are fractions.
 - A mixed number is one value: '5 1/2' == 11/2, '2 and 3/4' == 11/4, '5 and a half' == 11/2, 'five and three
   quarters' == 23/4, '-5 1/2' == -11/2. Only with a proper fraction: '3 4/3' stays two numbers (a hedge), and
   '5 1/2' never reads as 5 or as 1/2. 'A and B/C' reads as the mixed number against a list reference too.
 - A count of a fraction word is that fraction: '3 fifths' == 3/5, '5 tenths' == 1/2, 'a half' == 1/2, 'three
   quarters' == 3/4 ('second' is a unit of time, not a denominator). A plural magnitude is its factor: '3 dozens'
   == 36 (rlvr.verifiers.math.forms.magnitude), so neither is trimmed to the bare count (rlvr.verifiers.math.latex).
-- Issue 43, fifth round: a leading 'ca.', 'circa' or 'approx.' marks an estimate, as '~' does: 'ca. 4' is not 4.
+- A leading 'ca.', 'circa' or 'approx.' marks an estimate, as '~' does: 'ca. 4' is not 4.
 - A decimal followed by '...' (or '\\ldots', '\\dots', '…') repeats its shortest tail written at least twice in a
   row: '0.333...' == 1/3, '0.1666...' == 1/6, '0.142857142857...' == 1/7. Without such a tail ('3.14159...',
   '0.12...') it is a cut-off decimal with no exact value: WRONG (rlvr.verifiers.math.forms.value_problem), never
@@ -26,8 +26,8 @@ from fractions import Fraction
 from rlvr.verifiers.math.forms import changes_count, magnitude
 from rlvr.verifiers.math.numerals import _ONES, _SCALES, _TENS, cardinal, denominator
 
-_HYPHEN = re.compile(r"(?<=[a-z])-(?=[a-z])")  # 'three-fifths', 'one-half' (issue 43)
-# '½', '2¾': vulgar fractions as the fractions they are (issue 43)
+_HYPHEN = re.compile(r"(?<=[a-z])-(?=[a-z])")  # 'three-fifths', 'one-half'
+# '½', '2¾': vulgar fractions as the fractions they are
 _VULGAR = str.maketrans({"½": " 1/2", "⅓": " 1/3", "⅔": " 2/3", "¼": " 1/4", "¾": " 3/4", "⅕": " 1/5", "⅖": " 2/5",
                          "⅗": " 3/5", "⅘": " 4/5", "⅙": " 1/6", "⅚": " 5/6", "⅛": " 1/8", "⅜": " 3/8", "⅝": " 5/8",
                          "⅞": " 7/8"})
@@ -39,9 +39,9 @@ _DOZENS_OF = re.compile(r"\s*((?:half\s+an?|an?|[a-z]+|\d+)\s+dozen)\s+([^\W\d_]
                         r"\s*[.!]?\s*", re.IGNORECASE)
 _COUNT_OF = re.compile(r"(.+?)\s+([a-z]+)")
 DOTS = re.compile(r"([-+]?)(\d*)\.(\d+)\s*(?:\.\.\.|\\[lc]?dots\b|…)")
-# A leading '~', '\sim', '\approx' or '≈' marks an estimate: '~5' is about 5, never 5 (issue 43). Inside LaTeX a
+# A leading '~', '\sim', '\approx' or '≈' marks an estimate: '~5' is about 5, never 5. Inside LaTeX a
 # '~' is a space, but no answer starts with one.
-# Issue 43, fifth round: so do 'ca.', 'circa' and 'approx.' ('Answer: ca. 4' was paid 4).
+# So do 'ca.', 'circa' and 'approx.' ('Answer: ca. 4' was paid 4).
 ESTIMATE = re.compile(r"\s*(?:~|\\sim(?![A-Za-z])|\\approx(?![A-Za-z])|[≈∼]|(?:ca|circa|approx)(?![A-Za-z])\.?)"
                       r"\s*[-+]?[\d.]", re.IGNORECASE)
 
@@ -73,7 +73,7 @@ def words_value(text: str) -> Fraction | None:
     """The value of a mixed number, a fraction in words or a whole number in words (see the module docstring)."""
     text = _HYPHEN.sub(" ", " ".join(text.lower().translate(_VULGAR).split()).removesuffix("."))
     if _FRACTION.fullmatch(text):  # '½'
-        numerator, below = map(int, text.split("/"))  # '1/00' is over zero too (issue 43: it raised)
+        numerator, below = map(int, text.split("/"))  # '1/00' is over zero too (it raised)
         return Fraction(numerator, below) if below else None
     mixed = _MIXED.fullmatch(text)
     if mixed:
@@ -85,7 +85,7 @@ def words_value(text: str) -> Fraction | None:
     whole, part = (_count(parts.group(2)), _fraction_words(parts.group(3))) if parts else (None, None)
     if whole is not None and part is not None and 0 < part < 1 and parts.group(2) not in ("a", "an"):
         return (whole + part) * (-1 if parts.group(1) in ("-", "\u2212") else 1)
-    dozens = _DOZENS.fullmatch(text)  # 'a dozen', 'two dozen', 'half a dozen' (issue 43's red team)
+    dozens = _DOZENS.fullmatch(text)  # 'a dozen', 'two dozen', 'half a dozen'
     if dozens:
         count = Fraction(1, 2) if dozens.group(1).startswith("half") else _count(dozens.group(1))
         return None if count is None else count * 12
@@ -93,7 +93,7 @@ def words_value(text: str) -> Fraction | None:
 
 
 def dozens_counted(answer: str) -> str | None:
-    """'a dozen eggs' -> 'a dozen', '3 dozen eggs' -> '3 dozen' (issue 43's red team): a count of dozens before plain
+    """'a dozen eggs' -> 'a dozen', '3 dozen eggs' -> '3 dozen': a count of dozens before plain
     nouns (none that changes the value: rlvr.verifiers.math.forms.changes_count); None for anything else."""
     match = _DOZENS_OF.fullmatch(answer.replace("**", ""))
     if match is None or any(changes_count(word) for word in match.group(2).split()):
@@ -123,7 +123,7 @@ _APPROXIMATELY = re.compile(r"\\approx(?![A-Za-z])|≈")
 
 
 def exact_part(answer: str) -> str:
-    """An exact value stated before its approximation: 'x = 1/3 \\approx 0.33' -> 'x = 1/3' (issue 43); `answer` itself
+    """An exact value stated before its approximation: 'x = 1/3 \\approx 0.33' -> 'x = 1/3'; `answer` itself
     otherwise ('x \\approx 4' states no exact value: approximation_problem)."""
     approx = _APPROXIMATELY.search(answer)
     return answer[:approx.start()].rstrip() if approx and "=" in answer[:approx.start()] else answer
@@ -141,6 +141,6 @@ def approximation_problem(answer: str) -> str | None:
     return None
 
 
-# '5\\ldots', '5 \\cdots', '5…' at the end of an answer: cut off or the start of a sequence, as '3.14159...' is (issue
-# 43's third red team, finding 7). Plain '5...' is left to the prose rules: clean() drops it as a trailing ellipsis.
+# '5\\ldots', '5 \\cdots', '5…' at the end of an answer: cut off or the start of a sequence, as '3.14159...' is (red
+# team). Plain '5...' is left to the prose rules: clean() drops it as a trailing ellipsis.
 _CUT_WHOLE = re.compile(r"\d\s*(?:\\[lc]?dots(?![A-Za-z])|…)\s*\Z")

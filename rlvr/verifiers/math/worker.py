@@ -117,7 +117,7 @@ def equation_problem(gold, pred) -> str | None:
     if isinstance(gold, (Relational, And)) or not all(isinstance(r, Eq) for r in relations):
         return None
     # every link of a chain without unknowns must hold, also after an assignment: 'x = 3 = 4' is no value
-    # (issue 24; math-verify took its last side, 4), 'x = 3 + 4 = 7' is 7
+    # (math-verify took its last side, 4), 'x = 3 + 4 = 7' is 7
     if any(not r.free_symbols and not close(r.lhs, r.rhs) for r in relations):
         return "a false equation is not a value"
     if is_assignment_relation(pred):
@@ -144,7 +144,7 @@ def guard(gold, pred) -> str | None:
 
 def as_interval(pred, gold):
     """`pred` as the set it describes when the reference is an interval and `pred` an inequality in one unknown:
-    'x > 3' for '(3, \\infty)' (issue 24; math-verify matches them only the other way round). Unchanged
+    'x > 3' for '(3, \\infty)' (math-verify matches them only the other way round). Unchanged
     otherwise; sympy decides the set, so 'x^2 > 9' is not '(3, \\infty)'."""
     from sympy import And, Interval, Union
     from sympy.core.relational import Eq, Ne, Relational

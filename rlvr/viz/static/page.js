@@ -23,7 +23,7 @@
     {id: "grad_norm", title: "Gradient norm", keys: ["grad_norm"]},
     {id: "truncated", title: "Truncated share", keys: ["truncated_fraction"]},
     {id: "memory", title: "Peak memory (GB)", keys: ["peak_memory_gb"]},
-    // multi-turn runs only (issue 26): not listed as missing in a run without episodes
+    // multi-turn runs only: not listed as missing in a run without episodes
     {id: "episodes", title: "Episodes: valid-call share and stop reasons", episodes: true,
      match: (k) => /^episode\/(valid_call_share|stop_)/.test(k)},
     {id: "episode_turns", title: "Episodes: turns and tool calls per episode", episodes: true,
@@ -261,7 +261,7 @@
       `step ${group.step} · reference ${group.reference} · G = ${group.completions.length} · clip range ` +
       `[${fmt(1 - group.clip_low)}, ${fmt(1 + group.clip_high)}]`));
     const scale = Math.max(...group.completions.flatMap((c) => c.token_advantages.map(Math.abs)), 0) || 1;
-    const episodes = group.completions.some((c) => c.sampled);  // issue 26: say what the grey tokens are
+    const episodes = group.completions.some((c) => c.sampled);  // say what the grey tokens are
     legendItems(LEGENDS[state.mode].concat(episodes ? [["#e4e4e4", "environment turn (not trained on)"]] : []));
     group.completions.forEach((c, j) => cards.appendChild(groupCard(group, c, j, scale)));
   }
@@ -280,7 +280,7 @@
     const body = el("div", {"class": "tokens"});
     let turn = 0;  // an episode's model turn: a sampled token after the environment's starts the next one
     c.tokens.forEach((t, k) => {
-      if (c.sampled && !c.sampled[k]) {  // an episode's environment turn: not the model's, no advantage (issue 26)
+      if (c.sampled && !c.sampled[k]) {  // an episode's environment turn: not the model's, no advantage
         body.appendChild(el("span", {"class": "tok env", "title": "environment turn (not trained on)"}, t));
         return;
       }

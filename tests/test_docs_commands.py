@@ -3,7 +3,8 @@ docs/*.md parses with the CLI's own parser and its config validates, as a dry ru
 every Python block is a file that a test runs, runs here, or is listed as not run with the reason.
 
 Placeholders, the rules: an argument under runs/ or named RUN / RUN_DIR is a run directory a user made earlier, so
-the test makes one there (the default config.yaml and a final/ model folder) in a scratch directory, where
+the test makes one there (the default config.yaml and a final/ model folder; for runs/.../final, the run around that
+model folder) in a scratch directory, where
 configs/ is the repository's; a name in SUBSTITUTE (a file of the reader's own) is replaced by a shipped one; a
 line in SKIP is not run, with the reason.
 """
@@ -136,7 +137,9 @@ def dry_run(argv: list[str], scratch: Path) -> None:
     """Parse `argv` as `rlvr` does and validate its config; any problem raises AssertionError with its message."""
     argv = [SUBSTITUTE.get(arg, arg) for arg in argv]
     for arg in argv:
-        if _RUN_DIR.match(arg):
+        if _RUN_DIR.match(arg) and arg.endswith("/final"):  # a run's model folder, given as a model
+            fake_run(scratch / arg.removesuffix("/final"))
+        elif _RUN_DIR.match(arg):
             fake_run(scratch / arg)
     try:
         args = parse(argv)

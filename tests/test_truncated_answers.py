@@ -38,7 +38,8 @@ def test_a_truncated_ramble_ending_in_the_reference_scores_zero(mode: str) -> No
 
 
 @pytest.mark.parametrize("ending", ["Answer: 42\n", "so the total is \\boxed{42}", "#### 42\nCheck",
-                                    "<answer>42</answer>", "The answer is 42. So", "Answer: 42 eggs"])
+                                    "<answer>42</answer>", "The answer is 42. So", "Answer: 42 eggs.",
+                                    "\\boxed{42}. I hope this answer helps"])
 def test_an_explicit_final_answer_still_counts_when_truncated(ending: str) -> None:
     verdict = MathVerifier(mode="latex").verify(f"{RAMBLE} eggs.\n{ending}", "42", truncated=True)
     assert (verdict.outcome, verdict.score) == (Outcome.CORRECT, 1.0)
@@ -98,11 +99,13 @@ def test_the_services_blocking_score_takes_the_flag_as_the_rewarders_does(worker
 
 def test_rlvr_verify_reads_a_lines_truncated_field(tmp_path: Path, capsys) -> None:
     path = tmp_path / "in.jsonl"
-    lines = [{"completion": RAMBLE, "reference": "42", "truncated": True}, {"completion": RAMBLE, "reference": "42"}]
+    lines = [{"completion": RAMBLE, "reference": "42", "truncated": True}, {"completion": RAMBLE, "reference": "42"},
+             {"completion": RAMBLE, "reference": "42", "finish_reason": "length"},  # vLLM's / OpenAI's word for it
+             {"completion": RAMBLE, "reference": "42", "finish_reason": "stop"}]
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     assert main(["verify", "task.answer_mode=latex", "--verifier", "math", "--input", str(path)]) == 0
     outcomes = [json.loads(line)["outcome"] for line in capsys.readouterr().out.splitlines()]
-    assert outcomes == ["unparseable", "correct"]
+    assert outcomes == ["unparseable", "correct", "unparseable", "correct"]
 
 
 @pytest.mark.parametrize("workers", [0, 1])
@@ -117,10 +120,13 @@ def test_a_plain_submit_without_the_flag_is_not_truncated(workers: int) -> None:
 
 @pytest.mark.parametrize(("ending", "reference"), [("Answer: 1", "1"), ("Answer: 0.", "0"), ("#### 42", "42"),
                                                    ("The answer is 42.", "42"), ("Answer: 42 ", "42"),
-                                                   ("Answer: 42\nSo the answer is 42", "42")])
+                                                   ("Answer: 42\nSo the answer is 42", "42"),
+                                                   ("Answer: 4 hund", "4"), ("Answer: 4 doz", "4"),
+                                                   ("Answer: 42 eggs", "42")])
 def test_a_cut_answer_line_running_to_the_end_may_be_cut_mid_value(ending: str, reference: str) -> None:
-    # "Answer: 1" cut could have been 12, "Answer: 0." 0.5: with nothing after the value before the cut (no line
-    # break, no text after a space) it does not count. Catches dropping the cut_mid_answer check in the verifier.
+    # "Answer: 1" cut could have been 12, "Answer: 0." 0.5, "Answer: 4 hund" 400: with nothing after the value before
+    # the cut (no line break, no whole word after a space) it does not count. Catches dropping the cut_mid_answer
+    # check in the verifier, and a word cut mid-way read as ending the value (_ENDED's '\w+\W').
     completion = f"{RAMBLE} eggs.\n{ending}"
     assert MathVerifier().verify(completion, reference).outcome is Outcome.CORRECT  # ended by the model: counts
     cut = MathVerifier().verify(completion, reference, truncated=True)
@@ -190,8 +196,9 @@ def test_cut_mid_answer_reads_the_last_line_and_what_follows_the_value() -> None
     assert cut("5 is 5", "5") is False  # text follows its first place on the line (search from 1: the second, True)
     assert cut("Answer: 0.5", "0.5", written="1/2") is True  # the written form is absent: the value runs to the cut
     # (taking a span found nowhere, start -1, reads 'swer: 0.5' after it: False)
-    assert cut("Answer: 5\nAnswer: x", "5") is False  # the last line's marker holds no 5: stated earlier
-    # (`not any(span not in head)`: True)
+    assert cut("Answer: 5\nI hope this answer helps", "5") is False  # 'answer' in prose, no 5 after it: stated
+    # earlier (`not any(span not in head)`: True)
+    assert cut("Answer: 5\nAnswer: x", "5") is True  # a new answer begun after it
     assert cut("Work.\nAnswer: 12", "12") is True  # runs to the cut: may be 120
 
 
@@ -203,3 +210,16 @@ def test_two_unrecordable_functions_keep_two_names() -> None:
     # "<module>:<lambda>" then "#2" (a count from the other side, '#0', would read as a first of something)
     assert len(names) == 2 and names[1] == names[0] + "#2"
     assert names[0].endswith(":test_two_unrecordable_functions_keep_two_names.<locals>.<lambda>")
+
+
+@pytest.mark.parametrize("ending", ["\\boxed{42}\n\nWait, let me recheck. Actually the answer is",
+                                    "\\boxed{42}\n\nHmm, no. Answer:", "\\boxed{42}\n\\boxed{5",
+                                    "\\boxed{42}. \\boxed{", "#### 42\n####", "<answer>42</answer>\n<answer>",
+                                    "Answer: 42\nFinal answer", "\\boxed{42} so the answer would be"])
+def test_an_earlier_answer_does_not_count_while_a_new_one_was_being_written(ending: str) -> None:
+    # cut after a new answer marker, the model was stating another answer: the earlier one may not be its final one
+    # (the whole text, 'Actually the answer is 5.', is wrong). Catches dropping _next_answer_started.
+    completion = f"{RAMBLE} eggs.\n{ending}"
+    cut = MathVerifier(mode="latex").verify(completion, "42", truncated=True)
+    assert (cut.outcome, cut.score) == (Outcome.UNPARSEABLE, 0.0), cut
+    assert extracted_answer(completion, "latex", truncated=True) is None

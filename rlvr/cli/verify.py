@@ -1,8 +1,8 @@
 """`rlvr verify`: score a JSONL file of completions with one verifier, to debug rewards before training.
 
 Input: one JSON object per line with `completion` and `reference` (or `answer`, e.g. a GSM8K '#### 42'
-solution), and optionally `"truncated": true` for a completion cut at max_new_tokens (the math verifier then
-counts only an explicit final answer, as in training). Output: one verdict per input line, `{"line": n,
+solution), and optionally `"truncated": true` or `"finish_reason": "length"` for a completion cut at max_new_tokens
+(the math verifier then counts only an explicit final answer, as in training). Output: one verdict per input line, `{"line": n,
 "outcome", "score", "detail"}`, in input order, so output line i always belongs to input line i. A line that
 cannot be used (not UTF-8, not JSON, not an object, a missing or mistyped field, a blank line) gets an `error`
 verdict whose detail names the problem; it is counted in the summary and the command still exits 0. Problems
@@ -110,9 +110,14 @@ def build_check(name: str, task: TaskConfig, episode: EpisodeConfig | None = Non
     if name == STATE_VERIFIER:
         return _state_check(task, episode), True
     verifier = build_verifier(name, task)
-    # "truncated": true (samples.jsonl records it): cut at max_new_tokens, so only an explicit answer counts
-    return (lambda line: safe_verify(verifier, line.completion, line.reference, line.record.get("truncated") is True),
+    return (lambda line: safe_verify(verifier, line.completion, line.reference, was_cut(line.record)),
             _reference_required(verifier))
+
+
+def was_cut(record: dict) -> bool:
+    """Cut at the length cap, so only an explicit answer counts: "truncated": true (samples.jsonl records it), or
+    "finish_reason": "length" (vLLM's and OpenAI's outputs say so)."""
+    return record.get("truncated") is True or record.get("finish_reason") == "length"
 
 
 def _reference_required(verifier: Verifier) -> bool:

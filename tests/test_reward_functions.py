@@ -123,6 +123,9 @@ def boom(prompts, completions, **columns):
     (lambda completions, **_: numpy.array(1.0), 2, "returned ndarray '1.0', not a list of 2 values"),
     (lambda completions, **_: [10 ** 400, 0.0], 2, "returned 1000000000000000000000000000000000000000..., a number "
                                                   "too large for a float for completion 0 ('a')"),
+    # 1e20 would zero every advantage of its group in float32 ((1e20)**2 overflows; 1e39 is inf there): refused,
+    # with 1e15 itself still a score (kills `>` -> `>=` only with a case at the bound: test_the_reward_bound...)
+    (lambda completions, **_: [0.0, -2e15], 2, "returned -2e+15, beyond +-1e+15: rewards go through float32"),
 ])
 def test_a_broken_function_is_one_error_naming_it(function, n, message):
     completions = ["a", "b" * 50, *["c"] * (n - 2)] if "'bbb" in message else ["a", "b", *["c"] * (n - 2)]
@@ -132,6 +135,25 @@ def test_a_broken_function_is_one_error_naming_it(function, n, message):
     assert isinstance(found.value, UserFacingError)  # the CLI prints it as one line, exit 2
     if function is boom:  # the line points at the user's own code
         assert f"{__file__}:" in str(found.value) and str(found.value).endswith("in boom)")
+
+
+def test_a_function_given_twice_counts_twice():
+    # TRL sums reward_funcs=[f, f]; keeping one entry per name halved the reward (weights 1 + 1 -> 1)
+    name = recorded_name(length_penalty)  # this module as pytest imported it
+    assert name is not None and name.endswith(":length_penalty")
+    assert sort_passed([length_penalty, length_penalty]).recorded == {name: 2.0}
+    assert sort_passed({length_penalty: 0.5}).recorded == {name: 0.5}
+
+
+def test_the_reward_bound_is_inclusive_and_such_rewards_still_make_finite_advantages():
+    from rlvr.algorithms.advantages import grpo_advantages
+
+    scored = Rewarder({"m:f": (user(lambda completions, **_: [1e15, -1e15, 0.0, 0.0], "m:f"), 1.0)}).score(
+        [PROMPT] * 4, ["a", "b", "c", "d"])
+    assert scored.rewards.tolist() == pytest.approx([1e15, -1e15, 0.0, 0.0], rel=1e-7)  # float32: 9.99999987e14
+    # one group [1e15, -1e15, 0, 0]: mean 0, Bessel std sqrt(2e30 / 3) = 8.165e14, advantages 1.2247, -1.2247, 0, 0
+    advantages = grpo_advantages(scored.rewards.float(), group_size=4)
+    assert advantages.tolist() == pytest.approx([1.2247, -1.2247, 0.0, 0.0], abs=1e-3)
 
 
 def test_numpy_and_torch_scalars_and_bools_are_numbers():

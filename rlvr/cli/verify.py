@@ -2,10 +2,10 @@
 
 Input: one JSON object per line with `completion` and `reference` (or `answer`, e.g. a GSM8K '#### 42'
 solution), and optionally `"truncated": true` or `"finish_reason": "length"` for a completion cut at max_new_tokens
-(the math verifier then counts only an explicit final answer, as in training). Output: one verdict per input line, `{"line": n,
-"outcome", "score", "detail"}`, in input order, so output line i always belongs to input line i. A line that
-cannot be used (not UTF-8, not JSON, not an object, a missing or mistyped field, a blank line) gets an `error`
-verdict whose detail names the problem; it is counted in the summary and the command still exits 0. Problems
+(the math verifier then counts only an explicit final answer, as in training). Output: one verdict per input
+line, `{"line": n, "outcome", "score", "detail"}`, in input order, so output line i always belongs to input line i.
+A line that cannot be used (not UTF-8, not JSON, not an object, a missing or mistyped field, a blank line) gets an
+`error` verdict whose detail names the problem; it is counted in the summary and the command still exits 0. Problems
 with the command itself (unknown verifier, unreadable input, unwritable output) raise VerifyInputError before
 anything is written, which `rlvr.cli.main.main` prints as one `rlvr: error: ...` line with exit code 2.
 

@@ -32,7 +32,7 @@ class RewardConfig(_Section):
         default_factory=dict, description="your own TRL-style reward functions: 'module:function' (importable from "
         "the working directory or PYTHONPATH) or 'path/to/file.py:function' -> weight in the total reward. Called "
         "in the trainer process on the batch as f(prompts=..., completions=..., completion_ids=..., **columns) -> "
-        "one float (any sign, any size) or None (not applicable) per completion; they shape the reward and "
+        "one float (any sign, any size up to 1e15) or None (not applicable) per completion; they shape the reward and "
         "best-of-k, while held-out correctness stays the verifiers' (task.verifiers)")
     function_format: Literal["text", "conversational"] = Field(
         "text", description="what reward.functions receive: text (prompts = the last user turn, completions = "

@@ -3,8 +3,9 @@
 
 A function is TRL's reward-function contract (GRPOTrainer's `reward_funcs`): called by keyword with `prompts`,
 `completions`, `completion_ids` (when the token ids are known) and every extra dataset column, it returns one float or
-None per completion (None: this function does not score that row). Any sign and any size: the group baseline and
-its standard deviation (advantages.py) take any real reward, so nothing is clamped.
+None per completion (None: this function does not score that row). Any sign and any size up to 1e15 (past that,
+float32 group statistics overflow: rewarder.MAX_REWARD): the group baseline and its standard deviation
+(advantages.py) take any such reward, so nothing is clamped.
 
 Where they run: in the trainer process, on the whole batch, after the verifier workers' verdicts are in
 (pool.ScoreFuture.result), as TRL calls them. The workers exist to bound one sample's check in time and to survive a
@@ -152,8 +153,8 @@ def sort_passed(reward_funcs: RewardFuncs | None) -> PassedFunctions:
             raise ConfigError(f"train(reward_funcs=...): the weight of {function!r} must be a finite number, "
                               f"got {weight!r}")
         name = recorded_name(function)
-        if name is not None:
-            recorded[name] = float(weight)
+        if name is not None:  # one function given twice counts twice, as TRL sums its reward_funcs
+            recorded[name] = recorded.get(name, 0.0) + float(weight)
             continue
         base = f"{getattr(function, '__module__', '?')}:{getattr(function, '__qualname__', type(function).__name__)}"
         name = base if base not in unrecorded else f"{base}#{len(unrecorded) + 1}"  # two lambdas stay two

@@ -11,7 +11,7 @@ a Verifier (rlvr.verifiers) or a TRL-style reward function (rlvr/rewards/functio
     f(prompts=[...], completions=[...], completion_ids=[...], **columns) -> list[float | None]
 
 where None (or NaN, as TRL stores None) means "not applicable": it contributes 0, as TRL's nansum does, and is
-counted as UNPARSEABLE. A function's number is its score as it is, of any sign and size (a -len/1000
+counted as UNPARSEABLE. A function's number is its score as it is, of any sign and size up to 1e15 (a -len/1000
 penalty was clamped to 0 before, silently); a score >= 1 reads as CORRECT in the outcome counts. A verifier never
 raises (design.md principle 7); a function that raises, returns another number of values than completions, or a
 value that is no number, stops with one RewardFunctionError naming it: its score would otherwise be a silent 0.
@@ -50,6 +50,9 @@ def prompt_text(prompt: Prompt) -> str:
     return prompt.messages[-1].get("content", "") if prompt.messages else ""
 
 
+# float32 holds 3.4e38: a group's mean and its squared deviations (advantages.py) stay finite for rewards up to ~1e19,
+# and a weighted sum of several still has room; 1e15 leaves both with margin, far above any reward in use
+MAX_REWARD = 1e15
 RESERVED_COLUMNS = ("prompts", "completions", "completion_ids")  # the arguments TRL itself passes a reward function
 
 
@@ -83,6 +86,9 @@ def verdict_from_value(value: Any) -> Verdict:
         return Verdict(Outcome.UNPARSEABLE, 0.0, "reward function returned NaN")
     if not math.isfinite(number):
         raise ValueError(f"{number}, not a finite number")
+    if abs(number) > MAX_REWARD:
+        raise ValueError(f"{number:g}, beyond +-{MAX_REWARD:g}: rewards go through float32 group statistics, where "
+                         "larger ones overflow (scale the function's values down)")
     return Verdict(Outcome.CORRECT if number >= 1.0 else Outcome.WRONG, number, f"reward {number:g}")
 
 

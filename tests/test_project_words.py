@@ -1,7 +1,9 @@
 """Project words only: the code, docs, tests and tools speak of what the project does, never of how its work was
 organised. Issue numbers live in CHANGELOG.md and commit messages; labels of work stages and paths on one
 developer's disk belong to no reader. A scan over every text file of the repository's own parts, with an
-allow-list whose every entry says why, and a self-test that the scan finds a planted line of each kind."""
+allow-list whose every entry says why, and a self-test that the scan finds a planted line of each kind. User pages
+(README.md, CONTRIBUTING.md, docs/*.md) are also kept free of the labels of review rounds: they say what the code
+does; which review found a rule is history, kept in the dated lab notes under docs/notes/."""
 from __future__ import annotations
 
 import re
@@ -25,6 +27,15 @@ KINDS = {
     "developer path": re.compile(r"(?<![\w.])/(?:work|root)/|(?<![\w.])/home/[a-z_][\w-]*/"),
 }
 
+# User pages only: labels of the review rounds that hardened a feature ("the second red team", "fourth round",
+# "round 3", "fresh eyes"). Test names keep them ('test_the_second_red_teams_findings': '_' joins words, so no match).
+PAGE_KINDS = {
+    "review round": re.compile(
+        r"\bred[ -]teams?\b|\b(?:first|second|third|fourth|fifth|sixth)\s+(?:rounds?|red[ -]teams?|pass(?:es)?)\b"
+        r"|\bround\s+\d+\b|\bfresh[ -]eyes\b", re.IGNORECASE),
+}
+USER_PAGES = ["README.md", "CONTRIBUTING.md", "docs/*.md"]  # docs/notes/ is the lab notes' history: not a user page
+
 # (kind, pattern of the matched line, why it stays). Each must still match something, so a stale entry fails.
 ALLOWED = [
     ("issue number", r"Math-Verify issue #14",
@@ -33,11 +44,13 @@ ALLOWED = [
 SKIP_SUFFIX_KINDS = {(".css", "#number"), (".js", "#number")}  # colours and selectors, no prose
 
 
-def findings(text: str, suffix: str = ".py") -> list[tuple[int, str, str]]:
-    """(line number, kind, line) of every match in `text` that no allow-list entry covers."""
+def findings(text: str, suffix: str = ".py", user_page: bool = False) -> list[tuple[int, str, str]]:
+    """(line number, kind, line) of every match in `text` that no allow-list entry covers; `user_page` adds the
+    kinds that only user pages are kept free of."""
+    kinds = {**KINDS, **PAGE_KINDS} if user_page else KINDS
     found = []
     for number, line in enumerate(text.splitlines(), 1):
-        for kind, pattern in KINDS.items():
+        for kind, pattern in kinds.items():
             if (suffix, kind) in SKIP_SUFFIX_KINDS or not pattern.search(line):
                 continue
             if any(k == kind and re.search(allowed, line) for k, allowed, _ in ALLOWED):
@@ -58,13 +71,18 @@ def scanned_files() -> list[Path]:
     return [p for p in files if p.resolve() not in EXEMPT]
 
 
+def user_pages() -> set[Path]:
+    return {p.resolve() for pattern in USER_PAGES for p in ROOT.glob(pattern) if p.is_file()}
+
+
 def test_no_issue_numbers_stage_words_or_developer_paths():
-    faults = []
+    faults, pages = [], user_pages()
     for path in scanned_files():
-        for number, kind, line in findings(path.read_text(encoding="utf-8", errors="replace"), path.suffix):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for number, kind, line in findings(text, path.suffix, path.resolve() in pages):
             faults.append(f"{path.relative_to(ROOT)}:{number}: {kind}: {line[:120]}")
-    assert faults == [], "project words only (issue numbers go to CHANGELOG.md and commit messages):\n" + "\n".join(
-        faults)
+    assert faults == [], ("project words only (issue numbers go to CHANGELOG.md and commit messages; which review "
+                          "found what goes to a dated note in docs/notes/):\n" + "\n".join(faults))
 
 
 def test_every_allow_list_entry_is_still_needed():
@@ -100,3 +118,39 @@ def test_what_is_not_a_reference_passes():
         "bwrap binds /usr and /tmp; ~/.cache/huggingface holds the hub's files",
     ])
     assert findings(clean) == []
+
+
+def test_user_pages_are_readme_contributing_and_docs_but_not_the_lab_notes():
+    pages = {p.relative_to(ROOT).as_posix() for p in user_pages()}
+    assert {"README.md", "CONTRIBUTING.md", "docs/verifiers.md", "docs/results.md"} <= pages
+    assert [p for p in pages if p.startswith("docs/notes/")] == []
+    # the lab notes are still scanned for the other kinds
+    assert any(p.relative_to(ROOT).parts[:2] == ("docs", "notes") for p in scanned_files())
+
+
+def test_the_scan_finds_review_round_labels_in_user_pages_only():
+    planted = "\n".join([
+        "found by the " + "red team",
+        "### Third " + "red team: emphasis",
+        "Left after the fifth " + "round (each a judgement call)",
+        "the second " + "red-team's findings",
+        "a " + "second pass" + " over the corpus",
+        "in " + "Round 3" + " we added",
+        "## 3. An attack by " + "fresh eyes",
+        "five " + "red teams' findings included",
+    ])
+    found = findings(planted, ".md", user_page=True)
+    assert [number for number, _, _ in found] == list(range(1, 9))
+    assert {kind for _, kind, _ in found} == set(PAGE_KINDS)
+    assert findings(planted, ".md") == []  # a lab note (or code) may name the round that found something
+
+
+def test_what_is_no_review_label_passes_in_a_user_page():
+    clean = "\n".join([
+        "`q::test_the_second_red_teams_findings`, `around::test_hedges_the_red_team_found`",
+        "rounds to 3 decimals; the first rung of the curriculum",
+        "a second sample; it passes the first test; a round of 2 rollouts",
+        "bench/vs_trl.py --steps 8 --rounds 2",  # a command's option
+        "independent reviewers attacked the verifier from its claims",
+    ])
+    assert findings(clean, ".md", user_page=True) == []

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from rlvr.cli.main import main
 from rlvr.config.run import TaskConfig
 from rlvr.tasks import build_task
 from rlvr.tasks.qa import DatasetError
@@ -320,3 +321,22 @@ def test_a_conversation_with_no_user_text_is_a_bad_row(tmp_path: Path, capsys) -
     turns = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "  "}]
     qa(parquet(tmp_path / "c.parquet", chat_rows(turns)))
     assert "row 3: field 'prompt' holds no user message with text" in capsys.readouterr().err
+
+
+def test_a_missing_held_out_file_is_no_such_file(tmp_path: Path) -> None:
+    data = jsonl(tmp_path / "d.jsonl", [{"question": f"{i} + 1?", "answer": str(i + 1)} for i in range(5)])
+    with pytest.raises(DatasetError, match="task.eval_split: no such file or directory: 'nope.jsonl'"):
+        qa(data, eval_split="nope.jsonl")
+    with pytest.raises(DatasetError, match="is a single file, so the held-out split must be another file"):
+        qa(data, eval_split="test")  # a split's name, which a single file does not have
+
+
+def test_a_dataset_that_holds_nothing_out_stops_before_training(tiny_model_dir, tmp_path: Path, capsys) -> None:
+    # 3 rows: the hashed 10% picks none of them. Before, the run trained to the end and then failed (no FINISHED)
+    data = jsonl(tmp_path / "d.jsonl", [{"question": q, "answer": a} for q, a in [("1+1?", "2"), ("2+2?", "4"),
+                                                                                  ("3+3?", "6")]])
+    out = tmp_path / "run"
+    code = main(["train", f"model.name_or_path={tiny_model_dir}", f"output_dir={out}", "task.name=qa",
+                 f"task.path={data}", "max_steps=1", "logging.progress=off"])
+    assert code == 2 and "the held-out split is empty" in capsys.readouterr().err
+    assert not (out / "metrics.jsonl").exists()  # nothing trained

@@ -53,6 +53,10 @@ def user(function, name="mymodule:length_penalty", conversational=False) -> User
 def test_config_refuses_a_malformed_function_spec():
     with pytest.raises(ConfigError, match="reward.functions: 'length_penalty' is not 'module:function'"):
         load_config(None, ['reward.functions={"length_penalty": 1}'])
+    # `true` is a YAML slip, not the weight 1 (pydantic would read it so); the number 1 is a weight
+    with pytest.raises(ConfigError, match="the weight of 'm:f' is true, not a number"):
+        load_config(None, ['reward.functions={"m:f": true}'])
+    assert load_config(None, ['reward.functions={"m:f": 1}']).reward.functions == {"m:f": 1.0}
 
 
 @pytest.fixture
@@ -78,7 +82,7 @@ def test_module_and_file_forms_load_from_the_working_directory(in_a_project):
 @pytest.mark.parametrize("spec, message", [
     ("no_such_module_48:f", "cannot import 'no_such_module_48:f': ModuleNotFoundError"),
     ("rf_mod_48:missing", "'rf_mod_48:missing': rf_mod_48 has no attribute 'missing'"),
-    ("rf_mod_48:CONSTANT", "'rf_mod_48:CONSTANT' is a int, not a function"),
+    ("rf_mod_48:CONSTANT", "'rf_mod_48:CONSTANT' is an int, not a function"),
     ("nowhere/mine.py:f", "'nowhere/mine.py' does not exist"),
     ("broken.py:f", "cannot import 'broken.py:f': ZeroDivisionError: division by zero"),
 ])

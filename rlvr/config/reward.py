@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -43,6 +43,15 @@ class RewardConfig(_Section):
                             "batch's completions: the real mean, no information about the answer) | format_only "
                             "(format verifiers as they are; answer verifiers pay for a readable answer, right or "
                             "wrong; reward functions and the reward model weigh 0); evaluation stays real")
+
+    @field_validator("functions", mode="before")
+    @classmethod
+    def _no_true_weights(cls, functions: Any) -> Any:
+        # pydantic would read `true` as the weight 1.0: a YAML slip, not a weight
+        for spec, weight in (functions.items() if isinstance(functions, dict) else ()):
+            if isinstance(weight, bool):
+                raise ValueError(f"reward.functions: the weight of {spec!r} is {str(weight).lower()}, not a number")
+        return functions
 
     @field_validator("functions")
     @classmethod

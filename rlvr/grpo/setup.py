@@ -113,9 +113,11 @@ def setup(config: RunConfig, run_dir: Path, ranks: DistContext = SINGLE, passed:
     rewarder = build_rewarder(config, passed) if episodes is None else episode_rewarder(episodes)
     if episodes is None and reward_functions(rewarder):  # a column named as TRL's own arguments: refused now, not
         batch_columns([next(task.train_prompts(config.seed))])  # at the first step (a dataset's rows share columns)
-    # eval.sets: each set's task is built here, so a bad set fails before any model (the task's own held-out split is
-    # read at the first evaluation, as before: a run may train before an empty held-out split is reported)
+    # eval.sets: each set's task is built here, so a bad set fails before any model; the task's own held-out split is
+    # read at the first evaluation, but a dataset that held none out fails now, not after the whole run has trained
     eval_prompts = evaluation_prompts(config, task) if config.eval.sets is not None else None
+    if config.eval.at_end and eval_prompts is None and getattr(task, "held_out", None) == []:
+        task.eval_prompts(1)  # its DatasetError says what to do
     weights = training_weights(rewarder.components, config.reward.control)
     plan = step_plan(config) if episodes is None else episode_plan(step_plan(episodes.config), rewarder)
     # every component the rewarder weighs (reward functions and the reward model too) reaches the advantages, with

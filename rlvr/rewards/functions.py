@@ -77,7 +77,8 @@ def load_reward_function(spec: str) -> Callable[..., Any]:
     except AttributeError:
         raise ConfigError(f"reward.functions: {spec!r}: {target} has no attribute {attribute!r}") from None
     if not callable(found):
-        raise ConfigError(f"reward.functions: {spec!r} is a {type(found).__name__}, not a function")
+        kind = type(found).__name__
+        raise ConfigError(f"reward.functions: {spec!r} is {'an' if kind[0] in 'aeiou' else 'a'} {kind}, not a function")
     return found
 
 

@@ -208,6 +208,8 @@ class QATask:
             held_source = _read(path, config.eval_split, config)
         elif Path(config.eval_split).expanduser().is_file():
             held_source = _read(config.eval_split, "train", config)  # a single file's only split is "train"
+        elif Path(config.eval_split).suffix or "/" in config.eval_split:  # a file's name: one that is not there
+            raise DatasetError(f"task.eval_split: no such file or directory: {config.eval_split!r}")
         else:
             raise DatasetError(f"task.eval_split={config.eval_split!r}: {path} is a single file, so the held-out "
                                f"split must be another file, or unset for a hashed 10% hold-out")
@@ -258,7 +260,8 @@ class QATask:
     def eval_prompts(self, size: int) -> list[Prompt]:
         if not self.held_out:
             raise DatasetError(f"{self.config.path}: the held-out split is empty (the hashed 10% picked none of "
-                               f"{len(self.train)} rows); set task.eval_split or add rows")
+                               f"{len(self.train)} rows); set task.eval_split or add rows (or eval.at_end=false and "
+                               "eval.every=0 to train without evaluating)")
         return [self.prompt(row) for row in first(self.held_out, size)]
 
 

@@ -340,3 +340,18 @@ def test_a_dataset_that_holds_nothing_out_stops_before_training(tiny_model_dir, 
                  f"task.path={data}", "max_steps=1", "logging.progress=off"])
     assert code == 2 and "the held-out split is empty" in capsys.readouterr().err
     assert not (out / "metrics.jsonl").exists()  # nothing trained
+
+
+@pytest.mark.parametrize(("name", "text"), [("e.jsonl", ""), ("e.csv", ""), ("h.csv", "question,answer\n"),
+                                            ("b.jsonl", "\n\n\n"), ("e.json", "  \n")])
+def test_a_file_without_rows_says_so(tmp_path: Path, name: str, text: str) -> None:
+    # `datasets` said "corresponds to no data!", or "could not read as json: " with nothing after the colon
+    (tmp_path / name).write_text(text)
+    with pytest.raises(DatasetError, match=f"{name}: the file holds no rows$"):
+        qa(str(tmp_path / name))
+
+
+def test_a_question_holding_a_mapping_has_the_wrong_type(tmp_path: Path, capsys) -> None:
+    rows = [{"question": f"{i} + 1?", "answer": str(i + 1)} for i in range(4)] + [{"question": {"a": 1}, "answer": "3"}]
+    qa(jsonl(tmp_path / "d.jsonl", rows))
+    assert "line 5: field 'question' has the wrong type: dict \"{'a': 1}\"" in capsys.readouterr().err

@@ -93,6 +93,9 @@ def _hint(column: str, columns: list[str], config: TaskConfig) -> str:
 def read_cells(record: dict[str, Any], layout: Layout) -> Cells:
     """The row's prompt and answer; raises BadCell saying why the row cannot be used."""
     value = record.get(layout.prompt)
+    if isinstance(value, (dict, bool)):  # not an empty question: the wrong kind of cell
+        raise BadCell(f"field {layout.prompt!r} has the wrong type: {type(value).__name__} {str(value)[:40]!r} "
+                      "(expected text or a list of chat messages)")
     messages = conversation(value, layout.prompt) if isinstance(value, (list, tuple)) else None
     question = json.dumps(messages, ensure_ascii=False, sort_keys=True) if messages else text(value)
     if question is None:

@@ -104,7 +104,9 @@ def load_split(path: str, split: str, subset: str | None = None) -> Any:
         try:  # a single file holds a single split, which `datasets` calls "train"
             return datasets.load_dataset(builder, data_files=str(local), split="train")
         except Exception as err:  # malformed JSON/parquet: say which file, keep the cause
-            raise DatasetError(f"{path}: could not read as {builder}: {err}") from err
+            if _holds_no_rows(local):  # `datasets` says "corresponds to no data" or nothing useful
+                raise DatasetError(f"{path}: the file holds no rows") from err
+            raise DatasetError(f"{path}: could not read as {builder}: {_innermost(err)}") from err
     if local.is_dir():
         return _load_directory(local, path, split)
     local_or_hub(path, "dataset", DatasetError, "dataset file")  # missing, or no hub: one line, not a minute of retries
@@ -112,6 +114,21 @@ def load_split(path: str, split: str, subset: str | None = None) -> Any:
         return datasets.load_dataset(path, subset, split=split)  # subset: e.g. "main" for openai/gsm8k
     except Exception as err:  # offline, unknown id, missing config name, unknown split ...
         raise DatasetError(f"could not load {path!r} split {split!r} from the Hugging Face hub: {err}") from err
+
+
+def _holds_no_rows(file: Path) -> bool:
+    """Empty, blank, or a CSV's header alone (read only when loading failed, and only for a small file)."""
+    if file.stat().st_size > 1 << 20:
+        return False
+    lines = [line for line in file.read_bytes().splitlines() if line.strip()]
+    return len(lines) <= (1 if file.suffix.lower() == ".csv" else 0)
+
+
+def _innermost(err: BaseException) -> str:
+    """The first cause of a `datasets` error ("An error occurred while generating the dataset" wraps the reason)."""
+    while (err.__cause__ or err.__context__) is not None:
+        err = err.__cause__ or err.__context__
+    return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
 
 
 def _load_directory(local: Path, path: str, split: str) -> Any:

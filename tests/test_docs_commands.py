@@ -90,12 +90,27 @@ def rlvr_argv(line: str) -> list[str] | None:
             continue
         while segment and (segment[0].endswith("$") or re.match(r"^[A-Z_][A-Z0-9_]*=", segment[0])):
             segment = segment[1:]  # a prompt (`head$`) or an environment variable
+        segment = _unwrapped(segment)
         if segment and (segment[0] == "rlvr" or segment[0].endswith("/rlvr")):
             return segment[1:]
         if "-m" in segment[:-1] and segment[segment.index("-m") + 1] == "rlvr":
             return segment[segment.index("-m") + 2:]
         segment = []
     return None
+
+
+# programs that run the command after them: `/usr/bin/time -v rlvr ...`, `timeout 600 rlvr ...`, `nohup rlvr ...`
+_WRAPPERS = {"time": {"-v", "-p"}, "timeout": set(), "nohup": set(), "nice": {"-n"}, "env": set(), "sudo": {"-E"}}
+
+
+def _unwrapped(segment: list[str]) -> list[str]:
+    """`segment` without the wrapper programs in front of the command and their options (timeout's duration)."""
+    while segment and segment[0].rsplit("/", 1)[-1] in _WRAPPERS:
+        options, segment = _WRAPPERS[segment[0].rsplit("/", 1)[-1]], segment[1:]
+        while segment and (segment[0] in options or segment[0].startswith("-") or re.fullmatch(r"[\d.]+[smh]?",
+                                                                                              segment[0])):
+            segment = segment[1:]
+    return segment
 
 
 def doc_commands() -> list[tuple[str, str, list[str]]]:
@@ -125,12 +140,20 @@ DRY_RUNS = {
     "train": run_config, "sft": run_config,
     "sample": lambda a: config_from_args(a.config, a.overrides),
     "control": lambda a: config_from_args(a.config, a.overrides),
-    "verify": lambda a: config_from_args(a.config, a.overrides),
+    "verify": lambda a: _verifier_named(a.verifier, config_from_args(a.config, a.overrides)),
     "eval": _eval_like, "generate": _eval_like,
     "recipe": lambda a: load_recipe(a.recipe, a.overrides),
     "config": lambda a: select(config_rows(RunConfig), a.section),
     "report": lambda a: None, "dashboard": lambda a: None,  # run directories only, made by the rule above
 }
+
+
+def _verifier_named(name: str, config: RunConfig) -> None:
+    """`rlvr verify --verifier NAME`: a name the command knows (built as it would be, which loads no model)."""
+    from rlvr.cli.verify import STATE_VERIFIER, build_verifier
+
+    if name != STATE_VERIFIER:
+        build_verifier(name, config.task)
 
 
 def dry_run(argv: list[str], scratch: Path) -> None:
@@ -191,6 +214,8 @@ def test_the_scan_finds_each_shape_of_command_line():
         "rlvr: error: trl.jsonl: no column 'answer' (TRL's layout)": None,
         "# every node: pip install 'rlvr[ray]'": None,
         ".venv/bin/python bench/mutate_change.py --paths rlvr/verifiers rlvr": None,
+        "/usr/bin/time -v .venv/bin/rlvr train model.lora.enabled=true": ["train", "model.lora.enabled=true"],
+        "timeout 600 nohup rlvr eval embedded": ["eval", "embedded"],
     }
     for line, argv in shapes.items():
         assert rlvr_argv(line) == argv, line
@@ -209,6 +234,7 @@ def test_the_scan_finds_each_shape_of_command_line():
     (["trian"], "parser refuses"),  # a command that does not exist
     (["eval", "embedded", "--sizes", "3"], "parser refuses"),  # a flag that does not exist
     (["eval", "runs/r", "--k", "9"], "--k 9"),  # a check of the command itself, on a made run directory
+    (["verify", "--verifier", "maths", "--input", "x.jsonl"], "unknown verifier 'maths'"),
     (["recipe", "r2"], "r2"),
     (["config", "rollout.nope"], "rollout.nope"),
 ])

@@ -10,21 +10,24 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SCANNED = ["rlvr", "tests", "bench", "scripts", "configs", "examples", "docs", "README.md", "CONTRIBUTING.md"]
+SCANNED = ["rlvr", "tests", "bench", "scripts", "configs", "examples", "docs", "README.md", "CONTRIBUTING.md",
+           "pyproject.toml", "mkdocs.yml", ".ci"]
 SUFFIXES = {".py", ".md", ".yaml", ".yml", ".toml", ".txt", ".sh", ".js", ".css", ".html", ".json", ".cfg", ".ini"}
 EXEMPT = {Path(__file__).resolve()}  # this file names what it looks for; CHANGELOG.md is not scanned at all
 
 KINDS = {
-    # "issue 48", "Issue #9", "issues 23-28"
-    "issue number": re.compile(r"\b[Ii]ssues?\s+#?\d+"),
+    # "issue 48", "Issue #9", "issues 23-28", "issue#12", "Issue-12"
+    "issue number": re.compile(r"\bissues?(?:\s+#?|#|-)\d+", re.IGNORECASE),
     # "(#23)", "knowing the run #24": a number after '#' in prose. Not '####' (GSM8K's answer marker), not a hex
     # colour ('#777;' in CSS is skipped below), not an anchor, a word or a regex's '|' before it ('PR#566',
     # 'page.md#x', '|#160'), and not after "issue" (counted as an issue number once).
-    "#number": re.compile(r"(?<![\w#&/|'\"\\])(?<![Ii]ssue )(?<![Ii]ssues )#\d{1,3}(?![\w#])"),
+    "#number": re.compile(r"(?<![\w#&/|'\"\\])(?<![Ii]ssue )(?<![Ii]ssues )(?<!PR )#\d{1,5}(?![\w#])"),
     # labels of the project's own work stages
-    "stage word": re.compile(r"\bstop\s+\d+\b|\bsessions?\s+\d+\b|\bthis session\b|\bwaves?\s+\d+\b"),
+    "stage word": re.compile(r"\bstop(?:\s+|-)\d+\b|\bsessions?(?:\s+|-)\d+\b|\bthis session\b|\bwaves?(?:\s+|-)\d+\b",
+                             re.IGNORECASE),
     # absolute paths on a developer's disk
-    "developer path": re.compile(r"(?<![\w.])/(?:work|root)/|(?<![\w.])/home/[a-z_][\w-]*/"),
+    "developer path": re.compile(r"(?<![\w.])/(?:work|root)/|(?<![\w.])/(?:home|Users)/[a-z_][\w-]*",
+                                 re.IGNORECASE),
 }
 
 # User pages only: labels of the review rounds that hardened a feature ("the second red team", "fourth round",
@@ -102,9 +105,15 @@ def test_the_scan_finds_a_planted_line_of_each_kind():
         "facts in " + "/work/" + "shared/sandbox-facts.md",
         "open('" + "/root/" + ".bashrc')",
         "cd " + "/home/" + "alice/rlvr",
+        "see " + "Issue-12" + " and " + "issue#13",
+        "the run (" + "#1234" + ")",
+        "Seen at " + "Stop 39" + ", " + "stop-40" + ", " + "Session 4" + ", " + "Wave 2",
+        "ls " + "/Users/" + "alice",
+        "cd " + "/home/" + "alice",
+        "sudo ls " + "/root/" + "x",
     ])
     found = findings(planted)
-    assert [number for number, _, _ in found] == list(range(1, 11))
+    assert sorted({number for number, _, _ in found}) == list(range(1, 17))
     assert {kind for _, kind, _ in found} == set(KINDS)
 
 
@@ -151,6 +160,7 @@ def test_what_is_no_review_label_passes_in_a_user_page():
         "rounds to 3 decimals; the first rung of the curriculum",
         "a second sample; it passes the first test; a round of 2 rollouts",
         "bench/vs_trl.py --steps 8 --rounds 2",  # a command's option
+        "vLLM PR #37082 proposes it; text[stop - 1]; os.listdir('/root') in a sandbox probe",
         "independent reviewers attacked the verifier from its claims",
     ])
     assert findings(clean, ".md", user_page=True) == []

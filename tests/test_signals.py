@@ -66,7 +66,7 @@ def test_tied_groups_are_explained_when_they_persist_and_only_at_onset() -> None
 
 
 def test_tied_advice_knows_what_the_run_does() -> None:
-    """The issue-24 default-run case: dynamic sampling on and its 12 extra prompts drawn. The note must not advise
+    """The earlier default-run case: dynamic sampling on and its 12 extra prompts drawn. The note must not advise
     turning dynamic sampling on; it may advise a higher cap (now 12) and the curriculum (off)."""
     stuck = {"zero_std_fraction": 1.0, "dynamic_sampling/extra_prompts": 12, "outcomes/math/correct": 10,
              "outcomes/math/wrong": 22}
@@ -114,7 +114,7 @@ def test_kl_alarm_needs_two_steps_and_names_the_largest_token() -> None:
 
 
 # The default run of 2026-11-26 (`rlvr train`, metrics.jsonl): steps 9-11 as logged. Entropy 0.047 at step 10
-# with all 4 groups informative and no top-up: no note (the issue-24 default printed one here).
+# with all 4 groups informative and no top-up: no note (an earlier set of rules printed one here).
 DEFAULT_RUN_STEPS = [
     {"entropy": 0.2821, "zero_std_fraction": 0.0, "dynamic_sampling/topped_up": 0, "reward_mean": 0.78125},
     {"entropy": 0.0467, "zero_std_fraction": 0.0, "dynamic_sampling/topped_up": 0, "reward_mean": 0.8125},

@@ -68,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserFacingError as err:  # config, data, model, checkpoint, engine...: one line; anything else is a bug
         print(f"rlvr: error: {err}", file=sys.stderr)
         code = 2
+    except BrokenPipeError:  # `rlvr config | head`: the reader has what it wanted; no traceback at exit either
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 0
     if own_process and is_torchrun_rank():  # no interpreter teardown: rlvr/distributed/exit.py says why
         exit_rank(code)
     return code

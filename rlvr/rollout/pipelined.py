@@ -8,7 +8,7 @@ Timeline, with the prefetch submitted before the update and every sync queued be
 
 So batch n+1 is sampled one update stale: by the weights pushed after step n-1's update, while step n+1 updates
 weights n. The sampler's log-probs in the batch are those of the policy that sampled, so the rollout correction
-(correction.py, item 3) reweights against exactly that behaviour policy; nothing else changes.
+(correction.py) reweights against exactly that behaviour policy; nothing else changes.
 
 An engine with `submit` (rollout/process.py) queues commands in order itself. Any other engine with its own
 weights is run on one background thread, and a sync first waits for that generation (`before_sync`), which gives

@@ -8,7 +8,7 @@ else its time computed (rows x calls x tool limit: every call runs to its limit)
 
 --env loop (default): an in-process tool that blocks until the bench ends (no CPU used while it "loops").
 --env code: code_agent's own environment, every call run_python("while True: pass") in the bubblewrap sandbox (the
-red team's case); the call's own limit is the task's (tool_time_limit_s, plus the sandbox's start and clean-up).
+adversarial case); the call's own limit is the task's (tool_time_limit_s, plus the sandbox's start and clean-up).
 No model runs: every row samples the same scripted turn (the embedded tokenizer's ids), then answers. Each line is
 one `EpisodeRunner.generate` (the turn of calls, then the answer turn), so it includes parsing and tokenizing (ms).
 The last line is the last turn (max_turns 1) of an environment that does not score its state: its calls are not

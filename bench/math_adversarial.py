@@ -64,7 +64,7 @@ _UNITS = {  # name -> (repeated unit, tail)
     "answer_lines_of_dollars": ("Answer: " + "$" * 995 + "1" + "$" * 995 + "\n", ""),
     "env_of_parens": ("Some reasoning here.\n\n", "$$" + "\\(" * 7000 + "1$$"),
     "env_of_equals": ("Some reasoning here.\n\n", "$" + "=" * 16000 + "1$"),
-    # a fresh-eyes attack: runs of spaces after the value, where an explanation search was tried at every space
+    # runs of spaces after the value, where an explanation search was tried at every space
     "answer_spaces_because": ("Answer: 1" + " " * 2500 + " because\n", ""),
     "answer_spaces_sentence": ("Answer: 1." + " " * 2500 + "The end.\n", ""),
     "answer_spaces": ("Answer: 1" + " " * 2500 + "\n", ""),

@@ -1,6 +1,6 @@
-"""The mutation catalogue's code-verifier entries from the red team (docs/verifiers.md (Code)): split from
-bench/mutation_catalogue.py, which joins them into CATALOGUE. Each pins a line of the doc; the mutants the red team
-found surviving (M04 ... M38 in its report) are here with the test that now catches each."""
+"""The mutation catalogue's code-verifier entries (docs/verifiers.md (Code)): split from
+bench/mutation_catalogue.py, which joins them into CATALOGUE. Each pins a line of the doc; the mutants a mutation sample
+found surviving (M04 ... M38) are here with the test that now catches each."""
 from __future__ import annotations
 
 from mutation_kind import _m

@@ -1,6 +1,6 @@
-"""The red team's findings on the math verifier: the mutations that must be caught (joined into CATALOGUE by
-bench/mutation_catalogue.py). The first group are the red team's surviving mutations on the lines as they stand
-now; the second the decisions made for its findings (docs/verifiers.md, "What stands around the answer")."""
+"""The math verifier: the mutations that must be caught (joined into CATALOGUE by
+bench/mutation_catalogue.py). The first group are surviving mutations found on the lines as they stand
+now; the second the decisions made for adversarial forms (docs/verifiers.md, "What stands around the answer")."""
 from __future__ import annotations
 
 from mutation_kind import _m

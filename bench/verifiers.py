@@ -191,7 +191,7 @@ ADVERSARIAL_CODE = {  # name -> (completion, reference); none of them is a right
                            _check("try:\n        x = 3 ** candidate(1)\n    except BaseException:\n        pass")),
     "check_loop_over_result": ("def f(n):\n    return list(range(60000))",
                                _check("assert sum(x * y for x in candidate(1) for y in range(20)) == 0")),
-    # the red team's: a range result is 30 bytes on the wire however many items it stands for
+    # a range result is 30 bytes on the wire however many items it stands for
     "range_result_set": ("def f(n):\n    return range(2 ** 63, 2 ** 63 + 10 ** 6)",
                          _asserts("assert set(f(1)) == {1}")),
     "range_result_sent_back": ("def f(n):\n    return range(2 ** 126, 2 ** 126 + 10 ** 6) if n == 0 else 0",

@@ -1,7 +1,7 @@
 """Nothing the model writes stops a run: hypothesis-generated model turns, through EpisodeRunner
 with the real embedded tokenizer, per environment (calculator, filesystem, code_agent, TextArena's GuessTheNumber).
 
-A red team's call {"path": "\\ud800"} reached the observation and the fast tokenizer raised TypeError, ending the
+A call {"path": "\\ud800"} reached the observation and the fast tokenizer raised TypeError, ending the
 training run. Here each generated turn is a model turn as an engine returns it: the ids of a text full of tool
 calls with adversarial JSON (lone surrogates, NUL and control characters as raw text or escapes, invalid escapes,
 huge strings, deep nesting, names with newlines, unclosed blocks, special-token text), or random token ids (a
@@ -60,7 +60,7 @@ BROKEN = ("\\x41", "\\q", "\\u12", "\\uZZZZ", "\\", "\x00", "\n", "\x1b")
 SCALARS = ("1", "-0", "1e400", "NaN", "-Infinity", "true", "null", "9" * 5000, "0x10", "01", "", "{", "]")
 # drawn from a tuple, the first entry is drawn most: the common case comes first
 STRING_KINDS = ("escaped",) * 3 + ("name", "raw", "name", "huge", "broken", "raw")
-NAMES = ("a", "notes.txt", "docs")  # one name of few: a write and a later cat meet (the red team's write then cat)
+NAMES = ("a", "notes.txt", "docs")  # one name of few: a write and a later cat meet (as in the crash: write, then cat)
 ARGUMENT_FORMS = ("object",) * 8 + ("string", "deep", "value")
 KEEP_KEY = (True,) * 9 + (False,)
 VALUE_KINDS = ("string",) * 5 + ("any",)
@@ -138,8 +138,8 @@ def call(draw, tools) -> str:
 @st.composite
 def shared_calls(draw, tools) -> list[str]:
     """1-3 well-formed calls whose string arguments are each one of two values drawn once for the turn: a name of
-    NAMES and an adversarial text. A write of the text to the name and a cat of the name meet (the red team's
-    write then cat) in one turn or, names being few, in later ones."""
+    NAMES and an adversarial text. A write of the text to the name and a cat of the name meet (as in the crash:
+    a write then a cat) in one turn or, names being few, in later ones."""
     pool = (json.dumps(draw(st.sampled_from(NAMES))), literal(draw(ADVERSARIAL), draw(st.booleans())))
 
     def one(tool) -> str:
@@ -290,7 +290,7 @@ def test_calculator_survives_generated_turns(tokenizer):
 
 
 def test_filesystem_survives_generated_turns(tokenizer):
-    """The red team's environment and calls: ls of a lone surrogate, write then cat of one and of NUL and ESC, a
+    """The crash's environment and calls: ls of a lone surrogate, write then cat of one and of NUL and ESC, a
     name with a newline then ls; then generated turns. Mutations caught: chat.py's escaping removed (the cat of
     NUL and ESC decodes to other text than shown()); the lone-surrogate checks of tool_calls._read_call and
     fs_tree.write both removed (the state holds a surrogate and does not encode as UTF-8)."""

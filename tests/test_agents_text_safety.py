@@ -1,7 +1,7 @@
 """Text the model controls, on its way to the tokenizer (rlvr/agents/text_safety.py): what an
-observation shows, which calls are refused for what their JSON holds, and the red team's call end to end.
+observation shows, which calls are refused for what their JSON holds, and the crashing call end to end.
 
-A red team's {"path": "\\ud800"} reached the observation and the fast tokenizer raised TypeError: the training run
+A call's {"path": "\\ud800"} reached the observation and the fast tokenizer raised TypeError: the training run
 died. The fuzz tests (tests/test_agents_fuzz.py) drive thousands of generated turns; these pin each guard alone.
 """
 from __future__ import annotations
@@ -58,7 +58,7 @@ def test_a_name_holds_no_control_character_line_break_or_surrogate():
 
 @needs_embedded
 def test_any_observation_is_tokenized_as_the_text_shown(tokenizer):
-    """The red team's crash: EnvironmentTurn.ids on a lone surrogate raised TypeError. Now any str is tokenized,
+    """The crash: EnvironmentTurn.ids on a lone surrogate raised TypeError. Now any str is tokenized,
     and the ids decode to the template's pieces around shown(text). Mutation caught: ids() encoding the observation
     without shown() (TypeError on the first text; on "\\x00" the decode is the raw NUL, not its escape)."""
     turn = EnvironmentTurn.of(tokenizer, "tool")
@@ -69,7 +69,7 @@ def test_any_observation_is_tokenized_as_the_text_shown(tokenizer):
 
 
 @pytest.mark.parametrize("payload", [
-    '{"name": "echo", "arguments": {"text": "\\ud800"}}',  # the red team's value
+    '{"name": "echo", "arguments": {"text": "\\ud800"}}',  # the crash's value
     '{"name": "echo", "arguments": {"text": ["ok", {"deep": "a\\udfffb"}]}}',  # nested
     '{"name": "echo", "arguments": {"text": "ok", "\\ud800": 1}}',  # a key
     '{"name": "ech\\ud800", "arguments": {"text": "ok"}}',  # the tool's name
@@ -134,7 +134,7 @@ def tools():
 
 @pytest.mark.parametrize("name", ["a\nb", "a\tb", "a\x00", "a\x1b", "a\x85b", "a\u2028b", "\ud800"])
 def test_names_with_control_characters_line_breaks_or_surrogates_are_refused(name):
-    """A red team's finding: a file named "a\\nb" was listed as two entries by ls. write, mkdir and mv refuse such
+    """Before, a file named "a\\nb" was listed as two entries by ls. write, mkdir and mv refuse such
     a name with one error on one line, already escaped, and leave the tree alone; a state holding one does not read
     back (a line break at either end of a path is dropped with the whitespace around it: "a\\n" names "a").
     Mutations caught: the name_problem call removed from fs_tree._name_problem; shown_name removed from
@@ -166,7 +166,7 @@ def test_a_file_keeps_nul_and_control_characters_and_refuses_a_lone_surrogate():
 
 @needs_embedded
 def test_the_red_team_calls_through_the_episode_runner(tokenizer):
-    """The finding end to end, with the embedded tokenizer: ls of "\\ud800"; write of it, then cat; a name with a
+    """The crash end to end, with the embedded tokenizer: ls of "\\ud800"; write of it, then cat; a name with a
     newline, then ls. The run goes on, each bad call is one error told back, ls lists one entry per line. Mutation
     caught: the unicode_problem check of tool_calls._read_call removed (the write's message changes)."""
     from rlvr.agents.episodes import EpisodeRunner

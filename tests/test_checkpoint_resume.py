@@ -51,7 +51,7 @@ def checkpointed(run_dir: Path, step: int = 1) -> None:
 def test_resume_auto_restarts_a_run_killed_before_its_first_checkpoint(tmp_path, capsys):
     """docs/runs.md: `output_dir=runs/long checkpoint.resume=auto` is the same line for a fresh start
     and every restart. A run preempted after writing its config.yaml but before its first checkpoint has nothing to
-    resume: the same line starts it again, its files moved aside, never deleted (fresh eyes G: it was
+    resume: the same line starts it again, its files moved aside, never deleted (it was once
     refused with "start a new run with another output_dir")."""
     out = started(tmp_path / "run")
     torn = out / "checkpoints" / "step-000001"  # killed after the rename, before the marker: not complete
@@ -146,7 +146,7 @@ def test_resume_auto_continues_from_the_checkpoint(tmp_path):
 ])
 def test_a_damaged_config_yaml_is_one_error_naming_it(tmp_path, text, says):
     """The config.yaml of a run with a checkpoint is what a resume compares against: when it is not a config,
-    the resume stops with one error naming the file and what it holds (fresh eyes F: AttributeError,
+    the resume stops with one error naming the file and what it holds (before, AttributeError,
     yaml's ParserError or UnicodeDecodeError came out)."""
     out = started(tmp_path / "run")
     checkpointed(out)
@@ -239,7 +239,7 @@ def test_resume_reads_config_yaml_as_utf8_and_its_messages_reach_the_log_at_once
 
 def test_logs_with_bytes_that_are_not_utf8_are_cut_back_without_an_error(tmp_path):
     """A crash mid-write can leave any bytes in a log's last line: that line is dropped like any torn one, and the
-    other lines are kept byte for byte, non-ASCII text included (fresh eyes F: UnicodeDecodeError)."""
+    other lines are kept byte for byte, non-ASCII text included (before, UnicodeDecodeError)."""
     kept = [json.dumps({"step": 1, "sample": "é"}, ensure_ascii=False).encode() + b"\n", b'{"step": 2}\n']
     (tmp_path / "samples.jsonl").write_bytes(b"".join(kept) + b'{"step": 3}\n{"step": 2, "x": "\xff\xfe torn')
     truncate_logs(tmp_path, 2)

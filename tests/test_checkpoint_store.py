@@ -231,7 +231,7 @@ def _fail_at(monkeypatch, method: str, when) -> None:
 def test_a_failed_resave_of_a_complete_step_keeps_the_old_one_in_use(tmp_path, monkeypatch, fault):
     """A save of a step that already has a complete checkpoint (the final save of a run resumed at its last step,
     with final/ missing) must not delete it before the new one is complete: a failure at the rename into place or
-    at the marker leaves the old one where resume finds it (fresh eyes D: it was deleted first, and a
+    at the marker leaves the old one where resume finds it (it was once deleted first, and a
     failure then left no checkpoint at all)."""
     write_checkpoint(tmp_path, 5, fill_with({"state.pt": b"old"}))
     if fault == "rename_into_place":
@@ -339,7 +339,7 @@ BAD_ENTRY = "manifest.json is malformed: the entry of state.pt"
 ])
 def test_a_malformed_manifest_is_skipped_by_name(tmp_path, manifest, says):
     """Whatever a damaged manifest holds, resume skips that checkpoint with a message naming it and takes the one
-    before (fresh eyes E: a null or listed "files", or an entry without its size, raised AttributeError,
+    before (a null or listed "files", or an entry without its size, once raised AttributeError,
     TypeError or KeyError out of latest_good; an empty map passed with the checkpoint's files deleted)."""
     write_checkpoint(tmp_path, 1, fill_with({"state.pt": b"one"}))
     newest = write_checkpoint(tmp_path, 2, fill_with({"state.pt": b"two"}))

@@ -368,7 +368,7 @@ def test_eval_list_flags_are_checked_before_loading(tmp_path, capsys, extra, fra
 
 @pytest.mark.sandbox
 def test_verify_survives_lone_surrogates_in_error_text(tmp_path, capsys):
-    # review P3: a model-written `raise ValueError('\ud800')` ends up in the detail; the output stays writable
+    # a model-written `raise ValueError('\ud800')` ends up in the detail; the output stays writable
     row = {"completion": "def f(x):\n    raise ValueError('\\ud800')",
            "reference": json.dumps({"asserts": ["assert f(1) == 1"]})}
     path = write_jsonl(tmp_path / "in.jsonl", [row])

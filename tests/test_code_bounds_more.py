@@ -33,7 +33,7 @@ HARNESS_ENCODE = harness_main._encoder()
 # ---------------------------------------------------------------- decimals.order_weight: how deep, how far
 def test_nested_lists_are_counted_four_levels_deep(monkeypatch):
     # 16 items of 4 lists of 4 lists of 4 lists of 4 ints. By hand: 16 + 16*4 + 64*4 + 256*4 + 1024*4, each level
-    # counted as many times as it is deep (red team: `<` on lists compares the differing pair with `==` first):
+    # counted as many times as it is deep (`<` on lists compares the differing pair with `==` first):
     # 16 + 64 + 256*2 + 1024*3 + 4096*4 = 20048, over FREE_WEIGHT, so sorting it pays 20048 * log2(16) * SORT_S.
     # Counted only three levels deep it would weigh 3664 and sort for free.
     leaf = [0] * 4

@@ -136,14 +136,14 @@ def test_collector_is_paused_while_judging_and_resumed_after():
     assert gc.isenabled()
 
 
-# ---------------------------------------------------------------- red team: single C calls, the collector
+# ---------------------------------------------------------------- single C calls, the collector
 @pytest.mark.parametrize("assertion", [
     "assert len(set(range(f(1)))) == 2",  # a set of 1,000,000 ints: 0.2-0.4 s in C (hash_bound, then set())
     "assert Counter(range(f(1))) == Counter()",
     "assert f(list(range(f(1)))) == 1",  # encoding 1,000,000 ints to send back: 0.1 s, dumping them 0.07 s more
 ])
 def test_single_c_calls_over_a_million_items_are_charged_before_they_run(assertion):
-    # finding 1: values.hash_bound charges HASH_S_PER_ITEM per item before its C calls run (0.2 s for 1,000,000:
+    # values.hash_bound charges HASH_S_PER_ITEM per item before its C calls run (0.2 s for 1,000,000:
     # more than the budget, so it fails at once), wire.encode checks the budget as it goes, the JSON dump of what it
     # encoded so far included. Here: 25 ms, 25 ms and 80 ms of this thread's CPU; without the charges 0.18-0.23 s
     # for the first two, and the third was never stopped ("got 1000000": not the budget's message)
@@ -164,7 +164,7 @@ def test_a_defaultdict_built_from_colliding_pairs_is_refused():
 
 
 def test_the_collector_runs_while_waiting_and_a_full_collection_is_not_charged():
-    # finding 5: Budget paused the collector for the whole session, so a candidate that slept kept it off; now
+    # Budget paused the collector for the whole session, so a candidate that slept kept it off; now
     # waiting() resumes it, and gives back the CPU of a wait during which a full collection ran
     was = gc.isenabled()
     gc.enable()

@@ -1,6 +1,6 @@
-"""The red team's findings on candidate calls: Python's evaluation order exactly (finding 2), the
-arguments a call changes in place (7a), built-in methods on a returned copy (7b), `entry` (8) and a subclass's
-methods in a chain (9a).
+"""Candidate calls: Python's evaluation order exactly, the
+arguments a call changes in place, built-in methods on a returned copy, `entry` and a subclass's
+methods in a chain.
 
 The first half stands the harness's own functions (code/harness_main.py, run in this process) in for the sandbox:
 the requests are the ones the session would send, answered by the code the sandbox would run; the second half runs
@@ -30,7 +30,7 @@ COUNTER = "n = 0\ndef nxt():\n    global n\n    n += 1\n    return n\ndef pair(a
 @pytest.mark.parametrize("code,assertion,python", [
     # what Python says, by hand: g(1) is called before 1 + h(2) is evaluated, and f after both
     (LOG, "assert f(g(1), 1 + h(2)) == 'ghf'", True),
-    (LOG, "assert f(g(1), 1 + h(2)) == 'hgf'", False),  # the red team's order: h first (it passed)
+    (LOG, "assert f(g(1), 1 + h(2)) == 'hgf'", False),  # h first (it passed before)
     (LOG, "assert f(g(1), b=-h(2)) == 'ghf'", True),
     (LOG, "assert f(g(1), [h(2)]) == 'ghf'", True),
     (COUNTER, "assert pair(nxt(), nxt() * 10) == (1, 20)", True),  # nxt() = 1, then nxt() = 2 -> 20
@@ -70,7 +70,7 @@ def test_a_prefix_that_is_plain_data_goes_on_in_the_parent():
 
 
 def test_candidate_names_the_entry_and_only_the_entry():
-    # finding 8: with an entry, `candidate` is the entry; a function the completion calls `candidate` is its own
+    # with an entry, `candidate` is the entry; a function the completion calls `candidate` is its own
     code = "def candidate(x):\n    return x + 1"
     assert judge(code, "assert candidate(1) == 2", entry="add_one")[0] == [False]  # add_one is not defined
     assert judge(code + "\ndef add_one(x):\n    return candidate(x)", "assert candidate(1) == 2",
@@ -79,7 +79,7 @@ def test_candidate_names_the_entry_and_only_the_entry():
 
 
 def test_arguments_a_call_changes_are_written_back():
-    # finding 7a: Python's caller sees the change; the parent's comprehension variable is the caller's object
+    # Python's caller sees the change; the parent's comprehension variable is the caller's object
     code = ("def sort_in_place(a):\n    a.sort()\ndef add(d):\n    d['x'] = 1\n    raise ValueError\n"
             "def grow(xs):\n    xs[0].append(1)\n")
     oks, _ = judge(code, "assert all(sort_in_place(a) is None and a == [1, 2, 3] for a in [[3, 1, 2]])",
@@ -102,7 +102,7 @@ def test_writing_back_has_known_limits():
 
 
 def test_builtin_methods_run_on_the_parents_copy():
-    # finding 7b: `make_stack([1, 2]).pop()` is list.pop on the parent's copy (it was refused as not evaluated)
+    # `make_stack([1, 2]).pop()` is list.pop on the parent's copy (it was refused as not evaluated)
     code = "def make_stack(xs):\n    return list(xs)\ndef f():\n    return {'a': 1}\ndef s():\n    return {1}\n"
     oks, _ = judge(code, "assert make_stack([1, 2]).pop() == 2", "assert f().pop('a') == 1",
                    "assert f().setdefault('b', 5) == 5", "assert sorted(make_stack([3, 1])) == [1, 3]",
@@ -137,20 +137,20 @@ def check(body: str) -> str:
 
 @pytest.mark.sandbox
 @pytest.mark.parametrize("code,reference,passed", [
-    (LOG, {"asserts": ["assert f(g(1), 1 + h(2)) == 'ghf'"]}, True),  # finding 2, as Python says
+    (LOG, {"asserts": ["assert f(g(1), 1 + h(2)) == 'ghf'"]}, True),  # the evaluation order, as Python says
     (LOG, {"asserts": ["assert f(g(1), 1 + h(2)) == 'hgf'"]}, False),
     (COUNTER, {"asserts": ["assert pair(nxt(), nxt() * 10) == (1, 20)"]}, True),
     (STACK, {"asserts": ["assert size(Stack().push(1), nxt() + 1) == 12"]}, True),
-    # finding 7a: in a check program, as HumanEval-style in-place tests write it
+    # an argument changed in place, in a check program, as HumanEval-style in-place tests write it
     ("def sort_in_place(a):\n    a.sort()", {"check": check("a = [3, 1, 2]\ncandidate(a)\nassert a == [1, 2, 3]"),
                                              "entry": "sort_in_place"}, True),
     ("def sort_in_place(a):\n    a.reverse()", {"check": check("a = [3, 1, 2]\ncandidate(a)\nassert a == [1, 2, 3]"),
                                                 "entry": "sort_in_place"}, False),  # [2, 1, 3]
     ("def add(d):\n    d['x'] = 1\n    raise ValueError", {"check": check(
         "d = {}\ntry:\n    candidate(d)\nexcept ValueError:\n    pass\nassert d == {'x': 1}"), "entry": "add"}, True),
-    # finding 8: `candidate` is the entry, which this completion does not define
+    # `candidate` is the entry, which this completion does not define
     ("def candidate(x):\n    return x + 1", {"asserts": ["assert candidate(1) == 2"], "entry": "add_one"}, False),
-    # finding 9a: a method the base type has is the base's (the parent's copy), never the subclass's override;
+    # a method the base type has is the base's (the parent's copy), never the subclass's override;
     # an attribute the base lacks (a namedtuple field) is the candidate's own and runs in the sandbox
     ("class L(list):\n    def copy(self):\n        return [1, 2, 3]\ndef f(x):\n    return L([9])",
      {"asserts": ["assert f(1).copy() == [1, 2, 3]"]}, False),

@@ -121,7 +121,7 @@ def test_costly_operations_on_candidate_values_stop_even_when_caught(expression,
                                         "'{x:>{w}}'.format_map({'x': 1, 'w': candidate(1)})",
                                         "str.ljust('x', candidate(1))", "(1).to_bytes(candidate(1), 'big')"])
 def test_a_width_from_a_candidate_value_is_refused_before_it_is_built(expression):
-    # red team finding 4: a width in a keyword argument or format_map, or a str method called unbound, built a
+    # a width in a keyword argument or format_map, or a str method called unbound, built a
     # 200 MB string; its bound now names it first. With a budget of 10 s the string would fit in the budget, so
     # only the bound can stop it (catches check_guard._method_bound without the _Specs walk)
     outcome, _ = run(program(f"x = {expression}\nassert candidate(0) == 0"), lambda x: 2 * 10 ** 8 if x else 0)
@@ -142,7 +142,7 @@ def test_the_programs_own_loops_are_budgeted(body):
 
 @pytest.mark.parametrize("raised", ["StopIteration", "StopAsyncIteration", "KeyboardInterrupt", "SystemExit"])
 def test_an_exception_that_would_end_the_parents_loop_or_process_is_a_failure(raised):
-    # red team finding 9b: a candidate's StopIteration, re-raised inside map(), ended all()'s loop: True for no
+    # a candidate's StopIteration, re-raised inside map(), ended all()'s loop: True for no
     # call answered right. M17: KeyboardInterrupt re-raised escaped verify() and would have ended the trainer.
     def resolve(call):
         return CallResult(False, f"raised {raised}: ", 0, raised)
@@ -153,7 +153,7 @@ def test_an_exception_that_would_end_the_parents_loop_or_process_is_a_failure(ra
 
 
 def test_the_programs_random_is_its_own():
-    # red team finding 6: HumanEval/53's check draws from an unseeded `random`; it moved the trainer's generator
+    # HumanEval/53's check draws from an unseeded `random`; it moved the trainer's generator
     import random
 
     body = "import random\nfrom random import randint\nxs = [random.randint(0, 9) for _ in range(5)]\n" \

@@ -49,7 +49,7 @@ def colliding_line(tag: str) -> bytes:
 
 @pytest.mark.parametrize("tag", ["s", "d"], ids=["set", "dict"])
 def test_decimals_and_big_ints_sharing_a_hash_are_paid_before_the_set_is_built(tag):
-    # finding 3a: decoding this line built the set in one C call, 16 * 16 Decimal == int comparisons of 5.4 ms:
+    # decoding this line built the set in one C call, 16 * 16 Decimal == int comparisons of 5.4 ms:
     # 1.95 s (dict: 1.41 s) of parent CPU through the verifier. Each (Decimal, big int) pair is now paid as its
     # second member arrives (budget.Budget.number): 25 ms of this thread here, then the line is refused
     start = time.thread_time()
@@ -73,7 +73,7 @@ def test_honest_decimals_sets_and_big_ints_still_pass():
 
 @pytest.mark.parametrize("base", [Decimal("9" * 18999), (1 << 65000) + 1], ids=["decimal_base", "int_base"])
 def test_a_decimal_power_of_a_long_base_is_refused_before_computing(base):
-    # finding 3c: f(1) ** Decimal('0.5') with 18,999 nines took 8.2 s of parent CPU (a 3,000-digit base 0.35 s)
+    # f(1) ** Decimal('0.5') with 18,999 nines took 8.2 s of parent CPU (a 3,000-digit base 0.35 s)
     outcomes, cpu = judge_wire(refs("assert f(1) ** Decimal('0.5') == 3"), encode(base))
     assert outcomes[0][0] is False and "400-digit bound" in outcomes[0][1], outcomes
     assert cpu < 0.05
@@ -88,7 +88,7 @@ MIXED = [x for i in range(32000) for x in (Decimal(i), 5e-324 * (i + 1))]  # Dec
 @pytest.mark.parametrize("assertion", ["assert sorted(f(1)) == [1]", "assert max(f(1)) == 2",
                                        "assert f(1).sort() is None and False"], ids=["sorted", "max", "list_sort"])
 def test_sorting_decimals_with_floats_is_paid_before_it_runs(assertion):
-    # finding 3b: sorted() of these 64,000 items took 0.28 s of parent CPU, max() 0.15 s, in one C call each;
+    # sorted() of these 64,000 items took 0.28 s of parent CPU, max() 0.15 s, in one C call each;
     # n * log2(n) * 0.5 us (n * 3 us for max) is now charged first (decimals.order_bound): about 70 ms here,
     # most of it decoding the line
     outcomes, cpu = judge_wire(refs(assertion), encode(MIXED))
@@ -97,7 +97,7 @@ def test_sorting_decimals_with_floats_is_paid_before_it_runs(assertion):
 
 
 def test_failure_details_do_not_sort_a_result():
-    # finding 3b: reprlib sorted a whole set or dict to show four of its keys: 0.41 s of parent CPU for a set of 30
+    # reprlib sorted a whole set or dict to show four of its keys: 0.41 s of parent CPU for a set of 30
     # Decimals and 30 65,000-bit ints, 0.18 s for 30,000 Decimals and 30,000 subnormal floats. Shown unsorted now
     values = [{Decimal(j) for j in range(1, 31)} | {(1 << 65000) + j for j in range(30)},
               {x: 0 for x in [Decimal(j) for j in range(1, 31)] + [(1 << 65000) + j for j in range(30)]},
@@ -111,7 +111,7 @@ def test_failure_details_do_not_sort_a_result():
 
 @pytest.mark.sandbox
 def test_io_output_that_is_not_utf8_is_refused_without_decoding_it(code_verifier):
-    # finding 3d: 100 io cases each printing 1 MiB of 0xff cost 1.13 s of parent CPU (decoded with
+    # 100 io cases each printing 1 MiB of 0xff cost 1.13 s of parent CPU (decoded with
     # errors="replace", 8 ms a case); now refused undecoded: 0.43 s for 100 under load, honest 0.15 s
     cases = [{"input": f"{i}\n", "output": f"{i}\n"} for i in range(10)]
     flood = 'import sys\nsys.stdout.buffer.write(b"\\xff" * (1 << 20))\n'

@@ -237,7 +237,7 @@ def test_equality_on_plain_data():
 
 
 def test_int_answers_get_no_float_tolerance():
-    # review F1: 1e12 is 999 away from 1000000000999 but within rel 1e-9; 1.0000000005 is not True
+    # 1e12 is 999 away from 1000000000999 but within rel 1e-9; 1.0000000005 is not True
     functions = {"f": lambda n: 1e12, "g": lambda n: 1.0000000005, "h": lambda n: 0.1 + 0.2}
     asserts = ("assert f(3) == 1000000000999", "assert g(3) == True", "assert h(1) == 0.3")
     outcomes, _ = judge(refs(*asserts, rel_tol=1e-9), functions)
@@ -247,14 +247,14 @@ def test_int_answers_get_no_float_tolerance():
 
 
 def test_stop_iteration_in_a_comprehension_fails_the_test_only():
-    # review E1: next() on an empty iterator inside a list comprehension; the other assert still passes
+    # next() on an empty iterator inside a list comprehension; the other assert still passes
     outcomes, _ = judge(refs("assert next(gen(1)) == 1", "assert [next(gen(i)) for i in range(1, 3)] == [1, 2]"),
                         {"gen": lambda n: iter([n]) if n < 2 else iter([])})
     assert outcomes[0] == (True, "") and outcomes[1][0] is False
 
 
 def test_hash_collisions_are_refused_quickly():
-    # review P1: ints k * (2**61 - 1) all hash to 0; building a set of 30,000 took 8.6 s
+    # ints k * (2**61 - 1) all hash to 0; building a set of 30,000 took 8.6 s
     modulus = (1 << 61) - 1
     start = time.monotonic()
     outcomes, _ = judge(refs("assert set(f(1)) == {1, 2}", "assert len({x for x in f(1)}) == 2"),
@@ -267,7 +267,7 @@ def test_hash_collisions_are_refused_quickly():
 
 
 def test_big_int_inputs_are_bounded():
-    # review P2: a 4M-bit int on the wire, and math.lcm over 90,000 ints
+    # a 4M-bit int on the wire, and math.lcm over 90,000 ints
     with pytest.raises(ValueError, match="bits"):
         decode({"i": hex(1 << 4_000_000)})
     outcomes, _ = judge(refs("assert math.lcm(*f(1)) > 0"), {"f": lambda n: list(range(1, 90_000))})
@@ -275,7 +275,7 @@ def test_big_int_inputs_are_bounded():
 
 
 def test_error_text_with_lone_surrogates_is_escaped():
-    # review P3: a candidate's ValueError('\\ud800') must not make the detail unwritable as UTF-8
+    # a candidate's ValueError('\\ud800') must not make the detail unwritable as UTF-8
     line = json.dumps({"n": 0, "ok": False, "error": "raised ValueError: \ud800", "exc": "ValueError"}).encode()
     result = read_reply(line, 0, CALL)
     assert result.raised == "ValueError" and not result.ok

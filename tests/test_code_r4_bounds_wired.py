@@ -1,4 +1,4 @@
-"""The red team's charges, pinned where a mutation sample found them unchecked: a Counter's exact
+"""The charges on the parent's budget, pinned where a mutation sample found them unchecked: a Counter's exact
 weight, the budget's time left, and the charges reached through the assert evaluator's own comparison."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Red team: the charge before a sort, min/max or comparison of containers counts what
+"""The charge before a sort, min/max or comparison of containers counts what
 the comparisons will really walk (code/decimals.order_weight), so one C call cannot overspend the parent's budget.
 
 Before: a list of 4,096 Counters of 24 keys weighed 4,096 (a Counter was not counted as nested), and Counter

@@ -1,5 +1,5 @@
 """Where the code verifier's sort weight stops counting (rlvr/verifiers/code/decimals.py, _limit and order_bound),
-pinned where a wider mutation draw over the fourth round's lines found it unchecked. Counting stops once
+pinned where a wider mutation draw over an earlier change's lines found it unchecked. Counting stops once
 the weight's charge would be more than the budget has left: past that a refusal is certain, so counting on only
 costs the parent CPU. Each test fixes the budget's time left (`remaining`) so the numbers can be derived by hand."""
 from __future__ import annotations

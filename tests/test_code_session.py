@@ -1,6 +1,6 @@
-"""The red team's findings on the live session (code/session.py): what the candidate can reach from the
-sandbox (finding 9c), what waiting for it costs the parent (9c, M12) and the trainer's garbage collector while it
-waits (finding 5). All run the real sandbox.
+"""Attacks on the live session (code/session.py): what the candidate can reach from the
+sandbox, what waiting for it costs the parent (M12) and the trainer's garbage collector while it
+waits. All run the real sandbox.
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ PIPES = ("import os, sys\ndef f():\n    fds = [int(n) for n in os.listdir('/proc
 
 
 def test_the_candidate_holds_no_pipe_but_the_protocols():
-    # finding 9c: copies of the parent's stdout and stderr pipes stayed open (fds 4 and 6); a drip on one used the
+    # copies of the parent's stdout and stderr pipes stayed open (fds 4 and 6); a drip on one used the
     # parent's whole budget. Only two pipes are left: the requests (a dup of the harness's stdin) and the channel.
     with Session(PIPES, "f", SandboxConfig(time_limit_s=5.0)) as session, Budget(10.0):
         pipes = session.call(CandidateCall("f", [["call", [], []]]))
@@ -67,7 +67,7 @@ def test_a_spent_budget_ends_the_session_without_waiting_for_the_limit():
 
 
 def test_the_trainers_collector_runs_while_the_candidate_sleeps():
-    # finding 5: the collector was paused for the whole session; a candidate sleeping 2 s kept it off (up to 60 s)
+    # the collector was paused for the whole session; a candidate sleeping 2 s kept it off (up to 60 s)
     was, seen = gc.isenabled(), []
     gc.enable()
     watcher = threading.Thread(target=lambda: (time.sleep(0.7), seen.append(gc.isenabled())))

@@ -58,7 +58,7 @@ def test_nested_elements_count_as_items(monkeypatch):
     assert charges(pairs, True, monkeypatch) == [pytest.approx(9000 * math.log2(3000) * SORT_S)]
     deep = [[[0.5] * 3000]] * 2  # two items, one list each, of 3000 floats (two levels down: counted twice)
     assert order_weight(deep) == 2 + 2 + 2 * 6000
-    # Every item of a level counts, not only the first's kind (red team: `[0, long_list]` pairs are one kind at
+    # Every item of a level counts, not only the first's kind (`[0, long_list]` pairs are one kind at
     # the top, mixed a level down, and comparing two of them walks the long lists)
     assert order_weight([1, [2]]) == 3 and order_weight([[1], 2]) == 3
 

@@ -175,9 +175,9 @@ def test_classes_are_seen_as_python_sees_them(code, reference, passed):
     assert (verdict.outcome is Outcome.CORRECT) == passed, verdict.detail
 
 
-# ---------------------------------------------------------------- red team: bounds and copies
+# ---------------------------------------------------------------- bounds and copies
 def test_a_range_result_stands_for_no_more_than_a_list_the_wire_carries():
-    # finding 1: 349,525 items of 3 bytes ("1, ") fill the 1 MiB result line; 1,000,000 small items would be a
+    # 349,525 items of 3 bytes ("1, ") fill the 1 MiB result line; 1,000,000 small items would be a
     # 7 MB list, and 2 ** 63 + k items 29 bytes each ('{"i": "0x8000000000000000"}, ': 13 + 16 hex digits)
     assert decode({"r": [0, 349_000, 1]}) == range(349_000)
     for forged in ({"r": [0, 10 ** 6, 1]}, {"r": [{"i": hex(2 ** 63)}, {"i": hex(2 ** 63 + 40_000)}, 1]}):
@@ -190,7 +190,7 @@ def test_a_range_result_stands_for_no_more_than_a_list_the_wire_carries():
 
 
 def test_an_iterator_nested_in_a_result_is_an_iterator():
-    # finding 3: it was a list subclass, so `[iter([1, 2])] == [[1, 2]]` passed; in Python it is False
+    # it was a list subclass, so `[iter([1, 2])] == [[1, 2]]` passed; in Python it is False
     value = decode([{"it": [1, 2]}, {"t": [{"it": [3]}]}])
     assert value != [[1, 2], ([3],)] and not isinstance(value[0], list) and list(value[0]) == [1, 2]
     assert next(value[1][0]) == 3 and list(decode({"it": [4]})) == [4]  # at the top as well

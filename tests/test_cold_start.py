@@ -439,7 +439,7 @@ def test_word_rows_fit_short_rollouts():
         plain = [completion_text(think, str(p.value), TaskConfig(), f"\\boxed{{{p.value}}}")
                  for p in splits(level)[0] for think in arithmetic_derivations(p.canonical, level)]
         assert count(plain) <= 59, level
-    # and the rows the generator writes, every level it has (level 4 measured at most 58 tokens by the red team)
+    # and the rows the generator writes, every level it has (level 4 measured at most 58 tokens)
     for level in (1, 2, 3, 4):
         written = cold_start_rows(TaskConfig(level=level, phrasing="plain"), 0, seed=0)
         assert count([assistant(r) for r in written]) <= 60, level

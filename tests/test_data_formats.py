@@ -242,7 +242,7 @@ def test_a_too_long_prompt_of_the_held_out_file_is_named_with_its_file(tmp_path,
     assert f"line 2 of {held}" in err and len(task.held_out) == 1
 
 
-# --- a review's cases: BOMs, whitespace lines, wrong types, conversations --------------------------------------
+# --- edge cases: BOMs, whitespace lines, wrong types, conversations --------------------------------------
 
 BOM = b"\xef\xbb\xbf"
 

@@ -143,7 +143,7 @@ def test_the_tree_cannot_grow_past_its_bound():
 
 def test_folders_cannot_nest_deeper_than_a_state_reads_back():
     """The tools refuse to build a tree that parse_tree refuses: the episode's final state is its own tree, and a
-    17-deep chain of mkdir calls used to leave a state that scored UNPARSEABLE (fresh-eyes finding J). The top
+    17-deep chain of mkdir calls used to leave a state that scored UNPARSEABLE. The top
     folder is level 1, so MAX_DEPTH - 1 = 15 folders fit inside it, one in the next."""
     tree, t = tools({})
     chain = lambda k: "/".join(["d"] * k)  # noqa: E731 - k folders, each inside the last

@@ -1,6 +1,6 @@
-"""The red team's findings: what stands around the final answer, and the forms it found misread.
+"""Adversarial forms: what stands around the final answer, and forms that were misread.
 
-Each class has a wrong variant (the red team's completion, paid before) and an honest variant that still scores.
+Each class has a wrong variant (the adversarial completion, paid before) and an honest variant that still scores.
 Decisions: rlvr/verifiers/math/around.py (the extent of a line's value, retractions and hedges after the answer, a
 box's neighbours), prose.py (words before and after a number), lines.py (which lines state a value), hedges.py
 (connectives inside an answer), units.py, words.py. Corpus rows with the same forms: bench/data/math_corpus.jsonl.

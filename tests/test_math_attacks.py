@@ -213,7 +213,7 @@ def test_blocks_before_the_last_16_are_read_whole_and_end_at_their_tag(mode):
 
 
 @pytest.mark.parametrize("completion, reference, mode, outcome", [
-    # a fresh-eyes attack on the cheaper scans: each kept the verdict it had before them
+    # an attack on the cheaper scans: each kept the verdict it had before them
     ("\n\nNext.\n\n".join(["<answer>1</answer>", "<answer>2</answer>", "<answer>3</answer>"]
                           + ["<answer>4</answer>"] * 16), "4", "strict", Outcome.WRONG),  # spam before the last 16
     ("Answer: $41$ $42$ " + "$$\\,$$" * 17, "42", "latex", Outcome.WRONG),  # a hedge padded with 68 '$'

@@ -276,7 +276,7 @@ def test_strict_mode_reads_the_number_before_a_plain_noun(noun, form):
 @pytest.mark.parametrize("answer", [
     "Answer: 17 million", "Answer: 17 dozen", "Answer: 17 birds or more", "Answer: 17 birds or 18",
     "Answer: 17 squared", "Answer: 17 x", "Answer: about 17 birds", "Answer: 17 hundred birds",
-    # a fresh-eyes review of the noun rule: plurals of magnitudes, hedges, bounds, multipliers, number words
+    # the noun rule's edges: plurals of magnitudes, hedges, bounds, multipliers, number words
     "Answer: 17 thousands", "Answer: 17 millions of birds", "Answer: 17 dozens", "Answer: 17 tens",
     "Answer: 17 maybe", "Answer: 17 birds probably", "Answer: 17 ish", "Answer: 17 maximum", "Answer: 17 tops",
     "Answer: 17 point five", "Answer: 17 less one", "Answer: 17 doubled", "Answer: 17 fold", "Answer: 17 sixths",

@@ -1,10 +1,10 @@
-"""The third red team's findings 6, 1 and 7, hand-labelled:
-- 6: markdown emphasis around an answer or its label reads as the same text without it ('**Final Answer:** \\boxed{42}',
+"""Markdown emphasis, a relation with nothing on its left and marks that cut a number, hand-labelled:
+- markdown emphasis around an answer or its label reads as the same text without it ('**Final Answer:** \\boxed{42}',
   'The final answer is **\\boxed{42}**.', 'Answer: *42*', 'Answer: `42`', '__Answer:__ 42', '### Final Answer\\n\\n42'),
   and opens no way around a refusal ('**5** or **6**' is a hedge, '\\boxed{5}**2' a power);
-- 1: a relation with nothing on its left ('\\boxed{\\neq 5}', 'Answer: ≥ 5', '\\boxed{\\in 5}') states no value: WRONG,
+- a relation with nothing on its left ('\\boxed{\\neq 5}', 'Answer: ≥ 5', '\\boxed{\\in 5}') states no value: WRONG,
   as math-verify would read the number after it. '= 5' asserts the value and stays correct (decision);
-- 7: '\\boxed{5\\ldots}' (cut off or a sequence), '\\boxed{5'}' (feet, minutes) and '\\boxed{6_{5}}' (a base-5 numeral)
+- '\\boxed{5\\ldots}' (cut off or a sequence), '\\boxed{5'}' (feet, minutes) and '\\boxed{6_{5}}' (a base-5 numeral)
   are not 5 and 6; 'Answer: 42!' is the factorial 42! in every mode, as '\\boxed{3}!' is.
 Decisions: rlvr/verifiers/math/around.py (_BEFORE_BOX, _AFTER_BOX), latex.py (clean, trim_prose), lines.py
 (ANSWER_MARK, _heading), forms.py (_marks_problem), words.py (approximation_problem); corpus rows of forms

@@ -1,8 +1,8 @@
-"""The third round of the red team's findings: what stands next to a box or an
+"""Adversarial forms: what stands next to a box or an
 <answer> block (a braced sign, a term, a factor in parentheses, a scale in words, 'percent of'), running text whose
 final number is changed by the word before it ('twice 120', '3 through 5') or is the value of a multiple of the
 unknown ('The value of $2n$ is 34'), and answers given for one case among several ('for n even the answer is 4',
-'5 otherwise'). Each finding has an honest variant that keeps scoring 1. Decisions: rlvr/verifiers/math/around.py
+'5 otherwise'). Each form has an honest variant that keeps scoring 1. Decisions: rlvr/verifiers/math/around.py
 (box_problem, _around_box, qualified, _running_problem); corpus rows of form 'neighbours'.
 """
 from __future__ import annotations

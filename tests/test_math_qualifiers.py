@@ -1,7 +1,7 @@
-"""The second red team's findings: negated or qualified answer statements,
+"""Adversarial forms: negated or qualified answer statements,
 what is glued to a box, hedges read as one answer, and honest forms that scored 0.
 
-Each class has the red team's completion (paid 1.0 before, or 0 for an honest form) and a variant that shows the
+Each class has the adversarial completion (paid 1.0 before, or 0 for an honest form) and a variant that shows the
 other side of the rule. Decisions: rlvr/verifiers/math/around.py (qualified, box_problem, trailer_problem,
 fallback_problem), hedges.py and latex.py (connectives), lines.py (lines that state no value), numbers.py,
 words.py, forms.py and units.py (forms). Corpus rows with the same forms: bench/data/math_corpus.jsonl, forms

@@ -1,11 +1,11 @@
-"""Fourth round on the third red team's findings, class 3: corrections after the final answer.
+"""Corrections after the final answer.
 
-3a: a real correction the rules missed paid the withdrawn value; it now states the answer (or withdraws the old one).
-3b: text that is no correction (a counterfactual, an intermediate quantity, a code comment) was read as one and paid a
-value the completion did not give; the earlier answer now stands. Honest answers refused before ('The answer is
-actually 6.', 'Oops, I mean the answer is still 5.') read. Decision: rlvr/verifiers/math/corrections.py (openers, the
-subject a corrected value may follow, a value restated against the old one), prose.py (fillers). Corpus rows: form
-'correction_words'.
+Missed: a real correction the rules skipped paid the withdrawn value; it now states the answer (or withdraws the old
+one). Misread: text that is no correction (a counterfactual, an intermediate quantity, a code comment) was read as
+one and paid a value the completion did not give; the earlier answer now stands. Honest answers refused before ('The
+answer is actually 6.', 'Oops, I mean the answer is still 5.') read. Decision: rlvr/verifiers/math/corrections.py
+(openers, the subject a corrected value may follow, a value restated against the old one), prose.py (fillers).
+Corpus rows: form 'correction_words'.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ C, W, U = Outcome.CORRECT, Outcome.WRONG, Outcome.UNPARSEABLE
 ALL = MODES
 B = "The answer is \\boxed{5}.\n\n"
 
-_READ_AS_SIX = [  # 3a: each paid 5 before; each states 6
+_READ_AS_SIX = [  # missed: each paid 5 before; each states 6
     "It's 6, not 5.", "Wait, no, 6.", "No, 6.", "Nope, 6.", "Not 5 but 6.", "I meant 6.", "Sorry, I meant 6.",
     "Make that 6.", "Make it 6.", "Rather, 6.", "Correction - 6", "Corrected: 6", "Fix: 6", "Errata: 6", "Revised: 6",
     "Typo: 6.", "Recount: 6.", "Final count: 6.", "Final total: 6.", "Final: 6", "On second thoughts, 6.",
@@ -29,7 +29,7 @@ _READ_AS_SIX = [  # 3a: each paid 5 before; each states 6
     "Double-checking, it's 6.", "Hmm, 6.", "Er, 6.", "So it's 6.",
     "Oops, 2 + 4 = 6.", "Oops: 5 + 1 = 6.", "Oops, the total is 2 + 4 = 6.",
 ]
-_NOT_A_CORRECTION = [  # 3b: each paid 6 before; the answer is still 5
+_NOT_A_CORRECTION = [  # misread: each paid 6 before; the answer is still 5
     "Had we included the endpoint, it should be 6.", "Note: had we counted the endpoints, the total should be 6.",
     "Actually, the total of the first row is 6.", "Actually, we used the fact that the first term is 6.",
     "```python\n# Correction: 6\nprint(5)\n```", "```\nOn second thought, 6\n```",

@@ -1,4 +1,4 @@
-"""Fourth round on the third red team's findings, class 2: negations before a box and denials after a value
+"""Negations before a box and denials after a value
 that the first rules missed. None may be paid; a negation or denial of something else leaves the answer read.
 Decision: rlvr/verifiers/math/denials.py (called from extract._checked). Corpus rows: form 'denial_words'.
 """
@@ -15,7 +15,7 @@ ALL = MODES
 NEG, DENY = "negation", "retracted"
 
 DENIALS = [
-    # a negation touching the box (the red team's completions, each paid 1 before)
+    # a negation touching the box (adversarial completions, each paid 1 before)
     ("The answer is not: \\boxed{5}.", "5", W, NEG, ALL), ("The answer is not (\\boxed{5}).", "5", W, NEG, ALL),
     ("The answer is not\n\n\\boxed{5}", "5", W, NEG, ALL), ("The answer is not quite \\boxed{5}.", "5", W, NEG, ALL),
     ("The answer is not exactly equal to \\boxed{5}.", "5", W, NEG, ALL),

@@ -1,4 +1,4 @@
-"""Fourth round on the third red team's findings, class 8: markdown emphasis opened ways around refusals
+"""Markdown emphasis opened ways around refusals
 ('Answer: **4** **2**' paid 2 while 'Answer: 4 2' is WRONG). Emphasis now reads as the text without it, for refusals
 too. Decision: rlvr/verifiers/math/emphasis.py. Corpus rows: form 'emphasis_refusal'.
 """
@@ -14,7 +14,7 @@ C, W, U = Outcome.CORRECT, Outcome.WRONG, Outcome.UNPARSEABLE
 ALL = MODES
 
 EMPHASIS = [
-    # the red team's completions: each is refused as the same text without emphasis is
+    # the adversarial completions: each is refused as the same text without emphasis is
     ("Answer: **4** **2**", "2", W, "", ALL), ("Answer: **4** **2**", "4", W, "", ALL),
     ("Answer: 4 2", "2", W, "", ALL),
     ("The answer is **2** **\\boxed{4}**", "4", W, "", ALL),

@@ -2,7 +2,7 @@
 
 Spacing and glue of any name between two boxes join them as a space does; a relation, an operator or a case label
 between two statements offers both; a line below the final statement holding only another value (after blank
-lines, a bullet, or as a number word) is a second candidate. Each red-team completion is paired with honest
+lines, a bullet, or as a number word) is a second candidate. Each adversarial completion is paired with honest
 variants that must keep scoring. Corpus rows: form 'r4_hedge'.
 """
 from __future__ import annotations
@@ -43,7 +43,7 @@ HEDGES = [
 ]
 
 HONEST = [
-    # glue after a lone box is still refused as something glued to it (around.py's rule, not this finding's)
+    # glue after a lone box is still refused as something glued to it (around.py's rule, not this file's)
     ("Therefore:\\hskip 1em\\boxed{5}", "5", C, "", ALL),
     ("The answer is $\\kern1em\\boxed{6}$.", "6", C, "", ALL),
     ("\\boxed{6}\\hskip 1em\\boxed{6}", "6", C, "", ALL),

@@ -1,8 +1,8 @@
 """Constructs math-verify drops, and marks that change a number.
 
-Finding 6 (rlvr/verifiers/math/operators.py): an operator or symbol math-verify cannot read between two parts of an
+Operators (rlvr/verifiers/math/operators.py): an operator or symbol math-verify cannot read between two parts of an
 answer ('\\boxed{3 \\slash 4}', '3 \\colon 4', '\\star', '\\oplus', '\\#', '?', '@'), or a condition in a text group
-('\\boxed{3 \\text{ if } n \\text{ even}}'), never reduces the answer to one of its sides. Finding 9
+('\\boxed{3 \\text{ if } n \\text{ even}}'), never reduces the answer to one of its sides. Marks
 (rlvr/verifiers/math/forms.py, units.py, numbers.py): a base subscript read through braces and parentheses, an
 explicit base 10 against another base, a prime after spacing, a detached factorial after a box or on an 'Answer:'
 line, and a factorial inside '$...$' in running text. Corpus rows: forms 'r4_operator', 'r4_mark'.

@@ -1,7 +1,7 @@
-"""Fourth round on the third red team's findings, class 1: a relation with nothing on its left states no
-value. The red team got past the check with what stood before the relation (a brace, a thin space, a parenthesis,
-an '=' whose right side opens with another relation) and with relations the list lacked ('!=', '=/=', '≃', '≅',
-'\\simeq', '\\cong', '\\nsim'). Decision: rlvr/verifiers/math/relations.py. Corpus rows: form 'relation_prefix'.
+"""A relation with nothing on its left states no value. Adversarial completions got past the check with what stood
+before the relation (a brace, a thin space, a parenthesis, an '=' whose right side opens with another relation) and
+with relations the list lacked ('!=', '=/=', '≃', '≅', '\\simeq', '\\cong', '\\nsim'). Decision:
+rlvr/verifiers/math/relations.py. Corpus rows: form 'relation_prefix'.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ ALL = MODES
 REL = "a relation"
 
 RELATIONS = [
-    # the red team's completions (each paid 1 in every mode before)
+    # adversarial completions (each paid 1 in every mode before)
     ("Answer: != 5", "5", W, REL, ALL), ("Answer: =/= 5", "5", W, REL, ALL), ("Answer: /= 5", "5", W, REL, ALL),
     ("Answer: ≃ 5", "5", W, REL, ALL), ("Answer: ≅ 5", "5", W, REL, ALL),
     ("Answer: $\\simeq 5$", "5", W, REL, ALL), ("Answer: $\\cong 5$", "5", W, REL, ALL),

@@ -1,4 +1,4 @@
-"""Fifth round (the red team's findings 7 and 10): denials, rejections and guesses the fourth round
+"""Denials, rejections and guesses the earlier rules
 missed. None may be paid; a value that is only doubted or guessed is WRONG (a qualifier, as 'Maybe \\boxed{4}?' and
 '(probably)' are), one denied after it is UNPARSEABLE (retracted), one negated before it is WRONG. Decisions:
 rlvr/verifiers/math/denials.py and doubts.py (called from extract._checked). Corpus rows: form 'r5_denial'.

@@ -1,13 +1,13 @@
-"""Forms that change a value or its kind (findings 1, 8, 9 and 10's currency).
+"""Forms that change a value or its kind.
 
-- Finding 1 (rlvr/verifiers/math/operators.py): `a \\choose b` is the binomial coefficient, compared as
+- Binomials (rlvr/verifiers/math/operators.py): `a \\choose b` is the binomial coefficient, compared as
   `\\binom{a}{b}` ('\\boxed{10 \\choose 4}' is 210, never 4); a `\\choose` that cannot be read so is no value.
-- Finding 8 (rlvr/verifiers/math/forms.py): a set is not a tuple or an interval: '\\{3, 4\\}' against '(3, 4)' (and
+- Sets (rlvr/verifiers/math/forms.py): a set is not a tuple or an interval: '\\{3, 4\\}' against '(3, 4)' (and
   the other way round) is WRONG; a bare list '3, 4' answers either, as before.
-- Finding 9 (forms.py, relations.py, words.py): words that scale or bound a value in a box ('doubled', 'halved',
+- Marks on a number (forms.py, relations.py, words.py): words that scale or bound a value in a box ('doubled', 'halved',
   'hundreds', 'max'), an operator with nothing on its left ('\\div 4'), an accent on a number ('\\hat 4') and a
   leading 'ca.' are not the bare number.
-- Finding 10 (rlvr/verifiers/math/units.py): 'Rs.' before a number is rupees, as 'Rs' is.
+- Currency (rlvr/verifiers/math/units.py): 'Rs.' before a number is rupees, as 'Rs' is.
 Corpus rows: form 'r5_form'.
 """
 from __future__ import annotations

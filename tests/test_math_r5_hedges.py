@@ -1,4 +1,4 @@
-"""Forms the fourth round left undecided (rlvr/verifiers/math/hedges.py, operators.py).
+"""Forms an earlier change left undecided (rlvr/verifiers/math/hedges.py, operators.py).
 - 'alt.', 'alternatively', 'vs' offer a second value, as 'or' does: 'Answer: 5 (alt. 6)' paid 6 in every mode.
 - '\\lvert', '\\rvert', '\\Vert', '\\lVert', '\\rVert' between two plain values part them, as '|' and '\\vert' do:
   '\\boxed{5 \\lvert 6}' paid 6. Around one value they are an absolute value ('\\lvert -5 \\rvert' is 5).

@@ -1,13 +1,13 @@
-"""Two values joined by markup or symbols are a hedge, never the last one (findings 3, 4, 5).
+"""Two values joined by markup or symbols are a hedge, never the last one.
 
-- Finding 3 (rlvr/verifiers/math/hedges.py): on an 'Answer:' line, '∨' always, and '∪', '∩', '∧' and bars with
+- Symbols (rlvr/verifiers/math/hedges.py): on an 'Answer:' line, '∨' always, and '∪', '∩', '∧' and bars with
   nothing between them ('3 || 4', '| 3 | 4 |') between plain values offer two values.
-- Finding 4 (rlvr/verifiers/math/latex.py markup_only; hedges.py; forms.py): between two boxes, a gap without a word
+- Gaps (rlvr/verifiers/math/latex.py markup_only; hedges.py; forms.py): between two boxes, a gap without a word
   of prose (markup of any name with its arguments, a '%' comment, symbols, emoji, punctuation, lone letters as in
   'a.k.a.', restating words) joins them as a hedge; inside one box, glue of any name ('\\kern1em', '\\mathstrut'),
   '\\mid\\mid', '\\ \\&\\ ' and '\\xrightarrow{}' do. Words that correct ('Wait, I made an error') still make the later
   box the answer, and a solution may box each step and then its result.
-- Finding 5 (rlvr/verifiers/math/gaps.py): a label naming another reading ('Other interpretation:', 'Another
+- Labels and cases (rlvr/verifiers/math/gaps.py): a label naming another reading ('Other interpretation:', 'Another
   possibility:') and a case condition ('for even n') join too.
 Corpus rows: form 'r5_join'.
 """

@@ -1,4 +1,4 @@
-"""Pins the lines the fifth round added where a mutation sample (bench/mutate_change.py over
+"""Pins the lines one change added where a mutation sample (bench/mutate_change.py over
 the change) found them unchecked: each test below fails with one of those mutants and passes without it. Grouped
 by module of rlvr/verifiers/math/; rows are hand-labelled (completion, reference, outcome, detail phrase, modes) as
 in tests/math_cases.py, and unit tests of a helper give the expected value worked by hand in a comment.
@@ -186,7 +186,7 @@ def test_a_corrected_first_statement_or_an_unendorsed_later_value_is_no_hedge(ve
 
 
 # ---------------------------------------------------------------- corrections.py, denials.py (the wider sample of the
-# fourth round's lines). A sentence opener with no sentence start in the 200 characters before it is mid-sentence
+# earlier change's lines). A sentence opener with no sentence start in the 200 characters before it is mid-sentence
 # (no correction); a value restated against the answer is read from the last sentence start within 120 characters;
 # only fillers may stand before it; an opener skipped (here: inside a code fence) does not end the search. One bug:
 # a restatement's line ended at its match, so a value on a line below it was not seen ('Not 5 but 6.\n\n**7**' paid 6).

@@ -1,5 +1,5 @@
 """The scan for constructs math-verify cannot read (rlvr/verifiers/math/operators.py, _unknown), pinned where a
-wider mutation draw over the fourth round's lines found its branches unchecked: every construct of an
+wider mutation draw over an earlier change's lines found its branches unchecked: every construct of an
 answer is looked at, not only those before the first known one; a known symbol outside ASCII, a known command and
 degrees are passed over, and only a construct with something on both sides is reported."""
 from __future__ import annotations

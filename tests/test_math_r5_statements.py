@@ -1,4 +1,4 @@
-"""Fifth round (the red team's findings 6 and 10): an answer statement or correction after the final
+"""An answer statement or correction after the final
 box is read, and text a reader never sees is no statement. Decisions: rlvr/verifiers/math/corrections.py (a sentence
 after the final statement that states only a value is one more statement), displayed.py (framed boxes and display
 math after it), hidden.py (comments, fenced code, a compared or mistaken value). Corpus rows: 'r5_statement'.

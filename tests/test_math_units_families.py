@@ -23,7 +23,7 @@ def verifiers():
     return {mode: MathVerifier(mode=mode) for mode in MODES}
 
 
-REPORTED = [  # the red team's pairs: every one scored 1.0
+REPORTED = [  # every pair scored 1.0 before
     ("Answer: 5 kg", "5 \\text{ pounds}"), ("Answer: 5 oz", "5 lb"), ("Answer: 5 square feet", "5 \\text{ acres}"),
     ("Answer: 5 hectares", "5 \\text{ acres}"), ("Answer: 5 tablespoons", "5 \\text{ cups}"),
     ("Answer: 5 MB", "5 \\text{ GB}"), ("Answer: 5 mg", "5 \\text{ tons}"), ("Answer: 5 kilowatts", "5 \\text{ watts}"),

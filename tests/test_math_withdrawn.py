@@ -1,7 +1,7 @@
-"""Red team: answers the completion denies, withdraws or offers
+"""Answers the completion denies, withdraws or offers
 together with another value. None of them may be paid; an honest late correction is read as the answer.
 
-Each class has the red team's completion (paid before), a correct variant where one exists, and honest controls
+Each class has the adversarial completion (paid before), a correct variant where one exists, and honest controls
 that must keep scoring. Decisions: rlvr/verifiers/math/around.py (a denial after a value: denied; a negation before a
 box; a parenthesis naming another value; a value on the next line of an 'Answer:' line; an 'alternative' label; a
 bullet is no minus sign), corrections.py (a correction in prose after the answer), latex.py (spacing between two
@@ -30,7 +30,7 @@ def check(verifiers, mode, completion, reference, outcome):
     assert verdict.outcome in expected and verdict.score == float(C in expected), verdict
 
 
-# ---------------------------------------------------------------- finding 2: a negation before or a denial after
+# ---------------------------------------------------------------- a negation before or a denial after
 NEGATED = [
     # before a box, also inside \text{}: the box is denied
     ("The answer cannot be $\\boxed{5}$.", "5", W),
@@ -73,7 +73,7 @@ def test_a_denied_answer_is_not_paid(verifiers, mode, completion, reference, out
     check(verifiers, mode, completion, reference, outcome)
 
 
-# ---------------------------------------------------------------- finding 3: a correction in prose after the answer
+# ---------------------------------------------------------------- a correction in prose after the answer
 CORRECTED = [
     # a correction that states a value is the last answer statement: the answer
     (B + "Hmm, let me recheck. Actually it should be 6.", "6", C),
@@ -115,7 +115,7 @@ def test_a_correction_after_the_answer_is_read_or_withdraws_it(verifiers, mode, 
     check(verifiers, mode, completion, reference, outcome)
 
 
-# ---------------------------------------------------------------- finding 4: two candidates offered together
+# ---------------------------------------------------------------- two candidates offered together
 HEDGES = [
     # spacing between two boxes is a connective
     ("\\boxed{5}\\hfill\\boxed{6}", "6", W), ("\\boxed{5}\\hfill\\boxed{6}", "5", W),

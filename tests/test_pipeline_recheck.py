@@ -165,7 +165,7 @@ def test_the_model_before_s_own_recheck_is_reused_as_its_evaluation_not_its_pred
                                                                                            monkeypatch):
     """rl2's fall on L2 is re-checked against rl, which was itself re-checked on L2 (against cold): rl's evaluation
     on those problems is that recheck's "after", reused instead of evaluating rl again. Here rl's second look
-    differs from cold's, so reusing cold's by mistake shows (a fresh-eyes review: with cold's and rl's equal,
+    differs from cold's, so reusing cold's by mistake shows (with cold's and rl's equal,
     no test could tell). rl2 - rl on the second look: d = [-1, -1, -1, -0.5], mean -0.875, deviations
     (-0.125 x 3, 0.375), sample variance 0.1875 / 3 = 0.0625, SE 0.25 / 2 = 0.125: -0.875 + 2 x 0.125 < 0, holds."""
     Fakes(monkeypatch)

@@ -1,8 +1,8 @@
-"""Step rewards pay only for work: a red team found the calculator paid `calculate("17")`, a
+"""Step rewards pay only for work: the calculator once paid `calculate("17")`, a
 literal that computes nothing, and a turn of 8 guessed literals 13 ... 20 the full step reward with 8 "valid"
 calls; under episode.credit=process guessing was the cheapest policy. Each gaming strategy is played here against
 honest working on the same problem, through Environment.start(prompt).respond(turn), and earns strictly less, per
-turn and over the episode (a second red team: guessing one candidate per turn tied honest working); an episode's
+turn and over the episode (guessing one candidate per turn once tied honest working); an episode's
 step rewards add up to at most 1. Numbers are derived by hand in the comments: a calculator turn earns share x
 precision (steps first reached / all steps x steps first reached / (operations counted + operations wasted by
 earlier turns: each that reached no step, and each failed call)), a filesystem turn progress x precision (paths
@@ -58,7 +58,7 @@ def test_honest_working_earns_1_per_episode_however_it_is_split():
 def test_a_bare_number_computes_nothing_and_is_a_failed_call(literal):
     """A literal (the answer, a step's value, a question's number copied) is answered as a failed call: the turn
     earns 0, beside an honest call too, and each failed call is one operation wasted. Catches: returning the value
-    as the tool's answer (the red team's `calculate("17")`), or leaving the operation count unchecked."""
+    as the tool's answer (the bare `calculate("17")`), or leaving the operation count unchecked."""
     episode = calculator_episode(*BIRDS)
     alone = episode.respond(calc(literal))
     assert alone.text.startswith("error: ") and "computes nothing; write the operation" in alone.text
@@ -71,7 +71,7 @@ def test_a_bare_number_computes_nothing_and_is_a_failed_call(literal):
 
 
 def test_eight_guessed_literals_earn_nothing_and_count_as_failed():
-    """The red team's turn: 8 literals 13 ... 20 (17 the answer) earned the full step reward with 8 "valid"
+    """A guessing turn: 8 literals 13 ... 20 (17 the answer) earned the full step reward with 8 "valid"
     calls; now 0 with 8 failed ones. Honest working on the first step earns 1/2."""
     observation = calculator_episode(*BIRDS).respond(calc(*map(str, range(13, 21))))
     assert (observation.valid_calls, observation.invalid_calls, observation.reward) == (0, 8, 0.0)
@@ -130,11 +130,11 @@ def test_an_operation_must_be_the_reference_s_on_its_operands():
     assert rewards(calculator_episode(2, "cookies 6 4 5"), calc("5 / (4 + 6)")) == pytest.approx([1 / 4])
 
 
-APPLES = (2, "apples 11 12 8")  # the red team's: 11 + 12 * 8; steps 12 * 8 = 96, then 11 + 96 = 107
+APPLES = (2, "apples 11 12 8")  # 11 + 12 * 8; steps 12 * 8 = 96, then 11 + 96 = 107
 
 
 def test_guessing_across_turns_earns_less_than_honest_working():
-    """The red team's three episodes tied honest working's 1 while precision was per turn: a wrong guess in a turn
+    """Three guessing episodes tied honest working's 1 while precision was per turn: a wrong guess in a turn
     of its own cost nothing. Now an operation that reaches no step stays counted in every later turn's precision.
     Catches: the earlier turns' waste left out of the precision (the whole expressions: [0, 0, 1]), and failed
     calls not counted as waste (the peek: 2/12 = 1/6)."""

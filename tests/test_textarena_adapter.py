@@ -217,7 +217,7 @@ def test_an_unfinished_game_earns_nothing(fake):
 def test_a_game_ended_by_invalid_moves_earns_no_partial_credit(fake):
     """TextArena ends a game on the second invalid move in a row and pays it the share of the task done (the real
     GuessTheNumber paid 0.84 for repeating a guess), while honest play cut by the budget earns 0: partial credit
-    for the forfeit would teach a model to end games with bad moves (fresh-eyes finding I). The forfeit is WRONG
+    for the forfeit would teach a model to end games with bad moves. The forfeit is WRONG
     with 0, and the game's own reward stays in the final state for the record."""
     env, episode, prompt = start(seed=4, partial=True)  # secret 5
     assert not episode.respond(turn("[1]")).done
@@ -425,7 +425,7 @@ def test_real_guess_the_number_by_bisection():
 
 
 def test_real_guess_the_number_pays_nothing_for_ending_on_invalid_moves():
-    """Fresh-eyes finding I, with the library: repeating a guess ends GuessTheNumber (seed 3) as an invalid move,
+    """The forfeit with the library: repeating a guess ends GuessTheNumber (seed 3) as an invalid move,
     which TextArena pays 0.84 (a share of the range narrowed); the adapter scores it WRONG with 0."""
     pytest.importorskip("textarena")
     env = adapter.TextArenaEnvironment("GuessTheNumber-v0", partial_credit=True)

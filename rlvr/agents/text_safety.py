@@ -1,6 +1,6 @@
 """Text the model controls, on its way into tool calls, file names and observations.
 
-A red team's filesystem call {"path": "\\ud800"} (a JSON escape for half of a UTF-16 surrogate pair) was echoed
+A filesystem call {"path": "\\ud800"} (a JSON escape for half of a UTF-16 surrogate pair) was echoed
 into the observation; the fast tokenizer raised TypeError on the lone surrogate in chat.EnvironmentTurn.ids and
 the training run died. The protocol says nothing a model writes raises. Three guards, outermost first:
 

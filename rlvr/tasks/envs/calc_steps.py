@@ -18,7 +18,7 @@ call) counts as one. Recomputing a step an earlier turn reached is no waste in a
 with a failed call earns 0 and reaches nothing (the next turn may compute its steps again), but its waste counts:
 what it showed the model is spent.
 
-Why over the episode, not per turn (a red-team case; level 2, "apples 11 12 8", 11 + 12 * 8 = 107, honest
+Why over the episode, not per turn (an adversarial case; level 2, "apples 11 12 8", 11 + 12 * 8 = 107, honest
 working 1 in one call, 1/2 + 1/2 a step per turn): with precision per turn a wrong guess cost nothing in later
 turns, and guessing across turns tied honest working. One whole-expression guess per turn ("11 * 12 + 8",
 "(11 + 12) * 8", "11 + 12 * 8") earned 0 + 0 + 1; now 0 + 0 + 2/(2 + 4) = 1/3. One operation per turn (12 + 8,

@@ -20,7 +20,7 @@ the known solution: a call reaches a step of the reference by performing its ope
 call per operation, or the whole expression in one), or by another order of the same work (the question's numbers,
 the reference's operators, its value: "5 - 8 + 12" for 5 + 12 - 8). A turn earns share x precision: the steps it
 reached first / all steps, x those steps / (its operations + those wasted earlier in the episode). The
-former rule (1 for a turn that reached a value of the solution) paid a red team's guesses: `calculate("17")`, 8
+former rule (1 for a turn that reached a value of the solution) paid guesses: `calculate("17")`, 8
 literals 13 ... 20 in one turn; then precision per turn let guessing across turns tie honest working. Now an
 expression without an operation ("17", "(17)", "-17") computes nothing and is a failed call (its turn earns 0, as
 with any bad call, and each failed call is one operation wasted); a guess, a repeat or an identity ("17 + 0")

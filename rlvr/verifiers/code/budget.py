@@ -15,7 +15,7 @@ While a budget is active Python's cyclic garbage collector is paused, except whi
 sandbox (Budget.waiting). The parent's values there are acyclic and freed by reference counting, but allocating
 100,000 of them triggered a full collection of the whole trainer heap: 0.135 s of the 0.204 s one completion
 cost with torch loaded (bench's list_sum_quadratic under pytest). Paused, that collection never happens while
-judging; during a wait the collector runs as usual (red team: a candidate that slept kept the trainer's
+judging; during a wait the collector runs as usual (paused throughout, a candidate that slept kept the trainer's
 collector off for up to the 60 s time limit), and a full collection then is not charged to the candidate: the
 wait's CPU time is given back to the budget (gc.callbacks crashed the interpreter in a test run; gc.get_stats
 counts the collections instead).

@@ -1,7 +1,7 @@
 """A candidate call chain of an assert, evaluated in Python's own order.
 
 Python evaluates `f(a, g(b), c).m(d)` as: f's arguments left to right (g(b) is called when it is reached), then f,
-then `.m`, then d, then m. The red team found `f(g(1), 1 + h(2))` running h before g (the parent evaluated its
+then `.m`, then d, then m. Before, `f(g(1), 1 + h(2))` ran h before g (the parent evaluated its
 arguments before it sent the chain) and `{nxt(): nxt(), ...}` all keys first. The parent now keeps Python's order
 exactly while sending as few requests as it can:
   * an argument that is *quiet* (a constant, a name, a display of those, `-1`, or a candidate chain whose own
@@ -73,7 +73,7 @@ def candidate_chain(node: ast.expr, bound: frozenset[str] | set[str], entry: str
 
 
 def write_back(target: Any, new: Any) -> None:
-    """Python's in-place change of a caller's argument, on the parent's own object (red team: `a = [3, 1,
+    """Python's in-place change of a caller's argument, on the parent's own object (before, `a = [3, 1,
     2]; candidate(a); assert a == [1, 2, 3]` failed): its content becomes what the candidate left. Objects nested
     in it are replaced by the parent's copies of theirs (their identity is not kept)."""
     t = kind(target)

@@ -199,7 +199,7 @@ def _format_bound(fmt: str | bytes | bytearray, args: tuple) -> None:
 
 def _method_bound(name: str, receiver: Any, args: tuple, kwargs: dict) -> None:
     """str/bytes (and int) methods whose result grows with an argument: widths (ljust, zfill, ...), replace,
-    format and format_map, int.to_bytes. Red team: keyword arguments and format_map were not looked at."""
+    format and format_map, int.to_bytes. Keyword arguments and format_map are looked at too."""
     sizes = [a for a in (*args, *kwargs.values()) if type(a) is int]
     if name in _WIDTH_METHODS and any(a > MAX_ITEMS for a in sizes):
         raise Failed(f"{name}() to a width over the {MAX_ITEMS} bound")

@@ -103,7 +103,7 @@ class Candidate:
 def _rebuilt(result: CallResult) -> Exception | None:
     """The candidate's exception as a built-in one the program can catch, or None when it is not one: not a
     BaseException outside Exception (KeyboardInterrupt would end the trainer), and not StopIteration, which would
-    silently end the program's own loop (red team: `all(map(lambda x: candidate(x) == ..., xs))` passed
+    silently end the program's own loop (before, `all(map(lambda x: candidate(x) == ..., xs))` passed
     when the candidate raised it)."""
     cls = getattr(builtins, result.raised, None) if result.raised else None
     if not (isinstance(cls, type) and issubclass(cls, Exception)) or issubclass(cls, _ENDS_LOOPS):
@@ -137,7 +137,7 @@ def run_check(program: CheckProgram, entry: str, resolve: Resolve) -> tuple[bool
 
 def _own_builtins() -> dict[str, Any]:
     """Python's builtins, whose `import random` gives the program a `random` module of its own: its functions bound
-    to a new random.Random(0) (red team: HumanEval/53's unseeded draws moved the trainer's global
+    to a new random.Random(0) (before, HumanEval/53's unseeded draws moved the trainer's global
     generator, so the next random.random() depended on the candidate). A program's draws are then the same on
     every run, and nobody else's."""
     own = types.ModuleType("random", random.__doc__)

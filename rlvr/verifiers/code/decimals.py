@@ -12,7 +12,7 @@ mixed ints and floats 0.22 s, against the 0.1 s budget. So sorted(), list.sort()
 FREE_WEIGHT items (nested items counted: order_weight) ask the budget for room first: SORT_S per item and log2 of
 the length, SCAN_S per item for min()/max(). Honest asserts on ordinary sizes stay free.
 
-Red team: the weight missed what the comparisons walk. A list of 4,096 Counters of 24 keys weighed
+Before, the weight missed what the comparisons walk. A list of 4,096 Counters of 24 keys weighed
 4,096 (free), but Counter's comparisons are pure Python inside the one sorted() call: 0.18-0.22 s of parent CPU;
 `[0, long_list]` pairs weighed 3 each (a level whose first item was a scalar was not walked). Now every item of
 each level is walked, mappings count keys and values, Counters more (COUNTER_CALL, COUNTER_KEY), and `==`, `<`
@@ -63,13 +63,13 @@ SCAN_S = 1.5e-8
 FREE_WEIGHT = 4096  # at most 4096 * 12 * 40 ns = 2 ms: not worth a charge (so small honest sorts pay nothing)
 _NESTED = (list, tuple, set, frozenset, deque)  # compared element by element, in C
 _MAPPINGS = (dict,)  # OrderedDict, defaultdict, Counter: compared key by key, values too
-# Red team: Counter's `<`, `<=` and `==` are pure-Python code in collections, run inside the one
+# Counter's `<`, `<=` and `==` are pure-Python code in collections, run inside the one
 # sorted() call: about 0.6 us a comparison plus 70 ns a key here (4,096 Counters of 24 keys sorted in 0.15 s, 512
 # of 200 keys in 65 ms). So a Counter weighs COUNTER_CALL more, and COUNTER_KEY more per key, than a dict of its
 # size (keys and values, 2 a key): about twice what was measured, in units of SORT_S.
 COUNTER_CALL = 32
 COUNTER_KEY = 2
-# Levels walked: all of them. Red team: at 4, Counters wrapped in four lists were counted as one item each, and
+# Levels walked: all of them. Capped at 4, Counters wrapped in four lists were counted as one item each, and
 # comparing two wrappers compares the Counters (the harness's encoder stops at 100 levels, but a line the candidate
 # writes itself is decoded as deep as json goes). No cap is needed: a level's containers were counted at the level
 # above, and what lies `depth` levels down counts `depth` times, so the work stays in proportion to the weight,
@@ -81,10 +81,10 @@ _CHUNK = 4096  # containers expanded between two budget checks
 def order_weight(items: list[Any], limit: int = _MAX_COUNTED) -> int:
     """The items plus every element of the lists, tuples, sets, deques and mappings among them (a mapping's keys and
     values; a Counter more: COUNTER_CALL, COUNTER_KEY), level by level, all the way down. Every item of a level is
-    looked at, not only the first (red team: `[0, long_list]` pairs weighed 3 however long the lists, and
+    looked at, not only the first (before, `[0, long_list]` pairs weighed 3 however long the lists, and
     comparing two of them walks the lists). What lies `depth` levels down counts `depth` times: `a < b` on lists
     first compares items with `==` to find where they differ, then that pair with `<`, which does the same a level
-    down (red team: 4,096 Counters wrapped in four lists sorted in 0.55 s, each compared four times with `==`
+    down (4,096 Counters wrapped in four lists sorted in 0.55 s, each compared four times with `==`
     and once with `<`). Each level is sorted by type and counted by C loops (map, compress, chain), with a budget
     check every _CHUNK containers; counting stops once past `limit`."""
     total, level = len(items), items

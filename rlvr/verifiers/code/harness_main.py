@@ -11,7 +11,7 @@ threat model).
 Results are encoded by exact type (code/wire.py lists the tags). An instance of a subclass of one of those types
 is sent as {"sub": its base type's content}, read with the base type's own C methods, so the parent sees that the
 class is not the base (`type(x) is list` is False for a list subclass) and never runs the subclass's methods: in
-a call chain too, an attribute the base type has is left to the parent, on its copy (red team: `f(1)
+a call chain too, an attribute the base type has is left to the parent, on its copy (before, `f(1)
 .copy()` ran a list subclass's own copy). The parent never asks for `candidate`: it asks for the entry by its
 name, so a completion's own function `candidate` is not the entry.
 """

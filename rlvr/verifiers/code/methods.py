@@ -1,7 +1,7 @@
 """Methods of plain data the parent evaluates, and the one gate every call of an assert goes through.
 
 A method runs on the parent's own values: a decoded result is the parent's copy, so its built-in methods run here,
-never the candidate's. Red team: the mutating ones too (`make_stack([1, 2]).pop()`, `f().pop("a")`),
+never the candidate's. The mutating ones too (`make_stack([1, 2]).pop()`, `f().pop("a")`),
 bounded as the rest: a container may not grow past MAX_ITEMS, and keys added to a set or dict from an iterable go
 through hash_bound first, as set() and dict() do.
 """

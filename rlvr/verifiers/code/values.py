@@ -37,7 +37,7 @@ MAX_ROUND_DIGITS = 10_000
 MAX_MODPOW_WORK = 1 << 32  # pow(b, e, m): bits(e) * bits(m)**2; pow with a 20,000-bit e and 65,536-bit m took 211 s
 # A range result may stand for no more than the list the wire would carry in its place: a result line is capped
 # at 1 MiB (SandboxConfig.max_output_bytes' default), and a list item takes at least 3 bytes there ("1, "), an int
-# of 53 bits or more 13 + its hex digits ('{"i": "0x..."}, '). Red team: range(2 ** 126, 2 ** 126 + 10 ** 6)
+# of 53 bits or more 13 + its hex digits ('{"i": "0x..."}, '). Unbounded, range(2 ** 126, 2 ** 126 + 10 ** 6)
 # is 30 bytes on the wire, and set() of it cost the parent 0.2-0.9 s.
 RESULT_RANGE_BYTES = 1 << 20
 HASH_S_PER_ITEM = 2e-7  # hash_bound plus the set/dict built after it: 0.15-0.4 us an item here, under load
@@ -48,7 +48,7 @@ NUMBERS = (bool, int, float, complex, Fraction)
 
 def materialized(items: Iterable[Any]) -> list[Any]:
     """list(items), built _CHUNK items at a time with a budget check between chunks: one C call over a
-    1,000,000-item range took up to 0.1 s here (red team). A list is returned as it is."""
+    1,000,000-item range took up to 0.1 s here. A list is returned as it is."""
     if type(items) is list:
         return items
     out: list[Any] = []
@@ -63,7 +63,7 @@ def materialized(items: Iterable[Any]) -> list[Any]:
 
 def hash_bound(items: Iterable[Any]) -> list[Any]:
     """The items as a list, refused when many *different* values share one hash: ints k * (2**61 - 1) all hash
-    to 0 and make building a set or dict of them quadratic (a 43,000-item set took 21 s in review). Equal
+    to 0 and make building a set or dict of them quadratic (a 43,000-item set took 21 s). Equal
     values sharing a hash are fine: Python finds them at the first probe. Hashes are counted in C; only a hash
     shared by more than MAX_HASH_COLLISIONS items is looked at item by item. Hashing, counting and the set or
     dict the caller then builds are single C calls: their cost is charged to the budget before they start
@@ -128,7 +128,7 @@ _ORDER = {"Lt": operator.lt, "LtE": operator.le, "Gt": operator.gt, "GtE": opera
 def compare(op: str, left: Any, right: Any, rel_tol: float | None = None) -> bool:
     """One comparison of an assert (ast operator class name), as Python does it. Errors (1 < "a", 1 in 5)
     propagate: the test fails, and `not (f(x) < 5)` cannot pass by making the comparison raise."""
-    if op in ("In", "NotIn"):  # red team: one C call each, which may run Counter's Python comparisons throughout
+    if op in ("In", "NotIn"):  # one C call each, which may run Counter's Python comparisons throughout
         member_bound(left, right)
     elif op not in ("Is", "IsNot"):
         compare_bound(op, left, right)

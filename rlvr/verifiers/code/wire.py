@@ -4,7 +4,7 @@ Plain JSON carries None, bool, int (|x| < 2**53), float (NaN and infinities as J
 and list. Everything else is a one-key object whose key says the type: {"i": hex} big int, {"b": hex} bytes,
 {"t": items} tuple, {"s": items} set, {"f": items} frozenset, {"d": pairs} dict, {"o": pairs} OrderedDict,
 {"k": pairs} Counter, {"c": [re, im]} complex, {"q": [numerator, denominator]} Fraction, {"it": items} a
-drained iterator (decoded as an iterator over its items, at any depth: red team, a nested one
+drained iterator (decoded as an iterator over its items, at any depth; a nested one once
 compared as a list). OrderedDict and Counter keep their own tags because Python compares them
 differently from a dict: OrderedDicts by order, Counters with missing keys as zero.
 More types (code/stdtypes.py): {"r": [start, stop, step]} range, {"ba": hex} bytearray, {"dq": [items, maxlen]}

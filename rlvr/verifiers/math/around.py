@@ -1,4 +1,4 @@
-"""What stands around the final answer (the red team's findings): where a statement's value ends, and what
+"""What stands around the final answer: where a statement's value ends, and what
 before or after it changes, retracts or hedges it. Strings only, linear, bounded windows.
 
 Decisions (tests/test_math_around.py; corpus rows of forms 'explanation', 'retraction', 'trailing_hedge',
@@ -21,7 +21,7 @@ Decisions (tests/test_math_around.py; corpus rows of forms 'explanation', 'retra
   its percent; a unit after it is its unit ('\\boxed{5} cm', compared by rlvr.verifiers.math.units).
 - Without a statement (modes last_number, latex): a negation right before the final number ('The answer isn't 5')
   or a retraction after it makes it UNPARSEABLE (fallback_problem).
-- Red team (tests/test_math_withdrawn.py): a denial right after a value ('\\boxed{5} is false', 'Answer: 5
+- Withdrawn answers (tests/test_math_withdrawn.py): a denial right after a value ('\\boxed{5} is false', 'Answer: 5
   fails') is a retraction (denied); a negation before a box, in a \\text{} too ('cannot be \\boxed{5}'), a case with
   another value in a parenthesis after it ('(6 with endpoints)'), a value alone on the next line of an 'Answer:' line
   and an 'alternative' label are hedges or changes; a markdown bullet is no minus sign.
@@ -63,7 +63,7 @@ _RETRACTION = re.compile(
     r"|\b(?:is|was)\s*n['’]t\s+\$?\\?(?:boxed\{)?[-\d.]|\b(?:is|was)\s+not\s+\$?\\?(?:boxed\{)?[-\d.]", re.IGNORECASE)
 _HEDGE = re.compile(r"\b(?:or|either|maybe|perhaps|possibly|might|could|alternatively|otherwise|though|although|also"
                     r"|instead|too|if|unless|however|whereas|else|alternative(?=(?:\s+answer)?\s*\)?\s*:))\b",
-                    re.IGNORECASE)  # 'if', 'unless', ...: red team; 'Answer (alternative): 6' (red team)
+                    re.IGNORECASE)  # 'if', 'unless', ... and 'Answer (alternative): 6' hedge
 _EITHER_SIDE = frozenset(("maybe", "perhaps", "possibly", "might", "could", "also", "instead", "too"))
 _APPROX = re.compile(r"\b(?:approximately|approx|about|roughly|around|nearly|equivalently|i\.e|that\s+is)\b|≈|\\approx",
                      re.IGNORECASE)
@@ -148,7 +148,7 @@ def qualified(text: str, start: int, end: int, reach: int, hedging: bool = False
     """Why the clause of a value (text[start:end], read from the start of its clause at most `reach` characters
     before `start`) negates or retracts it ('Answer: 25 would be wrong', 'the wrong answer is 25', 'The total
     cannot be 120'): RETRACTED; or bounds, estimates or qualifies it ('the lower bound is 25', 'Answer: 5 at best',
-    'Maybe 5.'): QUALIFIED; None otherwise. Red team: word lists, not one-off patterns."""
+    'Maybe 5.'): QUALIFIED; None otherwise. Read by word lists, not one-off patterns."""
     low, end = max(0, start - reach), min(end, start + QUALIFIED_CHARS)
     starts = [m.end() for m in _CLAUSE_START.finditer(text, low, start)]
     low = starts[-1] if starts else low
@@ -255,7 +255,7 @@ _WORDS_BEFORE = re.compile(r"([A-Za-z'’]+)\s+(?:([A-Za-z'’]+)\s+)?(?:\$|\\\(
 _AFTER_BOX = re.compile(r"(?:[ \t~]|\\[,;:! ]|\$|\\\)|\\\]|\*\*|[)\]}]|\\right\s*[).\]|])*"
                         r"(?:(\\?%|percent\b|pct\b)"
                         r"|\\(?:text|mathrm|mbox)\s*\{([^{}]*)\}|([A-Za-z]+)"
-                        r"|([\^_/×÷·\d<>≤≥≠²³½⅓⅔¼¾⅛⅜⅝⅞]|(?<!\*)\*(?!\*)"  # a closing '**' is bold (red team)
+                        r"|([\^_/×÷·\d<>≤≥≠²³½⅓⅔¼¾⅛⅜⅝⅞]|(?<!\*)\*(?!\*)"  # a closing '**' is bold
                         r"|\\(?!(?:right|end|q?quad|pmod)(?![A-Za-z]))[A-Za-z]))")  # '\\pmod{11}' ok
 # A sign set apart from the box ('is - \\boxed{3}', '= -\\,\\boxed{3}', '10 - \\boxed{3}'); not a bullet ('- \\boxed{3}'
 # at the start of a line) nor a dash after a word ('Final answer - \\boxed{3}')
@@ -288,7 +288,7 @@ def box_problem(text: str, start: int, end: int, tag: bool = False, value: str =
         if not word or word.group(1).lower() in COPULAS:
             return "the box is part of an expression (a sign before it)", ""
     said = _TEXT_WRAP.sub(r"\1 ", before)  # '$\\text{It is not } \\boxed{5}$': the words of a \\text{} count
-    negated = _NEGATED_BOX.search(said)  # 'cannot be \\boxed{5}', "can't be \\boxed{5}" (red team)
+    negated = _NEGATED_BOX.search(said)  # 'cannot be \\boxed{5}', "can't be \\boxed{5}"
     if negated:
         return f"a word ({negated.group().strip()!r} before the box)", ""
     words = _WORDS_BEFORE.search(said)
@@ -317,7 +317,7 @@ _TERM_AFTER = re.compile(r"(?:[+±]|[-\u2212]\s*(?:\d|\\[A-Za-z]|[A-Za-z](?![A-Z
 _PAREN_AFTER = re.compile(r"\(([^()\n]{0,80})\)")
 _OF_AFTER = re.compile(r"\s+of\b")
 _CASE_PAREN = re.compile(r"\s*[-+]?\d[\d.,/]*\s+(?:with|without|including|excluding|counting|if|when|or|otherwise"
-                         r"|unless)\b|\s*(?:or|if|when|otherwise|else|unless)\b", re.IGNORECASE)  # red team
+                         r"|unless)\b|\s*(?:or|if|when|otherwise|else|unless)\b", re.IGNORECASE)  # '(6 with endpoints)'
 _CASE_AFTER = frozenset(("otherwise", "else", "when", "whenever", "if", "unless"))
 
 

@@ -13,13 +13,13 @@ Decisions (tests/test_math_withdrawn.py; corpus rows of form 'withdrawn'):
 - An opener that offers another value without stating it cleanly ('On second thought, maybe 6 fits better', 'I
   made a mistake in step 2, which gives 7') withdraws the answer: UNPARSEABLE, never the earlier value paid. Mild
   openers ('actually', 'wait', 'let me recheck') only state: reasoning after an answer often uses them honestly.
-- Fifth round (tests/test_math_r5_statements.py): after the final statement, an answer label ('Ans: 3',
+- Later statements (tests/test_math_r5_statements.py): after the final statement, an answer label ('Ans: 3',
   'Result: 3', 'Answer = 3'), a casual retraction ('nvm, 3', 'My mistake, 3', '(I mean 3)') or a sentence on a later
   line that states only another value after fillers and a copula ("It's 3.", 'We get 3.', 'Hence 3.', 'So there are 3
   apples.') is one more statement, so the answer; one restating the answer changes nothing, and 'Total: 4' (a label)
   or a bare value below the statement stays what it was (a hedge: rlvr.verifiers.math.gaps). Another value in
   question ('Hmm, 3?') withdraws the answer; an arrow to another value ('\\boxed{4} -> 3') is a hedge.
-- Fifth round (tests/test_math_r5_trailers.py): 'A: 3' (a capital A opening its line), 'Solution: 3',
+- More labels (tests/test_math_r5_trailers.py): 'A: 3' (a capital A opening its line), 'Solution: 3',
   "the answer's 3" and single-star emphasis ('*Correction*: 3') are labels too: after the box, they state the answer.
 - No correction: a verb ('Update the total: 3 + 2 = 5.' before the answer is no label), arithmetic ('Check: 2 + 3
   = 5'), the same value ('The correct total is 5'), an opener before the final statement (the statement wins).

@@ -1,4 +1,4 @@
-"""A truncated completion's explicit answer that may itself have been cut (review of truncation): an
+"""A truncated completion's explicit answer that may itself have been cut: an
 `Answer:` line or `####` whose value runs to the very end of the cut text may be a prefix of the number the model
 was writing ("Answer: 1" of 12, "Answer: 0." of 0.5). Boxes and <answer> tags are not read until their closing
 delimiter is written, so a cut one is no answer already."""

@@ -18,7 +18,7 @@ Decisions (tests/test_math_r4_denials.py; corpus rows of form 'denial_words'):
   work", 'cannot work', ...); a question answered 'No' ('Is it \\boxed{5}? No.'); a cross mark ('✗', '❌'); a sentence
   that is only 'Not.', 'Nope.' or 'Just kidding.'. Reading: UNPARSEABLE (retracted), as around.denied reads
   '\\boxed{5} is false'. 'No doubt' and 'No problem' answer no question.
-- Fifth round (tests/test_math_r5_denials.py; corpus rows 'r5_denial'): after the value also 'Nah', 'False',
+- More forms (tests/test_math_r5_denials.py; corpus rows 'r5_denial'): after the value also 'Nah', 'False',
   'is not it', "can't be right", 'is not the case', 'is flawed', 'is an error / a trap / a red herring', 'is the naive
   answer', '✖', '👎', and a detached 'NOT.' ('— NOT.', '... not.', '. FALSE.'); before it also an aside between commas
   ('not, I repeat,'), '\\hspace{..}' and '\\\\', 'n o t', a rejecting verb ('We reject', 'We can exclude', "Don't

@@ -1,4 +1,4 @@
-"""A value framed or displayed after the final statement (a red-team finding). Strings
+"""A value framed or displayed after the final statement. Strings
 only, linear: a bounded number of anchored matches in the window after the statement.
 
 Decision (tests/test_math_r5_statements.py; corpus rows of form 'r5_statement'):

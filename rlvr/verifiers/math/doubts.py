@@ -1,4 +1,4 @@
-"""A final box the completion itself doubts or only guesses (a red-team finding). Strings
+"""A final box the completion itself doubts or only guesses. Strings
 only: one anchored match before the box (at most 120 characters) and one at its end.
 
 Decision (tests/test_math_r5_denials.py; corpus rows of form 'r5_denial'): 'guess' and uncertainty qualify a value

@@ -50,7 +50,7 @@ MACHINE_DIGITS = 15  # significant digits a double always prints correctly (DBL_
 MAGNITUDES: dict[str, int | Fraction] = {
     "hundred": 100, "thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12, "dozen": 12,
     "permille": Fraction(1, 1000), "promille": Fraction(1, 1000), "permil": Fraction(1, 1000),
-    # red team: the larger scales, and parts per million/billion and basis points, change it too
+    # the larger scales, and parts per million/billion and basis points, change it too
     "quadrillion": 10**15, "quintillion": 10**18, "sextillion": 10**21, "googol": 10**100,
     "ppm": Fraction(1, 10**6), "ppb": Fraction(1, 10**9), "bps": Fraction(1, 10**4)}
 # Words after a number that change its value or make it a bound or an estimate: never a unit.
@@ -94,8 +94,8 @@ def is_unit(text: str) -> bool:
 _COUNTED = re.compile(r"\s*([-+]?(?:\d+\s+\d+/\d+|\d[\d,]*(?:\.\d+)?|\.\d+)(?:/\d+)?)"  # '5 1/2 miles'
                       r"\s+([^\W\d_]{2,}(?:(?:\s*,\s*|\s+|[-'])"
                       r"(?:[^\W\d_]{2,}|a))*)\s*[.!]?\s*")
-# Words after a count that VALUE_WORDS lets through as units yet change the value, hedge it or bound it (a
-# fresh-eyes review: '17 thousands', '17 maybe', '17 point five', '17 per cent'); also any number word. Plurals are
+# Words after a count that VALUE_WORDS lets through as units yet change the value, hedge it or bound it
+# ('17 thousands', '17 maybe', '17 point five', '17 per cent'); also any number word. Plurals are
 # read as their singular. 'more', 'fewer', 'less', 'times' stay: '17 more birds', '17 times' answer 'how many'.
 _NOT_A_COUNT = VALUE_WORDS - {"to"} | frozenset({
     "maybe", "probably", "perhaps", "possibly", "likely", "ish", "something", "somewhat", "estimated", "estimate",
@@ -116,7 +116,7 @@ def changes_count(word: str) -> bool:
     """Whether a word after a number changes, hedges or bounds it (_NOT_A_COUNT, plurals read as their singular)."""
     word = word.lower()  # 'miles' is no 'mil': '-es' only after a sibilant ('boxes')
     sibilant = word.endswith(("ses", "xes", "zes", "ches", "shes"))
-    forms = (word, word.removesuffix("s"), word[:-2] if sibilant else word)  # '5 sixteenths' (red team)
+    forms = (word, word.removesuffix("s"), word[:-2] if sibilant else word)  # '5 sixteenths'
     return any(form in _NOT_A_COUNT for form in forms) or denominator(word) is not None
 
 
@@ -155,17 +155,17 @@ def value_problem(pred: str, gold: str) -> str | None:
     return _marks_problem(pred, gold) or operator_problem(pred, gold)  # '3 \\slash 4' (rlvr...operators)
 
 
-# Red team: a relation with nothing on its left ('\\neq 5', '\\geq 5', '≠ 5', '\\in 5') says
+# A relation with nothing on its left ('\\neq 5', '\\geq 5', '≠ 5', '\\in 5') says
 # how the answer relates to 5, not that it is 5; math-verify drops it and reads 5. '=' (and ':=', '\\equiv', which
 # assert the value) stays: '\\boxed{= 5}' states 5. Compared as written with a reference that opens the same way.
 _RELATION = re.compile(r"\s*(?:\$\s*)?(?:[<>≠≥≤≦≧⩽⩾≪≫∈∉∋∝⊂⊆⊃⊇⊊⊋∣∤∥⊥≲≳≺≻≼≽≮≯≰≱]|\\(?:n?(?:[lg]eq?q?|[lg]eqslant|[lg]t"
                        r"|less\w*|gtr\w*|su[bp]set\w*|mid|parallel|prec\w*|succ\w*)|neq?|not(?:in)?|ll|gg|lll|ggg|in|ni"
                        r"|owns|(?:var)?propto|perp)(?![A-Za-z]))")
-# '5\'', '5′': feet, minutes or a derivative, never the bare 5 (red team; a "'" after a box is WRONG already)
-_PRIME = re.compile(r"\d(?:\s|~|\\[,;:! ]|\\q?quad(?![A-Za-z])){0,8}['’′″‴]")  # '5\\,\'' (red team)
-# '6_{5}', '12_8': a numeral in base 5 or 8; math-verify drops the subscript and reads 6 and 12 (red team). A
+# '5\'', '5′': feet, minutes or a derivative, never the bare 5 (a "'" after a box is WRONG already)
+_PRIME = re.compile(r"\d(?:\s|~|\\[,;:! ]|\\q?quad(?![A-Za-z])){0,8}['’′″‴]")  # '5\\,\''
+# '6_{5}', '12_8': a numeral in base 5 or 8; math-verify drops the subscript and reads 6 and 12. A
 # subscript 10 is the plain number; any other base must be the reference's.
-# Red team: the subscript is read through braces, parentheses, spacing and text groups ('6_{(5)}', '6_{\\,5}',
+# The subscript is read through braces, parentheses, spacing and text groups ('6_{(5)}', '6_{\\,5}',
 # '6_{{5}}'), and an explicit base 10 is a base too: '12_{10}' is not '12_8'.
 _BASE = re.compile(r"(?<=\d)\s*_\s*(\{(?:[^{}]|\{[^{}]{0,40}\}){0,40}\}|\w)")
 _BASE_NOISE = re.compile(r"\\(?:text|mathrm|textrm|mbox|mathbf|rm)(?![A-Za-z])|\\[,;:! ]|\\q?quad(?![A-Za-z])|[{}()\s~]"
@@ -173,8 +173,8 @@ _BASE_NOISE = re.compile(r"\\(?:text|mathrm|textrm|mbox|mathbf|rm)(?![A-Za-z])|\
 
 
 def _marks_problem(pred: str, gold: str) -> str | None:
-    """Why a relation before `pred`, a prime after its number or a base subscript on it (red-team
-    findings) makes it another value than the number math-verify reads; None when the reference has the same."""
+    """Why a relation before `pred`, a prime after its number or a base subscript on it
+    makes it another value than the number math-verify reads; None when the reference has the same."""
     relation, same = _RELATION.match(pred), _RELATION.match(gold)
     if relation and (same is None or relation.group().strip(" $") != same.group().strip(" $")):
         return f"a relation ({relation.group().strip()!r}) before it bounds or excludes the value; it states none"

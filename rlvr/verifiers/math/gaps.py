@@ -52,7 +52,7 @@ def joined(gap: str) -> str:
     return BETWEEN.sub(" ", GLUE.sub(" ", gap))
 
 
-# A line below the final statement that holds only another value is a second candidate (red team:
+# A line below the final statement that holds only another value is a second candidate (before,
 # a blank line, a bullet or a number word got past the next-line rule: 'Answer: 5\n\n6', 'Answer:\n5\n- 6',
 # '\\boxed{5}\n6'). At most two blank lines, then: a bullet, 'or', '$' or '**' around one number or one word.
 _BELOW = re.compile(r"(?:[ \t]*\r?\n){1,3}(?:[ \t]*(?:or|either|and/or)[ \t]*(?:\r?\n[ \t]*){1,3})?"

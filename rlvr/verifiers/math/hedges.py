@@ -10,7 +10,7 @@ rlvr.verifiers.math.extract):
   `\\qquad` `\\land` `\\wedge` `\\&` `\\mid` `\\sim` `\\setminus` between plain values or assignments
   (`3 \\quad 4`, `x=3 \\wedge x=4`; `5 \\quad \\text{cm}` is 5 with a unit, and between sets
   `\\mathbb{R} \\setminus \\{0\\}` stays one set). A mixed number ('5 1/2', '2 and
-  3/4') is one value (rlvr.verifiers.math.words). Red team: also `\\cr`, `\\newline` always, and
+  3/4') is one value (rlvr.verifiers.math.words). Also `\\cr`, `\\newline` always, and
   `\\hspace{..}`, `\\enspace`, `\\>`, `~`, `|`, `\\vert`, `\\parallel`, `\\cup`, `\\cap`, `\\dots` between plain
   values; the rows of a `cases` or `aligned` environment are values (a matrix's rows stay one value). Also
   `∨` always, and `∪` `∩` `∧`, glue of any name (`\\kern1em`, `\\mathstrut`: rlvr.verifiers.math.gaps)

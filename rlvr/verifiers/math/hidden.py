@@ -1,4 +1,4 @@
-"""Text a reader never sees or is told is not the answer (a red-team finding). Strings
+"""Text a reader never sees or is told is not the answer. Strings
 only, linear: one pass of `find` per kind, bounded windows before a box.
 
 Decisions (tests/test_math_r5_statements.py, tests/test_math_r5_denials.py; corpus rows 'r5_statement', 'r5_denial'):

@@ -49,7 +49,7 @@ _BARE = re.compile(  # a fraction or root written outside $..$: '\\frac{1}{3}', 
 # between two answers: spacing, punctuation, and a variable named again ('$x = \\boxed{3}$ or $x = \\boxed{4}$'); line
 # breaks, a bar and an empty box ('\\boxed{4}|\\boxed{5}', '\\boxed{4} \\boxed{} \\boxed{5}')
 _GAP_NOISE = re.compile(r"\\(?:[hv]space\*?|[hv]?phantom)\s*\{[^{}]*\}|\\(?:[hv]fill?|enspace|enskip|[smb][a-z]+skip"
-                        r"|noindent|par)(?![A-Za-z])"  # spacing between two boxes joins them (red team)
+                        r"|noindent|par)(?![A-Za-z])"  # spacing between two boxes joins them
                         r"|\\(?:quad|qquad|text|mathrm|mbox|[,;! ]|(?:newline|linebreak|hline|cr)(?![A-Za-z]))"
                         r"|\\(?:boxed|fbox)\s*\{\s*\}|\||(?<![\w\\])[A-Za-z](?:_\{?\w+\}?)?\s*="
                         r"|[\s$,;.:!?()\[\]{}*&/\\-]")  # 'y_2 =' names a variable too
@@ -89,7 +89,7 @@ def clean(answer: str) -> str:
     wrappers other than '$' go at once, and after MAX_PASSES passes what is left stays as it is (one
     wrapper per pass, searching the whole answer again each time, was quadratic: 64 answers of 2000 characters of
     '**' took 7 s)."""
-    if _PRICE.fullmatch(answer):  # a reference '$5' keeps its currency: '£5' does not answer it (red team)
+    if _PRICE.fullmatch(answer):  # a reference '$5' keeps its currency: '£5' does not answer it
         return "\\$" + answer.strip()[1:].strip().rstrip(".")
     start, end = 0, len(answer)
     dollars = answer.count("$")
@@ -308,7 +308,7 @@ def trim_prose(answer: str) -> str:
     return kept if re.search(r"\d", kept) else answer
 
 
-# A '!' right after a number, ')' or '}' is a factorial, as after a box ('\\boxed{3}!'; red team): 'Answer: 42!' reads
+# A '!' right after a number, ')' or '}' is a factorial, as after a box ('\\boxed{3}!'): 'Answer: 42!' reads
 # 42! as in modes strict and last_number, never 42. After a word it ends the sentence.
 _EXCLAIMED = re.compile(r"(?<![\d)}\]!])!+\Z")
 

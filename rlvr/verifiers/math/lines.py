@@ -90,7 +90,7 @@ def marked_lines(text: str, mark: re.Pattern, refined: bool = False) -> list[Can
             value, end = nxt.start(1), nxt.end(1)
         line_end, end = end, value_end(text, value, end)
         answer = cut(text, value, end)
-        heading = marks[i][1] - start == len("answer")  # '### Final Answer\n\n42' states 42 (red team); a heading
+        heading = marks[i][1] - start == len("answer")  # '### Final Answer\n\n42' states 42; a heading
         if heading and not _states_itself(answer):  # over work ('## Answer\n\nFirst, 3 + 4 = 7 ...') states nothing
             skipped += 1  # and counts towards RECENT: 4096 of them cost 0.17 s
             if skipped + len(found) >= RECENT:

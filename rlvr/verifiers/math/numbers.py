@@ -250,7 +250,7 @@ _BEFORE = re.compile(r"(?:[\^_/×÷&<>≤≥≠]|(?<!\*)\*"
                      r"|(?<!\S)[\u2212\u2013]"  # a detached minus or dash: 'is − 3' is not 3
                      r"|(?<!\S)~|[≈∼]|\\(?:approx|sim)(?![A-Za-z]))\s*$")  # an estimate: '~5' is not 5
 _AFTER = re.compile(r"\s*(?:\^(?!\s*\{?\s*\\circ)|_|/|[×÷&]|\*(?!\*)|\\\\|\+\s*[\w\\(]"
-                    r"|!+\s*(?:\$|\\\)|\\\])"  # '$42!$': in math a '!' is a factorial (red team)
+                    r"|!+\s*(?:\$|\\\)|\\\])"  # '$42!$': in math a '!' is a factorial
                     r"|\\(?!(?:text|mathrm|mbox|textbf|right|circ|degree|q?quad)(?![A-Za-z]))[A-Za-z])")
 # what follows a number and changes it: a text group that is not a unit, a magnitude ('5 million', '5k')
 _CHANGING_WORDS = frozenset({"below", "squared", "cubed", "factorial", "halves", "thirds", "quarters", "tenths",

@@ -25,7 +25,7 @@ _ORDINAL_STEMS = {"fif": "five", "eigh": "eight", "nin": "nine", "twelf": "twelv
 
 def _ordinal(word: str) -> int | None:
     """The number an ordinal in '-th' names ('sixteenth' -> 16, 'twentieth' -> 20, 'hundred-thousandth'): any such
-    word is a denominator (red team: '5 sixteenths' was read as 5, as the table lacked it)."""
+    word is a denominator (before, '5 sixteenths' was read as 5, as the table lacked it)."""
     if not word.endswith("th") or len(word) > 40:
         return None
     stem = word[:-2]

@@ -1,4 +1,4 @@
-"""Prose around a stated number (the red team's findings): which words before and after it can go without
+"""Prose around a stated number: which words before and after it can go without
 changing what is stated. Strings only, no sympy.
 
 Decisions (tests/test_math_around.py; corpus rows of form 'prose_around'):

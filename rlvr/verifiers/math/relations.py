@@ -3,7 +3,7 @@
 
 Decisions (tests/test_math_r4_relations.py; corpus rows of form 'relation_prefix'):
 - The check reads what may stand before a relation and still leave its left side empty, instead of listing the
-  red team's strings: spacing (`\\,`, `\\quad`, `~`, `\\displaystyle`), math delimiters (`$`, `\\(`), an opening
+  strings seen: spacing (`\\,`, `\\quad`, `~`, `\\displaystyle`), math delimiters (`$`, `\\(`), an opening
   brace, bracket, parenthesis or font group (`{\\neq} 5`, `(\\geq 5)`, `\\mathrm{\\geq}`), an empty group (`{}`,
   `\\text{ }`), `\\left.`, a backtick; and an assertion ('=', ':=', ':', '\\equiv', 'x =') whose right side opens with
   another relation ('= \\ge 5' asserts nothing: it bounds). '= 5', 'x := 5' and '\\equiv 5' still state 5.

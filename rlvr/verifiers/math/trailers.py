@@ -1,4 +1,4 @@
-"""Another value offered next to the final answer (the red team's last false positives).
+"""Another value offered next to the final answer (each form was once paid as if it offered nothing).
 Strings only, linear: a bounded window after the final statement, at most 32 sentences of it.
 
 Decisions (tests/test_math_r5_trailers.py; corpus rows of form 'r5_trailer'):

@@ -7,7 +7,7 @@ Decisions (tests/test_math_statements.py; corpus rows of form 'units'):
   drops units, so it found '5 m' == '5 cm'.
 - Spellings of one unit are the same unit: 'cm', 'centimeters', 'centimetre', '\\text{ cm}'; '\\$', '$', 'dollars',
   'USD'; '^\\circ', '°', 'degrees'; 'cm^2', 'cm²', 'square centimeters', 'sq cm'; 'km/h', 'kilometers per hour'.
-- The units in _UNITS are compared by key. Red team: the table has the families a
+- The units in _UNITS are compared by key. The table has the families a
   grade-school to competition dataset uses (mass, area, volume, data, power and energy, ...), and a word used for
   two units ('pound': lb or GBP; 'ounce' of a liquid; 'ton'; a food 'calorie') equals either (_EITHER). Other words
   after a number (a counted noun: '5 apples') are words, not units, read as the number on either side or both
@@ -16,7 +16,7 @@ Decisions (tests/test_math_statements.py; corpus rows of form 'units'):
   fewer than three letters or written against the number ('6ab') are variables, left to math-verify; 'units'
   alone is no unit.
 - The unit is read from the end of the statement as written (rlvr.verifiers.math.extract.FinalAnswer.written):
-  the words after its last digit, or a currency sign before its last number. Red team: the unit those
+  the words after its last digit, or a currency sign before its last number. Also: the unit those
   words start with ('5 cm long' is cm, not no unit), a two-letter unit in capitals ('5 KM' is km; 'M' stays no
   unit), and a word that names no unit we know where the reference has one is WRONG ('5 furlongs' for '5 m').
 - 'Rs.' and 'INR' before a number are rupees, as '€' before one is euros ('Rs. 5' for '\\$5').
@@ -47,7 +47,7 @@ for _key, *_forms in (
         ("JPY", "¥", "yen", "\\yen", "\\textyen"), ("deg", "°", "degree"),
         ("rad", "radian"), ("degC", "°C", "celsius"), ("degF", "°F", "fahrenheit"), ("km/h", "kph", "kmh"),
         ("mi/h", "mph"), ("m/s", "mps"),
-        # red team: the families a grade-school to competition dataset uses, so that a
+        # the families a grade-school to competition dataset uses, so that a
         # reference in one of them is compared at all ('5 pounds' for '5 kg', '5 MB' for '5 GB' scored 1.0).
         # Mass; 'pound' alone is mass or money (_EITHER), 'lb' is mass only; a 'ton' may be short or metric.
         ("lb", "lbs"), ("pound",), ("ton",), ("tonne", "metric ton", "metric tonne"), ("μg", "mcg", "microgram"),
@@ -86,8 +86,8 @@ _EITHER = frozenset(frozenset(pair) for pair in (
 _TEXT_GROUP = re.compile(r"\\(?:text|textrm|textnormal|mathrm|mbox|textit|operatorname)\s*\{([^{}]*)\}")
 _DEGREES = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|\\degree")
 # A power after a unit, written in superscript ('cm^2' -> 'cm ²', 'cm^{-1}' -> 'cm ⁻¹'): superscripts are no digits
-# to \d, so the number stays the last digit; any power but 2 and 3 is a unit of its own (red team:
-# '\\boxed{5}\\,\\text{cm}^{-1}' was read as 5 cm).
+# to \d, so the number stays the last digit; any power but 2 and 3 is a unit of its own
+# (before, '\\boxed{5}\\,\\text{cm}^{-1}' was read as 5 cm).
 _POWER = re.compile(r"\^\s*(?:\{\s*(-?\s*\d{1,2})\s*\}|(-?\d))")
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 _SUPERSCRIPTS = re.compile(r"[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+")
@@ -95,7 +95,7 @@ _PLAIN_POWER = str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")
 _MICRO = re.compile(r"\\(?:mu|textmu|micro)(?![A-Za-z])\s*(?:\{\})?\s*")
 _SPACING = re.compile(r"\\[,;:! ]|~|\\q?quad(?![A-Za-z])|[{}$]")
 _HYPHEN = re.compile(r"(?<=[^\W\d_])-(?=[^\W\d_])")  # 'kilowatt-hours', 'light-years' are two words
-_SIGNS = r"€|£|¥|\\(?:euro|texteuro|pounds|textsterling|yen|textyen)"  # red team: '\\pounds 5' is GBP
+_SIGNS = r"€|£|¥|\\(?:euro|texteuro|pounds|textsterling|yen|textyen)"  # '\\pounds 5' is GBP
 # 'Rs. 5', 'INR 5': rupees before the number ('Rs. 5' was read as no unit and paid '\\$5')
 _CURRENCY_BEFORE = re.compile(rf"(USD|(?<![A-Za-z])(?:Rs\.?|INR)|{_SIGNS}(?:\{{\}})?)\s*[-+]?\s*\d[\d,. ]*$")
 _LAST_DIGIT = re.compile(r"\d(?=\D*\Z)")
@@ -154,7 +154,7 @@ def unit_of(written: str) -> str | None:
 def _normal(text: str) -> str:
     """`text` with text groups opened, degrees as '°', powers as superscripts, hyphens between words and LaTeX
     spacing as spaces, single-spaced."""
-    text = _MICRO.sub("μ", text)  # '\\mathrm{\\mu m}' is μm, never m (red team)
+    text = _MICRO.sub("μ", text)  # '\\mathrm{\\mu m}' is μm, never m
     text = _POWER.sub(lambda m: " " + "".join((m.group(1) or m.group(2)).split()).translate(_SUPERSCRIPT) + " ",
                       _DEGREES.sub(" ° ", _TEXT_GROUP.sub(r" \1 ", text)))
     text = _SUPERSCRIPTS.sub(r" \g<0> ", _HYPHEN.sub(" ", text))
@@ -251,7 +251,7 @@ def _unit_after(text: str, end: int) -> str:
     """The unit words after text[end] (' m', ' cm ⁻¹'), read through LaTeX spacing and a text group as a statement's
     are ('\\boxed{5}\\,\\text{cm}' was read with no unit, so it answered '5 m')."""
     if text[end - 1:end] == "}" and _FACTORIAL_AFTER.match(text, end, end + 40):
-        return " !"  # '\\boxed{42} !': a factorial, read by unit_problem (red team)
+        return " !"  # '\\boxed{42} !': a factorial, read by unit_problem
     match = _FOLLOWING.match(_normal(text[end:end + 80]))
     if match is None:
         return ""
@@ -262,7 +262,7 @@ def _unit_after(text: str, end: int) -> str:
     return ""
 
 
-# A '!' after a number or a box, through spacing, is a factorial, not the end of a sentence (red team): after a
+# A '!' after a number or a box, through spacing, is a factorial, not the end of a sentence: after a
 # box only these are read as what follows it ('\\boxed{42} !'); '\\!' is a negative thin space. Detached from its
 # number, math-verify drops it and reads 42.
 _FACTORIAL_AFTER = re.compile(r"(?:\s|~|\\[,;: ]|\\!){0,8}!(?!=)")
@@ -289,7 +289,7 @@ def _nouns(words: list[str], spaced: bool) -> set[str]:
 
 def unit_problem(written: str, gold: str) -> str | None:
     """Why the answer's unit differs from the reference's; None otherwise. Known units compare by key ('pound'
-    is either lb or GBP: _EITHER); a known unit against the reference's words is WRONG (red team:
+    is either lb or GBP: _EITHER); a known unit against the reference's words is WRONG (before,
     '5 kilowatts' for '5 watts' and '5 MB' for '5 GB' were never compared while the reference's unit was
     unknown). Words on either side or both are read as the number; so is a word that changes the value ('percent',
     'dozen': rlvr.verifiers.math.forms decides those)."""

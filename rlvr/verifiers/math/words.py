@@ -118,7 +118,7 @@ def repeating_dots(text: str) -> Fraction | None | bool:
     return False
 
 
-_INSIDE = re.compile(r"\\approx(?![A-Za-z])|≈|\\(?:neg|lnot)(?![A-Za-z])|¬")  # 'x \\approx 4', '\\neg 4' (red team)
+_INSIDE = re.compile(r"\\approx(?![A-Za-z])|≈|\\(?:neg|lnot)(?![A-Za-z])|¬")  # 'x \\approx 4', '\\neg 4'
 _APPROXIMATELY = re.compile(r"\\approx(?![A-Za-z])|≈")
 
 

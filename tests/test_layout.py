@@ -10,6 +10,7 @@ cannot be understood, tested or moved one without the other, which is what the l
 from __future__ import annotations
 
 import ast
+import importlib.util
 import os
 import subprocess
 import sys
@@ -71,12 +72,16 @@ def importlib_imports(source: str, modules: set[str]) -> set[str]:
     directly (`import_module("rlvr.cli.sft")`) or kept in a list the call walks (how rlvr/cli/main.py once loaded
     its commands)."""
     tree = ast.parse(source)
-    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
-    if not any((f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)) == "import_module"
-               for f in (call.func for call in calls)):
+    calls = [call for call in ast.walk(tree) if isinstance(call, ast.Call) and (call.func.attr if isinstance(
+        call.func, ast.Attribute) else getattr(call.func, "id", None)) in ("import_module", "__import__")]
+    if not calls:
         return set()
-    return {node.value for node in ast.walk(tree)
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in modules}
+    names = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+    for call in calls:  # import_module(".sft", "rlvr.cli"): the name the call resolves to
+        written = [a.value if isinstance(a, ast.Constant) else None for a in call.args[:2]]
+        if len(written) == 2 and isinstance(written[0], str) and written[0].startswith(".") and written[1]:
+            names.add(importlib.util.resolve_name(written[0], written[1]))
+    return names & modules
 
 
 def _all_imports(graph: grimp.ImportGraph) -> dict[str, set[str]]:
@@ -139,6 +144,10 @@ def test_an_importlib_import_of_a_written_out_name_counts():
     assert importlib_imports(direct, modules) == {"rlvr.cli.sft"}
     assert importlib_imports(listed, modules) == {"rlvr.cli.sample"}
     assert importlib_imports("NAME = 'rlvr.cli.main'\nopen(NAME)\n", modules) == set()
+    # the other spellings of a dynamic import: the builtin, and a name relative to a package
+    assert importlib_imports("__import__('rlvr.cli.sft')\n", modules) == {"rlvr.cli.sft"}
+    assert importlib_imports("import importlib\nimportlib.import_module('.sample', 'rlvr.cli')\n", modules) == {
+        "rlvr.cli.sample"}
 
 
 def test_every_task_in_the_catalogue_is_a_module_that_exists(graph):

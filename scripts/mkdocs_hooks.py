@@ -58,10 +58,23 @@ def _rewrite(match: re.Match, source: str, page_uri: str, config) -> str:
     if in_repo.startswith("..") or not _repo(config).joinpath(in_repo).exists():
         log.warning(f"{source} links to {target!r}, which is not a file of the repository")
         return match[0]
+    if anchor and in_repo.endswith(".md") and anchor not in _anchors(_repo(config).joinpath(in_repo)):
+        log.warning(f"{source} links to {target!r}, but {in_repo} has no heading with that anchor")
     if not config.repo_url:
         return match["text"].removeprefix("!")[1:-1]
     url = f"{config.repo_url.rstrip('/')}/blob/main/{in_repo}{hash_}{anchor}"
     return f"{match['text']}({url}{match['title'] or ''})"
+
+
+def _anchors(file: Path) -> set[str]:
+    """The GitHub anchors of a Markdown file's headings (lower case, punctuation dropped, spaces to '-'), for links
+    into a repository file outside docs/, which MkDocs does not check."""
+    headings, fenced = [], False
+    for line in file.read_text(encoding="utf-8").splitlines():
+        fenced = not fenced if _FENCE.match(line) else fenced
+        if not fenced and line.startswith("#"):
+            headings.append(line.lstrip("#").strip())
+    return {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in headings}
 
 
 def _repo(config) -> Path:

@@ -131,13 +131,15 @@ def test_strict_mode_fails_on_each_kind_of_fault(docs_copy, tmp_path):
     """The checks are on (mkdocs.yml's validation, the hook's file check): one build with a fault of each kind
     names all of them. Catches a check turned down to info, or the hook passing a missing file silently."""
     readme = docs_copy / "README.md"
-    faults = "\n[a page](docs/datas.md), [a heading](docs/verifiers.md#no-such-heading), [a file](bench/gone.py)\n"
+    faults = ("\n[a page](docs/datas.md), [a heading](docs/verifiers.md#no-such-heading), [a file](bench/gone.py), "
+              "[a heading outside docs](CONTRIBUTING.md#no-such-section)\n")
     readme.write_text(readme.read_text(encoding="utf-8") + faults, encoding="utf-8")
     (docs_copy / "docs" / "unlisted.md").write_text("# Not in the nav\n", encoding="utf-8")
     done = _build(docs_copy, tmp_path / "site")
     assert done.returncode != 0
     for finding in ["'datas.md', but the target is not found", "does not contain an anchor '#no-such-heading'",
                     "README.md links to 'bench/gone.py', which is not a file of the repository",
+                    "links to 'CONTRIBUTING.md#no-such-section', but CONTRIBUTING.md has no heading with that anchor",
                     "not included in the \"nav\" configuration"]:
         assert finding in done.stderr, finding
     assert re.search(r"unlisted\.md", done.stderr)

@@ -340,6 +340,11 @@ def test_a_dataset_that_holds_nothing_out_stops_before_training(tiny_model_dir, 
                  f"task.path={data}", "max_steps=1", "logging.progress=off"])
     assert code == 2 and "the held-out split is empty" in capsys.readouterr().err
     assert not (out / "metrics.jsonl").exists()  # nothing trained
+    # without the final evaluation the same data trains (an `or` in the check would refuse it too)
+    code = main(["train", f"model.name_or_path={tiny_model_dir}", f"output_dir={tmp_path / 'run2'}", "task.name=qa",
+                 f"task.path={data}", "max_steps=1", "logging.progress=off", "eval.at_end=false",
+                 "rollout.group_size=2", "rollout.prompts_per_step=1", "rollout.max_new_tokens=4"])
+    assert code == 0 and (tmp_path / "run2" / "metrics.jsonl").is_file()
 
 
 @pytest.mark.parametrize(("name", "text"), [("e.jsonl", ""), ("e.csv", ""), ("h.csv", "question,answer\n"),

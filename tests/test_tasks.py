@@ -199,7 +199,11 @@ def test_qa_bad_lines_and_duplicates_are_skipped_and_counted(tmp_path: Path, cap
     assert len(task.train) + len(task.held_out) == 5
     err = capsys.readouterr().err
     assert "skipped 4 of 9 rows" in err and "line 2: not valid UTF-8" in err and "line 4: not valid JSON" in err
-    assert "line 6: a JSON list, not an object" in err and "line 8: the same question as line 1" in err
+    assert "line 6: a JSON array, not an object" in err and "line 8: the same question as line 1" in err
+    null = tmp_path / "null.jsonl"  # a null line is named as JSON names it, not as Python's NoneType
+    null.write_text("".join(json.dumps(r) + "\n" for r in GSM8K[:5]) + "null\n")
+    build_task(TaskConfig(name="qa", path=str(null)))
+    assert "line 6: a JSON null, not an object" in capsys.readouterr().err
     with pytest.raises(DatasetError, match="line 2: not valid UTF-8"):
         build_task(TaskConfig(name="qa", path=str(path), bad_rows="error"))
 

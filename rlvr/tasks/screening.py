@@ -16,6 +16,8 @@ from rlvr.tasks.base import Task
 from rlvr.tasks.positions import Label, row_label
 
 SHOWN = 5  # rows named in the start-up summary; the count covers all
+# a line's JSON value named as JSON names it, not as Python does ("a JSON null", not "a JSON NoneType")
+_JSON_NAMES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,7 @@ def scan_jsonl(path: Path, screening: Screening) -> JsonlRecords | None:
                 continue
             if not isinstance(record, dict):
                 bad_seen = True
-                screening.reject(index, f"a JSON {type(record).__name__}, not an object")
+                screening.reject(index, f"a JSON {_JSON_NAMES.get(type(record), type(record).__name__)}, not an object")
                 continue
             good.append((index, record))
     return JsonlRecords(good) if bad_seen else None

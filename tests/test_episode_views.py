@@ -199,7 +199,8 @@ def test_the_report_reads_episodes_of_samples_and_names_a_malformed_one(tmp_path
     (tmp_path / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     shown = {c.reward: c.episode for c in load_run(tmp_path).completions}
     assert shown[1.0] == Episode([Message("assistant", "go(kitchen)"), Message("tool", "ok"),
-                                  Message("assistant", "Done.")], 2, "answered", 3, 1, '{"room": "kitchen"}')
+                                  Message("assistant", "Done.")], 2, "answered", 3, 1, '{"room": "kitchen"}',
+                                  [0.0, 0.0])  # the step rewards the record holds
     assert shown[0.0].model_turns == 1 and shown[0.0].stop_reason == "max_turns"
     rows[1]["episode"] = {"messages": "Done."}
     (tmp_path / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))

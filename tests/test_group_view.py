@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from rlvr.grpo.group_view import decode_tokens, group_row, pick_group, token_ratios
+from rlvr.grpo.group_view import decode_tokens, group_row, pick_group, token_kl, token_ratios
 from rlvr.types import Outcome, Prompt, RolloutBatch, ScoredBatch, Verdict
 
 
@@ -36,6 +36,24 @@ def test_token_ratios_by_hand() -> None:
     # ... but not under top-p (renormalised nucleus): no ratio rather than a wrong one; nor without a rescorer
     assert token_ratios(None, old, 0.95, rows, rescore) is None
     assert token_ratios(old, old, 1.0, rows, None) is None
+
+
+def test_token_kl_by_hand() -> None:
+    # k3 = exp(d) - d - 1 with d = log pi_ref - log pi (DeepSeekMath eq. 4). Rows 2, 3; pi_old 0.5 and 0.25, pi_ref
+    # 0.25 and 0.25: d = log 0.5 = -0.693147 -> k3 = 0.5 + 0.693147 - 1 = 0.193147; d = 0 -> 0.
+    old = torch.log(torch.tensor([[0.1, 0.1], [0.1, 0.1], [0.5, 0.25], [0.5, 0.25]]))
+    ref = torch.log(torch.tensor([[0.9, 0.9], [0.9, 0.9], [0.25, 0.25], [0.25, 0.25]]))
+    rows = torch.tensor([2, 3])
+    expected = torch.tensor([[0.193147, 0.0]] * 2)
+    torch.testing.assert_close(token_kl(old, old * 9, ref, 1.0, rows, "k3"), expected)
+    # mu = 1 (no scoring forward): the sampler's log-probs are what the loss's one pass saw
+    torch.testing.assert_close(token_kl(None, old, ref, 1.0, rows, "k3"), expected)
+    # k1 = log pi - log pi_ref = 0.693147 on the first token
+    torch.testing.assert_close(token_kl(old, old, ref, 1.0, rows, "k1"), torch.tensor([[0.693147, 0.0]] * 2))
+    # no KL in the loss (beta = 0 or KL in the reward), no reference, or a top-p sampler: nothing recorded
+    assert token_kl(old, old, ref, 1.0, rows, None) is None
+    assert token_kl(old, old, None, 1.0, rows, "k3") is None
+    assert token_kl(None, old, ref, 0.9, rows, "k3") is None
 
 
 def _batch(rewards: list[float]) -> tuple[RolloutBatch, ScoredBatch]:

@@ -138,7 +138,7 @@ def test_group_view_colours_tokens_by_advantage_and_ratio(driver, runs, tmp_path
 
 
 def set_explainer(driver, rewards: list[float], **fields: float) -> None:
-    count = lambda: len(driver.find_elements("css selector", "#ex-rewards input"))  # noqa: E731
+    count = lambda: len(driver.find_elements("css selector", "#ex-rewards input.ex-reward-value"))  # noqa: E731
     while count() < len(rewards):
         driver.find_element("id", "ex-add").click()
     while count() > len(rewards):

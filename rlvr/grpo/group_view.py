@@ -14,6 +14,7 @@ from typing import Callable
 import torch
 
 from rlvr.algorithms.advantages import tied_groups
+from rlvr.algorithms.loss import KL_ESTIMATORS
 from rlvr.types import RolloutBatch, ScoredBatch, row_extent
 
 # rows (a [G] long index into the batch) -> log-probs [G, C] of the current (updated) policy
@@ -35,6 +36,16 @@ def token_ratios(old: torch.Tensor | None, sampled: torch.Tensor, top_p: float, 
         return None
     before = old[rows] if old is not None else sampled[rows]
     return torch.exp(rescore(rows) - before)
+
+
+def token_kl(old: torch.Tensor | None, sampled: torch.Tensor, ref: torch.Tensor | None, top_p: float,
+             rows: torch.Tensor, estimator: str | None) -> torch.Tensor | None:
+    """[G, C] the per-token KL estimate the loss charged (beta times it), between the policy the first pass saw
+    (pi_old) and the frozen reference; None when the loss holds no KL or pi_old is not known exactly (top-p)."""
+    if estimator is None or ref is None or (old is None and top_p < 1):
+        return None
+    before = old[rows] if old is not None else sampled[rows]
+    return KL_ESTIMATORS[estimator](before, ref[rows])
 
 
 def decode_tokens(decode: Callable[[list[int]], str], ids: list[int], context: int = 8) -> list[str]:
@@ -64,16 +75,17 @@ def episode_view(record, sampled: torch.Tensor) -> dict:
     return {"sampled": [int(x) for x in sampled.tolist()], "episode": record.as_json()}
 
 
-def shown_ratios(ratios: torch.Tensor, sampled: torch.Tensor) -> list[float | None]:
-    """A row's ratios, null on an episode's environment tokens: no policy sampled them, so whatever the forwards
+def shown_values(ratios: torch.Tensor, sampled: torch.Tensor) -> list[float | None]:
+    """A row's ratios (or KL), null on an episode's environment tokens: no policy sampled them, so what the forwards
     left there is no ratio (the dashboard reads null as uncoloured)."""
     return [round(x, 5) if s else None for x, s in zip(ratios.tolist(), sampled.tolist())]
 
 
 def group_row(step: int, rollouts: RolloutBatch, scored: ScoredBatch, advantages: torch.Tensor, group: int,
               decode: Callable[[list[int]], str], clip: tuple[float, float],
-              ratios: torch.Tensor | None) -> dict:
-    """One groups.jsonl line. advantages: [B] (one per completion) or [B, C] (per token, e.g. GAE); ratios [G, C]."""
+              ratios: torch.Tensor | None, kl: torch.Tensor | None = None) -> dict:
+    """One groups.jsonl line. advantages: [B] (one per completion) or [B, C] (per token, e.g. GAE); ratios and kl
+    [G, C] (see token_ratios, token_kl)."""
     g = rollouts.group_size
     prompt = rollouts.prompts[group]
     completions = []
@@ -94,7 +106,8 @@ def group_row(step: int, rollouts: RolloutBatch, scored: ScoredBatch, advantages
             "verdicts": {name: v[row].as_json() for name, v in scored.verdicts.items()},
             "tokens": decode_tokens(decode, ids),
             "token_advantages": [round(x, 5) for x in per_token.tolist()],
-            "token_ratios": None if ratios is None else shown_ratios(ratios[j, :length], sampled),
+            "token_ratios": None if ratios is None else shown_values(ratios[j, :length], sampled),
+            **({} if kl is None else {"token_kl": shown_values(kl[j, :length], sampled)}),  # lines stay as before
             **({} if rollouts.turns is None else episode_view(rollouts.turns.records[row], sampled)),
         })
     return {"step": step, "prompt_id": prompt.id, "question": prompt.messages[-1]["content"],

@@ -88,6 +88,7 @@ class GroupViewPlan:
     top_p: float
     micro_batch_size: int
     clip: tuple[float, float]  # (clip_epsilon, clip_epsilon_high)
+    kl_estimator: str | None = None  # the loss's KL estimator (KL_ESTIMATORS name); None: no KL in the loss
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,8 @@ def step_plan(config: RunConfig) -> StepPlan:
     loss = LossSpec(objective=a.objective, clip=ClipRange(a.clip_epsilon, a.clip_high, a.dual_clip_c),
                     aggregation=a.aggregation, kl_estimator=a.kl_estimator, beta=a.beta if kl.in_loss else 0.0,
                     entropy_coef=a.entropy_coef)
-    view = GroupViewPlan(r.temperature, r.top_p, mbs, (a.clip_epsilon, a.clip_high)) if config.group_view else None
+    view = GroupViewPlan(r.temperature, r.top_p, mbs, (a.clip_epsilon, a.clip_high),
+                         a.kl_estimator if kl.in_loss else None) if config.group_view else None
     return StepPlan(
         draw=draw, scoring=ScoringPlan(r.temperature, mbs, needs_old_logprobs(config)),
         reward=RewardPlan(tuple(config.task.verifiers.items()), config.reward.overlong_buffer,

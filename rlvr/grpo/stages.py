@@ -223,7 +223,8 @@ def make_train_batch(rollouts: RolloutBatch, advantages: torch.Tensor, old: torc
 
 
 def group_view_row(view: GroupViewPlan | None, models: Models, sharded: bool, step: int, rollouts: RolloutBatch,
-                   scored: ScoredBatch, advantages: torch.Tensor, old: torch.Tensor | None) -> dict | None:
+                   scored: ScoredBatch, advantages: torch.Tensor, old: torch.Tensor | None,
+                   ref: torch.Tensor | None = None) -> dict | None:
     """groups.jsonl's line for this step (after the update, which the ratios measure); None when turned off.
     `sharded` (torchrun): the policy's weights are split across ranks and it cannot rescore rows alone, so the
     line carries no ratios."""
@@ -237,4 +238,6 @@ def group_view_row(view: GroupViewPlan | None, models: Models, sharded: bool, st
     with torch.no_grad():
         rows = torch.arange(group * g, (group + 1) * g, device=rollouts.completion_ids.device)
         ratios = group_view.token_ratios(old, rollouts.sampling_logprobs, view.top_p, rows, rescore)
-    return group_view.group_row(step, rollouts, scored, advantages, group, models.tokenizer.decode, view.clip, ratios)
+        kl = group_view.token_kl(old, rollouts.sampling_logprobs, ref, view.top_p, rows, view.kl_estimator)
+    return group_view.group_row(step, rollouts, scored, advantages, group, models.tokenizer.decode, view.clip, ratios,
+                                kl)

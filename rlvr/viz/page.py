@@ -16,24 +16,31 @@ from typing import Any
 import yaml
 
 from rlvr.config.run import AlgorithmConfig
-from rlvr.viz.rundata import Group, RunData
+from rlvr.viz.explainer_data import explainer_data, group_json
+from rlvr.viz.rundata import RunData
 
 FORMAT = 1  # payload layout version, read by page.js
 GENERATOR = '<meta name="generator" content="rlvr report">'  # marks a file `rlvr report` may replace
-SCRIPTS = ("explainer.js", "page.js")  # inlined in this order: page.js starts the explainer explainer.js defines
-TOKEN_DIGITS = 4  # per-token advantages and ratios are rounded: they only pick a colour, and a report stays small
+# Inlined in this order: explainer.js defines the explainer's core, each view file adds its views to it, page.js
+# starts it all.
+SCRIPTS = ("explainer.js", "explainer_build.js", "explainer_group.js", "explainer_token.js", "explainer_runs.js",
+           "page.js")
+STYLES = ("page.css", "explainer.css", "explainer_group.css", "explainer_token.css", "explainer_runs.css")
 # The explainer's first inputs. The algorithm's numbers are the trainer's defaults; the rewards, ratio and token
 # probabilities are only an example to start from (a group of 4 with two right answers, a ratio past the clip).
 EXAMPLE = {"rewards": [1.0, 0.0, 0.0, 1.0], "ratio": 1.25, "pi": 0.30, "pi_ref": 0.25}
 
 
-def payload(runs: list[RunData], live: bool, recipes: list[tuple[str, str]] = ()) -> dict[str, Any]:
+def payload(runs: list[RunData], live: bool, recipes: list[tuple[str, str]] = (),
+            scoring: str | None = "typing an answer needs the dashboard (`rlvr dashboard RUN_DIR`)") -> dict[str, Any]:
     """Everything the page draws, as JSON-ready data; run names are made unique for the legends. recipes: (name,
-    summary text) of the recipe directories given (the per-stage tables, reasoning included)."""
+    summary text) of the recipe directories given (the per-stage tables, reasoning included). scoring: None when
+    the page can send typed answers to the run's verifiers (a dashboard), else why it cannot."""
     names = _unique([run.name for run in runs])
     return {
         "format": FORMAT, "live": live, "generated": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "explainer": {**EXAMPLE, **explainer_settings(runs[0].config_text if runs else "")},
+        "explainer": {**EXAMPLE, **explainer_settings(runs[0].config_text if runs else ""),
+                      **explainer_data(runs, scoring)},
         "runs": [_run(run, name) for run, name in zip(runs, names)],
         "recipes": [{"name": name, "summary": summary} for name, summary in recipes]}
 
@@ -64,16 +71,7 @@ def _run(run: RunData, name: str) -> dict[str, Any]:
                    "series": {key: [row.values.get(key) for row in run.rows] for key in keys}},
         "evaluations": [{"step": e.step, **e.values} for e in run.evaluations],
         "completions": [asdict(c) for c in run.completions],
-        "groups": [_group(g) for g in run.groups]}
-
-
-def _group(group: Group) -> dict[str, Any]:
-    out = asdict(group)
-    for completion in out["completions"]:
-        for key in ("token_advantages", "token_ratios"):
-            if completion[key] is not None:
-                completion[key] = [round(v, TOKEN_DIGITS) for v in completion[key]]
-    return out
+        "groups": [group_json(g) for g in run.groups]}
 
 
 def _unique(names: list[str]) -> list[str]:
@@ -97,8 +95,8 @@ def data_json(data: dict[str, Any]) -> str:
 
 def render_page(data: str, title: str) -> str:
     """The whole self-contained HTML document, around a payload already made into text by data_json()."""
-    parts = {"TITLE": _escape(title), "CSS": _asset("page.css"), "JS": "\n".join(map(_asset, SCRIPTS)), "DATA": data,
-             "GENERATOR": GENERATOR}
+    parts = {"TITLE": _escape(title), "CSS": "\n".join(map(_asset, STYLES)), "JS": "\n".join(map(_asset, SCRIPTS)),
+             "DATA": data, "GENERATOR": GENERATOR}
     if "</script" in parts["JS"].lower():
         raise AssertionError(f"{' and '.join(SCRIPTS)} must not contain a closing script tag: they are inlined")
     # One pass, so that text inside the inserted parts is never taken for a placeholder.

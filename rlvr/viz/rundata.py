@@ -58,6 +58,7 @@ class Episode:
     valid_calls: int
     invalid_calls: int
     final_state: str
+    turn_rewards: list[float] | None = None  # one step reward per model turn (process credit); None: not recorded
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,7 @@ class GroupCompletion:
     token_ratios: list[float] | None  # pi_new / pi_old per token after the step's update; None: not recorded
     sampled: list[bool] | None = None  # multi-turn episodes: False on the environment's tokens (drawn grey)
     episode: Episode | None = None  # multi-turn episodes only
+    token_kl: list[float] | None = None  # the loss's per-token KL estimate to the reference; None: not recorded
 
 
 @dataclass(frozen=True)
@@ -237,6 +239,12 @@ def _groups(path: Path, pick: GroupPick, latest: int) -> list[Group]:
     return [_group(path, by_step[step], phase) for phase, step in phase_steps(list(by_step))]
 
 
+def parse_group(record: dict[str, Any], where: str, phase: str = "") -> Group:
+    """One groups.jsonl object read as the group view reads it (the explainer's example groups); `where` names
+    it in errors."""
+    return _group(Path("rlvr/viz/example/explainer.json"), JsonLine(where, record), phase)
+
+
 def _group(path: Path, line: JsonLine, phase: str) -> Group:
     r = line.record
     default = AlgorithmConfig()  # a line without its clip range: the trainer's default range
@@ -259,13 +267,14 @@ def _group_completion(path: Path, line: JsonLine, c: dict[str, Any]) -> GroupCom
         raise RunDataError(f"{path}: {line.where}: \"tokens\" is not a list of strings")
     advantage = _number(c.get("advantage"))
     token_advantages = _per_token(path, line, "token_advantages", c.get("token_advantages"), len(tokens), 0.0)
-    ratios = c.get("token_ratios")
+    ratios, kl = c.get("token_ratios"), c.get("token_kl")
     return GroupCompletion(
         _text(c, "text"), _number(c.get("reward")), advantage, bool(c.get("truncated", False)),
         _verdicts(path, line, c.get("verdicts")), [str(t) for t in tokens],
         token_advantages if token_advantages is not None else [advantage or 0.0] * len(tokens),
         None if ratios is None else _per_token(path, line, "token_ratios", ratios, len(tokens), 1.0),
-        _sampled(path, line, c.get("sampled"), len(tokens)), _episode(path, line, c.get("episode")))
+        _sampled(path, line, c.get("sampled"), len(tokens)), _episode(path, line, c.get("episode")),
+        None if kl is None else _per_token(path, line, "token_kl", kl, len(tokens), 0.0))
 
 
 def _count(value: Any) -> int:
@@ -281,8 +290,11 @@ def _episode(path: Path, line: JsonLine, raw: Any) -> Episode | None:
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
         raise RunDataError(f"{path}: {line.where}: \"episode\" is not an object with a list of \"messages\" objects")
     turns = [Message(_text(m, "role"), _text(m, "content")) for m in messages]
+    rewards = raw.get("turn_rewards")
+    rewards = [_number(v) or 0.0 for v in rewards] if isinstance(rewards, list) else None
     return Episode(turns, sum(m.role == "assistant" for m in turns), _text(raw, "stop_reason"),
-                   _count(raw.get("valid_calls")), _count(raw.get("invalid_calls")), _text(raw, "final_state"))
+                   _count(raw.get("valid_calls")), _count(raw.get("invalid_calls")), _text(raw, "final_state"),
+                   rewards)
 
 
 def _sampled(path: Path, line: JsonLine, values: Any, length: int) -> list[bool] | None:

@@ -343,6 +343,7 @@
       } else {
         state.etag = res.headers.get("ETag");
         render(await res.json());
+        window.rlvrViz.refreshExplainer(state.data);
         setStatus("live: updated " + state.data.generated);
       }
     } catch (err) {
@@ -354,7 +355,7 @@
     const data = JSON.parse(byId("rlvr-data").textContent);
     state.followLatest = Boolean(data.live);
     wireGroups();
-    window.rlvrViz.initExplainer(data.explainer);  // explainer.js, inlined before this script
+    window.rlvrViz.initExplainer(data);  // explainer.js, inlined before this script
     render(data);
     if (data.live) { setStatus("live: polling every 2 s"); setTimeout(poll, 2000); }
   }

@@ -1,0 +1,202 @@
+"""What the explainer's views draw (rlvr/viz/static/explainer*.js): each part from the run the page is opened on
+where the run holds it, else from the example recorded on the embedded model (rlvr/viz/example/explainer.json,
+made by bench/explainer_record.py), and each part says which ("source") and, for the example, why.
+
+Parts (the views that draw them):
+  settings     the run's algorithm settings (every view marks the run's own values)
+  group        one logged group: its prompt, G completions, verdicts and per-token numbers (1, 2, 7, 13)
+  temperature  a temperature sweep of the embedded model (3)
+  hacks        completions that game a weak check, with the naive and rlvr verdicts (4)
+  difficulty   measured pass rates of the run's logged groups (5)
+  kl           the run's KL curve and recorded runs at three betas (9)
+  credit       a PPO group's per-token GAE advantages (10)
+  process      an agent group's episodes with turn rewards (11)
+  grid         short recorded runs over clip epsilon x beta x G (12)
+"""
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import asdict
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from rlvr.config.run import AlgorithmConfig, EpisodeConfig, RolloutConfig
+from rlvr.viz.jsonl import RunDataError, read_jsonl
+from rlvr.viz.rundata import Group, RunData, parse_group
+
+TOKEN_DIGITS = 4  # per-token numbers only pick a colour or a worked example's digits; a report stays small
+EXAMPLE_NAME = "explainer.json"
+
+
+@functools.lru_cache(maxsize=1)
+def load_example() -> dict[str, Any]:
+    """The shipped example ({} when the package holds none: each view then says it has nothing to show)."""
+    path = resources.files("rlvr.viz") / "example" / EXAMPLE_NAME
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+
+
+def group_json(group: Group) -> dict[str, Any]:
+    """A Group as the page reads it, per-token numbers rounded."""
+    out = asdict(group)
+    for completion in out["completions"]:
+        for key in ("token_advantages", "token_ratios", "token_kl"):
+            if completion[key] is not None:
+                completion[key] = [round(v, TOKEN_DIGITS) for v in completion[key]]
+    return out
+
+
+def run_settings(config_text: str) -> dict[str, Any]:
+    """The run's settings the views mark, the trainer's defaults where config.yaml does not say."""
+    try:
+        saved = yaml.safe_load(config_text) or {}
+    except yaml.YAMLError:
+        saved = {}
+    saved = saved if isinstance(saved, dict) else {}
+    section = lambda name: saved.get(name) if isinstance(saved.get(name), dict) else {}  # noqa: E731
+    out = {}
+    for name, defaults, keys in (
+            ("algorithm", AlgorithmConfig(), ("advantage", "beta", "clip_epsilon", "clip_epsilon_high", "std_epsilon",
+                                              "kl_estimator", "kl_placement", "aggregation", "updates_per_batch")),
+            ("rollout", RolloutConfig(), ("temperature", "group_size", "max_new_tokens")),
+            ("episode", EpisodeConfig(), ("credit",))):
+        for key in keys:
+            value = section(name).get(key, getattr(defaults, key))
+            out[key] = value if isinstance(value, (int, float, str)) or value is None else getattr(defaults, key)
+    if out["clip_epsilon_high"] is None:
+        out["clip_epsilon_high"] = out["clip_epsilon"]
+    return out
+
+
+def _made(part: dict[str, Any]) -> str:
+    return f"`{part.get('command', '?')}`, {part.get('date', 'date not recorded')}, commit {part.get('commit', '?')}"
+
+
+def _example(name: str, why: str, **data: Any) -> dict[str, Any] | None:
+    part = load_example().get(name)
+    if part is None:
+        return None
+    return {"source": "example", "why": why, "made": _made(part), **data}
+
+
+def _example_group(name: str, record: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if record is None else group_json(parse_group(record, f"the example's {name} group"))
+
+
+def _teaching(group: Group) -> bool:
+    rewards = {c.reward for c in group.completions}
+    return len(group.completions) > 1 and len(rewards) > 1 and all(c.tokens for c in group.completions)
+
+
+def group_part(run: RunData | None) -> dict[str, Any] | None:
+    """The run's latest logged group whose rewards differ, else the example run's."""
+    picks = [g for g in (run.groups if run else []) if _teaching(g)]
+    if picks:
+        return {"source": "run", "made": f"step {picks[-1].step}", "group": group_json(picks[-1])}
+    example = load_example().get("example") or {}
+    rows = [parse_group(r, "the example run's group") for r in example.get("groups", [])]
+    rows = [g for g in rows if _teaching(g)]
+    why = "logged no group whose rewards differ" if run and run.groups else "logged no group view (groups.jsonl)"
+    return _example("example", why, group=group_json(rows[-1])) if rows else None
+
+
+def passes(completion: dict[str, Any]) -> bool:
+    """Right: every verifier said correct (a completion without verdicts: a positive reward)."""
+    verdicts = completion.get("verdicts")
+    if isinstance(verdicts, dict) and verdicts:
+        return all(isinstance(v, dict) and v.get("outcome") == "correct" for v in verdicts.values())
+    reward = completion.get("reward")
+    return isinstance(reward, (int, float)) and reward > 0
+
+
+def difficulty_part(run: RunData | None, settings: dict[str, Any]) -> dict[str, Any] | None:
+    """Pass rates of every group the run logged (one per step), else of the example's temperature sweep at the
+    default temperature."""
+    path = run.path / "groups.jsonl" if run else None
+    points = []
+    if path is not None and path.is_file():
+        for line in read_jsonl(path):
+            completions = line.record.get("completions")
+            if isinstance(completions, list) and completions and all(isinstance(c, dict) for c in completions):
+                points.append({"step": line.record.get("step"), "prompt": str(line.record.get("question", "")),
+                               "pass_rate": sum(map(passes, completions)) / len(completions)})
+    if points:
+        return {"source": "run", "made": f"{len(points)} logged groups", "group_size": settings["group_size"],
+                "points": points}
+    sweep = load_example().get("temperature") or {}
+    rows = [r for r in sweep.get("rows", []) if r.get("temperature") == RolloutConfig().temperature]
+    if not rows:
+        return None
+    return _example("temperature", "logged no group view", group_size=sweep.get("group_size"),
+                    points=[{"step": None, "prompt": f"prompt {i + 1}", "pass_rate": p}
+                            for i, p in enumerate(rows[0]["pass_rates"])])
+
+
+def kl_part(run: RunData | None) -> dict[str, Any] | None:
+    """The run's KL curve beside the recorded grid runs at each beta (the default clip epsilon and G)."""
+    grid = load_example().get("grid") or {}
+    default = AlgorithmConfig().clip_epsilon, RolloutConfig().group_size
+    recorded = [{"beta": c["beta"], "steps": c["curves"]["steps"], "kl": c["curves"]["kl"]}
+                for c in grid.get("cells", []) if (c["clip_epsilon"], c["group_size"]) == default]
+    steps = [row.step for row in run.rows if row.values.get("kl") is not None] if run else []
+    own = {"steps": steps, "kl": [row.values["kl"] for row in run.rows if row.values.get("kl") is not None]} if run \
+        else {"steps": [], "kl": []}
+    if not recorded and not steps:
+        return None
+    return {"source": "run" if steps else "example", "made": _made(grid) if grid else "", "run": own,
+            "recorded": sorted(recorded, key=lambda r: r["beta"]), "updates_per_batch": grid.get("updates_per_batch")}
+
+
+def credit_part(run: RunData | None, settings: dict[str, Any]) -> dict[str, Any] | None:
+    """A group trained with GAE: the run's own when it used the critic, else the recorded PPO run's."""
+    if run and settings["advantage"] == "gae":
+        picks = [g for g in run.groups if _teaching(g)]
+        if picks:
+            return {"source": "run", "made": f"step {picks[-1].step}", "group": group_json(picks[-1]),
+                    "std_epsilon": settings["std_epsilon"]}
+    ppo = load_example().get("ppo") or {}
+    why = "used the group baseline, not a critic" if run else "is missing"
+    return _example("ppo", why, group=_example_group("PPO", ppo.get("group")), std_epsilon=ppo.get("std_epsilon"))
+
+
+def _has_turn_rewards(group: Group) -> bool:
+    return any(c.episode and c.episode.turn_rewards for c in group.completions)
+
+
+def process_part(run: RunData | None, settings: dict[str, Any]) -> dict[str, Any] | None:
+    """An agent group with turn rewards: the run's own, else the recorded calculator agent's."""
+    picks = [g for g in (run.groups if run else []) if _has_turn_rewards(g)]
+    if picks:
+        return {"source": "run", "made": f"step {picks[-1].step}", "group": group_json(picks[-1]),
+                "std_epsilon": settings["std_epsilon"], "credit": settings["credit"]}
+    agent = load_example().get("agent") or {}
+    return _example("agent", "has no multi-turn episodes with turn rewards", std_epsilon=agent.get("std_epsilon"),
+                    credit="process", group=_example_group("agent", agent.get("group")))
+
+
+def explainer_data(runs: list[RunData], scoring: str | None) -> dict[str, Any]:
+    """payload["explainer"] minus the numbers the build view opens with (page.py adds those). scoring: None when
+    the page can score typed answers (a dashboard with the run's verifiers), else why it cannot."""
+    run = runs[0] if runs else None
+    settings = run_settings(run.config_text if run else "")
+    example = load_example()
+    try:
+        difficulty = difficulty_part(run, settings)
+    except RunDataError:  # a damaged groups.jsonl is named by the group view; here it only loses its points
+        difficulty = None
+    return {
+        "settings": settings, "group": group_part(run),
+        "temperature": _example("temperature", "", **{k: v for k, v in (example.get("temperature") or {}).items()
+                                                      if k in ("rows", "prompts", "group_size", "max_new_tokens")}),
+        "hacks": _example("hacks", "", cases=(example.get("hacks") or {}).get("cases", [])),
+        "difficulty": difficulty, "kl": kl_part(run), "credit": credit_part(run, settings),
+        "process": process_part(run, settings),
+        "grid": _example("grid", "", **{k: v for k, v in (example.get("grid") or {}).items()
+                                       if k in ("axes", "steps", "updates_per_batch", "cells")}),
+        "scoring": {"enabled": scoring is None, "why": scoring or ""}}
+

@@ -39,8 +39,8 @@ def agent_group() -> dict:
             "verdicts": {"calculator": {"outcome": "correct" if reward else "wrong", "score": reward, "detail": ""}},
             "tokens": tokens, "token_advantages": [0.0] * len(tokens), "token_ratios": None,
             "sampled": [1 if m["role"] == "assistant" else 0 for m in messages],
-            "episode": {"messages": messages, "final_state": "", "stop_reason": "answered", "turn_rewards": turn_rewards,
-                        "valid_calls": 1, "invalid_calls": 0}})
+            "episode": {"messages": messages, "final_state": "", "stop_reason": "answered",
+                        "turn_rewards": turn_rewards, "valid_calls": 1, "invalid_calls": 0}})
     return {"step": 2, "prompt_id": "calc/train/1", "question": "Ann has 4 apples ...", "reference": "4",
             "clip_low": 0.2, "clip_high": 0.2, "completions": completions}
 

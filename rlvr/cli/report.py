@@ -14,9 +14,14 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
+    from rlvr.rewards.typed_answer import answer_scorer
     from rlvr.viz.dashboard import serve
 
-    return serve([Path(p) for p in args.runs], args.host, args.port)
+    runs = [Path(p) for p in args.runs]
+    scorer, why = answer_scorer(runs[0]) if args.host in ("127.0.0.1", "localhost", "::1") else (None, "")
+    if why:
+        print(f"rlvr dashboard: typed answers will not be scored: {why}", flush=True)
+    return serve(runs, args.host, args.port, scorer, why or "the dashboard listens beyond this machine")
 
 
 def port_number(text: str) -> int:

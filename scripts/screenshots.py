@@ -1,6 +1,7 @@
-"""Screenshots of `rlvr report` and `rlvr dashboard` for docs/runs.md, from a real run directory (headless
-Chromium, 1400 px wide): OUT_DIR/dashboard.png (the live page's curves), OUT_DIR/report.png (the report's
-group view) and OUT_DIR/explainer.png; with --full, the whole pages instead (report-full.png, dashboard-full.png).
+"""Screenshots of `rlvr report` and `rlvr dashboard` for docs/runs.md and docs/explainer.md, from a real run
+directory (headless Chromium, 1400 px wide): OUT_DIR/dashboard.png (the live page's curves), OUT_DIR/report.png
+(the report's group view) and OUT_DIR/explainer-<view>.png, one per explainer view; with --full, the whole pages
+instead (report-full.png, dashboard-full.png).
 
     .venv/bin/python scripts/screenshots.py runs/20250101-120000 docs/img
 
@@ -55,7 +56,9 @@ def main(argv: list[str] | None = None) -> int:
                 full_page_screenshot(driver, args.out_dir / "report-full.png")
             else:
                 section(driver, "groups", args.out_dir / "report.png")
-                section(driver, "explainer", args.out_dir / "explainer.png")
+                for view in driver.find_elements("css selector", "#ex-views > section.ex-view"):
+                    name = view.get_attribute("id").removeprefix("view-")
+                    section(driver, view.get_attribute("id"), args.out_dir / f"explainer-{name}.png")
         server = DashboardServer([args.run_dir], "127.0.0.1", 0)
         server.start_thread()
         try:

@@ -168,12 +168,21 @@
 
   // ---- the registry ------------------------------------------------------------------------------------------
   const views = [];
-  /* addView({id, order, title, build(body, ctx), refresh(body, ctx)?}): build draws the view once; refresh (if
-   * given) is called with each new dashboard payload and keeps the reader's control settings. */
+  /* addView({id, order, title, parts, build(body, ctx)}): build draws the view into body. parts: the names of the
+   * payload.explainer parts it draws (explainer_data.py); when a dashboard's new payload changes one of them, the
+   * view is drawn again from it (a view drawn from the run follows the run as it trains). */
   function addView(view) { views.push(view); }
-  const built = new Map();
-  function context(payload) {
-    return {data: payload.explainer || {}, payload, live: Boolean(payload.live)};
+  const drawn = new Map();  // view id -> {body, key}: the JSON of the parts it was drawn from
+  const partsKey = (view, payload) => JSON.stringify((view.parts || []).map((p) => (payload.explainer || {})[p]));
+  function draw(view, body, payload) {
+    clear(body);
+    try {
+      view.build(body, {data: payload.explainer || {}, payload, live: Boolean(payload.live)});
+    } catch (err) {  // one broken view must not take the page down: say so where it would have been
+      body.appendChild(el("p", {"class": "error"}, `this view could not be drawn: ${err.message}`));
+      console.error(err);
+    }
+    drawn.set(view.id, {body, key: partsKey(view, payload)});
   }
   function initExplainer(payload) {
     const box = clear(byId("ex-views"));
@@ -183,18 +192,13 @@
       const body = el("div", {"class": "ex-body"});
       section.appendChild(body);
       box.appendChild(section);
-      try {
-        view.build(body, context(payload));
-        built.set(view.id, body);
-      } catch (err) {  // one broken view must not take the page down: say so where it would have been
-        body.appendChild(el("p", {"class": "error"}, `this view could not be drawn: ${err.message}`));
-        console.error(err);
-      }
+      draw(view, body, payload);
     });
   }
   function refreshExplainer(payload) {
     views.forEach((view) => {
-      if (view.refresh && built.has(view.id)) view.refresh(built.get(view.id), context(payload));
+      const last = drawn.get(view.id);
+      if (last && view.parts && partsKey(view, payload) !== last.key) draw(view, last.body, payload);
     });
   }
   window.rlvrViz = {el, byId, clear, fmt, show, slider, plot, bars, sourceNote, addView, initExplainer,

@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from rlvr.viz.browser import full_page_screenshot, missing, start_chromium
+from rlvr.viz.browser import element_screenshot, full_page_screenshot, missing, start_chromium
 from rlvr.viz.dashboard import DashboardServer
 from rlvr.viz.jsonl import RunDataError
 from rlvr.viz.report import write_report
@@ -31,8 +31,7 @@ def wait_for_charts(driver, timeout_s: float = 10.0) -> None:
 
 def section(driver, section_id: str, target: Path) -> None:
     """One section of the page as a PNG (the page is taller than a docs page wants)."""
-    driver.set_window_size(1400, 4000)  # the element must fit the viewport to be captured whole
-    driver.find_element("id", section_id).screenshot(str(target))
+    element_screenshot(driver, section_id, target)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,7 +10,8 @@ import pytest
 
 import rlvr.viz.explainer_data as explainer_data
 from explainer_fixture import agent_group, ppo_group, use_fake_example  # noqa: F401  (a fixture)
-from rlvr.viz.explainer_data import explainer_data as build, load_example, passes, run_settings
+from rlvr.viz.explainer_data import explainer_data as build
+from rlvr.viz.explainer_data import load_example, passes, run_settings
 from rlvr.viz.report import write_report
 from rlvr.viz.rundata import load_run
 from viz_helpers import group_row, make_run, write_lines

@@ -201,6 +201,28 @@ def test_explainer_equals_the_trainer_functions(driver, runs, tmp_path, case):
         assert all(close(v, want["loss"][i]) for v in shown(driver, f"ex-loss-{i}")), i
         assert all(close(v, want["loss"][i] + beta * want["kl"]) for v in shown(driver, f"ex-total-{i}")), i
         assert driver.find_element("id", f"ex-binds-{i}").text == ("yes" if want["binds"][i] else "no")
+    # the bar chart is the advantages as a picture: one bar per completion, its value the advantage, its colour
+    # the sign (a tied group draws every bar at 0)
+    bars = driver.find_elements("css selector", "svg[data-plot='build-advantages'] rect.bar")
+    assert [float(b.get_attribute("data-value")) for b in bars] == pytest.approx(want["adv"], rel=1e-6, abs=1e-9)
+    assert [("pos" in b.get_attribute("class")) for b in bars] == [a >= 0 for a in want["adv"]]
+    assert severe(driver) == []
+
+
+def test_the_build_view_redraws_its_bars_as_a_reward_slider_moves(driver, runs, artifacts, tmp_path):
+    open_report(driver, runs[:1], tmp_path / "report.html")
+    set_explainer(driver, [1.0, 0.0, 0.0, 1.0], std_eps=1e-4)
+    bars = lambda: [float(b.get_attribute("data-value")) for b in driver.find_elements(  # noqa: E731
+        "css selector", "svg[data-plot='build-advantages'] rect.bar")]
+    before = bars()
+    # r3 from 0 to 1 by its slider: rewards [1, 0, 1, 1], mean 0.75, Bessel std 0.5, A = (+0.25, -0.75, +0.25,
+    # +0.25) / 0.5001 = 0.49990, -1.49970
+    driver.execute_script("""const e = document.getElementById('ex-r-slider-2'); e.value = '1';
+        e.dispatchEvent(new Event('input'));""")
+    assert before != bars()
+    assert bars() == pytest.approx([0.4999, -1.4997, 0.4999, 0.4999], abs=1e-4)
+    assert driver.find_element("id", "ex-r-2").get_attribute("value") == "1"  # the number box follows
+    browser.element_screenshot(driver, "view-build", artifacts / "explainer-build.png")
     assert severe(driver) == []
 
 

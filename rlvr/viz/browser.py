@@ -45,3 +45,13 @@ def full_page_screenshot(driver, path: Path, width: int = 1400) -> None:
     height = driver.execute_script("return Math.max(document.body.scrollHeight, document.documentElement.scrollHeight)")
     driver.set_window_size(width, min(int(height) + 40, 16000))
     driver.save_screenshot(str(path))
+
+
+def element_screenshot(driver, element_id: str, path: Path) -> None:
+    """One element of the page as a PNG, whole: the window made tall enough for it, the sticky header (which would
+    lie over the element's top) taken out of the flow first."""
+    driver.set_window_size(1400, 4000)
+    driver.execute_script("const h = document.querySelector('header'); if (h) h.style.position = 'static';")
+    element = driver.find_element("id", element_id)
+    driver.execute_script("arguments[0].scrollIntoView()", element)
+    element.screenshot(str(path))

@@ -91,7 +91,7 @@
       svg.appendChild(el("svg:line", {x1: s.m.l, x2: s.W - s.m.r, y1: s.Y(v), y2: s.Y(v), "class": "grid"}));
       svg.appendChild(el("svg:text", {x: s.m.l - 5, y: s.Y(v) + 4, "class": "tick", "text-anchor": "end"}, fmt(v, 3)));
     });
-    ticks(o.x.min, o.x.max).forEach((v) => {
+    (o.x.ticks === false ? [] : ticks(o.x.min, o.x.max)).forEach((v) => {
       svg.appendChild(el("svg:text", {x: s.X(v), y: s.H - s.m.b + 14, "class": "tick", "text-anchor": "middle"},
                          fmt(v, 3)));
     });
@@ -135,7 +135,8 @@
     const lo = Math.min(o.min ?? 0, ...o.values, 0), hi = Math.max(o.max ?? 0, ...o.values, 0);
     const s = scales({x: {min: 0, max: o.values.length}, y: {min: lo, max: hi}, width: o.width, height: o.height});
     const svg = el("svg:svg", {viewBox: `0 0 ${s.W} ${s.H}`, "class": "ex-bars", "data-plot": o.id, role: "img"});
-    axes(svg, {x: {min: 0, max: o.values.length, label: o.xlabel}, y: {min: lo, max: hi, label: o.ylabel}}, s);
+    axes(svg, {x: {min: 0, max: o.values.length, label: o.xlabel, ticks: false}, y: {min: lo, max: hi,
+                                                                                   label: o.ylabel}}, s);
     const width = (s.W - s.m.l - s.m.r) / Math.max(o.values.length, 1);
     o.values.forEach((v, i) => {
       const y0 = s.Y(0), y1 = s.Y(v);
@@ -145,6 +146,8 @@
                                    "data-index": i, "data-value": v});
       rect.appendChild(el("svg:title", {}, `${o.labels ? o.labels[i] : i + 1}: ${fmt(v, 5)}`));
       svg.appendChild(rect);
+      svg.appendChild(el("svg:text", {x: (s.X(i) + width / 2).toFixed(1), y: s.H - s.m.b + 14, "class": "tick",
+                                      "text-anchor": "middle"}, o.tick ? o.tick(i) : i + 1));
     });
     return svg;
   }

@@ -126,15 +126,17 @@ def record_temperature() -> dict:
 
 
 def one_group(run_dir: Path, pick) -> dict:
-    """The logged group `pick` prefers (it gets the rows and returns a score), the last best one."""
-    return max(lines(run_dir / "groups.jsonl"), key=pick)
+    """The logged group `pick` scores highest (the latest of equals: the critic has trained longest by then)."""
+    return max(lines(run_dir / "groups.jsonl"), key=lambda row: (pick(row), row["step"]))
 
 
 def record_ppo(work: Path) -> dict:
     run = work / "ppo"
     seconds = train(run, str(ROOT / "configs" / "ppo.yaml"), "max_steps=3", "rollout.group_size=8",
                     "rollout.prompts_per_step=4")
-    spread = lambda row: len({c["reward"] for c in row["completions"]})  # noqa: E731  a group whose rewards differ
+    # a group whose rewards differ, and whose tokens' advantages vary most (the critic's per-token values at work)
+    spread = lambda row: (len({c["reward"] for c in row["completions"]}),  # noqa: E731
+                          sum(len(set(c["token_advantages"])) for c in row["completions"]))
     return {"command": "rlvr train configs/ppo.yaml max_steps=3 rollout.group_size=8 rollout.prompts_per_step=4",
             "seconds": seconds, "group": one_group(run, spread), "std_epsilon": 1e-4}
 

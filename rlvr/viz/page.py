@@ -24,7 +24,7 @@ GENERATOR = '<meta name="generator" content="rlvr report">'  # marks a file `rlv
 # Inlined in this order: explainer.js defines the explainer's core, each view file adds its views to it, page.js
 # starts it all.
 SCRIPTS = ("explainer.js", "explainer_build.js", "explainer_group.js", "explainer_token.js", "explainer_runs.js",
-           "page.js")
+           "explainer_credit.js", "page.js")
 STYLES = ("page.css", "explainer.css", "explainer_group.css", "explainer_token.css", "explainer_runs.css")
 # The explainer's first inputs. The algorithm's numbers are the trainer's defaults; the rewards, ratio and token
 # probabilities are only an example to start from (a group of 4 with two right answers, a ratio past the clip).

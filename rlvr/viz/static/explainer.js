@@ -171,9 +171,10 @@
 
   // ---- the registry ------------------------------------------------------------------------------------------
   const views = [];
-  /* addView({id, order, title, parts, build(body, ctx)}): build draws the view into body. parts: the names of the
-   * payload.explainer parts it draws (explainer_data.py); when a dashboard's new payload changes one of them, the
-   * view is drawn again from it (a view drawn from the run follows the run as it trains). */
+  /* addView({id, order, title, build(body, ctx), parts?, refresh?}): build draws the view into body. A dashboard's
+   * new payload then calls refresh(body, ctx) when the view has one (it keeps the reader's picks); else, with
+   * parts (the names of the payload.explainer parts it draws, explainer_data.py), the view is drawn again when
+   * one of them changed: a view drawn from the run follows the run as it trains. */
   function addView(view) { views.push(view); }
   const drawn = new Map();  // view id -> {body, key}: the JSON of the parts it was drawn from
   const partsKey = (view, payload) => JSON.stringify((view.parts || []).map((p) => (payload.explainer || {})[p]));
@@ -201,7 +202,16 @@
   function refreshExplainer(payload) {
     views.forEach((view) => {
       const last = drawn.get(view.id);
-      if (last && view.parts && partsKey(view, payload) !== last.key) draw(view, last.body, payload);
+      if (!last) return;
+      if (view.refresh) {
+        try {
+          view.refresh(last.body, {data: payload.explainer || {}, payload, live: Boolean(payload.live)});
+        } catch (err) {
+          console.error(err);
+        }
+      } else if (view.parts && partsKey(view, payload) !== last.key) {
+        draw(view, last.body, payload);
+      }
     });
   }
   window.rlvrViz = {el, byId, clear, fmt, show, slider, plot, bars, sourceNote, addView, initExplainer,

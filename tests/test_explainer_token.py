@@ -145,7 +145,10 @@ EXAMPLE_CONFIG = ("rollout:\n  group_size: 8\n  max_new_tokens: 64\nalgorithm:\n
 
 def test_token_views_on_the_example_add_its_kl(driver, use_fake_example, tmp_path):  # noqa: F811
     run = make_run(tmp_path / "bare", steps=3, groups=False, final_eval=False)
-    (run / "config.yaml").write_text(EXAMPLE_CONFIG)
+    # the example's group is weighed with the example run's own settings (constant aggregation, beta 0.04), not
+    # with those of the run the page is opened on (beta 0.2, sequence_mean)
+    use_fake_example["example"]["config"] = EXAMPLE_CONFIG
+    (run / "config.yaml").write_text("algorithm:\n  beta: 0.2\n")
     open_page(driver, [run], tmp_path / "report.html")
     for view in ("token", "worked"):
         kind, note = source(driver, view)

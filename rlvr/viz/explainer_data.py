@@ -102,7 +102,8 @@ def group_part(run: RunData | None) -> dict[str, Any] | None:
     rows = [parse_group(r, "the example run's group") for r in example.get("groups", [])]
     rows = [g for g in rows if _teaching(g)]
     why = "logged no group whose rewards differ" if run and run.groups else "logged no group view (groups.jsonl)"
-    return _example("example", why, group=group_json(rows[-1])) if rows else None
+    settings = run_settings(example.get("config", ""))  # its beta and aggregation weigh its tokens, not the run's
+    return _example("example", why, group=group_json(rows[-1]), settings=settings) if rows else None
 
 
 def passes(completion: dict[str, Any]) -> bool:
@@ -148,8 +149,10 @@ def kl_part(run: RunData | None) -> dict[str, Any] | None:
         else {"steps": [], "kl": []}
     if not recorded and not steps:
         return None
-    return {"source": "run" if steps else "example", "made": _made(grid) if grid else "", "run": own,
-            "recorded": sorted(recorded, key=lambda r: r["beta"]), "updates_per_batch": grid.get("updates_per_batch")}
+    made = f"its KL per step; the runs at other betas: {_made(grid)}" if grid else "its KL per step"
+    return {"source": "run" if steps else "example", "why": "" if steps else "logged no KL (beta = 0 loads no "
+            "reference)", "made": made, "run": own, "recorded": sorted(recorded, key=lambda r: r["beta"]),
+            "updates_per_batch": grid.get("updates_per_batch")}
 
 
 def credit_part(run: RunData | None, settings: dict[str, Any]) -> dict[str, Any] | None:
@@ -179,6 +182,16 @@ def process_part(run: RunData | None, settings: dict[str, Any]) -> dict[str, Any
                     credit="process", group=_example_group("agent", agent.get("group")))
 
 
+def _keys(part: dict[str, Any] | None, *keys: str) -> dict[str, Any]:
+    return {k: v for k, v in (part or {}).items() if k in keys}
+
+
+def _grid_defaults() -> dict[str, Any]:
+    """The trainer's own clip epsilon, beta and G: the grid's comparison run."""
+    a = AlgorithmConfig()
+    return {"clip_epsilon": a.clip_epsilon, "beta": a.beta, "group_size": RolloutConfig().group_size}
+
+
 def explainer_data(runs: list[RunData], scoring: str | None) -> dict[str, Any]:
     """payload["explainer"] minus the numbers the build view opens with (page.py adds those). scoring: None when
     the page can score typed answers (a dashboard with the run's verifiers), else why it cannot."""
@@ -191,12 +204,12 @@ def explainer_data(runs: list[RunData], scoring: str | None) -> dict[str, Any]:
         difficulty = None
     return {
         "settings": settings, "group": group_part(run),
-        "temperature": _example("temperature", "", **{k: v for k, v in (example.get("temperature") or {}).items()
-                                                      if k in ("rows", "prompts", "group_size", "max_new_tokens")}),
+        "temperature": _example("temperature", "", **_keys(example.get("temperature"), "rows", "prompts", "group_size",
+                                                           "max_new_tokens")),
         "hacks": _example("hacks", "", cases=(example.get("hacks") or {}).get("cases", [])),
         "difficulty": difficulty, "kl": kl_part(run), "credit": credit_part(run, settings),
         "process": process_part(run, settings),
-        "grid": _example("grid", "", **{k: v for k, v in (example.get("grid") or {}).items()
-                                       if k in ("axes", "steps", "updates_per_batch", "cells")}),
+        "grid": _example("grid", "", defaults=_grid_defaults(), **_keys(example.get("grid"), "axes", "steps",
+                                                                         "updates_per_batch", "cells")),
         "scoring": {"enabled": scoring is None, "why": scoring or ""}}
 

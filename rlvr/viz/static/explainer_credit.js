@@ -101,13 +101,12 @@
   // ---- 12. tune it yourself -------------------------------------------------------------------------------------
   const AXES = [["clip_epsilon", "clip epsilon"], ["beta", "beta"], ["group_size", "G"]];
   const CURVES = [["reward_mean", "mean reward"], ["kl", "KL"], ["clip_fraction", "clipped share of tokens"]];
-  // The trainer's defaults (AlgorithmConfig, RolloutConfig): the grey comparison run, where the grid holds it, and
-  // where a slider opens when the run's own value is not a grid value. The grid part carries no defaults of its own.
-  const DEFAULT = {clip_epsilon: 0.2, beta: 0.04, group_size: 8};
+  // The trainer's defaults (part.defaults, from AlgorithmConfig and RolloutConfig): the grey comparison run, where
+  // the grid holds it, and where a slider opens when the run's own value is not a grid value.
   const last = (cell, key) => (cell.curves[key] || []).at(-1) ?? "?";
   const cellAt = (cells, pick) => cells.find((c) => AXES.every(([k]) => c[k] === pick[k]));
-  function axisSlider(key, label, values, runValue, onInput) {
-    const own = values.indexOf(runValue), start = own >= 0 ? own : Math.max(0, values.indexOf(DEFAULT[key]));
+  function axisSlider(key, label, values, runValue, defaults, onInput) {
+    const own = values.indexOf(runValue), start = own >= 0 ? own : Math.max(0, values.indexOf(defaults[key]));
     const s = V.slider({id: "grid-" + key, label, min: 0, max: values.length - 1, step: 1, value: start, onInput,
                         format: (i) => fmt(values[i])});
     const marks = el("span", {"class": "ex-marks", id: `grid-${key}-marks`});
@@ -139,7 +138,7 @@
     if (!part) return;
     const drawable = (c) => c && c.curves && Array.isArray(c.curves.steps) && c.curves.steps.length;
     const cells = (Array.isArray(part.cells) ? part.cells : []).filter(drawable);
-    const axes = part.axes || {};
+    const axes = part.axes || {}, defaults = part.defaults || {};
     if (!cells.length || AXES.some(([k]) => !Array.isArray(axes[k]) || !axes[k].length)) {
       return say(body, "The recorded grid holds no runs: nothing to draw.");
     }
@@ -154,7 +153,7 @@
     compare.checked = true;
     const draw = () => {
       const pick = Object.fromEntries(AXES.map(([k], j) => [k, sliders[j].value()]));
-      const cell = cellAt(cells, pick), base = compare.checked ? cellAt(cells, DEFAULT) : null;
+      const cell = cellAt(cells, pick), base = compare.checked ? cellAt(cells, defaults) : null;
       clear(readout);
       if (!cell) {
         readout.textContent = "This combination was not recorded.";
@@ -167,7 +166,7 @@
       const grey = base === cell ? null : base;
       plots.replaceChildren(...CURVES.map(([k, label]) => gridPlot(cells, k, label, cell, grey)));
     };
-    const sliders = AXES.map(([k, label]) => axisSlider(k, label, axes[k], settings[k], draw));
+    const sliders = AXES.map(([k, label]) => axisSlider(k, label, axes[k], settings[k], defaults, draw));
     compare.addEventListener("change", draw);
     const compareLabel = el("label", {"for": "grid-compare"});
     compareLabel.append(compare, " show the default setting in grey");

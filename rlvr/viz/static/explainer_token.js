@@ -126,7 +126,8 @@
     strip.querySelectorAll(".tok.picked").forEach((s) => s.classList.remove("picked"));
     strip.querySelector(`[data-index="${k}"]`).classList.add("picked");
     state.token = {completion: i, token: k};
-    drawDetails(clear(details), tokenTerms(part, ctx.data.settings, i, k), ctx.data.settings);
+    const settings = part.settings || ctx.data.settings;  // the example's group: the example run's own beta
+    drawDetails(clear(details), tokenTerms(part, settings, i, k), settings);
     document.dispatchEvent(new CustomEvent(PICK, {detail: {completion: i, token: k}}));
   }
   function drawDetails(box, t, settings) {
@@ -255,7 +256,7 @@
       "clip(rho) A is the smaller term it wins the min, and the token's gradient is zero.");
     const box = el("div", {id: "worked-steps", "class": "ex-worked"});
     body.appendChild(box);
-    state.worked = {box, part, settings: ctx.data.settings};
+    state.worked = {box, part, settings: (part.settings || ctx.data.settings)};
     const {completion, token} = state.token, kept = token !== null && completion < list.length &&
       token < list[completion].tokens.length;
     const start = kept ? state.token : firstWithRatio(list);

@@ -80,13 +80,17 @@
     return {node: label, input, value: () => parseFloat(input.value)};
   }
   function scales(o) {
-    const W = o.width || 420, H = o.height || 240, m = {l: 46, r: 14, t: 12, b: 34};
+    const W = o.width || 420, H = o.height || 240, m = {l: 46, r: 14, t: 20, b: 34};
     const X = (v) => m.l + ((v - o.x.min) / (o.x.max - o.x.min || 1)) * (W - m.l - m.r);
     const Y = (v) => H - m.b - ((v - o.y.min) / (o.y.max - o.y.min || 1)) * (H - m.t - m.b);
     return {W, H, m, X, Y};
   }
+  function ticks(lo, hi) {  // five ticks; whole numbers on an axis of whole numbers (steps, G) wide enough for them
+    const raw = [0, 0.25, 0.5, 0.75, 1].map((f) => lo + f * (hi - lo));
+    const whole = Number.isInteger(lo) && Number.isInteger(hi) && hi - lo >= 4;
+    return whole ? [...new Set(raw.map(Math.round))] : raw;
+  }
   function axes(svg, o, s) {
-    const ticks = (lo, hi) => [0, 0.25, 0.5, 0.75, 1].map((f) => lo + f * (hi - lo));
     ticks(o.y.min, o.y.max).forEach((v) => {
       svg.appendChild(el("svg:line", {x1: s.m.l, x2: s.W - s.m.r, y1: s.Y(v), y2: s.Y(v), "class": "grid"}));
       svg.appendChild(el("svg:text", {x: s.m.l - 5, y: s.Y(v) + 4, "class": "tick", "text-anchor": "end"}, fmt(v, 3)));
@@ -99,8 +103,8 @@
     svg.appendChild(el("svg:line", {x1: s.m.l, x2: s.m.l, y1: s.m.t, y2: s.H - s.m.b, "class": "axis"}));
     svg.appendChild(el("svg:text", {x: (s.W + s.m.l) / 2, y: s.H - 4, "class": "label", "text-anchor": "middle"},
                        o.x.label || ""));
-    svg.appendChild(el("svg:text", {x: 10, y: s.m.t + 2, "class": "label", transform: `rotate(90 10 ${s.m.t + 2})`},
-                       o.y.label || ""));
+    // the y label above the axis, level: rotated beside it, it ran into the ticks of a small plot
+    svg.appendChild(el("svg:text", {x: 4, y: 11, "class": "label", "text-anchor": "start"}, o.y.label || ""));
   }
   /* plot({id, x: {min, max, label}, y: {...}, bands: [{x0, x1, cls}], lines: [{key, points: [[x, y]], cls, label}],
    * dots: [{key, x, y, cls, label}]}) -> <svg class="ex-plot" data-plot=id>; every line and dot carries data-key

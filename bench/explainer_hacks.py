@@ -10,12 +10,8 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
 REAL_STEPS, REAL_KEPT = 4, 6
 # The naive checks a weak reward would use: a format regex, or the last number of the text.
 FORMAT = re.compile(r"Answer:\s*-?\d")
@@ -41,34 +37,32 @@ def rlvr_verdict(verifier, completion: str, reference: str) -> dict:
     return {"outcome": verdict.outcome.value, "reward": verdict.score, "detail": verdict.detail}
 
 
-def real_completions(work: Path) -> tuple[list[dict], float]:
-    run, start = work / "format-only", time.monotonic()
-    cmd = [sys.executable, "-m", "rlvr", "train", f"max_steps={REAL_STEPS}", "reward.control=format_only",
-           "eval.at_end=false", "checkpoint.save_final=none", "logging.progress=off", f"output_dir={run}"]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stderr[-3000:]}")
+def real_completions(work: Path, train) -> tuple[list[dict], float]:
+    run = work / "format-only"
+    seconds = train(run, f"max_steps={REAL_STEPS}", "reward.control=format_only")
     rows = []
     for line in (run / "groups.jsonl").read_text(encoding="utf-8").splitlines():
         group = json.loads(line)
         rows += [{"question": group["question"], "reference": group["reference"], "completion": c["text"]}
                  for c in group["completions"]]
-    return rows, round(time.monotonic() - start, 1)
+    return rows, seconds
 
 
-def record(work: Path) -> dict:
+def record(work: Path, train) -> dict:
+    """train: explainer_record.train (one `rlvr train` run, reused when --work already holds it)."""
     from rlvr.verifiers.math.verifier import MathVerifier
 
     verifier = MathVerifier("strict", timeout_s=10)
-    real, seconds = real_completions(work)
+    real, seconds = real_completions(work, train)
     cases, seen = [], set()
-    for row in real:  # the run's completions a naive check pays and the verifier does not, each text once
+    for row in real:  # wrong answers of the run that the format check pays (the reward it was trained on), each once
         checks, verdict = naive(row["completion"], row["reference"]), rlvr_verdict(verifier, row["completion"],
                                                                                      row["reference"])
-        if max(checks.values()) > verdict["reward"] and row["completion"] not in seen and len(cases) < REAL_KEPT:
+        # a right answer without "Answer:" is no hack (the strict verifier only misses its marker): wrong ones only
+        if checks["format"] > verdict["reward"] and verdict["outcome"] == "wrong" and row["completion"] not in seen \
+                and len(cases) < REAL_KEPT:
             seen.add(row["completion"])
-            cases.append({"kind": "format only" if checks["format"] else "last number", "source": "real", **row,
-                          "naive": checks, "rlvr": verdict})
+            cases.append({"kind": "format only", "source": "real", **row, "naive": checks, "rlvr": verdict})
     for kind, question, reference, completion in WRITTEN:
         cases.append({"kind": kind, "source": "attack tests", "question": question, "reference": reference,
                       "completion": completion, "naive": naive(completion, reference),

@@ -36,7 +36,7 @@ EXAMPLE_STEPS = 8
 TEMPERATURES = (0.2, 0.4, 0.6, 0.8, 1.0, 1.2)
 SWEEP_PROMPTS, SWEEP_G = 16, 8
 GRID = {"clip_epsilon": (0.1, 0.2, 0.3), "beta": (0.0, 0.04, 0.2), "group_size": (4, 8)}
-GRID_STEPS, GRID_MU = 6, 2
+GRID_STEPS, GRID_MU, GRID_PROMPTS = 6, 2, 2  # 2 prompts a step (not 4): 18 runs within the budget
 GRID_BUDGET_S = 30 * 60
 CURVE_KEYS = ("reward_mean", "kl", "clip_fraction", "zero_std_fraction", "completion_length", "entropy")
 # Every run: no evaluation and no saved weights (only the logs are read); dynamic sampling off so that each step
@@ -45,13 +45,19 @@ QUIET = ("eval.at_end=false", "checkpoint.save_final=none", "logging.progress=of
 
 
 def train(run_dir: Path, *args: str) -> float:
-    """One `rlvr train` in its own process; its wall time in seconds."""
+    """One `rlvr train` in its own process; its wall time in seconds. A run directory that --work already holds
+    finished (with its wall time) is read again, not trained again: a part can be recorded anew from its runs."""
+    wall = run_dir / "wall_s.txt"
+    if (run_dir / "FINISHED").is_file() and wall.is_file():
+        return float(wall.read_text())
     start = time.monotonic()
     cmd = [sys.executable, "-m", "rlvr", "train", *args, *QUIET, f"output_dir={run_dir}"]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    return round(time.monotonic() - start, 1)
+    seconds = round(time.monotonic() - start, 1)
+    wall.write_text(str(seconds))
+    return seconds
 
 
 def lines(path: Path) -> list[dict]:
@@ -78,6 +84,7 @@ def record_grid(work: Path) -> dict:
             for g in GRID["group_size"]:
                 run = work / f"grid-e{eps}-b{beta}-g{g}"
                 seconds = train(run, f"max_steps={GRID_STEPS}", f"algorithm.updates_per_batch={GRID_MU}",
+                                f"rollout.prompts_per_step={GRID_PROMPTS}",
                                 f"algorithm.clip_epsilon={eps}", f"algorithm.beta={beta}", f"rollout.group_size={g}",
                                 "rollout.dynamic_sampling.enabled=false")
                 cells.append({"clip_epsilon": eps, "beta": beta, "group_size": g, "seconds": seconds,
@@ -85,9 +92,11 @@ def record_grid(work: Path) -> dict:
                 print(f"grid eps {eps} beta {beta} G {g}: {seconds:.0f} s", flush=True)
     total = round(time.monotonic() - start, 1)
     print(f"grid: {len(cells)} runs in {total / 60:.1f} min (budget {GRID_BUDGET_S / 60:.0f} min)", flush=True)
-    return {"steps": GRID_STEPS, "updates_per_batch": GRID_MU, "axes": {k: list(v) for k, v in GRID.items()},
-            "command": "rlvr train max_steps=6 algorithm.updates_per_batch=2 algorithm.clip_epsilon=EPS "
-                       "algorithm.beta=BETA rollout.group_size=G rollout.dynamic_sampling.enabled=false",
+    return {"steps": GRID_STEPS, "updates_per_batch": GRID_MU, "prompts_per_step": GRID_PROMPTS,
+            "axes": {k: list(v) for k, v in GRID.items()},
+            "command": f"rlvr train max_steps={GRID_STEPS} algorithm.updates_per_batch={GRID_MU} "
+                       f"rollout.prompts_per_step={GRID_PROMPTS} algorithm.clip_epsilon=EPS algorithm.beta=BETA "
+                       "rollout.group_size=G rollout.dynamic_sampling.enabled=false",
             "seconds": total, "cells": cells}
 
 
@@ -152,7 +161,7 @@ def record_agent(work: Path) -> dict:
 def main() -> None:
     parts = {"example": lambda w: record_example(w), "temperature": lambda w: record_temperature(),
              "grid": record_grid, "ppo": record_ppo, "agent": record_agent,
-             "hacks": lambda w: explainer_hacks.record(w)}
+             "hacks": lambda w: explainer_hacks.record(w, train)}
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=sorted(parts), action="append", help="record only these parts")
     parser.add_argument("--work", type=Path, help="where the runs go (default: a temporary directory)")

@@ -108,3 +108,16 @@ def test_process_advantages_port(page):
         for i, n in enumerate(lengths):
             # the trainer sums in float32 (turns.py): its sums that are 0 come out as 1e-7 noise
             assert got[i] == pytest.approx(want[i, :n].tolist(), rel=1e-5, abs=1e-6), (rows, eps)
+
+
+VIEWS = ["sampling", "score", "temperature", "hacks", "difficulty", "build", "token", "ratio", "kl", "credit",
+         "process", "grid", "worked"]
+
+
+def test_the_page_holds_the_thirteen_views_in_order(page):
+    sections = page.find_elements("css selector", "#ex-views > section.ex-view")
+    assert [s.get_attribute("id") for s in sections] == [f"view-{v}" for v in VIEWS]
+    titles = [s.find_element("css selector", "h3").text for s in sections]
+    assert [t.split(".")[0] for t in titles] == [str(n) for n in range(1, 14)]
+    errors = [e.text for e in page.find_elements("css selector", "#ex-views .error") if e.text]
+    assert errors == []  # every view drew without an exception (and the build view's inputs are valid)

@@ -12,6 +12,7 @@
     return node;
   }
   const byId = (id) => document.getElementById(id);
+  const number = (v) => typeof v === "number" && isFinite(v);  // isFinite(null) is true: a missing value is no 0
   const clear = (node) => { node.replaceChildren(); return node; };
   const fmt = (v, digits) => (typeof v === "number" && isFinite(v) ? String(Number(v.toPrecision(digits || 4))) :
                               String(v));
@@ -118,14 +119,14 @@
       width: Math.max(0, s.X(Math.min(b.x1, o.x.max)) - s.X(Math.max(b.x0, o.x.min))), "data-key": b.key})));
     axes(svg, o, s);
     (o.lines || []).forEach((l) => {
-      const pts = l.points.filter(([x, y]) => isFinite(x) && isFinite(y));
+      const pts = l.points.filter(([x, y]) => number(x) && number(y));
       const d = pts.map(([x, y], i) => `${i ? "L" : "M"}${s.X(x).toFixed(1)},${clampY(y).toFixed(1)}`).join("");
       const path = el("svg:path", {d, "class": "ex-line " + (l.cls || ""), "data-key": l.key, fill: "none"});
       if (l.label) path.appendChild(el("svg:title", {}, l.label));
       svg.appendChild(path);
     });
     (o.dots || []).forEach((p) => {
-      if (!isFinite(p.x) || !isFinite(p.y)) return;
+      if (!number(p.x) || !number(p.y)) return;
       const c = el("svg:circle", {cx: s.X(p.x).toFixed(1), cy: clampY(p.y).toFixed(1), r: p.r || 4,
                                   "class": "ex-dot " + (p.cls || ""), "data-key": p.key, "data-x": p.x, "data-y": p.y});
       if (p.label) c.appendChild(el("svg:title", {}, p.label));

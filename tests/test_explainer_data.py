@@ -65,6 +65,15 @@ def test_the_recorded_betas_are_the_default_clip_and_group_size(use_fake_example
     assert kl["recorded"][0]["kl"][:2] == [0.02, 0.04] and kl["recorded"][2]["kl"][0] == 0.0
 
 
+def test_a_run_at_beta_0_logs_zeros_that_are_not_drawn_as_its_kl(tmp_path, use_fake_example):  # noqa: F811
+    run = make_run(tmp_path / "free", steps=3, groups=False)  # viz_helpers logs kl = 0.0005 * step
+    assert parts(run)["kl"]["run"]["kl"] == [0.0005, 0.001, 0.0015]  # the premise: at beta 0.04 they are drawn
+    (run / "config.yaml").write_text("algorithm:\n  beta: 0.0\n")
+    kl = parts(run)["kl"]
+    assert kl["run"] == {"steps": [], "kl": []} and kl["source"] == "example" and "not measured" in kl["why"]
+    assert "rlvr train ... (grid)" in kl["made"] and len(kl["recorded"]) == 3
+
+
 def test_a_gae_run_and_an_agent_run_feed_their_own_credit_views(tmp_path, use_fake_example):  # noqa: F811
     gae = make_run(tmp_path / "gae", steps=1, groups=False)
     (gae / "config.yaml").write_text("algorithm:\n  advantage: gae\n")

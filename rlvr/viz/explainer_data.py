@@ -138,21 +138,26 @@ def difficulty_part(run: RunData | None, settings: dict[str, Any]) -> dict[str, 
                             for i, p in enumerate(rows[0]["pass_rates"])])
 
 
-def kl_part(run: RunData | None) -> dict[str, Any] | None:
-    """The run's KL curve beside the recorded grid runs at each beta (the default clip epsilon and G)."""
+def kl_part(run: RunData | None, settings: dict[str, Any]) -> dict[str, Any] | None:
+    """The run's KL curve beside the recorded grid runs at each beta (the default clip epsilon and G). A run at
+    beta = 0 loads no reference: the zeros it logs as KL are no measurement, and are not drawn."""
+    measured = run if settings["beta"] else None
     grid = load_example().get("grid") or {}
     default = AlgorithmConfig().clip_epsilon, RolloutConfig().group_size
     recorded = [{"beta": c["beta"], "steps": c["curves"]["steps"], "kl": c["curves"]["kl"]}
                 for c in grid.get("cells", []) if (c["clip_epsilon"], c["group_size"]) == default]
-    steps = [row.step for row in run.rows if row.values.get("kl") is not None] if run else []
-    own = {"steps": steps, "kl": [row.values["kl"] for row in run.rows if row.values.get("kl") is not None]} if run \
-        else {"steps": [], "kl": []}
+    rows = [row for row in measured.rows if row.values.get("kl") is not None] if measured else []
+    steps = [row.step for row in rows]
+    own = {"steps": steps, "kl": [row.values["kl"] for row in rows]}
     if not recorded and not steps:
         return None
-    made = f"its KL per step; the runs at other betas: {_made(grid)}" if grid else "its KL per step"
-    return {"source": "run" if steps else "example", "why": "" if steps else "logged no KL (beta = 0 loads no "
-            "reference)", "made": made, "run": own, "recorded": sorted(recorded, key=lambda r: r["beta"]),
-            "updates_per_batch": grid.get("updates_per_batch")}
+    made = (f"its KL per step; the runs at other betas: {_made(grid)}" if steps else _made(grid)) if grid \
+        else "its KL per step"
+    why = "" if steps else "trains at beta = 0, which loads no reference model: its KL is not measured" \
+        if not settings["beta"] else "logged no KL"
+    return {"source": "run" if steps else "example", "why": why, "made": made, "run": own,
+            "recorded": sorted(recorded, key=lambda r: r["beta"]), "updates_per_batch": grid.get("updates_per_batch"),
+            "measure_only_beta": grid.get("measure_only_beta")}
 
 
 def credit_part(run: RunData | None, settings: dict[str, Any]) -> dict[str, Any] | None:
@@ -207,9 +212,10 @@ def explainer_data(runs: list[RunData], scoring: str | None) -> dict[str, Any]:
         "temperature": _example("temperature", "", **_keys(example.get("temperature"), "rows", "prompts", "group_size",
                                                            "max_new_tokens")),
         "hacks": _example("hacks", "", cases=(example.get("hacks") or {}).get("cases", [])),
-        "difficulty": difficulty, "kl": kl_part(run), "credit": credit_part(run, settings),
+        "difficulty": difficulty, "kl": kl_part(run, settings), "credit": credit_part(run, settings),
         "process": process_part(run, settings),
         "grid": _example("grid", "", defaults=_grid_defaults(), **_keys(example.get("grid"), "axes", "steps",
-                                                                         "updates_per_batch", "cells")),
+                                                                         "updates_per_batch", "cells",
+                                                                         "measure_only_beta")),
         "scoring": {"enabled": scoring is None, "why": scoring or ""}}
 

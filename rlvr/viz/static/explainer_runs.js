@@ -166,8 +166,9 @@
     const run = part.run && Array.isArray(part.run.steps) ? part.run : {steps: [], kl: []};
     const recorded = (Array.isArray(part.recorded) ? part.recorded : []).filter((r) => r && Array.isArray(r.steps));
     body.appendChild(el("p", {}, "The KL term (beta times the distance to the reference model) pulls the policy " +
-      "back toward where it started. Switch the recorded runs on and off: with beta = 0 nothing pulls back and the " +
-      "KL grows fastest; a larger beta keeps it smaller. The run's own curve is labelled with its beta."));
+      "back toward where it started. Switch the recorded runs on and off: with beta = 0 nothing pulls back; a " +
+      "larger beta holds the KL smaller. These runs are short and noisy: read the trend, not one step. The run's own " +
+      "curve is labelled with its beta."));
     if (!run.steps.length) say(body, "This run's metrics hold no KL values: only the recorded runs are drawn.");
     const checks = el("div", {"class": "controls ex-controls", id: "kl-checks"});
     const chart = el("div", {"class": "ex-chart", id: "kl-chart"});
@@ -185,7 +186,9 @@
     body.append(checks, chart);
     if (recorded.length) {
       say(body, `Recorded on the embedded model: ${recorded[0].steps.length} steps each at the default clip epsilon ` +
-          `and G, ${part.updates_per_batch ?? "?"} updates per batch.`, "muted");
+          `and G, ${part.updates_per_batch ?? "?"} updates per batch.` + (part.measure_only_beta ? " The beta = 0 " +
+          `runs were trained at beta = ${part.measure_only_beta}: beta = 0 loads no reference model, so its KL ` +
+          "would not be measured; this one loads it and adds no penalty worth the name." : ""), "muted");
     } else {
       say(body, "No recorded runs at other betas are shipped: only this run is drawn.", "muted");
     }

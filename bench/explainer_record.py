@@ -135,7 +135,8 @@ def record_temperature() -> dict:
                      "mean_abs_advantage": float(advantages.abs().mean()), "reward_mean": float(rewards.mean()),
                      "pass_rates": [float(rewards[i * SWEEP_G:(i + 1) * SWEEP_G].mean()) for i in range(len(made))]})
         print(f"temperature {temperature}: {rows[-1]['reward_mean']:.3f} reward", flush=True)
-    return {"prompts": SWEEP_PROMPTS, "group_size": SWEEP_G, "max_new_tokens": config.rollout.max_new_tokens,
+    return {"command": "python bench/explainer_record.py --only temperature",
+            "prompts": SWEEP_PROMPTS, "group_size": SWEEP_G, "max_new_tokens": config.rollout.max_new_tokens,
             "seconds": round(time.monotonic() - start, 1), "rows": rows}
 
 

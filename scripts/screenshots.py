@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--full", action="store_true", help="whole pages instead of the docs' sections")
+    parser.add_argument("--explainer", action="store_true", help="only the explainer's views (explainer-*.png)")
     args = parser.parse_args(argv)
     reason = missing()
     if reason:
@@ -54,10 +55,18 @@ def main(argv: list[str] | None = None) -> int:
             if args.full:
                 full_page_screenshot(driver, args.out_dir / "report-full.png")
             else:
-                section(driver, "groups", args.out_dir / "report.png")
+                if not args.explainer:
+                    section(driver, "groups", args.out_dir / "report.png")
+                # the token view with a token picked (its numbers shown, and the worked example follows it)
+                picked = driver.find_elements("css selector", "#view-token .tok:not(.env)")
+                if len(picked) > 6:
+                    picked[6].click()
                 for view in driver.find_elements("css selector", "#ex-views > section.ex-view"):
                     name = view.get_attribute("id").removeprefix("view-")
                     section(driver, view.get_attribute("id"), args.out_dir / f"explainer-{name}.png")
+        if args.explainer:
+            print(f"screenshots: wrote the explainer's views in {args.out_dir}")
+            return 0
         server = DashboardServer([args.run_dir], "127.0.0.1", 0)
         server.start_thread()
         try:

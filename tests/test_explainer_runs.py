@@ -136,6 +136,21 @@ def test_kl_curves_of_the_run_and_the_recorded_betas(page, artifacts):
     page.find_element("id", "kl-beta-0").click()
     assert len(curve("beta-0")) == 6
     assert note(page, "kl").get_attribute("data-source") == "run"
+    # a log axis by default (the KL spans decades); the switch moves the dots, not their values. The run's KL is
+    # 0.0005 * step: on a linear axis each step rises by the same height, on a log axis step 1 -> 2 (x2) rises
+    # log10(2) / log10(12/11) = 8 times as much as step 11 -> 12
+    height = lambda: [float(c.get_attribute("cy")) for c in page.find_elements(  # noqa: E731
+        "css selector", "#view-kl circle[data-key='run']")]
+    assert "log scale" in page.find_element("css selector", "#view-kl svg").text
+    logged = height()
+    page.find_element("id", "kl-log").click()
+    linear = height()
+    assert "log scale" not in page.find_element("css selector", "#view-kl svg").text
+    assert curve("run") == [(s, pytest.approx(0.0005 * s)) for s in range(1, 13)]
+    # linear: equal steps of KL are equal steps on the page; log: step 1 -> 2 (x2) spans more than 11 -> 12
+    assert linear[0] - linear[1] == pytest.approx(linear[10] - linear[11], abs=0.15)
+    assert logged[0] - logged[1] > 5 * (logged[10] - logged[11])
+    page.find_element("id", "kl-log").click()
     assert severe(page) == []
 
 

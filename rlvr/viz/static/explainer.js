@@ -83,7 +83,9 @@
   function scales(o) {
     const W = o.width || 420, H = o.height || 240, m = {l: 46, r: 14, t: 20, b: 34};
     const X = (v) => m.l + ((v - o.x.min) / (o.x.max - o.x.min || 1)) * (W - m.l - m.r);
-    const Y = (v) => H - m.b - ((v - o.y.min) / (o.y.max - o.y.min || 1)) * (H - m.t - m.b);
+    // y.log: a log10 axis from y.min (> 0; smaller values sit on it) to y.max, for values spanning decades (KL)
+    const f = o.y.log ? (v) => Math.log10(Math.max(v, o.y.min)) : (v) => v;
+    const Y = (v) => H - m.b - ((f(v) - f(o.y.min)) / (f(o.y.max) - f(o.y.min) || 1)) * (H - m.t - m.b);
     return {W, H, m, X, Y};
   }
   function ticks(lo, hi) {  // five ticks; whole numbers on an axis of whole numbers (steps, G) wide enough for them
@@ -91,8 +93,13 @@
     const whole = Number.isInteger(lo) && Number.isInteger(hi) && hi - lo >= 4;
     return whole ? [...new Set(raw.map(Math.round))] : raw;
   }
+  function logTicks(lo, hi) {  // the powers of ten between lo and hi, and both ends
+    const out = [lo];
+    for (let e = Math.ceil(Math.log10(lo)); 10 ** e < hi; e++) if (10 ** e > lo) out.push(10 ** e);
+    return [...out, hi];
+  }
   function axes(svg, o, s) {
-    ticks(o.y.min, o.y.max).forEach((v) => {
+    (o.y.log ? logTicks(o.y.min, o.y.max) : ticks(o.y.min, o.y.max)).forEach((v) => {
       svg.appendChild(el("svg:line", {x1: s.m.l, x2: s.W - s.m.r, y1: s.Y(v), y2: s.Y(v), "class": "grid"}));
       svg.appendChild(el("svg:text", {x: s.m.l - 5, y: s.Y(v) + 4, "class": "tick", "text-anchor": "end"}, fmt(v, 3)));
     });

@@ -142,6 +142,7 @@
 
   // ---- 9. KL over training and beta ---------------------------------------------------------------------------
   const klHidden = new Set();  // recorded betas the reader switched off; kept when a dashboard redraws the view
+  const klScale = {log: true};  // a log axis by default: the KL spans decades (a first step at mu = 2 reaches ~7)
   function klPlot(run, recorded, beta) {
     const curves = [];
     if (run.steps.length) curves.push({key: "run", cls: "kl-run", steps: run.steps, kl: run.kl,
@@ -153,8 +154,12 @@
     const xs = curves.flatMap((c) => c.steps), ys = curves.flatMap((c) => c.kl);
     const dot = (c, s, i) => ({key: c.key, cls: c.cls, x: s, y: c.kl[i], r: 2.5,
                                label: `${c.label}, step ${s}: ${fmt(c.kl[i])}`});
-    return V.plot({id: "kl", width: 560, height: 260, x: {...extent(xs.length ? xs : [0, 1]), label: "step"},
-                   y: {...extent(ys, 0), label: "KL to the reference"},
+    const positive = ys.filter((v) => finite(v) && v > 0);
+    const y = klScale.log && positive.length ?
+      {min: Math.max(Math.min(...positive), 1e-4), max: Math.max(...positive) * 1.2, log: true,
+       label: "KL to the reference (log scale; 0 drawn at the bottom)"} :
+      {...extent(ys, 0), label: "KL to the reference"};
+    return V.plot({id: "kl", width: 560, height: 260, x: {...extent(xs.length ? xs : [0, 1]), label: "step"}, y,
                    lines: curves.map((c) => ({key: c.key, cls: c.cls, label: c.label,
                                               points: c.steps.map((s, i) => [s, c.kl[i]])})),
                    dots: curves.flatMap((c) => c.steps.map((s, i) => dot(c, s, i)))});
@@ -183,6 +188,12 @@
     });
     if (run.steps.length) checks.appendChild(el("span", {"class": "kl-key kl-run", id: "kl-run-label"},
                                                 `this run, beta = ${beta ?? "?"}`));
+    const log = el("input", {type: "checkbox", id: "kl-log"});
+    log.checked = klScale.log;
+    log.addEventListener("change", () => { klScale.log = log.checked; draw(); });
+    const logLabel = el("label", {"for": "kl-log"});
+    logLabel.append(log, " log scale");
+    checks.appendChild(logLabel);
     body.append(checks, chart);
     if (recorded.length) {
       say(body, `Recorded on the embedded model: ${recorded[0].steps.length} steps each at the default clip epsilon ` +

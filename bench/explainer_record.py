@@ -76,8 +76,10 @@ def record_example(work: Path) -> dict:
     run = work / "example"
     seconds = train(run, f"max_steps={EXAMPLE_STEPS}")
     groups = lines(run / "groups.jsonl")
-    return {"command": f"rlvr train max_steps={EXAMPLE_STEPS}", "seconds": seconds,
-            "config": (run / "config.yaml").read_text(encoding="utf-8"), "curves": curves(run), "groups": groups}
+    config = "".join(line for line in (run / "config.yaml").read_text(encoding="utf-8").splitlines(keepends=True)
+                     if not line.startswith("output_dir:"))  # where this machine kept it is no part of the example
+    return {"command": f"rlvr train max_steps={EXAMPLE_STEPS}", "seconds": seconds, "config": config,
+            "curves": curves(run), "groups": groups}
 
 
 def record_grid(work: Path) -> dict:

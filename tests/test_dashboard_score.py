@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import rlvr.rewards.rewarder as rewarder_module
+from rlvr.rewards.rewarder import Rewarder
 from rlvr.rewards.typed_answer import answer_scorer
 from rlvr.viz.dashboard import MAX_BODY, DashboardServer
 from rlvr.viz.page import payload
@@ -99,13 +99,13 @@ def test_no_scoring_beyond_loopback_and_the_page_says_why(run):
 
 def test_answer_scorer_forces_the_sandbox_and_refuses_episode_tasks(run, tmp_path, monkeypatch):
     seen = []
-    real = rewarder_module.build_rewarder
-    monkeypatch.setattr(rewarder_module, "build_rewarder", lambda config: seen.append(config) or real(config))
+    real = Rewarder.from_task.__func__
+    monkeypatch.setattr(Rewarder, "from_task", classmethod(lambda cls, task: seen.append(task) or real(cls, task)))
     unsafe = tmp_path / "unsafe"
     unsafe.mkdir()
     (unsafe / "config.yaml").write_text("task:\n  code_unsandboxed: true\n")
     scorer, why = answer_scorer(unsafe)
-    assert why is None and seen[0].task.code_unsandboxed is False
+    assert why is None and seen[0].code_unsandboxed is False
     agent = tmp_path / "agent"
     agent.mkdir()
     (agent / "config.yaml").write_text("task:\n  name: calculator\n")
@@ -116,3 +116,61 @@ def test_answer_scorer_forces_the_sandbox_and_refuses_episode_tasks(run, tmp_pat
     (tmp_path / "config.yaml").write_text("task:\n  name: no_such_task\n")
     scorer, why = answer_scorer(tmp_path)
     assert scorer is None and "could not be built" in why
+
+
+def test_opening_a_run_runs_no_code_its_config_names(tmp_path, monkeypatch):
+    run = tmp_path / "sent"
+    run.mkdir()
+    marker = tmp_path / "ran"
+    (run / "evil.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n"
+                                 "def f(prompts, completions, **kw):\n    return [1.0] * len(completions)\n")
+    (run / "config.yaml").write_text("reward:\n  functions:\n    sent/evil.py:f: 1.0\n")
+    monkeypatch.chdir(tmp_path)  # where the config's path to evil.py resolves
+    scorer, why = answer_scorer(run)
+    assert why is None
+    answer = scorer("What is 6 * 7?", "42", "Answer: 42")
+    assert not marker.exists()  # the function was never imported, not even to score
+    assert answer["reward"] == 1.0 and list(answer["verdicts"]) == ["math"]
+    assert "reward functions are not run here" in answer["note"]
+
+
+def test_a_dashboard_started_before_the_config_scores_once_it_exists(tmp_path):
+    run = tmp_path / "early"
+    run.mkdir()  # claimed by `rlvr train`, models still loading: no config.yaml, no metrics.jsonl
+    server = DashboardServer([run], "127.0.0.1", 0, scorer_factory=lambda: answer_scorer(run))
+    server.start_thread()
+    try:
+        _, data, _ = server.live.current()
+        assert '"scoring":{"enabled":false,"why":"' in data and "no config.yaml" in data
+        assert post(server, ask())[0] == 403
+        made = make_run(tmp_path / "made", steps=3, tokens=6)  # the run writes its config and first steps
+        for name in ("config.yaml", "metrics.jsonl", "groups.jsonl"):
+            (run / name).write_bytes((made / name).read_bytes())
+        _, data, _ = server.live.current()
+        assert '"scoring":{"enabled":true' in data
+        status, answer = post(server, ask())
+        assert status == 200 and answer["reward"] == 1.0
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_odd_requests_get_an_answer_not_a_dropped_connection(run):
+    with served(run, lambda q, r, c: {"reward": 1.0, "verdicts": {}}) as server:
+        host, port = server.server_address[:2]
+        for headers, body, expected in (
+                ({"Content-Length": "\u00b2"}, b"{}", 413),  # a digit to str.isdigit, not to int()
+                ({"Transfer-Encoding": "chunked"}, b"2\r\n{}\r\n0\r\n\r\n", 413),  # no Content-Length
+                ({}, ("[" * 5000 + "]" * 5000).encode(), 400)):  # nested past Python's recursion limit
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            connection.putrequest("POST", "/api/score")
+            sent = {"Content-Type": "application/json", "Content-Length": str(len(body)), **headers}
+            if "Transfer-Encoding" in headers:
+                del sent["Content-Length"]
+            for key, value in sent.items():
+                connection.putheader(key, value.encode("utf-8").decode("latin-1"))
+            connection.endheaders(body)
+            answer = connection.getresponse()
+            assert answer.status == expected and json.loads(answer.read())["error"], headers
+            connection.close()
+        assert post(server, ask())[0] == 200  # and the dashboard still answers

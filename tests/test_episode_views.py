@@ -117,10 +117,12 @@ def single_turn_lines(rollouts, scored):
     decode = lambda ids: "".join(chr(96 + i) for i in ids)  # noqa: E731
     ratios = torch.tensor([[1.25, 0.5, 1.0], [0.75, 9.0, 9.0]])
     per_token = torch.tensor([[0.1, 0.2, 0.3], [-0.4, 7.0, 7.0], [0.5, -0.5, 7.0], [7.0, 7.0, 7.0]])
-    lines = [group_row(4, rollouts, scored, torch.tensor([0.5, -0.5, 0.25, 0.0]), 0, decode, (0.2, 0.28), ratios),
-             group_row(5, rollouts, scored, per_token, 1, decode, (0.2, 0.2), None),
-             *sample_rows(6, rollouts, scored, 4)]
-    return [json.dumps(line) for line in lines]
+    groups = [group_row(4, rollouts, scored, torch.tensor([0.5, -0.5, 0.25, 0.0]), 0, decode, (0.2, 0.28), ratios),
+              group_row(5, rollouts, scored, per_token, 1, decode, (0.2, 0.2), None)]
+    for line in groups:  # the batch's pass rates came later (the explainer's difficulty view): the rest is as before
+        # group 0: correct and unparseable -> 1/2; group 1: correct, and an unscorable row left out -> 1/1
+        assert [rate for _, rate in line.pop("pass_rates")] == [0.5, 1.0]
+    return [json.dumps(line) for line in [*groups, *sample_rows(6, rollouts, scored, 4)]]
 
 
 def test_single_turn_lines_are_byte_identical_to_before_the_episode_views():

@@ -13,7 +13,7 @@ from explainer_fixture import agent_group, ppo_group, use_fake_example  # noqa: 
 from rlvr.viz.explainer_data import explainer_data as build
 from rlvr.viz.explainer_data import load_example, passes, run_settings
 from rlvr.viz.report import write_report
-from rlvr.viz.rundata import load_run
+from rlvr.viz.rundata import RunData, load_run
 from viz_helpers import group_row, make_run, write_lines
 
 SHIPPED = Path(explainer_data.__file__).parent / "example" / "explainer.json"
@@ -148,3 +148,56 @@ def test_a_100_step_report_stays_under_5_mb(tmp_path, shipped):
     size = report.stat().st_size
     assert 100_000 < size < 5_000_000, size
     assert json.dumps(shipped["grid"]["axes"], separators=(",", ":")) in report.read_text(encoding="utf-8")
+
+
+def test_the_difficulty_view_reads_every_group_of_a_step_not_only_the_shown_one(tmp_path, use_fake_example):  # noqa: F811
+    run = make_run(tmp_path / "rates", steps=2, groups=False)
+    rows = [group_row(s, 4, 3, ratios=True) for s in (1, 2)]
+    # step 1 logged its batch's pass rates: 2 prompts that tied (0 and 1) next to the shown one (0.5)
+    rows[0]["pass_rates"] = [["a", 0.0], ["b", 1.0], ["arith/train/1", 0.5]]
+    write_lines(run / "groups.jsonl", rows)
+    part = parts(run)["difficulty"]
+    # step 2, from before pass rates were logged, gives its shown group only (half right), and says so
+    assert [(p["step"], p["pass_rate"]) for p in part["points"]] == [(1, 0.0), (1, 1.0), (1, 0.5), (2, 0.5)]
+    assert "tied prompts are missing" in part["made"]
+    rows[1]["pass_rates"] = [["arith/train/2", 0.5]]
+    (run / "groups.jsonl").write_text("")
+    write_lines(run / "groups.jsonl", rows)
+    assert "missing" not in parts(run)["difficulty"]["made"]
+
+
+def test_a_damaged_groups_file_is_said_not_hidden(tmp_path, use_fake_example):  # noqa: F811
+    run = make_run(tmp_path / "damaged", steps=3, groups=False)
+    good = [json.dumps(group_row(s, 2, 3, ratios=True)) for s in (2, 3)]
+    (run / "groups.jsonl").write_text('{"step": 1, "completions": [\n' + "\n".join(good) + "\n")
+    # the page itself may read past it (a long file, whose damaged line lies before the lines it shows)
+    shown = RunData(name="damaged", path=run, config_text="", rows=[])
+    part = explainer_data.difficulty_part(shown, run_settings(""))
+    assert part["source"] == "example" and "could not be read" in part["why"] and "line 1" in part["why"]
+
+
+def test_a_ppo_run_samples_one_completion_a_prompt_and_still_feeds_its_credit_view(tmp_path, use_fake_example):  # noqa: F811
+    run = make_run(tmp_path / "ppo", steps=1, groups=False)
+    (run / "config.yaml").write_text("rollout:\n  group_size: 1\nalgorithm:\n  advantage: gae\n")
+    row = ppo_group()
+    row["completions"] = row["completions"][:1]  # configs/ppo.yaml: G = 1
+    write_lines(run / "groups.jsonl", [row])
+    credit = parts(run)["credit"]
+    assert credit["source"] == "run" and len(credit["group"]["completions"]) == 1
+
+
+def test_typed_answers_need_a_group_of_the_run_itself(tmp_path, use_fake_example):  # noqa: F811
+    plain = make_run(tmp_path / "plain", steps=2, groups=False)  # the group shown is the example's
+    scoring = parts(plain, scoring=None)["scoring"]
+    assert scoring["enabled"] is False and "the recorded example's" in scoring["why"]
+    assert parts(make_run(tmp_path / "own", steps=2, tokens=4), scoring=None)["scoring"]["enabled"] is True
+
+
+def test_small_kl_values_keep_their_significant_digits(tmp_path, use_fake_example):  # noqa: F811
+    run = make_run(tmp_path / "kl", steps=1, groups=False)
+    row = group_row(1, 2, 3, ratios=True)
+    for c in row["completions"]:
+        c["token_kl"] = [0.0000312345, 0.123456, 2.5e-9]
+    write_lines(run / "groups.jsonl", [row])
+    shown = parts(run)["group"]["group"]["completions"][0]["token_kl"]
+    assert shown == [3.123e-05, 0.1235, 2.5e-09]  # 4 significant digits; 4 decimals would read 0.0, 0.1235, 0.0

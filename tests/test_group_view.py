@@ -163,3 +163,22 @@ def test_logged_ratios_are_the_updated_policy_over_pi_old_on_the_shown_group() -
         shown = row["completions"][j]["token_ratios"]
         assert len(shown) == length and max(abs(x - 1) for x in shown) > 1e-3  # the weights did move
         torch.testing.assert_close(torch.tensor(shown), expected[r, :length], rtol=0, atol=1e-5)
+
+
+def test_pass_rates_cover_every_group_of_the_batch_tied_ones_too() -> None:
+    from types import SimpleNamespace
+
+    from rlvr.grpo.group_view import pass_rates
+    from rlvr.types import Outcome, Verdict
+
+    right, wrong = Verdict(Outcome.CORRECT, 1.0), Verdict(Outcome.WRONG, 0.0)
+    # 3 prompts, G = 2, two verifiers: a completion passes only when both say correct.
+    # p0: (math right, format right), (math right, format wrong) -> 1/2; p1: both right twice -> 1 (a tied group);
+    # p2: nothing right -> 0 (tied too), its second row unscorable -> 0/1
+    verdicts = {"math": [right, right, right, right, wrong, wrong],
+                "format": [right, wrong, right, right, right, wrong]}
+    rollouts = SimpleNamespace(group_size=2, prompts=[SimpleNamespace(id=f"p{i}") for i in range(3)])
+    scored = SimpleNamespace(verdicts=verdicts, scorable=torch.tensor([True] * 5 + [False]))
+    assert pass_rates(rollouts, scored) == [["p0", 0.5], ["p1", 1.0], ["p2", 0.0]]
+    scored.scorable = torch.tensor([True] * 4 + [False, False])  # no scorable row: no rate for p2
+    assert pass_rates(rollouts, scored) == [["p0", 0.5], ["p1", 1.0]]

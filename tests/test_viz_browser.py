@@ -75,10 +75,17 @@ def reward_points(driver) -> int:
     return len(driver.find_elements("css selector", "svg[data-chart='reward'] circle.pt[data-series='reward_mean']"))
 
 
-def wait_until(condition, timeout_s: float = 10.0):
+def wait_until(condition, timeout_s: float = 20.0):
+    """condition() once it is truthy, or its last value after timeout_s. An element the page redraws while it is
+    read (a dashboard's poll) is read again, not an error. Generous: the machines that run the tests are shared."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+
     deadline = time.monotonic() + timeout_s
     while True:
-        value = condition()
+        try:
+            value = condition()
+        except (StaleElementReferenceException, NoSuchElementException):
+            value = None
         if value or time.monotonic() > deadline:
             return value
         time.sleep(0.1)

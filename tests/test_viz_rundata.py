@@ -249,11 +249,13 @@ def test_dashboard_api_etag_and_damaged_log(tmp_path):
 def test_the_explainer_opens_with_the_runs_own_clip_range_and_beta():
     from rlvr.viz.page import explainer_settings
 
-    own = explainer_settings("algorithm:\n  clip_epsilon: 0.2\n  clip_high: 0.28\n  beta: 0.0\n")
+    # clip_epsilon_high: the key config.yaml holds (`clip_high` is only the config's property, never written)
+    own = explainer_settings("algorithm:\n  clip_epsilon: 0.2\n  clip_epsilon_high: 0.28\n  beta: 0.0\n")
     assert own == {"eps_low": 0.2, "eps_high": 0.28, "beta": 0.0, "std_eps": 1e-4}  # std_eps: the default
     defaults = {"eps_low": 0.2, "eps_high": 0.2, "beta": 0.04, "std_eps": 1e-4}  # AlgorithmConfig's
     assert explainer_settings("") == explainer_settings("::: [") == explainer_settings("- a list") == defaults
-    assert explainer_settings("algorithm:\n  beta: -1\n  clip_high: yes\n") == defaults  # unusable values
+    assert explainer_settings("algorithm:\n  beta: -1\n  clip_epsilon_high: yes\n") == defaults  # unusable values
+    assert explainer_settings("algorithm:\n  beta: .nan\n  std_epsilon: .inf\n") == defaults  # not finite
 
 
 def test_report_of_a_recipe_directory_holds_its_stages_and_summary(tmp_path):
@@ -261,13 +263,16 @@ def test_report_of_a_recipe_directory_holds_its_stages_and_summary(tmp_path):
     metrics.jsonl) and shows the recipe's summary tables, reasoning included."""
     recipe = tmp_path / "recipe"
     make_run(recipe / "stages" / "01-cold_start", steps=2, samples=1, groups=False)
-    make_run(recipe / "stages" / "02-reasoning_rl", steps=3, samples=1, groups=False)
+    make_run(recipe / "stages" / "02-reasoning_rl", steps=3, samples=1, tokens=4)
     (recipe / "stages" / "03-rejection_sampling").mkdir()
     (recipe / "manifest.json").write_text("{}")
     (recipe / "summary.md").write_text("| model | think words |\n| base | 0.0 |\n")
     data = embedded_data(write_report([recipe]).read_text())
     assert [run["name"] for run in data["runs"]] == ["01-cold_start", "02-reasoning_rl"]
     assert data["recipes"] == [{"name": "recipe", "summary": "| model | think words |\n| base | 0.0 |\n"}]
+    # the explainer draws from the RL stage, the last that logged a group view (not the SFT stage, listed first)
+    group = data["explainer"]["group"]
+    assert group["source"] == "run" and group["group"]["step"] == 3
     assert (recipe / "report.html").is_file()
     empty = tmp_path / "fresh"
     (empty / "stages").mkdir(parents=True)

@@ -35,7 +35,7 @@ def expected_abs_advantage(p: float, group_size: int, eps: float = 1e-4) -> floa
     _check(p, group_size)
     total = 0.0
     for k in range(group_size + 1):
-        rewards = torch.tensor([1.0] * k + [0.0] * (group_size - k))
+        rewards = torch.tensor([1.0] * k + [0.0] * (group_size - k))  # host: G numbers, a closed-form sum
         mean_abs = float(grpo_advantages(rewards, group_size, eps).abs().mean())
         total += math.comb(group_size, k) * p ** k * (1.0 - p) ** (group_size - k) * mean_abs
     return total

@@ -18,10 +18,8 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     from rlvr.viz.dashboard import serve
 
     runs = [Path(p) for p in args.runs]
-    scorer, why = answer_scorer(runs[0]) if args.host in ("127.0.0.1", "localhost", "::1") else (None, "")
-    if why:
-        print(f"rlvr dashboard: typed answers will not be scored: {why}", flush=True)
-    return serve(runs, args.host, args.port, scorer, why or "the dashboard listens beyond this machine")
+    # built when the first run has a config.yaml (at once, or as soon as a run started with the dashboard writes it)
+    return serve(runs, args.host, args.port, scorer_factory=lambda: answer_scorer(runs[0]))
 
 
 def port_number(text: str) -> int:

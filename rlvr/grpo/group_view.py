@@ -15,7 +15,7 @@ import torch
 
 from rlvr.algorithms.advantages import tied_groups
 from rlvr.algorithms.loss import KL_ESTIMATORS
-from rlvr.types import RolloutBatch, ScoredBatch, row_extent
+from rlvr.types import Outcome, RolloutBatch, ScoredBatch, row_extent
 
 # rows (a [G] long index into the batch) -> log-probs [G, C] of the current (updated) policy
 Rescore = Callable[[torch.Tensor], torch.Tensor]
@@ -81,6 +81,21 @@ def shown_values(ratios: torch.Tensor, sampled: torch.Tensor) -> list[float | No
     return [round(x, 5) if s else None for x, s in zip(ratios.tolist(), sampled.tolist())]
 
 
+def pass_rates(rollouts: RolloutBatch, scored: ScoredBatch) -> list[list]:
+    """[[prompt_id, share of its scorable completions every verifier called correct], ...] for every group of the
+    batch, tied ones included: the line's one shown group is picked among untied groups, so it alone would hide
+    how many prompts the policy always or never solves (the explainer's difficulty view reads these). A group with
+    no scorable completion (its reference unreadable) has no rate and is left out."""
+    g, out = rollouts.group_size, []
+    scorable = scored.scorable.tolist()
+    for group, prompt in enumerate(rollouts.prompts):
+        rows = [row for row in range(group * g, (group + 1) * g) if scorable[row]]
+        right = sum(all(v[row].outcome == Outcome.CORRECT for v in scored.verdicts.values()) for row in rows)
+        if rows:
+            out.append([prompt.id, right / len(rows)])
+    return out
+
+
 def group_row(step: int, rollouts: RolloutBatch, scored: ScoredBatch, advantages: torch.Tensor, group: int,
               decode: Callable[[list[int]], str], clip: tuple[float, float],
               ratios: torch.Tensor | None, kl: torch.Tensor | None = None) -> dict:
@@ -111,4 +126,5 @@ def group_row(step: int, rollouts: RolloutBatch, scored: ScoredBatch, advantages
             **({} if rollouts.turns is None else episode_view(rollouts.turns.records[row], sampled)),
         })
     return {"step": step, "prompt_id": prompt.id, "question": prompt.messages[-1]["content"],
-            "reference": prompt.reference, "clip_low": clip[0], "clip_high": clip[1], "completions": completions}
+            "reference": prompt.reference, "clip_low": clip[0], "clip_high": clip[1], "completions": completions,
+            "pass_rates": pass_rates(rollouts, scored)}

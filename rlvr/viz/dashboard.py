@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import socket
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,15 +32,18 @@ MAX_BODY = 16 * 1024  # bytes of a POST /api/score request
 MAX_ANSWER = 4000  # characters of a typed answer
 # (question, reference, completion) -> {"reward": float, "verdicts": {...}}: rlvr.rewards.typed_answer
 Scorer = Callable[[str, str, str], dict]
+# () -> (a Scorer, None) or (None, why not): rlvr.rewards.typed_answer.answer_scorer of the first run directory
+ScorerFactory = Callable[[], tuple[Scorer | None, str | None]]
 
 
 class LiveRuns:
     """The payload of some run directories, rebuilt when one of their files changes. Thread-safe."""
 
-    def __init__(self, run_dirs: list[Path], latest_groups: int = LATEST_GROUPS, scoring: str | None = "off"):
+    def __init__(self, run_dirs: list[Path], latest_groups: int = LATEST_GROUPS,
+                 scoring: Callable[[], str | None] = lambda: "off"):
         self.run_dirs = [Path(p) for p in run_dirs]
         self.latest_groups = latest_groups
-        self.scoring = scoring  # None: typed answers can be scored; else why not (shown on the page)
+        self.scoring = scoring  # asked at each rebuild: None when typed answers can be scored, else why not
         self.prompts: dict[str, tuple[str, str]] = {}  # prompt_id -> (question, reference) of the groups shown
         self._lock = threading.Lock()
         self._key: tuple | None = None
@@ -65,7 +69,7 @@ class LiveRuns:
                 runs = [load_run(path, groups="latest", latest=self.latest_groups, before_first_step=True)
                         for path in self.run_dirs]
                 etag = '"' + hashlib.sha1(repr(key).encode()).hexdigest()[:16] + '"'
-                data = payload(runs, live=True, scoring=self.scoring)
+                data = payload(runs, live=True, scoring=self.scoring())
                 self.prompts = shown_prompts(data)
                 self._cached = (etag, data_json(data), page_title(runs))
                 self._key = key
@@ -73,15 +77,17 @@ class LiveRuns:
 
 
 def shown_prompts(data: dict[str, Any]) -> dict[str, tuple[str, str]]:
-    """prompt_id -> (question, reference) of every group the page can show (the runs' and the explainer's)."""
+    """prompt_id -> (question, reference) of every group of the runs the page can show (not the recorded
+    example's: the run's verifiers score answers to the run's own prompts)."""
     groups = [g for run in data["runs"] for g in run["groups"]]
     part = data["explainer"].get("group")
-    groups += [part["group"]] if part else []
+    groups += [part["group"]] if part and part["source"] == "run" else []
     return {g["prompt_id"]: (g["question"], g["reference"]) for g in groups}
 
 
 class _Handler(BaseHTTPRequestHandler):
     server: "DashboardServer"
+    timeout = 10  # seconds a connection may stall (a body slower than its Content-Length) before it is dropped
 
     def do_GET(self) -> None:  # noqa: N802 (the name http.server calls)
         route = self.path.split("?", 1)[0]
@@ -103,13 +109,17 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802
         if self.path.split("?", 1)[0] != "/api/score":
             return self._send(HTTPStatus.NOT_FOUND, "text/plain; charset=utf-8", "not found")
-        status, answer = self.server.score_request(self.headers, self._body())
+        try:
+            status, answer = self.server.score_request(self.headers, self._body())
+        except RunDataError as err:  # a log damaged while the dashboard runs, as do_GET says
+            status, answer = HTTPStatus.INTERNAL_SERVER_ERROR, {"error": str(err)}
         self._send(status, "application/json", json.dumps(answer))
 
     def _body(self) -> bytes | None:
-        """The request body, or None when it is missing or larger than MAX_BODY (then left unread)."""
+        """The request body, or None when it has no plain Content-Length (chunked, '²') or one over MAX_BODY:
+        then it is left unread and the connection closed."""
         length = self.headers.get("Content-Length", "")
-        if not length.isdigit() or int(length) > MAX_BODY:
+        if not (length.isascii() and length.isdigit()) or int(length) > MAX_BODY:
             self.close_connection = True
             return None
         return self.rfile.read(int(length))
@@ -135,12 +145,18 @@ class DashboardServer(ThreadingHTTPServer):
     daemon_threads = True  # a poll in flight does not hold up Ctrl-C
 
     def __init__(self, run_dirs: list[Path], host: str, port: int, scorer: Scorer | None = None,
-                 no_scorer: str = "the dashboard was started without the run's verifiers"):
-        if scorer is not None and host not in LOOPBACK:
-            scorer, no_scorer = None, f"the dashboard listens on {host}, beyond this machine: typed answers are " \
-                                      "scored only on 127.0.0.1"
-        self.scorer = scorer
-        self.live = LiveRuns(run_dirs, scoring=None if scorer else no_scorer)
+                 no_scorer: str = "the dashboard was started without the run's verifiers",
+                 scorer_factory: ScorerFactory | None = None):
+        """scorer: a fixed one; scorer_factory: tried at start and again whenever the runs' files change until it
+        gives one (a dashboard started with the run, before its config.yaml exists, scores once it does)."""
+        if host not in LOOPBACK:
+            scorer, scorer_factory = None, None
+            no_scorer = f"the dashboard listens on {host}, beyond this machine: typed answers are scored only on " \
+                        "127.0.0.1"
+        self.scorer, self._factory, self._why = scorer, scorer_factory, no_scorer
+        self.live = LiveRuns(run_dirs, scoring=self.scoring_why)
+        if ":" in host:  # an IPv6 address such as ::1
+            self.address_family = socket.AF_INET6
         try:
             super().__init__((host, port), _Handler)
         except OSError as err:
@@ -149,6 +165,13 @@ class DashboardServer(ThreadingHTTPServer):
                                    "choose another with --port N") from None
             raise RunDataError(f"cannot listen on {host}:{port}: {err.strerror or err}") from None
 
+    def scoring_why(self) -> str | None:
+        """None when typed answers can be scored now; else why not. Tries the factory while there is no scorer."""
+        if self.scorer is None and self._factory is not None:
+            self.scorer, why = self._factory()
+            self._why = why or self._why
+        return None if self.scorer is not None else self._why
+
     def score_request(self, headers, body: bytes | None) -> tuple[HTTPStatus, dict[str, Any]]:
         """(status, JSON answer) for POST /api/score; see the module doc for what is refused and why."""
         refused = self._refusal(headers, body)
@@ -156,7 +179,7 @@ class DashboardServer(ThreadingHTTPServer):
             return refused
         try:
             request = json.loads(body.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
             return HTTPStatus.BAD_REQUEST, {"error": "the body is not JSON"}
         prompt_id, answer = (request.get("prompt_id"), request.get("completion")) if isinstance(request, dict) \
             else (None, None)
@@ -175,7 +198,7 @@ class DashboardServer(ThreadingHTTPServer):
 
     def _refusal(self, headers, body: bytes | None) -> tuple[HTTPStatus, dict[str, Any]] | None:
         if self.scorer is None:
-            return HTTPStatus.FORBIDDEN, {"error": self.live.scoring}
+            return HTTPStatus.FORBIDDEN, {"error": self._why}
         host = urlsplit("//" + headers.get("Host", "")).hostname
         origin = headers.get("Origin")
         if host not in LOOPBACK or (origin is not None and urlsplit(origin).netloc != headers.get("Host")):
@@ -183,7 +206,8 @@ class DashboardServer(ThreadingHTTPServer):
         if not headers.get("Content-Type", "").startswith("application/json"):
             return HTTPStatus.UNSUPPORTED_MEDIA_TYPE, {"error": "send application/json"}
         if body is None:
-            return HTTPStatus.REQUEST_ENTITY_TOO_LARGE, {"error": f"a request body of at most {MAX_BODY} bytes"}
+            return HTTPStatus.REQUEST_ENTITY_TOO_LARGE, {"error": f"send the body with a Content-Length of at most "
+                                                                  f"{MAX_BODY} bytes"}
         return None
 
     @property
@@ -198,10 +222,9 @@ class DashboardServer(ThreadingHTTPServer):
         return thread
 
 
-def serve(run_dirs: list[Path], host: str, port: int, scorer: Scorer | None = None,
-          no_scorer: str = "the dashboard was started without the run's verifiers") -> int:
+def serve(run_dirs: list[Path], host: str, port: int, scorer_factory: ScorerFactory | None = None) -> int:
     """Serve until Ctrl-C; the command's exit status."""
-    server = DashboardServer(run_dirs, host, port, scorer, no_scorer)
+    server = DashboardServer(run_dirs, host, port, scorer_factory=scorer_factory)
     print(f"rlvr dashboard: {server.url} (Ctrl-C stops it)", flush=True)
     if host not in LOOPBACK:
         print(f"rlvr dashboard: listening on {host}: anyone who reaches this port can read the run", flush=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from dataclasses import asdict
 from importlib import resources
 from typing import Any
@@ -24,10 +25,11 @@ from typing import Any
 import yaml
 
 from rlvr.config.run import AlgorithmConfig, EpisodeConfig, RolloutConfig
-from rlvr.viz.jsonl import RunDataError, read_jsonl
+from rlvr.viz.jsonl import RunDataError, read_jsonl_tail
 from rlvr.viz.rundata import Group, RunData, parse_group
 
 TOKEN_DIGITS = 4  # per-token numbers only pick a colour or a worked example's digits; a report stays small
+DIFFICULTY_LINES = 200  # groups.jsonl lines the difficulty view reads (the last ones): a long run's rebuild stays cheap
 EXAMPLE_NAME = "explainer.json"
 
 
@@ -45,10 +47,21 @@ def group_json(group: Group) -> dict[str, Any]:
     """A Group as the page reads it, per-token numbers rounded."""
     out = asdict(group)
     for completion in out["completions"]:
-        for key in ("token_advantages", "token_ratios", "token_kl"):
+        for key in ("token_advantages", "token_ratios"):
             if completion[key] is not None:
                 completion[key] = [round(v, TOKEN_DIGITS) for v in completion[key]]
+        if completion["token_kl"] is not None:  # small values: significant digits, not decimals (0.00003 is no 0)
+            completion["token_kl"] = [float(f"{v:.{TOKEN_DIGITS}g}") for v in completion["token_kl"]]
     return out
+
+
+def _setting(value: Any, default: Any) -> Any:
+    """A saved setting of the default's kind: a finite, non-negative number for a number (every numeric setting
+    read here is one), a string for a string; anything else (a list, NaN, a bool, -1) reads as the default."""
+    if isinstance(default, str) or default is None:
+        return value if isinstance(value, str) else default
+    number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    return value if number else default
 
 
 def run_settings(config_text: str) -> dict[str, Any]:
@@ -66,10 +79,12 @@ def run_settings(config_text: str) -> dict[str, Any]:
             ("rollout", RolloutConfig(), ("temperature", "group_size", "max_new_tokens")),
             ("episode", EpisodeConfig(), ("credit",))):
         for key in keys:
-            value = section(name).get(key, getattr(defaults, key))
-            out[key] = value if isinstance(value, (int, float, str)) or value is None else getattr(defaults, key)
-    if out["clip_epsilon_high"] is None:
+            default = getattr(defaults, key)
+            out[key] = _setting(section(name).get(key, default), default if default is not None else 0.0)
+    if not out["clip_epsilon_high"]:  # unset (None): the lower side's, as the trainer reads it
         out["clip_epsilon_high"] = out["clip_epsilon"]
+    if not isinstance(out["group_size"], int) or out["group_size"] < 1:
+        out["group_size"] = RolloutConfig().group_size
     return out
 
 
@@ -115,25 +130,42 @@ def passes(completion: dict[str, Any]) -> bool:
     return isinstance(reward, (int, float)) and reward > 0
 
 
+def _rates(record: dict[str, Any]) -> list[tuple[str, float]]:
+    """(prompt, pass rate) of one groups.jsonl line: every group of its step ("pass_rates", written since the
+    trainer logs them), else its one shown group, which was picked among the untied ones (a biased sample)."""
+    rates = record.get("pass_rates")
+    if isinstance(rates, list):
+        return [(str(r[0]), float(r[1])) for r in rates if isinstance(r, list) and len(r) == 2
+                and isinstance(r[1], (int, float)) and not isinstance(r[1], bool) and 0 <= r[1] <= 1]
+    completions = record.get("completions")
+    if isinstance(completions, list) and completions and all(isinstance(c, dict) for c in completions):
+        return [(str(record.get("question", "")), sum(map(passes, completions)) / len(completions))]
+    return []
+
+
 def difficulty_part(run: RunData | None, settings: dict[str, Any]) -> dict[str, Any] | None:
-    """Pass rates of every group the run logged (one per step), else of the example's temperature sweep at the
-    default temperature."""
+    """Pass rates of the prompts of the run's last DIFFICULTY_LINES logged steps, else of the example's temperature
+    sweep at the default temperature (and why)."""
     path = run.path / "groups.jsonl" if run else None
-    points = []
+    points, shown_only, why = [], False, "logged no group view"
     if path is not None and path.is_file():
-        for line in read_jsonl(path):
-            completions = line.record.get("completions")
-            if isinstance(completions, list) and completions and all(isinstance(c, dict) for c in completions):
-                points.append({"step": line.record.get("step"), "prompt": str(line.record.get("question", "")),
-                               "pass_rate": sum(map(passes, completions)) / len(completions)})
+        try:
+            for line in read_jsonl_tail(path, DIFFICULTY_LINES):
+                shown_only = shown_only or "pass_rates" not in line.record
+                points += [{"step": line.record.get("step"), "prompt": prompt, "pass_rate": rate}
+                           for prompt, rate in _rates(line.record)]
+        except RunDataError as err:
+            points, why = [], f"has a groups.jsonl that could not be read ({err})"
     if points:
-        return {"source": "run", "made": f"{len(points)} logged groups", "group_size": settings["group_size"],
-                "points": points}
+        made = f"{len(points)} prompts of its last {min(DIFFICULTY_LINES, len({p['step'] for p in points}))} " \
+               "logged steps" + (" (only the group each step showed, picked among untied ones: tied prompts are "
+                                 "missing)" if shown_only else "")
+        return {"source": "run", "made": made, "group_size": settings["group_size"], "points": points}
     sweep = load_example().get("temperature") or {}
     rows = [r for r in sweep.get("rows", []) if r.get("temperature") == RolloutConfig().temperature]
     if not rows:
         return None
-    return _example("temperature", "logged no group view", group_size=sweep.get("group_size"),
+    return _example("temperature", why, group_size=sweep.get("group_size"),
                     points=[{"step": None, "prompt": f"prompt {i + 1}", "pass_rate": p}
                             for i, p in enumerate(rows[0]["pass_rates"])])
 
@@ -162,8 +194,8 @@ def kl_part(run: RunData | None, settings: dict[str, Any]) -> dict[str, Any] | N
 
 def credit_part(run: RunData | None, settings: dict[str, Any]) -> dict[str, Any] | None:
     """A group trained with GAE: the run's own when it used the critic, else the recorded PPO run's."""
-    if run and settings["advantage"] == "gae":
-        picks = [g for g in run.groups if _teaching(g)]
+    if run and settings["advantage"] == "gae":  # PPO samples one completion a prompt: any logged group will do
+        picks = [g for g in run.groups if g.completions and all(c.tokens for c in g.completions)]
         if picks:
             return {"source": "run", "made": f"step {picks[-1].step}", "group": group_json(picks[-1]),
                     "std_epsilon": settings["std_epsilon"]}
@@ -197,18 +229,23 @@ def _grid_defaults() -> dict[str, Any]:
     return {"clip_epsilon": a.clip_epsilon, "beta": a.beta, "group_size": RolloutConfig().group_size}
 
 
-def explainer_data(runs: list[RunData], scoring: str | None) -> dict[str, Any]:
-    """payload["explainer"] minus the numbers the build view opens with (page.py adds those). scoring: None when
-    the page can score typed answers (a dashboard with the run's verifiers), else why it cannot."""
-    run = runs[0] if runs else None
+def explainer_data(runs: list[RunData], scoring: str | None, explained: RunData | None = None) -> dict[str, Any]:
+    """payload["explainer"] minus the numbers the build view opens with (page.py adds those), from `explained`
+    (default: the first run). scoring: None when the page can score typed answers (a dashboard with the run's
+    verifiers), else why it cannot."""
+    run = explained or (runs[0] if runs else None)
     settings = run_settings(run.config_text if run else "")
     example = load_example()
+    group = group_part(run)
+    if scoring is None and (group is None or group["source"] != "run"):
+        scoring = "this run has logged no group to answer yet: typed answers are scored against the run's own " \
+                  "prompts, and the group shown is the recorded example's"
     try:
         difficulty = difficulty_part(run, settings)
     except RunDataError:  # a damaged groups.jsonl is named by the group view; here it only loses its points
         difficulty = None
     return {
-        "settings": settings, "group": group_part(run),
+        "settings": settings, "group": group,
         "temperature": _example("temperature", "", **_keys(example.get("temperature"), "rows", "prompts", "group_size",
                                                            "max_new_tokens")),
         "hacks": _example("hacks", "", cases=(example.get("hacks") or {}).get("cases", [])),

@@ -13,10 +13,7 @@ from dataclasses import asdict
 from importlib import resources
 from typing import Any
 
-import yaml
-
-from rlvr.config.run import AlgorithmConfig
-from rlvr.viz.explainer_data import explainer_data, group_json
+from rlvr.viz.explainer_data import explainer_data, group_json, run_settings
 from rlvr.viz.rundata import RunData
 
 FORMAT = 1  # payload layout version, read by page.js
@@ -32,34 +29,27 @@ EXAMPLE = {"rewards": [1.0, 0.0, 0.0, 1.0], "ratio": 1.25, "pi": 0.30, "pi_ref":
 
 
 def payload(runs: list[RunData], live: bool, recipes: list[tuple[str, str]] = (),
-            scoring: str | None = "typing an answer needs the dashboard (`rlvr dashboard RUN_DIR`)") -> dict[str, Any]:
+            scoring: str | None = "typing an answer needs the dashboard (`rlvr dashboard RUN_DIR`)",
+            explained: RunData | None = None) -> dict[str, Any]:
     """Everything the page draws, as JSON-ready data; run names are made unique for the legends. recipes: (name,
     summary text) of the recipe directories given (the per-stage tables, reasoning included). scoring: None when
-    the page can send typed answers to the run's verifiers (a dashboard), else why it cannot."""
+    the page can send typed answers to the run's verifiers (a dashboard), else why it cannot. explained: the run
+    the explainer draws from (default: the first)."""
     names = _unique([run.name for run in runs])
     return {
         "format": FORMAT, "live": live, "generated": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "explainer": {**EXAMPLE, **explainer_settings(runs[0].config_text if runs else ""),
-                      **explainer_data(runs, scoring)},
+        "explainer": {**EXAMPLE, **explainer_settings((explained or runs[0]).config_text if runs else ""),
+                      **explainer_data(runs, scoring, explained)},
         "runs": [_run(run, name) for run, name in zip(runs, names)],
         "recipes": [{"name": name, "summary": summary} for name, summary in recipes]}
 
 
 def explainer_settings(config_text: str) -> dict[str, float]:
-    """eps_low/eps_high/beta/std_eps the explainer opens with: the (first) run's own, so a clip-higher run's page
-    shows its range; the trainer's defaults where the config does not say (or cannot be read)."""
-    default = AlgorithmConfig()
-    try:
-        saved = (yaml.safe_load(config_text) or {}).get("algorithm") or {}
-    except (yaml.YAMLError, AttributeError):
-        saved = {}
-    out = {}
-    for key, name in (("clip_epsilon", "eps_low"), ("clip_high", "eps_high"), ("beta", "beta"),
-                      ("std_epsilon", "std_eps")):
-        value = saved.get(key) if isinstance(saved, dict) else None
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
-        out[name] = float(value) if ok else float(getattr(default, key))
-    return out
+    """eps_low/eps_high/beta/std_eps the build view opens with: the run's own (a clip-higher run's range), the
+    trainer's defaults where the config does not say (or cannot be read)."""
+    s = run_settings(config_text)
+    return {"eps_low": float(s["clip_epsilon"]), "eps_high": float(s["clip_epsilon_high"]), "beta": float(s["beta"]),
+            "std_eps": float(s["std_epsilon"])}
 
 
 def _run(run: RunData, name: str) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from rlvr.viz.jsonl import RunDataError
 from rlvr.viz.page import GENERATOR, data_json, page_title, payload, render_page
-from rlvr.viz.rundata import load_run
+from rlvr.viz.rundata import RunData, load_run
 
 REPORT_NAME = "report.html"
 
@@ -34,6 +34,15 @@ def recipe_parts(path: Path) -> tuple[str, list[Path]] | None:
     return text, stages
 
 
+def explained_run(runs: list[RunData], recipes: list) -> RunData | None:
+    """The run the explainer draws from: the first run's, but for a recipe its last stage that logged a group view
+    (its RL stage: an SFT stage logs no groups), else its last stage."""
+    if not runs or not recipes[0]:
+        return None
+    stages = runs[:len(recipes[0][1])]
+    return next((run for run in reversed(stages) if run.groups), stages[-1])
+
+
 def written_by_us(path: Path) -> bool:
     """A file `rlvr report` wrote (its generator tag near the top): safe to replace with a newer report."""
     try:
@@ -59,7 +68,8 @@ def write_report(run_dirs: list[Path], output: Path | None = None, force: bool =
         raise RunDataError(f"{target} exists and is not a report written by rlvr; choose another --output or "
                            "pass --force to replace it")
     summaries = [(Path(path).resolve().name, parts[0]) for path, parts in zip(run_dirs, recipes) if parts]
-    html = render_page(data_json(payload(runs, live=False, recipes=summaries)), page_title(runs))
+    html = render_page(data_json(payload(runs, live=False, recipes=summaries, explained=explained_run(runs, recipes))),
+                       page_title(runs))
     partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
     try:
         partial.write_text(html, encoding="utf-8")

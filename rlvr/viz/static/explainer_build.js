@@ -64,5 +64,6 @@
     byId("ex-add").addEventListener("click", () => rewardRows([...exRewards(), 0]));
     rewardRows(d.rewards);
   }
-  V.addView({id: "build", order: 6, title: "Build your own group", build});
+  V.addView({id: "build", order: 6, title: "Build your own group", build,
+             parts: ["eps_low", "eps_high", "beta", "std_eps"]});  // the run's own, once its config exists
 })();

@@ -96,7 +96,8 @@
     body.append(processControls(episodes, part.credit, draw), head, turns);
     draw();
   }
-  V.addView({id: "process", order: 11, title: "Outcome vs process reward", build: processView});
+  V.addView({id: "process", order: 11, title: "Outcome vs process reward", build: processView,
+             parts: ["process", "settings"]});
 
   // ---- 12. tune it yourself -------------------------------------------------------------------------------------
   const AXES = [["clip_epsilon", "clip epsilon"], ["beta", "beta"], ["group_size", "G"]];
@@ -173,5 +174,5 @@
     body.append(...sliders.map((s) => s.node), compareLabel, readout, plots);
     draw();
   }
-  V.addView({id: "grid", order: 12, title: "Tune it yourself", build: grid});
+  V.addView({id: "grid", order: 12, title: "Tune it yourself", build: grid, parts: ["grid", "settings"]});
 })();

@@ -70,7 +70,8 @@
       `this run samples at T = ${runT} (the dashed line)` : "this run's temperature is not known"), readout, plots);
     draw(start);
   }
-  V.addView({id: "temperature", order: 3, title: "Temperature -> diversity -> signal", build: temperature});
+  V.addView({id: "temperature", order: 3, title: "Temperature -> diversity -> signal", build: temperature,
+             parts: ["temperature", "settings"]});
 
   // ---- 4. reward hacking --------------------------------------------------------------------------------------
   const CHECKS = [["format", "format regex: an 'Answer: <number>' line"],
@@ -138,7 +139,7 @@
     body.append(hackControls(kinds, draw), summary, cards);
     draw();
   }
-  V.addView({id: "hacks", order: 4, title: "Reward hacking", build: hacks});
+  V.addView({id: "hacks", order: 4, title: "Reward hacking", build: hacks, parts: ["hacks"]});
 
   // ---- 9. KL over training and beta ---------------------------------------------------------------------------
   const klHidden = new Set();  // recorded betas the reader switched off; kept when a dashboard redraws the view

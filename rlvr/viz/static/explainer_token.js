@@ -139,12 +139,14 @@
     } else {
       numberLine(box, ["ratio rho = pi_new / pi_old = ", ["token-ratio", t.ratio]]);
       note(box, "Measured after this step's update. The step's own first pass saw rho = 1 (pi_old is the " +
-                 "policy that sampled), so the clipped term below is what a further pass over the same batch would see.");
+                 "policy that sampled), so the clipped term below is what a further pass over the same batch " +
+                 "would see.");
     }
     numberLine(box, ["advantage A = ", ["token-adv", t.adv]]);
     if (t.surrogate) {
       numberLine(box, [`clipped term min(rho A, clip(rho, ${fmt(1 - t.low)}, ${fmt(1 + t.high)}) A) = min(`,
-                       ["token-unclipped", t.surrogate.unclipped], ", ", ["token-clipped-term", t.surrogate.clippedTerm],
+                       ["token-unclipped", t.surrogate.unclipped], ", ",
+                       ["token-clipped-term", t.surrogate.clippedTerm],
                        ") -> clipped loss = ", ["token-loss", t.surrogate.loss], " (the clip ",
                        ["token-binds", t.surrogate.binds ? "binds: no gradient from this token" : "does not bind"],
                        ")"]);
@@ -307,7 +309,7 @@
     };
   }
   V.addView({id: "token", order: 7, title: "Token by token", ...redrawOnChange(buildToken, "group")});
-  V.addView({id: "ratio", order: 8, title: "Policy ratio explorer", build: buildRatio});
+  V.addView({id: "ratio", order: 8, title: "Policy ratio explorer", build: buildRatio, parts: ["settings"]});
   V.addView({id: "credit", order: 10, title: "Credit assignment", ...redrawOnChange(buildCredit, "credit")});
   V.addView({id: "worked", order: 13, title: "One token's loss, step by step",
              ...redrawOnChange(buildWorked, "group")});

@@ -54,3 +54,34 @@ def test_a_dashboard_started_with_the_run_follows_its_config(driver, tmp_path): 
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_the_token_views_say_when_the_run_trains_another_objective(driver, tmp_path):  # noqa: F811
+    run = make_run(tmp_path / "gspo", steps=2, tokens=4)
+    for objective, said in (("gspo", True), ("ppo_clip", False)):
+        (run / "config.yaml").write_text(f"algorithm:\n  objective: {objective}\n")
+        driver.get(write_report([run], run / "report.html").resolve().as_uri())
+        for view in ("token", "worked"):
+            text = driver.find_element("id", f"view-{view}").text
+            assert ("trains with the gspo objective" in text) == said, (objective, view)
+    assert severe(driver) == []
+
+
+def test_views_compute_with_the_runs_own_std_epsilon_and_open_the_grid_at_its_setting(driver, tmp_path):  # noqa: F811
+    import torch
+
+    from rlvr.algorithms.advantages import grpo_advantages
+
+    run = make_run(tmp_path / "own", steps=2, tokens=4)  # viz_helpers: rewards 1, 0, 1, 0, ... (G = 8)
+    (run / "config.yaml").write_text("rollout:\n  group_size: 4\nalgorithm:\n  std_epsilon: 0.5\n"
+                                     "  clip_epsilon: 0.3\n  beta: 0.2\n")
+    driver.get(write_report([run], run / "report.html").resolve().as_uri())
+    bars = [float(b.get_attribute("data-value")) for b in driver.find_elements(
+        "css selector", "svg[data-plot='sampling-advantages'] rect.bar")]
+    # std eps 0.5, not the default 1e-4: A = +-0.5 / (0.5345 + 0.5) = +-0.4833 (Bessel std of 4 ones, 4 zeros)
+    want = grpo_advantages(torch.tensor([1.0, 0.0] * 4), 8, 0.5).tolist()
+    assert bars == pytest.approx(want, abs=1e-6) and abs(bars[0]) < 0.49
+    # the grid opens at the run's own epsilon 0.3, beta 0.2 and G 4 (the shipped grid holds all three)
+    shown = {key: driver.find_element("id", f"grid-{key}-value").text for key in ("clip_epsilon", "beta", "group_size")}
+    assert shown == {"clip_epsilon": "0.3", "beta": "0.2", "group_size": "4"}
+    assert severe(driver) == []

@@ -74,8 +74,9 @@ def run_settings(config_text: str) -> dict[str, Any]:
     section = lambda name: saved.get(name) if isinstance(saved.get(name), dict) else {}  # noqa: E731
     out = {}
     for name, defaults, keys in (
-            ("algorithm", AlgorithmConfig(), ("advantage", "beta", "clip_epsilon", "clip_epsilon_high", "std_epsilon",
-                                              "kl_estimator", "kl_placement", "aggregation", "updates_per_batch")),
+            ("algorithm", AlgorithmConfig(), ("advantage", "objective", "beta", "clip_epsilon", "clip_epsilon_high",
+                                              "std_epsilon", "kl_estimator", "kl_placement", "aggregation",
+                                              "updates_per_batch", "entropy_coef")),
             ("rollout", RolloutConfig(), ("temperature", "group_size", "max_new_tokens")),
             ("episode", EpisodeConfig(), ("credit",))):
         for key in keys:

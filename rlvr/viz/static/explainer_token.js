@@ -21,6 +21,13 @@
   const trainedCount = (c) => c.tokens.filter((_, k) => trained(c, k)).length;
   const known = (v) => typeof v === "number" && isFinite(v);
   function note(body, text) { body.appendChild(el("p", {"class": "ex-note muted"}, text)); }
+  function objectiveNote(body, settings) {  // GSPO, CISPO and dual clip weigh a token otherwise: say so, not hide it
+    const o = (settings || {}).objective;
+    if (o && o !== "ppo_clip") {
+      note(body, `This run trains with the ${o} objective; the numbers below take each token through PPO's ` +
+                 `clipped objective (ppo_clip), GRPO's own, so they show the idea rather than ${o}'s exact term.`);
+    }
+  }
   function teach(body, text) { body.appendChild(el("p", {"class": "ex-teach"}, text)); }
   function advantageColour(a, scale) {  // as the group view colours them: blue pushed up, red pushed down
     if (!a) return "transparent";
@@ -92,6 +99,7 @@
     const part = ctx.data.group, list = completionsOf(part);
     V.sourceNote(body, part);
     if (!list.length) return note(body, "No logged group of completions to take apart token by token.");
+    objectiveNote(body, part.settings || ctx.data.settings);
     teach(body, "Pick a completion and click any of its tokens (coloured by advantage: blue pushed up, red " +
       "pushed down). The panel takes that token through the loss with the numbers the trainer recorded: its ratio, " +
       "its advantage, the clipped term, the KL term, and its share of the step's loss. Notice how many tokens sit " +
@@ -108,7 +116,9 @@
   }
   function drawStrip(strip, details, part, ctx, i) {
     const c = completionsOf(part)[i];
-    const scale = Math.max(0, ...completionsOf(part).flatMap((m) => m.token_advantages.map(Math.abs))) || 1;
+    // a loop, not Math.max(...): a long group's 100k+ tokens would overflow the call's argument stack
+    const scale = completionsOf(part).reduce(
+      (m, c) => c.token_advantages.reduce((n, a) => Math.max(n, Math.abs(a)), m), 0) || 1;
     clear(strip);
     c.tokens.forEach((text, k) => {
       const span = el("span", {"class": "tok" + (trained(c, k) ? "" : " env"), id: "token-tok-" + k,
@@ -253,6 +263,7 @@
     const part = ctx.data.group, list = completionsOf(part);
     V.sourceNote(body, part);
     if (!list.length) return note(body, "No logged group, so no token to work through.");
+    objectiveNote(body, part.settings || ctx.data.settings);
     teach(body, "One token's loss, every step with this run's numbers. It starts at the first token with a " +
       "recorded ratio; click a token in view 7 to work through that one instead. Follow the clip: where " +
       "clip(rho) A is the smaller term it wins the min, and the token's gradient is zero.");

@@ -80,7 +80,7 @@
     return out;
   }
   function extent(values) {
-    let lo = Math.min(...values), hi = Math.max(...values);
+    let lo = values.reduce((a, v) => Math.min(a, v), Infinity), hi = values.reduce((a, v) => Math.max(a, v), -Infinity);
     if (lo === hi) { const pad = Math.abs(lo) * 0.1 || 1; lo -= pad; hi += pad; }
     return [lo, hi];
   }
@@ -260,7 +260,9 @@
     head.append(el("div", {"class": "question"}, group.question), el("div", {"class": "meta"},
       `step ${group.step} · reference ${group.reference} · G = ${group.completions.length} · clip range ` +
       `[${fmt(1 - group.clip_low)}, ${fmt(1 + group.clip_high)}]`));
-    const scale = Math.max(...group.completions.flatMap((c) => c.token_advantages.map(Math.abs)), 0) || 1;
+    // a loop, not Math.max(...): a long group's 100k+ tokens would overflow the call's argument stack
+    const scale = group.completions.reduce((m, c) => c.token_advantages.reduce((n, a) => Math.max(n, Math.abs(a)), m),
+                                           0) || 1;
     const episodes = group.completions.some((c) => c.sampled);  // say what the grey tokens are
     legendItems(LEGENDS[state.mode].concat(episodes ? [["#e4e4e4", "environment turn (not trained on)"]] : []));
     group.completions.forEach((c, j) => cards.appendChild(groupCard(group, c, j, scale)));

@@ -11,7 +11,7 @@ import pytest
 
 from rlvr.rewards.rewarder import Rewarder
 from rlvr.rewards.typed_answer import answer_scorer
-from rlvr.viz.dashboard import MAX_BODY, DashboardServer
+from rlvr.viz.dashboard import MAX_ANSWER, MAX_BODY, DashboardServer
 from rlvr.viz.page import payload
 from rlvr.viz.rundata import load_run
 from viz_helpers import make_run
@@ -78,12 +78,13 @@ def test_what_the_dashboard_refuses(run):
             (post(server, "{not json"), 400),
             (post(server, json.dumps({"prompt_id": PROMPT})), 400),
             (post(server, json.dumps(["a"])), 400),
-            (post(server, ask(completion="1" * 4001)), 413),
+            (post(server, ask(completion="1" * (MAX_ANSWER + 1))), 413),
             (post(server, ask(prompt_id="arith/train/999")), 404),
         ]
         for (status, answer), expected in refused:
             assert status == expected and answer["error"], (status, answer)
         assert len(calls) == 1  # none of them reached the verifiers
+        assert post(server, ask(completion="1" * MAX_ANSWER))[0] == 200 and len(calls) == 2  # the limit itself
         assert post(server, ask(), {"Origin": f"http://127.0.0.1:{port}"})[0] == 200  # the page itself
 
 
@@ -174,3 +175,31 @@ def test_odd_requests_get_an_answer_not_a_dropped_connection(run):
             assert answer.status == expected and json.loads(answer.read())["error"], headers
             connection.close()
         assert post(server, ask())[0] == 200  # and the dashboard still answers
+
+
+def test_the_rlvr_dashboard_command_scores_typed_answers(run):
+    """The command as a user starts it (port 0: any free one), answering a typed answer with the run's verifiers."""
+    import subprocess
+    import sys
+    import time
+
+    process = subprocess.Popen([sys.executable, "-m", "rlvr", "dashboard", str(run), "--port", "0"],
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        line = process.stdout.readline()  # "rlvr dashboard: http://127.0.0.1:PORT/ (Ctrl-C stops it)"
+        port = int(line.split("http://127.0.0.1:")[1].split("/")[0])
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+                connection.request("POST", "/api/score", ask().encode(), {"Content-Type": "application/json"})
+                answer = connection.getresponse()
+                break
+            except ConnectionRefusedError:
+                assert time.monotonic() < deadline, "the dashboard did not answer"
+                time.sleep(0.2)
+        assert answer.status == 200 and json.loads(answer.read())["verdicts"]["math"]["outcome"] == "correct"
+        connection.close()
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

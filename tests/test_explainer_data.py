@@ -99,10 +99,13 @@ def test_passes_and_settings():
     assert passes({"verdicts": {"math": correct, "format": correct}})
     assert not passes({"verdicts": {"math": correct, "format": {"outcome": "wrong"}}, "reward": 0.5})
     assert passes({"reward": 0.5}) and not passes({"reward": 0.0}) and not passes({})
+    assert not passes({"verdicts": {}, "reward": 0.0})  # no verdicts: the reward decides
     settings = run_settings("rollout:\n  temperature: 0.7\nalgorithm:\n  clip_epsilon: 0.1\n")
     assert (settings["temperature"], settings["clip_epsilon"], settings["clip_epsilon_high"]) == (0.7, 0.1, 0.1)
     assert settings["beta"] == 0.04 and settings["group_size"] == 8  # the trainer's defaults
     assert run_settings(": not yaml [")["temperature"] == 1.0
+    assert run_settings("rollout:\n  group_size: 4\n")["group_size"] == 4
+    assert run_settings("rollout:\n  group_size: 4.5\n")["group_size"] == 8  # no whole number: the default
     assert run_settings("rollout:\n  temperature: [1, 2]\n")["temperature"] == 1.0  # a list is no temperature
 
 

@@ -263,7 +263,8 @@ def test_report_of_a_recipe_directory_holds_its_stages_and_summary(tmp_path):
     metrics.jsonl) and shows the recipe's summary tables, reasoning included."""
     recipe = tmp_path / "recipe"
     make_run(recipe / "stages" / "01-cold_start", steps=2, samples=1, groups=False)
-    make_run(recipe / "stages" / "02-reasoning_rl", steps=3, samples=1, tokens=4)
+    rl = make_run(recipe / "stages" / "02-reasoning_rl", steps=3, samples=1, tokens=4)
+    (rl / "config.yaml").write_text("algorithm:\n  clip_epsilon_high: 0.28\n")  # DAPO's range: the SFT stage has none
     (recipe / "stages" / "03-rejection_sampling").mkdir()
     (recipe / "manifest.json").write_text("{}")
     (recipe / "summary.md").write_text("| model | think words |\n| base | 0.0 |\n")
@@ -273,6 +274,11 @@ def test_report_of_a_recipe_directory_holds_its_stages_and_summary(tmp_path):
     # the explainer draws from the RL stage, the last that logged a group view (not the SFT stage, listed first)
     group = data["explainer"]["group"]
     assert group["source"] == "run" and group["group"]["step"] == 3
+    assert data["explainer"]["eps_high"] == data["explainer"]["settings"]["clip_epsilon_high"] == 0.28
+    assert data["live"] is False  # a report never polls
+    (rl / "groups.jsonl").unlink()  # no stage logged a group view: the last stage still sets the explainer
+    data = embedded_data(write_report([recipe]).read_text())
+    assert data["explainer"]["eps_high"] == 0.28 and data["explainer"]["group"]["source"] != "run"
     assert (recipe / "report.html").is_file()
     empty = tmp_path / "fresh"
     (empty / "stages").mkdir(parents=True)

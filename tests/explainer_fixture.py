@@ -63,7 +63,8 @@ def grid_cells() -> list[dict]:
 def sweep_row(t: float) -> dict:
     return {"temperature": t, "distinct_answers": 1 + 3 * t, "tied_share": round(0.9 - 0.6 * t, 3),
             "mean_abs_advantage": round(0.2 + 0.4 * t, 3), "reward_mean": round(0.9 - 0.3 * t, 3),
-            "pass_rates": [0.125, 0.5, 0.875, 1.0]}
+            # the default temperature's (1.0) rates differ from the others': the view must pick that row
+            "pass_rates": [0.125, 0.5, 0.875, 1.0] if t == 1.0 else [0.0, 0.25, 0.5, 0.75]}
 
 
 def fake_example() -> dict:

@@ -85,3 +85,13 @@ def test_views_compute_with_the_runs_own_std_epsilon_and_open_the_grid_at_its_se
     shown = {key: driver.find_element("id", f"grid-{key}-value").text for key in ("clip_epsilon", "beta", "group_size")}
     assert shown == {"clip_epsilon": "0.3", "beta": "0.2", "group_size": "4"}
     assert severe(driver) == []
+
+
+def test_the_build_view_keeps_one_completion(driver, tmp_path):  # noqa: F811
+    run = make_run(tmp_path / "run", steps=1, tokens=4)
+    driver.get(write_report([run], run / "report.html").resolve().as_uri())
+    while len(driver.find_elements("css selector", "#ex-rewards input.ex-reward-value")) > 1:
+        driver.find_element("id", "ex-remove-0").click()
+    # one completion left: nothing to compare it with (A = 0), and it cannot be removed
+    assert driver.find_element("id", "ex-remove-0").get_attribute("disabled") == "true"
+    assert driver.find_element("id", "ex-tied").text == "yes" and driver.find_element("id", "ex-adv-0").text == "0"

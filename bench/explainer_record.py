@@ -11,7 +11,7 @@ page says so. Everything in it is measured here, on SmolLM2-135M-Instruct (the e
   agent        the calculator agent with process credit (configs/agents/calculator.yaml): one group's episodes
   hacks        completions that game a weak check, with the naive check's and rlvr's verdicts
 
-    python bench/explainer_record.py                 # everything (about an hour on a 2-core CPU; the grid ~30 min)
+    python bench/explainer_record.py                 # everything (33 minutes on a 2-core CPU, the grid 17 of them)
     python bench/explainer_record.py --only grid     # one part; the others already in the file are kept
 
 Each part records its wall time; the grid's is printed against its 30-minute budget.

@@ -84,8 +84,10 @@ def shown_values(ratios: torch.Tensor, sampled: torch.Tensor) -> list[float | No
 def pass_rates(rollouts: RolloutBatch, scored: ScoredBatch) -> list[list]:
     """[[prompt_id, share of its scorable completions every verifier called correct], ...] for every group of the
     batch, tied ones included: the line's one shown group is picked among untied groups, so it alone would hide
-    how many prompts the policy always or never solves (the explainer's difficulty view reads these). A group with
-    no scorable completion (its reference unreadable) has no rate and is left out."""
+    how many prompts the policy always or never solves (the explainer's difficulty view reads these). Under dynamic
+    sampling the batch holds only the groups kept for training: those that tied were set aside when drawn (their
+    count is in the step's dynamic sampling metrics). A group with no scorable completion (its reference
+    unreadable) has no rate and is left out."""
     g, out = rollouts.group_size, []
     scorable = scored.scorable.tolist()
     for group, prompt in enumerate(rollouts.prompts):

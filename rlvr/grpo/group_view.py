@@ -84,10 +84,10 @@ def shown_values(ratios: torch.Tensor, sampled: torch.Tensor) -> list[float | No
 def pass_rates(rollouts: RolloutBatch, scored: ScoredBatch) -> list[list]:
     """[[prompt_id, share of its scorable completions every verifier called correct], ...] for every group of the
     batch, tied ones included: the line's one shown group is picked among untied groups, so it alone would hide
-    how many prompts the policy always or never solves (the explainer's difficulty view reads these). Under dynamic
-    sampling the batch holds only the groups kept for training: those that tied were set aside when drawn (their
-    count is in the step's dynamic sampling metrics). A group with no scorable completion (its reference
-    unreadable) has no rate and is left out."""
+    how many prompts the policy always or never solves (the explainer's difficulty view reads these). Dynamic
+    sampling sets tied groups aside before the batch is made: stages.draw_batch collects these rates of every group
+    it draws instead. A group with no scorable completion (its reference unreadable) has no rate and is left
+    out."""
     g, out = rollouts.group_size, []
     scorable = scored.scorable.tolist()
     for group, prompt in enumerate(rollouts.prompts):
@@ -100,9 +100,10 @@ def pass_rates(rollouts: RolloutBatch, scored: ScoredBatch) -> list[list]:
 
 def group_row(step: int, rollouts: RolloutBatch, scored: ScoredBatch, advantages: torch.Tensor, group: int,
               decode: Callable[[list[int]], str], clip: tuple[float, float],
-              ratios: torch.Tensor | None, kl: torch.Tensor | None = None) -> dict:
+              ratios: torch.Tensor | None, kl: torch.Tensor | None = None, rates: list | None = None) -> dict:
     """One groups.jsonl line. advantages: [B] (one per completion) or [B, C] (per token, e.g. GAE); ratios and kl
-    [G, C] (see token_ratios, token_kl)."""
+    [G, C] (see token_ratios, token_kl). rates: the step's pass rates when the batch does not hold every group
+    drawn (dynamic sampling), else computed from the batch."""
     g = rollouts.group_size
     prompt = rollouts.prompts[group]
     completions = []
@@ -129,4 +130,4 @@ def group_row(step: int, rollouts: RolloutBatch, scored: ScoredBatch, advantages
         })
     return {"step": step, "prompt_id": prompt.id, "question": prompt.messages[-1]["content"],
             "reference": prompt.reference, "clip_low": clip[0], "clip_high": clip[1], "completions": completions,
-            "pass_rates": pass_rates(rollouts, scored)}
+            "pass_rates": pass_rates(rollouts, scored) if rates is None else rates}

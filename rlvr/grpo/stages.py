@@ -47,6 +47,9 @@ class Drawn:
     draw: DrawStats | None = None  # dynamic sampling's accounting (None when off)
     curriculum: CurriculumStats | None = None
     staleness: int = 0  # updates between the weights that sampled and the weights this step updates
+    # [[prompt_id, pass rate]] of every group dynamic sampling drew, the tied ones it set aside included (None:
+    # the batch holds every group drawn); groups.jsonl logs them (group_view.pass_rates)
+    pass_rates: list | None = None
 
 
 def _next_prompts(feed: RolloutFeed, n: int, stats: list[CurriculumStats]) -> list:
@@ -75,16 +78,19 @@ def draw_batch(feed: RolloutFeed, service: VerifierPool, draw: DrawPlan, ranks: 
         feed.prefetched = None
         return Drawn(rollouts, service.submit_rollout(rollouts), staleness=staleness)
 
+    drawn_rates: list = []
+
     def generate_and_score(n: int) -> tuple[RolloutBatch, ScoredBatch]:
         rollouts = feed.engine.generate(_next_prompts(feed, n, curriculum_stats), G, seeded(draw.sampling))
         scored = service.submit_rollout(rollouts).result()
         observe_pass_rates(feed.curriculum, rollouts, scored)
+        drawn_rates.extend(group_view.pass_rates(rollouts, scored))
         return rollouts, scored
 
     if draw.dynamic_sampling:
         rollouts, scored, stats = draw_informative_groups(generate_and_score, draw.prompts_per_step,
                                                           draw.max_extra_prompts, draw.step_credit)
-        return Drawn(rollouts, _Scored(scored), stats, _merge(curriculum_stats))
+        return Drawn(rollouts, _Scored(scored), stats, _merge(curriculum_stats), pass_rates=drawn_rates)
     # torchrun: every rank draws the step's prompts from the same seeded stream and rolls out its own slice
     # of whole groups (DistContext.share); one process keeps them all.
     prompts = ranks.share(_next_prompts(feed, draw.prompts_per_step, curriculum_stats))
@@ -224,7 +230,7 @@ def make_train_batch(rollouts: RolloutBatch, advantages: torch.Tensor, old: torc
 
 def group_view_row(view: GroupViewPlan | None, models: Models, sharded: bool, step: int, rollouts: RolloutBatch,
                    scored: ScoredBatch, advantages: torch.Tensor, old: torch.Tensor | None,
-                   ref: torch.Tensor | None = None) -> dict | None:
+                   ref: torch.Tensor | None = None, drawn_rates: list | None = None) -> dict | None:
     """groups.jsonl's line for this step (after the update, which the ratios measure); None when turned off.
     `sharded` (torchrun): the policy's weights are split across ranks and it cannot rescore rows alone, so the
     line carries no ratios."""
@@ -240,4 +246,4 @@ def group_view_row(view: GroupViewPlan | None, models: Models, sharded: bool, st
         ratios = group_view.token_ratios(old, rollouts.sampling_logprobs, view.top_p, rows, rescore)
         kl = group_view.token_kl(old, rollouts.sampling_logprobs, ref, view.top_p, rows, view.kl_estimator)
     return group_view.group_row(step, rollouts, scored, advantages, group, models.tokenizer.decode, view.clip, ratios,
-                                kl)
+                                kl, drawn_rates)

@@ -50,7 +50,7 @@ def grpo_step(run: Run, step: int) -> tuple[dict, list[dict], dict | None]:
     synced = stages.sync_engine(feed, models.policy, step, rollouts, plan.sync)
     clock.append(time.monotonic())
     group = stages.group_view_row(plan.group_view, models, run.ranks.enabled, step, rollouts, scored,
-                                  advantages.values, old, ref)  # the update's ratios, the loss's KL
+                                  advantages.values, old, ref, drawn.pass_rates)  # the update's ratios, the KL
     clock.append(time.monotonic())
     timings = dict(zip(("rollout", "logprobs", "verify_wait", "advantages", "train", "sync", "group_view"),
                        (b - a for a, b in zip(clock, clock[1:]))))

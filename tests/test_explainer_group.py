@@ -5,7 +5,6 @@ verifiers. Skips without a browser, fails so under CI=true (as tests/test_viz_br
 from __future__ import annotations
 
 import json
-import os
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -18,10 +17,9 @@ from rlvr.algorithms.advantages import grpo_advantages
 from rlvr.algorithms.difficulty import expected_abs_advantage, tie_probability
 from rlvr.config.run import AlgorithmConfig
 from rlvr.rewards.typed_answer import answer_scorer
-from rlvr.viz import browser
 from rlvr.viz.dashboard import DashboardServer
 from rlvr.viz.report import write_report
-from test_viz_browser import severe, wait_until
+from test_viz_browser import artifacts, driver, severe, wait_until  # noqa: F401  (the shared browser fixtures)
 from viz_helpers import CONFIG, group_row, make_run
 
 pytestmark = pytest.mark.browser
@@ -30,25 +28,6 @@ EPS = AlgorithmConfig().std_epsilon  # viz_helpers' config.yaml does not set it:
 # bonus), the only 0.5, so it has a place of its own in the ranking.
 REWARDS = [1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.5]
 NO_DASHBOARD = "typing an answer needs the dashboard (`rlvr dashboard RUN_DIR`)"  # rlvr.viz.page.payload's default
-
-
-@pytest.fixture(scope="module")
-def driver():
-    reason = browser.missing()
-    if reason:
-        if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
-            pytest.fail(f"browser tests cannot run: {reason} (CI=true: they must)", pytrace=False)
-        pytest.skip(reason)
-    chromium = browser.start_chromium()
-    yield chromium
-    chromium.quit()
-
-
-@pytest.fixture(scope="module")
-def artifacts() -> Path:
-    path = Path(os.environ.get("RLVR_TEST_ARTIFACTS") or Path(__file__).resolve().parents[1] / "test-artifacts")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def group_line(step: int, rewards: list[float]) -> dict:
@@ -66,33 +45,33 @@ def run_with(path: Path, *lines: dict) -> Path:
     return run
 
 
-def open_report(driver, run: Path, output: Path) -> None:
+def open_report(driver, run: Path, output: Path) -> None:  # noqa: F811
     driver.get(write_report([run], output).resolve().as_uri())
     assert wait_until(lambda: driver.find_elements("css selector", "#ex-views .ex-view")), "no explainer drawn"
 
 
-def slide(driver, element_id: str, value: float) -> None:
+def slide(driver, element_id: str, value: float) -> None:  # noqa: F811
     driver.execute_script("const e = document.getElementById(arguments[0]); e.value = String(arguments[1]);"
                           "e.dispatchEvent(new Event('input'));", element_id, value)
 
 
-def choose(driver, element_id: str, value: str) -> None:
+def choose(driver, element_id: str, value: str) -> None:  # noqa: F811
     """Pick an option as a reader does: the select's value, then its change event (not selenium's Select: this
     module must load, and skip, where selenium is not installed)."""
     driver.execute_script("const e = document.getElementById(arguments[0]); e.value = arguments[1];"
                           "e.dispatchEvent(new Event('change'));", element_id, value)
 
 
-def number(driver, element_id: str) -> float:
+def number(driver, element_id: str) -> float:  # noqa: F811
     return float(driver.find_element("id", element_id).get_attribute("data-value"))
 
 
-def bar_values(driver, plot: str) -> list[float]:
+def bar_values(driver, plot: str) -> list[float]:  # noqa: F811
     bars = driver.find_elements("css selector", f"svg[data-plot='{plot}'] rect.bar")
     return [float(b.get_attribute("data-value")) for b in bars]
 
 
-def screenshot(driver, view: str, path: Path) -> None:
+def screenshot(driver, view: str, path: Path) -> None:  # noqa: F811
     """The whole view: the window made tall enough to hold it, the sticky page header out of its way."""
     node = driver.find_element("id", f"view-{view}")
     size = driver.get_window_size()
@@ -108,7 +87,7 @@ def close(values, want) -> bool:
     return list(values) == pytest.approx(list(want), rel=1e-6, abs=1e-9)
 
 
-def test_sampling_recomputes_the_first_k_advantages(driver, artifacts, tmp_path):
+def test_sampling_recomputes_the_first_k_advantages(driver, artifacts, tmp_path):  # noqa: F811
     open_report(driver, run_with(tmp_path / "run", group_line(2, REWARDS)), tmp_path / "report.html")
     assert driver.find_element("css selector", "#view-sampling .ex-source").get_attribute("data-source") == "run"
     assert driver.find_element("id", "sampling-k").get_attribute("value") == "8"  # opens with the whole group
@@ -139,7 +118,7 @@ def test_sampling_recomputes_the_first_k_advantages(driver, artifacts, tmp_path)
     assert severe(driver) == []
 
 
-def picked(driver) -> dict:
+def picked(driver) -> dict:  # noqa: F811
     return {"reward": number(driver, "score-reward"), "advantage": number(driver, "score-adv"),
             "rank": driver.find_element("id", "score-rank").text,
             "outcomes": [b.get_attribute("data-outcome") for b in driver.find_elements(
@@ -148,7 +127,7 @@ def picked(driver) -> dict:
                 "css selector", "svg[data-plot='score-advantages'] rect.bar.mine")]}
 
 
-def test_score_in_a_report_offers_the_runs_own_answers(driver, artifacts, tmp_path):
+def test_score_in_a_report_offers_the_runs_own_answers(driver, artifacts, tmp_path):  # noqa: F811
     open_report(driver, run_with(tmp_path / "run", group_line(2, REWARDS)), tmp_path / "report.html")
     assert driver.find_element("id", "score-why").text == NO_DASHBOARD
     assert driver.find_elements("id", "score-answer") == []  # nothing to type into without the dashboard
@@ -169,7 +148,7 @@ def test_score_in_a_report_offers_the_runs_own_answers(driver, artifacts, tmp_pa
 
 
 @contextmanager
-def scoring_dashboard(driver, run: Path):
+def scoring_dashboard(driver, run: Path):  # noqa: F811
     """A dashboard of `run` with its own verifiers (rlvr.rewards.typed_answer), opened in the driver."""
     scorer, why = answer_scorer(run)
     assert why is None, why
@@ -184,7 +163,7 @@ def scoring_dashboard(driver, run: Path):
         server.server_close()
 
 
-def send(driver, text: str) -> str:
+def send(driver, text: str) -> str:  # noqa: F811
     box = driver.find_element("id", "score-answer")
     box.clear()
     box.send_keys(text)
@@ -194,7 +173,7 @@ def send(driver, text: str) -> str:
     return state()
 
 
-def test_score_a_typed_answer_in_the_dashboard(driver, artifacts, tmp_path):
+def test_score_a_typed_answer_in_the_dashboard(driver, artifacts, tmp_path):  # noqa: F811
     run = run_with(tmp_path / "run", group_line(2, REWARDS))
     with scoring_dashboard(driver, run) as server:
         assert driver.find_elements("id", "score-pick") == [] and "6 * 7? (step 2)" in \
@@ -233,20 +212,20 @@ def test_score_a_typed_answer_in_the_dashboard(driver, artifacts, tmp_path):
     assert all("ERR_CONNECTION_REFUSED" in m for m in severe(driver))  # (and the log is read: the next test's)
 
 
-def difficulty_numbers(driver) -> tuple[float, float, float, float]:
+def difficulty_numbers(driver) -> tuple[float, float, float, float]:  # noqa: F811
     dot = lambda key: float(driver.find_element(  # noqa: E731
         "css selector", f"#view-difficulty circle[data-key='{key}']").get_attribute("data-y"))
     return number(driver, "difficulty-tie"), number(driver, "difficulty-abs"), dot("p-tie"), dot("p-abs")
 
 
-def prompt_dots(driver) -> list[tuple[float, float, str]]:
+def prompt_dots(driver) -> list[tuple[float, float, str]]:  # noqa: F811
     dots = driver.find_elements("css selector", "#view-difficulty circle.ex-dot.prompt")
     return [(float(d.get_attribute("data-x")), float(d.get_attribute("data-y")),
              d.find_element("css selector", "title").get_attribute("textContent")) for d in dots]
 
 
 @pytest.mark.usefixtures("use_fake_example")
-def test_difficulty_curves_equal_the_python_functions(driver, artifacts, tmp_path):
+def test_difficulty_curves_equal_the_python_functions(driver, artifacts, tmp_path):  # noqa: F811
     run = make_run(tmp_path / "run", steps=2, tokens=6, groups=False)  # no groups: the example's pass rates
     open_report(driver, run, tmp_path / "report.html")
     assert driver.find_element("css selector", "#view-difficulty .ex-source").get_attribute("data-source") == \
@@ -277,7 +256,7 @@ def test_difficulty_curves_equal_the_python_functions(driver, artifacts, tmp_pat
     assert severe(driver) == []
 
 
-def test_difficulty_places_the_runs_own_groups_at_its_group_size(driver, tmp_path):
+def test_difficulty_places_the_runs_own_groups_at_its_group_size(driver, tmp_path):  # noqa: F811
     run = run_with(tmp_path / "run", *(group_line(s, r) for s, r in ((1, [1.0, 0.0, 0.0, 0.0]),
                                                                      (2, [1.0, 1.0, 1.0, 0.0]))))
     (run / "config.yaml").write_text(CONFIG.replace("group_size: 8", "group_size: 4"))
@@ -296,7 +275,7 @@ VIEWS = ("sampling", "score", "difficulty")
 CONTROLS = ("sampling-k", "score-pick", "difficulty-p")
 
 
-def test_views_say_where_their_data_comes_from(driver, tmp_path, monkeypatch):
+def test_views_say_where_their_data_comes_from(driver, tmp_path, monkeypatch):  # noqa: F811
     run = make_run(tmp_path / "run", steps=2, tokens=6, groups=False)
     source = lambda view: driver.find_element("css selector", f"#view-{view} .ex-source")  # noqa: E731
     monkeypatch.setattr(explainer_data, "load_example", fake_example)

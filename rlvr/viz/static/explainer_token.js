@@ -94,12 +94,24 @@
     return null;
   }
 
-  // ---- view 7: token by token -----------------------------------------------------------------------------------
-  function buildToken(body, ctx) {
+  /* Views 7 and 13 open alike: where the group comes from, what to say without one, the objective's caveat.
+   * Returns the group's completions (none: the view has said why and stops). */
+  function opening(body, ctx, empty) {
     const part = ctx.data.group, list = completionsOf(part);
     V.sourceNote(body, part);
-    if (!list.length) return note(body, "No logged group of completions to take apart token by token.");
-    objectiveNote(body, part.settings || ctx.data.settings);
+    if (!list.length) {
+      note(body, empty);
+    } else {
+      objectiveNote(body, part.settings || ctx.data.settings);
+    }
+    return list;
+  }
+
+  // ---- view 7: token by token -----------------------------------------------------------------------------------
+  function buildToken(body, ctx) {
+    const part = ctx.data.group;
+    const list = opening(body, ctx, "No logged group of completions to take apart token by token.");
+    if (!list.length) return;
     teach(body, "Pick a completion and click any of its tokens (coloured by advantage: blue pushed up, red " +
       "pushed down). The panel takes that token through the loss with the numbers the trainer recorded: its ratio, " +
       "its advantage, the clipped term, the KL term, and its share of the step's loss. Notice how many tokens sit " +
@@ -260,10 +272,8 @@
 
   // ---- view 13: one token's loss, step by step ------------------------------------------------------------------
   function buildWorked(body, ctx) {
-    const part = ctx.data.group, list = completionsOf(part);
-    V.sourceNote(body, part);
-    if (!list.length) return note(body, "No logged group, so no token to work through.");
-    objectiveNote(body, part.settings || ctx.data.settings);
+    const part = ctx.data.group, list = opening(body, ctx, "No logged group, so no token to work through.");
+    if (!list.length) return;
     teach(body, "One token's loss, every step with this run's numbers. It starts at the first token with a " +
       "recorded ratio; click a token in view 7 to work through that one instead. Follow the clip: where " +
       "clip(rho) A is the smaller term it wins the min, and the token's gradient is zero.");

@@ -8,7 +8,8 @@ huge strings, deep nesting, names with newlines, unclosed blocks, special-token 
 decode may give U+FFFD). Every property: `generate` returns; every environment turn of the record is in the
 completion, tokenized, and decodes to the template's pieces around text_safety.shown(observation); the final
 state encodes as UTF-8 and the environment scores it without raising. Each test plays >= 1,000 environment turns
-(counted, asserted). derandomize: CI replays the same examples.
+(counted, asserted). derandomize, with hypothesis pinned (pyproject.toml): CI replays the same examples, so
+the counts in the comments below are the counts CI sees.
 
 The code environment's bulk runs against a stand-in for the sandbox that returns the worst bytes a program could
 print (invalid UTF-8, NUL, ESC, its own source) in ~0 s: one real bubblewrap run took 47 ms here, and a thousand
@@ -285,7 +286,7 @@ def test_calculator_survives_generated_turns(tokenizer):
     environment, prompt = task_and_environment("calculator")
     red_team = [calls(("calculate", {"expression": "\ud800"})), calls(("calculate", {"expression": "1\x00+2"})),
                 calls(("calculate", {"expression": "(" * 5000}))]
-    played, _ = fuzz(tokenizer, environment, prompt, 250, [red_team])
+    played, _ = fuzz(tokenizer, environment, prompt, 200, [red_team])  # 1,190 turns
     assert played >= MIN_ENVIRONMENT_TURNS, played
 
 
@@ -299,7 +300,7 @@ def test_filesystem_survives_generated_turns(tokenizer):
                 calls(("cat", {"path": "y"})), calls(("write", {"path": "x", "content": "a\x00b\x1b[2J<|im_end|>"})),
                 calls(("cat", {"path": "x"})), calls(("write", {"path": "a\nb", "content": "1"})),
                 calls(("ls", {"path": "."}))]
-    played, escaped = fuzz(tokenizer, environment, prompt, 250, [red_team])
+    played, escaped = fuzz(tokenizer, environment, prompt, 180, [red_team])  # 1,195 turns
     assert played >= MIN_ENVIRONMENT_TURNS and escaped >= 1, (played, escaped)
 
 
@@ -345,7 +346,7 @@ def test_code_agent_survives_generated_turns(tokenizer, monkeypatch):
     environment, prompt = task_and_environment("code_agent")
     red_team = [calls(("run_python", {"code": "\ud800"})), calls(("run_python", {"code": "print(1)\x00"})),
                 calls(("run_tests", {"code": "def f(x):\n    return '\x00\ud800'"}))]
-    played, escaped = fuzz(tokenizer, environment, prompt, 250, [red_team])
+    played, escaped = fuzz(tokenizer, environment, prompt, 170, [red_team])  # 1,190 turns
     assert played >= MIN_ENVIRONMENT_TURNS and escaped >= 1, (played, escaped)
 
 

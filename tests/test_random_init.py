@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -130,15 +131,40 @@ def test_a_bad_config_file_is_one_clear_error(tmp_path, text, words):
         load_model(model_config(f"model.architecture={path}"))
 
 
-def test_a_run_says_its_weights_are_random_in_its_log_and_its_directory(tmp_path):
-    run_dir = tmp_path / "run"
-    done = subprocess.run([sys.executable, "-m", "rlvr", "train", "model.init=random", "model.architecture=tiny",
-                           "max_steps=1", "eval.at_end=false", "rollout.max_new_tokens=8", "rollout.prompts_per_step=2",
-                           "rollout.group_size=2", "rollout.dynamic_sampling.enabled=false",
-                           f"output_dir={run_dir}"], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "RANDOM weights of the tiny shape (3.2M parameters" in done.stdout.splitlines()[1]  # the run log's own,
-    assert "RANDOM weights of the tiny shape" in done.stderr  # after the directory line; and where the model loaded
+RUNS = {  # one command each; the module starts all three at once (one process per core, the third queues)
+    "train": ["train", "max_steps=1", "eval.at_end=false", "rollout.max_new_tokens=8", "rollout.prompts_per_step=2",
+              "rollout.group_size=2", "rollout.dynamic_sampling.enabled=false"],
+    "sft": ["sft", "sft.data=cold_start", "sft.cold_start_size=8", "sft.epochs=1", "sft.batch_size=8"],
+    "sample": ["sample", "sample.prompts=2", "sample.samples=2", "rollout.max_new_tokens=8"]}
+
+
+@pytest.fixture(scope="module")
+def random_runs(tmp_path_factory) -> dict[str, tuple[Path, subprocess.Popen]]:
+    started = {}
+    for name, command in RUNS.items():
+        run_dir = tmp_path_factory.mktemp(name) / "run"
+        with open(run_dir.parent / "stdout", "w") as out, open(run_dir.parent / "stderr", "w") as err:  # no pipe
+            started[name] = run_dir, subprocess.Popen(  # to fill while the test waits on another run
+                [sys.executable, "-m", "rlvr", *command, "model.init=random", "model.architecture=tiny",
+                 f"output_dir={run_dir}"], stdout=out, stderr=err)
+    yield started
+    for _, proc in started.values():
+        proc.kill()
+        proc.wait()
+
+
+def finished(random_runs, name: str) -> tuple[Path, str, str]:
+    run_dir, proc = random_runs[name]
+    proc.wait(timeout=300)
+    stdout, stderr = ((run_dir.parent / stream).read_text() for stream in ("stdout", "stderr"))
+    assert proc.returncode == 0, stderr[-2000:]
+    return run_dir, stdout, stderr
+
+
+def test_a_run_says_its_weights_are_random_in_its_log_and_its_directory(random_runs):
+    run_dir, stdout, stderr = finished(random_runs, "train")
+    assert "RANDOM weights of the tiny shape (3.2M parameters" in stdout.splitlines()[1]  # the run log's own,
+    assert "RANDOM weights of the tiny shape" in stderr  # after the directory line; and where the model loaded
     assert "RANDOM weights of the tiny shape (3.2M parameters" in (run_dir / MARKER).read_text()
     saved = (run_dir / "config.yaml").read_text()
     assert "init: random" in saved and "dtype: float32" in saved  # auto, resolved once and saved as what it chose
@@ -150,15 +176,11 @@ def test_a_run_says_its_weights_are_random_in_its_log_and_its_directory(tmp_path
     assert config.model.architecture is None
 
 
-@pytest.mark.parametrize("command", [
-    ["sft", "sft.data=cold_start", "sft.cold_start_size=8", "sft.epochs=1", "sft.batch_size=8"],
-    ["sample", "sample.prompts=2", "sample.samples=2", "rollout.max_new_tokens=8"]], ids=["sft", "sample"])
-def test_random_sft_and_sampling_runs_are_marked_too(tmp_path, command):
-    done = subprocess.run([sys.executable, "-m", "rlvr", *command, "model.init=random", "model.architecture=tiny",
-                           f"output_dir={tmp_path / 'run'}"], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "RANDOM weights of the tiny shape" in (tmp_path / "run" / MARKER).read_text()
-    assert "RANDOM weights of the tiny shape" in done.stdout  # the run's own log (the loader says it on stderr)
+@pytest.mark.parametrize("name", ["sft", "sample"])
+def test_random_sft_and_sampling_runs_are_marked_too(random_runs, name):
+    run_dir, stdout, _ = finished(random_runs, name)
+    assert "RANDOM weights of the tiny shape" in (run_dir / MARKER).read_text()
+    assert "RANDOM weights of the tiny shape" in stdout  # the run's own log (the loader says it on stderr)
 
 
 def test_multi_query_shapes_load_and_a_head_count_that_does_not_divide_is_one_error(tmp_path):

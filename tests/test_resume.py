@@ -87,11 +87,35 @@ def assert_identical(a, b, where: str = "") -> None:
         assert a == b, where
 
 
+class Background:
+    """A straight run started at once and waited for only when its directory is read: it trains on the second core
+    while the test's own stopped run trains on the first (each run is threads=1, so neither changes the other)."""
+
+    def __init__(self, args: list[str], out: Path) -> None:
+        self.proc, self.out = train_process(args), out
+
+    def run_dir(self) -> Path:
+        if self.proc.returncode is None:
+            finish(self.proc)
+        return self.out
+
+    def stop(self) -> None:
+        if self.proc.returncode is None:
+            self.proc.kill()
+            self.proc.communicate()
+
+
 @pytest.fixture(scope="module")
-def reference_run(tiny_model_dir, tmp_path_factory) -> Path:
+def straight(tiny_model_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("resume") / "straight"
-    finish(train_process(overrides(tiny_model_dir, out)))
-    return out
+    background = Background(overrides(tiny_model_dir, out), out)
+    yield background
+    background.stop()
+
+
+@pytest.fixture(scope="module")
+def reference_run(straight) -> Path:
+    return straight.run_dir()
 
 
 def assert_same_run(resumed: Path, straight: Path, initial: Path) -> None:
@@ -111,12 +135,12 @@ def assert_same_run(resumed: Path, straight: Path, initial: Path) -> None:
     assert groups == list(range(1, STEPS + 1))  # the group view's log is cut back to the checkpoint too
 
 
-def test_sigterm_then_resume_is_bit_exact(tiny_model_dir, tmp_path, reference_run):
+def test_sigterm_then_resume_is_bit_exact(tiny_model_dir, tmp_path, straight):
     out = tmp_path / "stopped"
     stop_after_first_steps(train_process(overrides(tiny_model_dir, out)), out / "metrics.jsonl", 1)
     assert list((out / "checkpoints").glob("step-*/COMPLETE"))
     finish(train_process(["--resume", str(out)]))
-    assert_same_run(out, reference_run, tiny_model_dir)
+    assert_same_run(out, straight.run_dir(), tiny_model_dir)
 
 
 def test_two_stops_and_resumes_are_bit_exact(tiny_model_dir, tmp_path, reference_run):
@@ -192,12 +216,16 @@ def test_nan_loss_and_nan_gradient_leave_the_step_a_no_op():
      "algorithm.kl_estimator=k1"],
 ], ids=["curriculum+dynamic_sampling", "ppo_critic", "episodes+process_credit", "episodes+ppo_critic"])
 def test_stateful_variants_resume_bit_exact(tiny_model_dir, tmp_path, variant):
-    straight, stopped = tmp_path / "straight", tmp_path / "stopped"
-    finish(train_process([*overrides(tiny_model_dir, straight), *variant]))
-    stop_after_first_steps(train_process([*overrides(tiny_model_dir, stopped), *variant]), stopped / "metrics.jsonl", 2)
-    finish(train_process(["--resume", str(stopped)]))
-    assert_same_run(stopped, straight, tiny_model_dir)
-    critic = last_state(straight)["critic"]
+    stopped = tmp_path / "stopped"
+    straight = Background([*overrides(tiny_model_dir, tmp_path / "straight"), *variant], tmp_path / "straight")
+    try:
+        stop_after_first_steps(train_process([*overrides(tiny_model_dir, stopped), *variant]),
+                               stopped / "metrics.jsonl", 2)
+        finish(train_process(["--resume", str(stopped)]))
+        assert_same_run(stopped, straight.run_dir(), tiny_model_dir)
+    finally:
+        straight.stop()
+    critic = last_state(straight.out)["critic"]
     if critic is not None:  # PPO: the critic trained (its head starts at 0), so its match is not vacuous either
         assert critic["model"]["head.weight"].abs().max() > 0
 

@@ -26,6 +26,35 @@ def test_the_build_view_opens_at_a_clip_higher_runs_range(driver, tmp_path):  # 
     opened = {key: driver.find_element("id", f"ex-{key}").get_attribute("value")
               for key in ("eps-low", "eps-high", "beta", "std-eps")}
     assert opened == {"eps-low": "0.2", "eps-high": "0.28", "beta": "0.1", "std-eps": "0.001"}
+    assert driver.find_element("id", "ex-kl-est").get_attribute("value") == "k3"  # the trainer's default
+    assert severe(driver) == []
+
+
+def kl_shown(driver) -> tuple[str, float, float]:  # noqa: F811
+    names = {n.text for n in driver.find_elements("css selector", "#view-build .ex-kl-name")}
+    assert len(names) == 1, names  # every label names the one estimator computed
+    return names.pop(), float(driver.find_element("id", "ex-kl").text), float(
+        driver.find_element("id", "ex-total-0").text)
+
+
+def test_the_build_view_computes_the_runs_own_kl_estimator(driver, tmp_path):  # noqa: F811
+    """pi = 0.3, pi_ref = 0.25 (the view's opening token): d = log(0.25 / 0.3) = -0.1823216; k1 = log pi - log pi_ref
+    = 0.1823216, k2 = d^2 / 2 = 0.0166206, k3 = e^d - d - 1 = 0.8333333 + 0.1823216 - 1 = 0.0156549. Completion 1
+    of the opening group [1, 0, 0, 1] at rho 1.25: A = 0.5 / (0.57735 + 1e-4) = 0.865876, clip 1.2 binds, loss =
+    -1.2 A = -1.039051; total = loss + beta k, beta 0.1."""
+    run = make_run(tmp_path / "run", steps=2, tokens=4)
+    (run / "config.yaml").write_text("algorithm:\n  beta: 0.1\n  kl_estimator: k1\n  kl_placement: loss\n")
+    driver.get(write_report([run], run / "report.html").resolve().as_uri())
+    assert driver.find_element("id", "ex-kl-est").get_attribute("value") == "k1"  # the run's own
+    name, kl, total = kl_shown(driver)
+    assert name == "k1" and kl == pytest.approx(0.1823216, abs=1e-6) and total == pytest.approx(
+        -1.039051 + 0.1 * 0.1823216, abs=1e-5)
+    for estimator, want in (("k2", 0.0166206), ("k3", 0.0156549)):
+        driver.execute_script("""const e = document.getElementById('ex-kl-est'); e.value = arguments[0];
+            e.dispatchEvent(new Event('change'));""", estimator)
+        name, kl, total = kl_shown(driver)
+        assert name == estimator and kl == pytest.approx(want, abs=1e-6), estimator
+        assert total == pytest.approx(-1.039051 + 0.1 * want, abs=1e-5), estimator
     assert severe(driver) == []
 
 

@@ -154,13 +154,13 @@ def test_kl_curves_of_the_run_and_the_recorded_betas(page, artifacts):
     assert severe(page) == []
 
 
-def expected_credit(group: dict) -> tuple[list[float], list[list[float]]]:
+def expected_credit(group: dict, weight: float = 1.0) -> tuple[list[float], list[list[float]]]:
     """The trainer's credit of an agent group, by its own functions (an episode without a reward is masked out, as
     the trainer masks unscorable rows). By hand, for agent_group(): rewards 1, 0, 0: mean 1/3, std sqrt(1/3) =
     0.57735, outcome A = 1.1545, -0.57725, -0.57725. Step rewards [1, 0], [0, 0], [1]: mean 0.4, std sqrt(0.3) =
     0.54772, normalized 1 -> 1.0953, 0 -> -0.7302; to the end of each episode: [0.3651, -0.7302], [-1.4604,
     -0.7302], [1.0953]. Episode 3 is wrong (A < 0) but its one turn earned a step reward: its process credit
-    -0.57725 + 1.0953 = 0.518 turns positive."""
+    -0.57725 + 1.0953 = 0.518 turns positive. `weight`: episode.process_weight, scaling the process term."""
     rewards = [c["reward"] for c in group["completions"]]
     valid = torch.tensor([r is not None for r in rewards])
     outcome = grpo_advantages(torch.tensor([r or 0.0 for r in rewards]), 3, eps=1e-4, valid=valid).tolist()
@@ -168,7 +168,7 @@ def expected_credit(group: dict) -> tuple[list[float], list[list[float]]]:
     padded = torch.tensor([s + [0.0] * (2 - len(s)) for s in steps])
     mask = torch.tensor([[True] * len(s) + [False] * (2 - len(s)) for s in steps])
     process = (process_advantages(padded, mask, 3, eps=1e-4) * valid[:, None]).tolist()
-    return outcome, [[outcome[i] + process[i][t] for t in range(len(s))] for i, s in enumerate(steps)]
+    return outcome, [[outcome[i] + weight * process[i][t] for t in range(len(s))] for i, s in enumerate(steps)]
 
 
 def model_turns(driver) -> list[tuple[str, float]]:
@@ -253,6 +253,24 @@ def test_a_run_with_episodes_draws_its_own_and_masks_the_unscorable(driver, use_
     assert same_credit(model_turns(driver), [0.0, 0.0])
     set_value(driver, "process-episode", 2, "change")
     assert same_credit(model_turns(driver), process[2])
+    assert severe(driver) == []
+
+
+def test_the_process_term_is_weighed_by_the_runs_process_weight(driver, use_fake_example, tmp_path):
+    """episode.process_weight 0.5: episode 3's process credit = -0.57725 + 0.5 * 1.0953 = -0.02960 (at weight 1 it
+    was 0.518: the weight decides the sign here); its outcome credit stays -0.57725."""
+    run = make_run(tmp_path / "agent", steps=3, groups=False)
+    (run / "config.yaml").write_text("episode:\n  credit: process\n  process_weight: 0.5\n")
+    write_lines(run / "groups.jsonl", [agent_group()])
+    open_page(driver, run, tmp_path / "agent.html")
+    outcome, process = expected_credit(agent_group(), weight=0.5)
+    assert process[2] == [pytest.approx(-0.02960, abs=1e-4)]
+    assert driver.find_element("id", "process-mode-process").is_selected()  # the run's own credit
+    assert "process_weight = 0.5" in driver.find_element("id", "view-process").text
+    set_value(driver, "process-episode", 2, "change")
+    assert same_credit(model_turns(driver), process[2])
+    driver.find_element("id", "process-mode-outcome").click()
+    assert same_credit(model_turns(driver), [outcome[2]])
     assert severe(driver) == []
 
 

@@ -78,7 +78,7 @@ def run_settings(config_text: str) -> dict[str, Any]:
                                               "std_epsilon", "kl_estimator", "kl_placement", "aggregation",
                                               "updates_per_batch", "entropy_coef")),
             ("rollout", RolloutConfig(), ("temperature", "group_size", "max_new_tokens")),
-            ("episode", EpisodeConfig(), ("credit",))):
+            ("episode", EpisodeConfig(), ("credit", "process_weight"))):
         for key in keys:
             default = getattr(defaults, key)
             out[key] = _setting(section(name).get(key, default), default if default is not None else 0.0)
@@ -214,10 +214,12 @@ def process_part(run: RunData | None, settings: dict[str, Any]) -> dict[str, Any
     picks = [g for g in (run.groups if run else []) if _has_turn_rewards(g)]
     if picks:
         return {"source": "run", "made": f"step {picks[-1].step}", "group": group_json(picks[-1]),
-                "std_epsilon": settings["std_epsilon"], "credit": settings["credit"]}
+                "std_epsilon": settings["std_epsilon"], "credit": settings["credit"],
+                "process_weight": settings["process_weight"]}
     agent = load_example().get("agent") or {}
     return _example("agent", "has no multi-turn episodes with turn rewards", std_epsilon=agent.get("std_epsilon"),
-                    credit="process", group=_example_group("agent", agent.get("group")))
+                    credit="process", process_weight=EpisodeConfig().process_weight,  # the recorded run's: default
+                    group=_example_group("agent", agent.get("group")))
 
 
 def _keys(part: dict[str, Any] | None, *keys: str) -> dict[str, Any]:

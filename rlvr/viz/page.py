@@ -11,8 +11,9 @@ import re
 import time
 from dataclasses import asdict
 from importlib import resources
-from typing import Any
+from typing import Any, get_args
 
+from rlvr.config.run import AlgorithmConfig, KLName
 from rlvr.viz.explainer_data import explainer_data, group_json, run_settings
 from rlvr.viz.rundata import RunData
 
@@ -44,12 +45,13 @@ def payload(runs: list[RunData], live: bool, recipes: list[tuple[str, str]] = ()
         "recipes": [{"name": name, "summary": summary} for name, summary in recipes]}
 
 
-def explainer_settings(config_text: str) -> dict[str, float]:
-    """eps_low/eps_high/beta/std_eps the build view opens with: the run's own (a clip-higher run's range), the
-    trainer's defaults where the config does not say (or cannot be read)."""
+def explainer_settings(config_text: str) -> dict[str, float | str]:
+    """eps_low/eps_high/beta/std_eps and the KL estimator the build view opens with: the run's own (a clip-higher
+    run's range, a k1 run's estimator), the trainer's defaults where the config does not say (or cannot be read)."""
     s = run_settings(config_text)
+    estimator = s["kl_estimator"] if s["kl_estimator"] in get_args(KLName) else AlgorithmConfig().kl_estimator
     return {"eps_low": float(s["clip_epsilon"]), "eps_high": float(s["clip_epsilon_high"]), "beta": float(s["beta"]),
-            "std_eps": float(s["std_epsilon"])}
+            "std_eps": float(s["std_epsilon"]), "kl_estimator": estimator}
 
 
 def _run(run: RunData, name: str) -> dict[str, Any]:

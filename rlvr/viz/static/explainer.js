@@ -33,9 +33,6 @@
     k2: (logprob, refLogprob) => 0.5 * (logprob - refLogprob) ** 2,
     k3: (logprob, refLogprob) => { const d = refLogprob - logprob; return Math.exp(d) - d - 1; },
   };
-  function klK3(logprob, refLogprob) {
-    return {d: refLogprob - logprob, value: KL.k3(logprob, refLogprob)};
-  }
   function tieProbability(p, g) {  // rlvr.algorithms.difficulty.tie_probability
     return p ** g + (1 - p) ** g;
   }
@@ -227,6 +224,6 @@
     });
   }
   window.rlvrViz = {el, byId, clear, fmt, show, slider, plot, bars, sourceNote, addView, initExplainer,
-                    refreshExplainer, grpoAdvantages, ppoClip, KL, klK3, tieProbability, expectedAbsAdvantage,
+                    refreshExplainer, grpoAdvantages, ppoClip, KL, tieProbability, expectedAbsAdvantage,
                     processAdvantages};
 })();

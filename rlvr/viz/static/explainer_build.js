@@ -1,7 +1,7 @@
 /* rlvr report / dashboard, explainer view 6: build your own group. Rewards (sliders) -> advantages as a live bar
  * chart, and one token's clipped loss and KL term for each completion (the table), with the ports of
- * grpo_advantages, ppo_clip and kl_k3 in explainer.js. Its inputs open at the run's own clip range, beta and
- * std eps. */
+ * grpo_advantages, ppo_clip and the KL estimators in explainer.js. Its inputs open at the run's own clip range,
+ * beta, std eps and KL estimator. */
 (() => {
   "use strict";
   const V = window.rlvrViz, {el, byId, clear, show} = V;
@@ -36,7 +36,9 @@
                                          "std eps > 0, 0 < pi <= 1, 0 < pi_ref <= 1." : "";
     const rows = clear(byId("ex-rows")), chart = clear(byId("ex-chart"));
     if (bad) return;
-    const adv = V.grpoAdvantages(rewards, eps), kl = V.klK3(Math.log(pi), Math.log(piRef));
+    const estimator = byId("ex-kl-est").value, logPi = Math.log(pi), logRef = Math.log(piRef);
+    document.querySelectorAll(".ex-kl-name").forEach((node) => { node.textContent = estimator; });
+    const adv = V.grpoAdvantages(rewards, eps), kl = {d: logRef - logPi, value: V.KL[estimator](logPi, logRef)};
     [["ex-mean", adv.mean], ["ex-std", adv.std], ["ex-tied", adv.tied ? "yes" : "no"], ["ex-log-ratio", kl.d],
      ["ex-kl", kl.value], ["ex-kl-term", beta * kl.value]].forEach(([id, v]) => show(id, v));
     chart.appendChild(V.bars({id: "build-advantages", values: adv.advantages, min: -2, max: 2,
@@ -61,9 +63,12 @@
       byId(id).value = d[key];
       byId(id).addEventListener("input", compute);
     });
+    const estimator = byId("ex-kl-est");  // the run's estimator (k3 when the config names none the page knows)
+    estimator.value = V.KL[d.kl_estimator] ? d.kl_estimator : "k3";
+    estimator.addEventListener("change", compute);
     byId("ex-add").addEventListener("click", () => rewardRows([...exRewards(), 0]));
     rewardRows(d.rewards);
   }
   V.addView({id: "build", order: 6, title: "Build your own group", build,
-             parts: ["eps_low", "eps_high", "beta", "std_eps"]});  // the run's own, once its config exists
+             parts: ["eps_low", "eps_high", "beta", "std_eps", "kl_estimator"]});  // the run's own, once its config exists
 })();

@@ -9,18 +9,18 @@
 
   // ---- 11. outcome vs process reward --------------------------------------------------------------------------
   /* The credit of every model turn of every episode, as the trainer gives it (rlvr/grpo/estimators.py
-   * TurnCreditEstimator at process_weight 1): outcome = the episode's GRPO advantage, on each of its turns;
-   * process = that plus the turn's process advantage (turns.process_advantages: step rewards normalized over the
-   * whole group, summed to the end of the episode; DeepSeekMath 2024, sec. 4.1.3). Episodes without a reward
-   * (unscorable) get 0 in both, as the trainer masks them; the statistics pool the scorable ones. */
-  function credits(episodes, eps) {
+   * TurnCreditEstimator): outcome = the episode's GRPO advantage, on each of its turns; process = that plus
+   * episode.process_weight times the turn's process advantage (turns.process_advantages: step rewards normalized
+   * over the whole group, summed to the end of the episode; DeepSeekMath 2024, sec. 4.1.3). Episodes without a
+   * reward (unscorable) get 0 in both, as the trainer masks them; the statistics pool the scorable ones. */
+  function credits(episodes, eps, weight) {
     const scorable = episodes.map((c) => finite(c.reward));
     const outcomeOf = V.grpoAdvantages(episodes.filter((c, i) => scorable[i]).map((c) => c.reward), eps).advantages;
     let k = 0;
     const outcome = scorable.map((ok) => (ok ? outcomeOf[k++] : 0));
     const steps = episodes.map((c) => (c.episode.turn_rewards || []).map(Number));
     const processTerm = V.processAdvantages(steps, eps).map((row, i) => row.map((a) => (scorable[i] ? a : 0)));
-    return {outcome, steps, process: processTerm.map((row, i) => row.map((a) => outcome[i] + a))};
+    return {outcome, steps, process: processTerm.map((row, i) => row.map((a) => outcome[i] + weight * a))};
   }
   function turnBlocks(messages, values, steps, scale) {
     const box = el("div", {"class": "ex-turns", id: "process-turns"});
@@ -79,7 +79,10 @@
     if (part.source === "run" && settings.advantage && settings.advantage !== "grpo") {
       say(body, `This run's outcome advantage is ${settings.advantage}; the view computes GRPO's.`, "muted");
     }
-    const c = credits(episodes, eps);
+    const weight = finite(part.process_weight) ? part.process_weight : 1;  // episode.process_weight
+    if (weight !== 1) say(body, `This run weighs the process term by episode.process_weight = ${V.fmt(weight)}.`,
+                          "muted");
+    const c = credits(episodes, eps, weight);
     const scale = Math.max(1e-9, ...c.outcome.map(Math.abs), ...c.process.flat().map(Math.abs));
     const head = el("p", {"class": "ex-readout", id: "process-readout"}), turns = el("div");
     const draw = () => {

@@ -218,8 +218,7 @@ def process_part(run: RunData | None, settings: dict[str, Any]) -> dict[str, Any
                 "process_weight": settings["process_weight"]}
     agent = load_example().get("agent") or {}
     return _example("agent", "has no multi-turn episodes with turn rewards", std_epsilon=agent.get("std_epsilon"),
-                    credit="process", process_weight=EpisodeConfig().process_weight,  # the recorded run's: default
-                    group=_example_group("agent", agent.get("group")))
+                    credit="process", group=_example_group("agent", agent.get("group")))  # process_weight: 1
 
 
 def _keys(part: dict[str, Any] | None, *keys: str) -> dict[str, Any]:

@@ -79,7 +79,8 @@
     if (part.source === "run" && settings.advantage && settings.advantage !== "grpo") {
       say(body, `This run's outcome advantage is ${settings.advantage}; the view computes GRPO's.`, "muted");
     }
-    const weight = finite(part.process_weight) ? part.process_weight : 1;  // episode.process_weight
+    // episode.process_weight; the recorded example's part names none: it trained at the default, 1
+    const weight = finite(part.process_weight) ? part.process_weight : 1;
     if (weight !== 1) say(body, `This run weighs the process term by episode.process_weight = ${V.fmt(weight)}.`,
                           "muted");
     const c = credits(episodes, eps, weight);

@@ -346,7 +346,7 @@ def test_code_agent_survives_generated_turns(tokenizer, monkeypatch):
     environment, prompt = task_and_environment("code_agent")
     red_team = [calls(("run_python", {"code": "\ud800"})), calls(("run_python", {"code": "print(1)\x00"})),
                 calls(("run_tests", {"code": "def f(x):\n    return '\x00\ud800'"}))]
-    played, escaped = fuzz(tokenizer, environment, prompt, 170, [red_team])  # 1,190 turns
+    played, escaped = fuzz(tokenizer, environment, prompt, 170, [red_team])  # 1,197 turns
     assert played >= MIN_ENVIRONMENT_TURNS and escaped >= 1, (played, escaped)
 
 

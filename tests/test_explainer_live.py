@@ -55,6 +55,10 @@ def test_the_build_view_computes_the_runs_own_kl_estimator(driver, tmp_path):  #
         name, kl, total = kl_shown(driver)
         assert name == estimator and kl == pytest.approx(want, abs=1e-6), estimator
         assert total == pytest.approx(-1.039051 + 0.1 * want, abs=1e-5), estimator
+    assert driver.find_elements("id", "ex-kl-placement") == []  # the KL in the loss: nothing to say
+    (run / "config.yaml").write_text("algorithm:\n  kl_placement: reward\n")
+    driver.get(write_report([run], run / "report.html").resolve().as_uri())
+    assert "charges the KL in the reward" in driver.find_element("id", "ex-kl-placement").text
     assert severe(driver) == []
 
 
@@ -77,6 +81,11 @@ def test_a_dashboard_started_with_the_run_follows_its_config(driver, tmp_path): 
         assert wait_until(lambda: band_width(driver) > before, timeout_s=15)
         assert band_width(driver) == pytest.approx(before * 0.48 / 0.4)
         assert driver.find_element("id", "ex-eps-high").get_attribute("value") == "0.28"
+        assert driver.find_element("id", "ex-kl-est").get_attribute("value") == "k3"
+        (run / "config.yaml").write_text(CLIP_HIGHER + "  kl_estimator: k1\n")  # only the estimator changes
+        assert wait_until(lambda: driver.find_element("id", "ex-kl-est").get_attribute("value") == "k1",
+                          timeout_s=15)
+        assert {n.text for n in driver.find_elements("css selector", "#view-build .ex-kl-name")} == {"k1"}
         # and typed answers are scored now that the run has a config and a group of its own
         assert wait_until(lambda: driver.find_elements("css selector", "#view-score textarea"), timeout_s=15)
         assert severe(driver) == []

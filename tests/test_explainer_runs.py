@@ -271,6 +271,12 @@ def test_the_process_term_is_weighed_by_the_runs_process_weight(driver, use_fake
     assert same_credit(model_turns(driver), process[2])
     driver.find_element("id", "process-mode-outcome").click()
     assert same_credit(model_turns(driver), [outcome[2]])
+    assert "step scorer" not in driver.find_element("id", "view-process").text
+    # an outcome-credit run has no process term to weigh; a run with a step scorer is told the log leaves it out
+    (run / "config.yaml").write_text("episode:\n  credit: outcome\n  process_weight: 0.5\n  process_reward: m:f\n")
+    open_page(driver, run, tmp_path / "outcome.html")
+    text = driver.find_element("id", "view-process").text
+    assert "process_weight" not in text and "adds the step scorer's scores" in text
     assert severe(driver) == []
 
 

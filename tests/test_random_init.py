@@ -131,7 +131,7 @@ def test_a_bad_config_file_is_one_clear_error(tmp_path, text, words):
         load_model(model_config(f"model.architecture={path}"))
 
 
-RUNS = {  # one command each; the module starts all three at once (one process per core, the third queues)
+RUNS = {  # one command each; the module starts all three at once (2 cores here: they share them)
     "train": ["train", "max_steps=1", "eval.at_end=false", "rollout.max_new_tokens=8", "rollout.prompts_per_step=2",
               "rollout.group_size=2", "rollout.dynamic_sampling.enabled=false"],
     "sft": ["sft", "sft.data=cold_start", "sft.cold_start_size=8", "sft.epochs=1", "sft.batch_size=8"],

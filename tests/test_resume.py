@@ -97,6 +97,7 @@ class Background:
     def run_dir(self) -> Path:
         if self.proc.returncode is None:
             finish(self.proc)
+        assert self.proc.returncode == 0, "the straight run failed (its output is in the first test that read it)"
         return self.out
 
     def stop(self) -> None:

@@ -252,10 +252,12 @@ def test_the_explainer_opens_with_the_runs_own_clip_range_and_beta():
     # clip_epsilon_high: the key config.yaml holds (`clip_high` is only the config's property, never written)
     own = explainer_settings("algorithm:\n  clip_epsilon: 0.2\n  clip_epsilon_high: 0.28\n  beta: 0.0\n")
     assert own == {"eps_low": 0.2, "eps_high": 0.28, "beta": 0.0, "std_eps": 1e-4,  # std_eps: the default
-                   "kl_estimator": "k3"}
+                   "kl_estimator": "k3", "kl_placement": "loss"}
     defaults = {"eps_low": 0.2, "eps_high": 0.2, "beta": 0.04, "std_eps": 1e-4,  # AlgorithmConfig's
-                "kl_estimator": "k3"}
+                "kl_estimator": "k3", "kl_placement": "loss"}
     assert explainer_settings("algorithm:\n  kl_estimator: k2\n") == {**defaults, "kl_estimator": "k2"}
+    assert explainer_settings("algorithm:\n  kl_placement: reward\n") == {**defaults, "kl_placement": "reward"}
+    assert explainer_settings("algorithm:\n  kl_placement: [reward]\n") == defaults
     assert explainer_settings("algorithm:\n  kl_estimator: k9\n") == defaults  # no estimator the page knows
     assert explainer_settings("") == explainer_settings("::: [") == explainer_settings("- a list") == defaults
     assert explainer_settings("algorithm:\n  beta: -1\n  clip_epsilon_high: yes\n") == defaults  # unusable values

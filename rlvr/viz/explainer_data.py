@@ -82,6 +82,8 @@ def run_settings(config_text: str) -> dict[str, Any]:
         for key in keys:
             default = getattr(defaults, key)
             out[key] = _setting(section(name).get(key, default), default if default is not None else 0.0)
+    scorer = section("episode").get("process_reward")  # a name or a path, or None: the view only says one is set
+    out["process_reward"] = scorer if isinstance(scorer, str) and scorer else None
     if not out["clip_epsilon_high"]:  # unset (None): the lower side's, as the trainer reads it
         out["clip_epsilon_high"] = out["clip_epsilon"]
     if not isinstance(out["group_size"], int) or out["group_size"] < 1:
@@ -215,7 +217,7 @@ def process_part(run: RunData | None, settings: dict[str, Any]) -> dict[str, Any
     if picks:
         return {"source": "run", "made": f"step {picks[-1].step}", "group": group_json(picks[-1]),
                 "std_epsilon": settings["std_epsilon"], "credit": settings["credit"],
-                "process_weight": settings["process_weight"]}
+                "process_weight": settings["process_weight"], "process_reward": settings["process_reward"]}
     agent = load_example().get("agent") or {}
     return _example("agent", "has no multi-turn episodes with turn rewards", std_epsilon=agent.get("std_epsilon"),
                     credit="process", group=_example_group("agent", agent.get("group")))  # process_weight: 1

@@ -46,12 +46,14 @@ def payload(runs: list[RunData], live: bool, recipes: list[tuple[str, str]] = ()
 
 
 def explainer_settings(config_text: str) -> dict[str, float | str]:
-    """eps_low/eps_high/beta/std_eps and the KL estimator the build view opens with: the run's own (a clip-higher
-    run's range, a k1 run's estimator), the trainer's defaults where the config does not say (or cannot be read)."""
+    """eps_low/eps_high/beta/std_eps, the KL estimator and where the KL is charged, for the build view: the run's own
+    (a clip-higher run's range, a k1 run's estimator), the trainer's defaults where the config does not say (or
+    cannot be read)."""
     s = run_settings(config_text)
     estimator = s["kl_estimator"] if s["kl_estimator"] in get_args(KLName) else AlgorithmConfig().kl_estimator
     return {"eps_low": float(s["clip_epsilon"]), "eps_high": float(s["clip_epsilon_high"]), "beta": float(s["beta"]),
-            "std_eps": float(s["std_epsilon"]), "kl_estimator": estimator}
+            "std_eps": float(s["std_epsilon"]), "kl_estimator": estimator,
+            "kl_placement": "reward" if s["kl_placement"] == "reward" else "loss"}
 
 
 def _run(run: RunData, name: str) -> dict[str, Any]:

@@ -30,14 +30,14 @@
     const rewards = exRewards(), low = exNumber("ex-eps-low"), high = exNumber("ex-eps-high");
     const rho = exNumber("ex-ratio"), beta = exNumber("ex-beta"), eps = exNumber("ex-std-eps");
     const pi = exNumber("ex-pi"), piRef = exNumber("ex-pi-ref");
+    const estimator = byId("ex-kl-est").value, logPi = Math.log(pi), logRef = Math.log(piRef);
+    document.querySelectorAll(".ex-kl-name").forEach((node) => { node.textContent = estimator; });
     const bad = [...rewards, low, high, rho, beta, eps].some((v) => !isFinite(v)) || !(pi > 0 && pi <= 1) ||
                 !(piRef > 0 && piRef <= 1) || rho < 0 || beta < 0 || eps <= 0 || low < 0 || high < 0;
     byId("ex-error").textContent = bad ? "Every field needs a number: rho, beta, eps_low, eps_high >= 0, " +
                                          "std eps > 0, 0 < pi <= 1, 0 < pi_ref <= 1." : "";
     const rows = clear(byId("ex-rows")), chart = clear(byId("ex-chart"));
     if (bad) return;
-    const estimator = byId("ex-kl-est").value, logPi = Math.log(pi), logRef = Math.log(piRef);
-    document.querySelectorAll(".ex-kl-name").forEach((node) => { node.textContent = estimator; });
     const adv = V.grpoAdvantages(rewards, eps), kl = {d: logRef - logPi, value: V.KL[estimator](logPi, logRef)};
     [["ex-mean", adv.mean], ["ex-std", adv.std], ["ex-tied", adv.tied ? "yes" : "no"], ["ex-log-ratio", kl.d],
      ["ex-kl", kl.value], ["ex-kl-term", beta * kl.value]].forEach(([id, v]) => show(id, v));
@@ -64,11 +64,16 @@
       byId(id).addEventListener("input", compute);
     });
     const estimator = byId("ex-kl-est");  // the run's estimator (k3 when the config names none the page knows)
-    estimator.value = V.KL[d.kl_estimator] ? d.kl_estimator : "k3";
+    estimator.value = Object.hasOwn(V.KL, d.kl_estimator) ? d.kl_estimator : "k3";
+    if (d.kl_placement === "reward") {  // the trainer subtracts beta * k from the reward, not in the loss
+      byId("ex-error").before(el("p", {"class": "muted", id: "ex-kl-placement"}, "This run charges the KL in the " +
+        "reward (algorithm.kl_placement=reward): its loss holds no KL term; the table's last column is what a " +
+        "KL in the loss would add."));
+    }
     estimator.addEventListener("change", compute);
     byId("ex-add").addEventListener("click", () => rewardRows([...exRewards(), 0]));
     rewardRows(d.rewards);
   }
   V.addView({id: "build", order: 6, title: "Build your own group", build,
-             parts: ["eps_low", "eps_high", "beta", "std_eps", "kl_estimator"]});  // the run's own, once its config exists
+             parts: ["eps_low", "eps_high", "beta", "std_eps", "kl_estimator", "kl_placement"]});  // the run's own, once its config exists
 })();

@@ -81,8 +81,14 @@
     }
     // episode.process_weight; the recorded example's part names none: it trained at the default, 1
     const weight = finite(part.process_weight) ? part.process_weight : 1;
-    if (weight !== 1) say(body, `This run weighs the process term by episode.process_weight = ${V.fmt(weight)}.`,
-                          "muted");
+    if (weight !== 1 && part.credit === "process") {  // an outcome-credit run has no process term to weigh
+      say(body, `This run weighs the process term by episode.process_weight = ${V.fmt(weight)}.`, "muted");
+    }
+    if (part.process_reward) {  // the trainer adds the scorer's turn scores; groups.jsonl keeps the environment's
+      say(body, `This run adds the step scorer's scores (episode.process_reward) to each turn's reward; the log ` +
+                "keeps the environment's turn rewards only, so the process credit drawn here leaves the scorer out.",
+          "muted");
+    }
     const c = credits(episodes, eps, weight);
     const scale = Math.max(1e-9, ...c.outcome.map(Math.abs), ...c.process.flat().map(Math.abs));
     const head = el("p", {"class": "ex-readout", id: "process-readout"}), turns = el("div");

@@ -107,6 +107,11 @@ def test_passes_and_settings():
     assert run_settings("rollout:\n  group_size: 4\n")["group_size"] == 4
     assert run_settings("rollout:\n  group_size: 4.5\n")["group_size"] == 8  # no whole number: the default
     assert run_settings("rollout:\n  temperature: [1, 2]\n")["temperature"] == 1.0  # a list is no temperature
+    # episode.process_reward: a scorer's name or path is said on the page; anything else is no scorer
+    assert run_settings("episode:\n  process_reward: m:f\n")["process_reward"] == "m:f"
+    for other in ("[m:f]", "5", "''", "null"):
+        assert run_settings(f"episode:\n  process_reward: {other}\n")["process_reward"] is None, other
+    assert run_settings("episode:\n  process_weight: 0.25\n")["process_weight"] == 0.25
 
 
 # ---- the shipped recording (bench/explainer_record.py) --------------------------------------------------------

@@ -60,7 +60,7 @@ class SFTConfig(_Section):
     max_length: int = Field(1024, ge=8, description="tokens per example; longer rows are skipped and counted")
     batching: Literal["shared_prefix", "length_grouped", "padding_free"] = Field(
         "shared_prefix", description="shared_prefix: packed as the RL update, the rows' common prompt opening once "
-                                     "(0.73x length_grouped's time, bench/sft_layouts.py); length_grouped: "
+                                     "(0.54x length_grouped's time, bench/sft_layouts.py); length_grouped: "
                                      "micro-batches of similar length (little padding); padding_free: rows packed "
                                      "into one sequence with per-row positions")
     bad_rows: Literal["skip", "error"] = Field("skip", description="no usable assistant turn: skip+count it, or stop")

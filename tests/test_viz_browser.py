@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -325,3 +329,18 @@ def test_episodes_grey_the_environment_and_get_their_own_charts(driver, runs, ar
     open_report(driver, runs[:1], tmp_path / "plain.html")  # no episodes: nothing said about their charts
     assert "episodes" not in driver.find_element("id", "charts-missing").text.lower()
     assert "environment turn" not in driver.find_element("id", "group-legend").text
+
+
+def test_a_browser_leaves_nothing_in_the_temp_directory(driver):
+    """Chromium leaves an org.chromium.Chromium.* directory behind after each quit; start_chromium gives it a scratch
+    directory removed at exit. In a process of its own, so that its exit (and the removal) is part of the test."""
+    script = ("from rlvr.viz.browser import start_chromium\n"
+              "d = start_chromium()\nd.get('about:blank')\nd.quit()\n")
+    temp = tempfile.mkdtemp(prefix="t", dir="/tmp")  # short: Chromium puts a Unix socket under it (108-byte paths)
+    try:
+        done = subprocess.run([sys.executable, "-c", script], env={**os.environ, "TMPDIR": temp},
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert sorted(os.listdir(temp)) == []  # neither Chromium's directory nor the scratch one
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)

@@ -2,7 +2,10 @@
 `rlvr report` or `rlvr dashboard`: any browser opens their page). selenium is imported only here, lazily."""
 from __future__ import annotations
 
+import atexit
+import os
 import shutil
+import tempfile
 from pathlib import Path
 
 CHROMIUM = "/usr/bin/chromium"
@@ -37,7 +40,12 @@ def start_chromium(width: int = 1400, height: int = 1000):
     for flag in (*FLAGS, f"--window-size={width},{height}"):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(service=Service(_found(CHROMEDRIVER)), options=options)
+    # Chromium leaves an org.chromium.Chromium.* directory in the temp directory after each quit: give it one of
+    # its own, removed when this process exits, so that test runs do not pile them up in /tmp
+    scratch = tempfile.mkdtemp(prefix="rlvr-")  # short: Chromium puts a Unix socket in it (108-byte paths)
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    service = Service(_found(CHROMEDRIVER), env={**os.environ, "TMPDIR": scratch})
+    return webdriver.Chrome(service=service, options=options)
 
 
 def full_page_screenshot(driver, path: Path, width: int = 1400) -> None:

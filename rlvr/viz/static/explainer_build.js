@@ -75,5 +75,6 @@
     rewardRows(d.rewards);
   }
   V.addView({id: "build", order: 6, title: "Build your own group", build,
-             parts: ["eps_low", "eps_high", "beta", "std_eps", "kl_estimator", "kl_placement"]});  // the run's own, once its config exists
+             // the run's own, once its config exists
+             parts: ["eps_low", "eps_high", "beta", "std_eps", "kl_estimator", "kl_placement"]});
 })();

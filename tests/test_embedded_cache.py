@@ -50,3 +50,12 @@ def test_a_half_written_copy_is_converted_again(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(load, "_convert_gguf", lambda gguf_dir, gguf_file, where: calls.append(where))
     assert load.embedded_model_dir() == target and calls == [target]
+
+
+def test_a_cache_that_cannot_be_written_is_one_clear_error(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("RLVR_CACHE", str(blocker / "cache"))  # under a file: no directory can be made there
+    monkeypatch.setattr(load, "_convert_gguf", lambda *args: pytest.fail("converted without a cache"))
+    with pytest.raises(load.ModelError, match="cannot keep the converted embedded model in .*set RLVR_CACHE"):
+        load.embedded_model_dir()

